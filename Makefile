@@ -1,0 +1,49 @@
+# The README's commands. CMake (CMakeLists.txt) is the build system; this file only drives it.
+#   make demo   build everything and run the main job: a real C training run, profiled
+#   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
+#   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
+BUILD   ?= build
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE   ?= cmake
+CONFIG_FLAGS ?=
+
+.PHONY: all build demo test test-c test-asan test-tsan test-python bench venv clean
+
+all: build
+
+build:
+	@$(CMAKE) -S . -B $(BUILD)/release -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CONFIG_FLAGS) >/dev/null
+	@$(CMAKE) --build $(BUILD)/release -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+test: test-c test-asan test-tsan test-python
+
+test-c: build
+	@cd $(BUILD)/release && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	@$(CMAKE) -S . -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug -DSW_SANITIZE=address,undefined \
+	    -DSW_BUILD_BENCH=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD)/asan -j $(JOBS)
+	@cd $(BUILD)/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+test-tsan:
+	@$(CMAKE) -S . -B $(BUILD)/tsan -DCMAKE_BUILD_TYPE=Debug -DSW_SANITIZE=thread \
+	    -DSW_TSAN_ONLY_MT=ON -DSW_BUILD_BENCH=OFF -DSW_BUILD_EXAMPLES=OFF -DSW_BUILD_CLI=OFF >/dev/null
+	@$(CMAKE) --build $(BUILD)/tsan -j $(JOBS)
+	@cd $(BUILD)/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+venv:
+	@scripts/venv.sh $(BUILD)/venv
+
+test-python: build venv
+	@scripts/test-python.sh $(BUILD)
+
+bench: build venv
+	@scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

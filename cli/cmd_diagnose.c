@@ -1,0 +1,83 @@
+/* cmd_diagnose.c — stepwatch diagnose RUN [--format F] [--check] [-o OUT] */
+#include "common.h"
+
+#include <getopt.h>
+
+static const char HELP[] =
+    "usage: stepwatch diagnose RUN [--format F] [--check] [-o OUT]\n\n"
+    "Plain-language findings about a run, with the numbers behind them: input-bound (time\n"
+    "waiting for data), callback and logging overhead, warm-up outliers, tail stalls, idle\n"
+    "time between steps, the straggler rank (run files with several ranks), misuse and\n"
+    "dropped events. Prints 'No problems found.' for a clean run.\n\n"
+    "  -f, --format F   table (plain text, default), md, json\n"
+    "      --check      exit with status 1 when there is a warning or a critical finding\n"
+    "  -o, --output OUT write to OUT instead of standard output\n"
+    "  -h, --help       this help\n\n"
+    "Exit status: 0 done, 1 problems found (with --check), 2 bad usage, 3 unreadable run\n"
+    "file, 4 cannot write the output.\n";
+
+int sw_cmd_diagnose(int argc, char **argv)
+{
+    enum { OPT_CHECK = 1000 };
+    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
+                                            {"check", no_argument, NULL, OPT_CHECK},
+                                            {"output", required_argument, NULL, 'o'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    sw_format format = SW_FORMAT_TABLE;
+    const char *output = "-";
+    int check = 0;
+    optind = 1;
+    for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
+        switch (opt) {
+        case 'f':
+            if (sw_format_parse(optarg, &format) != 0 ||
+                (format != SW_FORMAT_TABLE && format != SW_FORMAT_MARKDOWN &&
+                 format != SW_FORMAT_JSON)) {
+                sw__cli_error("diagnose cannot write format '%s' (table, md, json)", optarg);
+                return SW_EXIT_USAGE;
+            }
+            break;
+        case OPT_CHECK:
+            check = 1;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            fputs(HELP, stdout);
+            return SW_EXIT_OK;
+        default:
+            return sw__cli_usage_error("diagnose");
+        }
+    }
+    if (argc - optind != 1) {
+        sw__cli_error(argc == optind ? "diagnose needs a run file" : "diagnose takes one run file");
+        return sw__cli_usage_error("diagnose");
+    }
+    const char *path = argv[optind];
+    sw_run *run = NULL;
+    int code = sw__cli_open_run(path, &run);
+    if (code != SW_EXIT_OK)
+        return code;
+    size_t problems = 0;
+    int rc = check ? sw_diagnose_count(run, &problems) : 0;
+    FILE *out = rc == 0 ? sw__cli_open_output(output) : NULL;
+    if (rc != 0) {
+        sw__cli_error("%s: %s", path, sw_strerror(rc));
+        code = sw__cli_exit_code(rc);
+    } else if (!out) {
+        code = SW_EXIT_IO;
+    } else {
+        rc = sw_diagnose_write(run, format, out);
+        code = sw__cli_close_output(out, output);
+        if (rc != 0 && code == SW_EXIT_OK) {
+            sw__cli_error("%s: %s", path, sw_strerror(rc));
+            code = sw__cli_exit_code(rc);
+        }
+        if (code == SW_EXIT_OK && problems > 0)
+            code = SW_EXIT_FINDINGS;
+    }
+    sw_run_close(run);
+    return code;
+}

@@ -1,0 +1,66 @@
+/* cmd_export.c — stepwatch export RUN --chrome OUT.json | --steps-csv OUT.csv */
+#include "common.h"
+
+#include <getopt.h>
+
+static const char HELP[] =
+    "usage: stepwatch export RUN [--chrome OUT.json] [--steps-csv OUT.csv]\n\n"
+    "Write a run file's records in other tools' formats (OUT '-' is standard output).\n\n"
+    "  --chrome OUT     Chrome Trace Event JSON: spans per thread, counter tracks, one\n"
+    "                   process per rank; open it in https://ui.perfetto.dev or\n"
+    "                   chrome://tracing (spans need the run's timeline: run --timeline)\n"
+    "  --steps-csv OUT  one row per step, Ignite's write_results columns (epoch, iteration,\n"
+    "                   processing_stats, dataflow_stats) then stepwatch's breakdown\n"
+    "  -h, --help       this help\n";
+
+typedef int (*export_fn)(sw_run *run, FILE *out);
+
+static int export_to(sw_run *run, export_fn fn, const char *path) {
+    FILE *out = sw__cli_open_output(path);
+    if (out == NULL)
+        return SW_EXIT_IO;
+    int rc = fn(run, out);
+    int code = sw__cli_close_output(out, path);
+    if (rc != 0 && code == SW_EXIT_OK) {
+        sw__cli_error("cannot export to %s: %s", path, sw_strerror(rc));
+        code = sw__cli_exit_code(rc);
+    }
+    return code;
+}
+
+int sw_cmd_export(int argc, char **argv) {
+    static const struct option options[] = {{"chrome", required_argument, NULL, 'c'},
+                                            {"steps-csv", required_argument, NULL, 's'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    const char *chrome = NULL, *csv = NULL;
+    optind = 1;
+    for (int opt; (opt = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
+        switch (opt) {
+        case 'c':
+            chrome = optarg;
+            break;
+        case 's':
+            csv = optarg;
+            break;
+        case 'h':
+            fputs(HELP, stdout);
+            return SW_EXIT_OK;
+        default:
+            return sw__cli_usage_error("export");
+        }
+    }
+    if (argc - optind != 1 || (chrome == NULL && csv == NULL)) {
+        sw__cli_error(argc - optind != 1 ? "export takes one run file"
+                                         : "export needs --chrome OUT or --steps-csv OUT");
+        return sw__cli_usage_error("export");
+    }
+    sw_run *run = NULL;
+    int code = sw__cli_open_run(argv[optind], &run);
+    if (code == SW_EXIT_OK && chrome != NULL)
+        code = export_to(run, sw_run_export_chrome, chrome);
+    if (code == SW_EXIT_OK && csv != NULL)
+        code = export_to(run, sw_run_export_steps_csv, csv);
+    sw_run_close(run);
+    return code;
+}

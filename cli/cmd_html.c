@@ -1,0 +1,68 @@
+/* cmd_html.c — stepwatch html RUN -o OUT.html */
+#include "common.h"
+
+#include <getopt.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char HELP[] =
+    "usage: stepwatch html RUN -o OUT.html\n\n"
+    "Write a self-contained HTML report of a run file (no network needed to view it): step\n"
+    "time over the run, where each step's time goes (data, forward, loss, backward,\n"
+    "optimizer, other), histograms with p50/p99, the tables, counters and the diagnosis.\n"
+    "Long runs are downsampled to at most 2000 points per chart.\n\n"
+    "  -o, --output OUT the HTML file to write ('-' for standard output)\n"
+    "  -h, --help       this help\n\n"
+    "Exit status: 0 done, 2 bad usage, 3 unreadable run file, 4 cannot write the output.\n";
+
+int sw_cmd_html(int argc, char **argv)
+{
+    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    const char *output = NULL;
+    optind = 1;
+    for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
+        switch (opt) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            fputs(HELP, stdout);
+            return SW_EXIT_OK;
+        default:
+            return sw__cli_usage_error("html");
+        }
+    }
+    if (argc - optind != 1 || !output) {
+        sw__cli_error(argc - optind != 1 ? "html takes one run file"
+                                         : "html needs an output file: -o OUT.html");
+        return sw__cli_usage_error("html");
+    }
+    const char *path = argv[optind];
+    sw_run *run = NULL;
+    int code = sw__cli_open_run(path, &run);
+    if (code != SW_EXIT_OK)
+        return code;
+    FILE *out = sw__cli_open_output(output);
+    if (!out) {
+        sw_run_close(run);
+        return SW_EXIT_IO;
+    }
+    int rc = sw_html_write(run, out);
+    code = sw__cli_close_output(out, output);
+    sw_run_close(run);
+    if (rc != 0) {
+        sw__cli_error("%s: %s", path, sw_strerror(rc));
+        if (strcmp(output, "-") != 0)
+            remove(output); /* no half-written report left behind */
+        return code != SW_EXIT_OK ? code : sw__cli_exit_code(rc);
+    }
+    if (code == SW_EXIT_OK && strcmp(output, "-") != 0) {
+        struct stat st;
+        if (stat(output, &st) == 0)
+            fprintf(stderr, "stepwatch: wrote %s (%lld kB)\n", output,
+                    (long long)(st.st_size + 1023) / 1024);
+    }
+    return code;
+}

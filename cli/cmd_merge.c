@@ -1,0 +1,80 @@
+/* cmd_merge.c — stepwatch merge RUN... -o OUT */
+#include "common.h"
+
+#include <getopt.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char HELP[] =
+    "usage: stepwatch merge RUN... -o OUT [--force]\n\n"
+    "Merge run files (one per rank) into one file that keeps every rank; report, html and\n"
+    "diagnose then show all ranks together and the slowest ones.\n\n"
+    "  -o, --output OUT the merged run file (must not exist unless --force)\n"
+    "  --force          replace OUT if it is a stepwatch run file\n"
+    "  -h, --help       this help\n";
+
+int sw_cmd_merge(int argc, char **argv) {
+    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
+                                            {"force", no_argument, NULL, 'F'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    const char *output = NULL;
+    int force = 0;
+    optind = 1;
+    for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
+        switch (opt) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'F':
+            force = 1;
+            break;
+        case 'h':
+            fputs(HELP, stdout);
+            return SW_EXIT_OK;
+        default:
+            return sw__cli_usage_error("merge");
+        }
+    }
+    if (output == NULL || optind == argc) {
+        sw__cli_error(output == NULL ? "merge needs -o OUT" : "merge needs run files");
+        return sw__cli_usage_error("merge");
+    }
+    /* Check each input first, so the error names the file at fault. */
+    for (int i = optind; i < argc; i++) {
+        sw_run *run = NULL;
+        int code = sw__cli_open_run(argv[i], &run);
+        sw_run_close(run);
+        if (code != SW_EXIT_OK)
+            return code;
+    }
+    if (access(output, F_OK) == 0) {
+        sw_run *existing = NULL;
+        int ours = sw_run_open(output, &existing) == 0;
+        sw_run_close(existing);
+        if (!force || !ours) {
+            sw__cli_error("%s exists%s", output,
+                          ours ? " (use --force to replace it)" : " and is not a run file");
+            return SW_EXIT_IO;
+        }
+        /* With its WAL and shared-memory files: a stale WAL would be replayed into the
+         * new file. */
+        char side[4096];
+        unlink(output);
+        snprintf(side, sizeof side, "%s-wal", output);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", output);
+        unlink(side);
+    }
+    int rc = sw_run_merge((const char *const *)argv + optind, (size_t)(argc - optind), output);
+    if (rc == SW_EINVAL) {
+        sw__cli_error("two inputs hold the same rank: merge files of different ranks");
+        return SW_EXIT_DATA;
+    }
+    if (rc != 0) {
+        sw__cli_error("cannot merge into %s: %s", output, sw_strerror(rc));
+        return sw__cli_exit_code(rc);
+    }
+    fprintf(stderr, "stepwatch: merged %d files into %s\n", argc - optind, output);
+    return SW_EXIT_OK;
+}

@@ -1,0 +1,164 @@
+/*
+ * cmd_run.c — stepwatch run [--run-file P] [--timeline] -- CMD ARGS...
+ *
+ * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
+ * which instruments the script (the Python package). Any other program gets the run file's
+ * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1) for a program built with stepwatch.
+ * The exit status is the program's (128 + N when killed by signal N).
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char HELP[] =
+    "usage: stepwatch run [--run-file P] [--timeline] [--format F] -- CMD ARGS...\n\n"
+    "Run CMD with profiling on and tell where the run file is. A Python command\n"
+    "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
+    "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
+    "  -f, --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
+    "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
+    "      --format F    the report the Python command prints at exit (STEPWATCH_FORMAT)\n"
+    "  -h, --help        this help\n";
+
+/* python, python3, python3.11, ... */
+static int is_python(const char *program) {
+    const char *base = strrchr(program, '/');
+    base = base ? base + 1 : program;
+    if (strncmp(base, "python", 6) != 0)
+        return 0;
+    for (const char *c = base + 6; *c; c++)
+        if (!(*c >= '0' && *c <= '9') && *c != '.')
+            return 0;
+    return 1;
+}
+
+/* python [interpreter options] rest... -> python [options] -m stepwatch.autorun rest...
+ * Interpreter options come before the script (-X and -W take a value). */
+static char **python_argv(int argc, char **argv) {
+    char **out = calloc((size_t)argc + 3, sizeof *out);
+    if (out == NULL)
+        return NULL;
+    int i = 0, o = 0;
+    out[o++] = argv[i++];
+    while (i < argc && argv[i][0] == '-' && strcmp(argv[i], "-m") != 0 &&
+           strcmp(argv[i], "-c") != 0 && strcmp(argv[i], "-") != 0) {
+        int takes_value = strcmp(argv[i], "-X") == 0 || strcmp(argv[i], "-W") == 0;
+        out[o++] = argv[i++];
+        if (takes_value && i < argc)
+            out[o++] = argv[i++];
+    }
+    out[o++] = "-m";
+    out[o++] = "stepwatch.autorun";
+    while (i < argc)
+        out[o++] = argv[i++];
+    return out;
+}
+
+/* The run file as an absolute path, so the program may change directory. */
+static char *absolute(const char *path) {
+    if (path[0] == '/')
+        return strdup(path);
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == NULL)
+        return NULL;
+    size_t n = strlen(cwd) + strlen(path) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s/%s", cwd, path);
+    return out;
+}
+
+static pid_t g_child;
+
+/* A terminal's Ctrl-C reaches the whole process group, the child included; a SIGTERM sent
+ * to us alone is passed on so the child can complete its run file. */
+static void forward(int signo) {
+    if (g_child > 0)
+        kill(g_child, signo);
+}
+
+int sw_cmd_run(int argc, char **argv) {
+    static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
+                                            {"timeline", no_argument, NULL, 't'},
+                                            {"format", required_argument, NULL, 'F'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    const char *run_file = "stepwatch-{rank}.db";
+    const char *format = NULL;
+    int timeline = 0;
+    optind = 1;
+    /* '+': stop at the first non-option, the program's name. */
+    for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
+        switch (opt) {
+        case 'f':
+            run_file = optarg;
+            break;
+        case 't':
+            timeline = 1;
+            break;
+        case 'F': {
+            sw_format parsed;
+            if (sw_format_parse(optarg, &parsed) != 0) {
+                sw__cli_error("unknown format '%s'", optarg);
+                return SW_EXIT_USAGE;
+            }
+            format = optarg;
+            break;
+        }
+        case 'h':
+            fputs(HELP, stdout);
+            return SW_EXIT_OK;
+        default:
+            return sw__cli_usage_error("run");
+        }
+    }
+    if (optind == argc) {
+        sw__cli_error("run needs a command: stepwatch run -- CMD ARGS...");
+        return sw__cli_usage_error("run");
+    }
+    char **cmd = argv + optind;
+    int ncmd = argc - optind;
+    char *path = absolute(run_file);
+    char **exec_argv = is_python(cmd[0]) ? python_argv(ncmd, cmd) : cmd;
+    if (path == NULL || exec_argv == NULL) {
+        sw__cli_error("out of memory");
+        return SW_EXIT_IO;
+    }
+    setenv("STEPWATCH_RUN_FILE", path, 1);
+    if (timeline)
+        setenv("STEPWATCH_TIMELINE", "1", 1);
+    if (format)
+        setenv("STEPWATCH_FORMAT", format, 1);
+
+    fflush(NULL);
+    g_child = fork();
+    if (g_child < 0) {
+        sw__cli_error("cannot start %s: %s", cmd[0], strerror(errno));
+        return SW_EXIT_IO;
+    }
+    if (g_child == 0) {
+        execvp(exec_argv[0], exec_argv);
+        sw__cli_error("cannot run %s: %s", exec_argv[0], strerror(errno));
+        _exit(127);
+    }
+    signal(SIGINT, SIG_IGN); /* the child gets the terminal's Ctrl-C and decides */
+    signal(SIGTERM, forward);
+    int status = 0;
+    while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
+        fprintf(stderr, "stepwatch: run file: %s\n", path);
+    if (exec_argv != cmd)
+        free(exec_argv);
+    free(path);
+    return code;
+}

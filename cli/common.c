@@ -1,0 +1,77 @@
+/* common.c — error messages, exit codes and files shared by the subcommands. */
+#include "common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+void sw__cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("stepwatch: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int sw__cli_exit_code(int rc) {
+    switch (rc) {
+    case 0:
+        return SW_EXIT_OK;
+    case SW_EINVAL:
+    case SW_EFORMAT:
+        return SW_EXIT_USAGE;
+    case SW_EIO:
+    case SW_EEXISTS:
+        return SW_EXIT_IO;
+    default:
+        return SW_EXIT_DATA;
+    }
+}
+
+/* Plain words for what went wrong with an input run file. */
+static const char *why_not_readable(int rc) {
+    switch (rc) {
+    case SW_ENOTFOUND:
+        return "no such file";
+    case SW_EFOREIGN:
+        return "not a stepwatch run file";
+    case SW_ECORRUPT:
+        return "the run file is corrupt or truncated";
+    case SW_EVERSION:
+        return "the run file was written by another stepwatch version (unknown schema)";
+    default:
+        return sw_strerror(rc);
+    }
+}
+
+int sw__cli_open_run(const char *path, sw_run **out) {
+    int rc = sw_run_open(path, out);
+    if (rc == 0)
+        return SW_EXIT_OK;
+    sw__cli_error("%s: %s", path, why_not_readable(rc));
+    return rc == SW_EIO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
+}
+
+FILE *sw__cli_open_output(const char *path) {
+    if (strcmp(path, "-") == 0)
+        return stdout;
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        sw__cli_error("cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
+int sw__cli_close_output(FILE *f, const char *path) {
+    int failed = ferror(f) != 0;
+    failed |= f == stdout ? fflush(f) != 0 : fclose(f) != 0;
+    if (!failed)
+        return SW_EXIT_OK;
+    sw__cli_error("error writing %s", strcmp(path, "-") == 0 ? "standard output" : path);
+    return SW_EXIT_IO;
+}
+
+int sw__cli_usage_error(const char *command) {
+    fprintf(stderr, "Try 'stepwatch %s --help'.\n", command);
+    return SW_EXIT_USAGE;
+}

@@ -1,0 +1,477 @@
+/*
+ * stepwatch.h — a stopwatch for training loops.
+ *
+ * This header is the specification of the C API. Anything not declared here (or in the
+ * headers it includes under stepwatch/) is not API.
+ *
+ * Conventions
+ *   - Setup and I/O calls return 0 or a negative SW_E* code; sw_strerror() explains it.
+ *   - Hot-path calls (sw_begin, sw_end, sw_step_*, sw_phase_*, sw_counter) return void. They
+ *     never allocate after warm-up, never lock, never print, never abort. Misuse (an end
+ *     without a begin, mismatched nesting, too deep nesting) is counted and shown in reports.
+ *   - A zeroed sw_options means defaults. sw_*_free(NULL) is a no-op.
+ *   - Times are nanoseconds of CLOCK_MONOTONIC unless a name says otherwise.
+ *
+ * Threads
+ *   Every call is thread-safe unless it says otherwise. Each thread records into its own
+ *   buffer (no locks on the hot path); buffers are merged when a snapshot is taken and
+ *   when a thread exits. Phases and steps are process-wide: the thread that marks them is
+ *   normally the training thread, and spans on other threads (data loader threads) are
+ *   attributed to the phase and step current at the time they end.
+ *
+ * Fork
+ *   A child process made by fork() starts with an empty profiler (same actions, no
+ *   statistics) and never writes into the parent's run file.
+ */
+#ifndef STEPWATCH_H
+#define STEPWATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SW_VERSION_MAJOR 0
+#define SW_VERSION_MINOR 1
+#define SW_VERSION_PATCH 0
+#define SW_VERSION_STRING "0.1.0"
+
+/* Visibility of the shared library's exports. */
+#if defined(SW_BUILDING_LIBRARY) && defined(__GNUC__)
+#define SW_API __attribute__((visibility("default")))
+#else
+#define SW_API
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------------------------- */
+
+/* X(name, value, message): one list, used for the enum, sw_strerror and sw_err_name. */
+#define SW_ERRNO_MAP(X)                                                        \
+    X(INVAL, -1, "invalid argument")                                           \
+    X(NOMEM, -2, "out of memory")                                              \
+    X(IO, -3, "input/output error")                                            \
+    X(FORMAT, -4, "unknown format name")                                       \
+    X(CORRUPT, -5, "file is corrupt or truncated")                             \
+    X(FOREIGN, -6, "not a stepwatch run file")                                 \
+    X(VERSION, -7, "unsupported run file schema version")                      \
+    X(LIMIT, -8, "too many distinct actions, phases or counters")              \
+    X(STATE, -9, "call not valid in the current state")                        \
+    X(NOTFOUND, -10, "no such item")                                           \
+    X(SQLITE, -11, "SQLite error")                                             \
+    X(UNSUPPORTED, -12, "not supported on this platform or build")             \
+    X(EXISTS, -13, "file exists")
+
+typedef enum sw_errno {
+#define SW__ERRNO_ENUM(name, value, message) SW_E##name = (value),
+    SW_ERRNO_MAP(SW__ERRNO_ENUM)
+#undef SW__ERRNO_ENUM
+} sw_errno;
+
+/* A static English message for rc (0 gives "success"; unknown codes "unknown error"). */
+SW_API const char *sw_strerror(int rc);
+/* The code's name without prefix, e.g. "INVAL"; "OK" for 0. Static string. */
+SW_API const char *sw_err_name(int rc);
+
+/* ------------------------------------------------------------------------------------------
+ * Identifiers and vocabulary
+ * ---------------------------------------------------------------------------------------- */
+
+typedef uint32_t sw_id;    /* an interned action name */
+typedef uint32_t sw_phase; /* a phase: built-in below, or user-defined via sw_phase_id */
+#define SW_ID_NONE ((sw_id)UINT32_MAX)
+
+enum {
+    SW_PHASE_NONE = 0,  /* outside any phase */
+    SW_PHASE_FIT = 1,   /* the whole run */
+    SW_PHASE_EPOCH = 2, /* one epoch (train + valid) */
+    SW_PHASE_TRAIN = 3, /* the training part of an epoch */
+    SW_PHASE_VALID = 4, /* the validation part of an epoch */
+    SW_PHASE_FIRST_USER = 5,
+    SW_PHASE_ALL = 0xFFFFFFFFu /* in snapshot rows: all phases rolled up */
+};
+
+/* Each action belongs to one category, from its name (see DESIGN.md's vocabulary):
+ * "data", "forward", "loss", "backward", "optimizer", "zero_grad", names starting with
+ * "callback:", and everything else. Per-step breakdowns use the categories. */
+typedef enum sw_category {
+    SW_CAT_DATA = 0,
+    SW_CAT_FORWARD,
+    SW_CAT_LOSS,
+    SW_CAT_BACKWARD,
+    SW_CAT_OPTIMIZER,
+    SW_CAT_ZERO_GRAD,
+    SW_CAT_CALLBACK,
+    SW_CAT_OTHER,
+    SW_CAT_COUNT
+} sw_category;
+
+/* "data", "forward", ..., "other". Static string; NULL for an out-of-range value. */
+SW_API const char *sw_category_name(sw_category cat);
+/* The category an action of this name gets. */
+SW_API sw_category sw_category_of(const char *action_name);
+
+/* ------------------------------------------------------------------------------------------
+ * Profiler lifetime
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_profiler sw_profiler;
+
+typedef enum sw_full_policy {
+    SW_FULL_DROP = 0, /* default: drop the event and count it */
+    SW_FULL_BLOCK = 1 /* wait for the flusher (never drops, may slow training) */
+} sw_full_policy;
+
+typedef struct sw_options {
+    const char *name;        /* run name shown in reports; NULL = "stepwatch" */
+    uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
+    uint32_t max_depth;      /* open spans per thread; 0 = 64 */
+    const char *run_file;    /* write a run file (SQLite) here; NULL = none. "{rank}" expands */
+    int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
+    uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536 */
+    sw_full_policy on_full;  /* when the flusher cannot keep up */
+    uint32_t flush_interval_ms;  /* run file flush period; 0 = 200 */
+    int no_signal_handlers;  /* nonzero: do not chain SIGINT/SIGTERM to complete the file */
+    int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
+    int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
+    const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+} sw_options;
+
+/* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
+ * on error *out is NULL and a negative code is returned (SW_EINVAL, SW_ENOMEM, or an
+ * SW_EIO/SW_ESQLITE from opening the run file). The caller owns *out. */
+SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
+
+/* Complete the run file (if any) and free everything. Open spans are discarded (counted as
+ * misuse in the run file's last snapshot). No other thread may use p during or after this
+ * call. NULL is a no-op. */
+SW_API void sw_profiler_free(sw_profiler *p);
+
+/* Turn recording on or off at run time (one relaxed atomic load on the hot path). A span is
+ * recorded only if recording was on at both its begin and its end. Default: on. */
+SW_API void sw_set_enabled(sw_profiler *p, int enabled);
+SW_API int sw_enabled(const sw_profiler *p);
+
+/* Nanoseconds on the profiler clock (CLOCK_MONOTONIC). */
+SW_API uint64_t sw_now_ns(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Actions (hot path)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Intern an action name (copied; at most 255 bytes are kept). The same name always gives the
+ * same id. Returns SW_ID_NONE when p or name is NULL or the table is full (4096 actions).
+ * Takes a lock: call it once per name, not per step. */
+SW_API sw_id sw_action(sw_profiler *p, const char *name);
+/* The name of an id, or NULL. Valid until sw_profiler_free. */
+SW_API const char *sw_action_name(const sw_profiler *p, sw_id id);
+
+/* Open and close a span of action id on the calling thread's stack. Spans nest; an end must
+ * match the innermost open begin of the same thread. A mismatched end closes the spans
+ * opened after the matching begin (counted as misuse); an end with no matching begin is
+ * counted and ignored. SW_ID_NONE and unknown ids are counted and ignored. */
+SW_API void sw_begin(sw_profiler *p, sw_id id);
+SW_API void sw_end(sw_profiler *p, sw_id id);
+
+/* Record a span measured elsewhere (start and end on the sw_now_ns clock) as if begun and
+ * ended on this thread at its current depth. end < start is counted as misuse. */
+SW_API void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * Training structure (hot path)
+ * ---------------------------------------------------------------------------------------- */
+
+/* The id of a phase name: "fit", "epoch", "train", "valid" give the built-ins; other names
+ * are interned (at most 32 phases in all). SW_PHASE_NONE for NULL p/name or a full table.
+ * Takes a lock. */
+SW_API sw_phase sw_phase_id(sw_profiler *p, const char *name);
+SW_API const char *sw_phase_name(const sw_profiler *p, sw_phase phase);
+
+/* Enter and leave a phase. A phase is also timed as an action of the same name, recorded
+ * in the enclosing phase (so "train" and "valid" appear under "fit", as fastxtend shows).
+ * Phases nest (fit > epoch > train). */
+SW_API void sw_phase_begin(sw_profiler *p, sw_phase phase);
+SW_API void sw_phase_end(sw_profiler *p, sw_phase phase);
+
+/* A step is one batch: waiting for its data plus computing on it. It is timed as the action
+ * "step" in the current phase. batch_size 0 = unknown (no samples/s). The first
+ * warmup_steps steps of each phase are warm-up: their spans are kept apart. Beginning a
+ * step while one is open ends the open one first (counted as misuse). */
+SW_API void sw_step_begin(sw_profiler *p, uint32_t batch_size);
+/* Set the current step's batch size once it is known (after the data arrived). */
+SW_API void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size);
+SW_API void sw_step_end(sw_profiler *p);
+/* Steps begun so far in the whole run (all phases), and the current step's global index
+ * (-1 outside a step). */
+SW_API uint64_t sw_step_count(const sw_profiler *p);
+SW_API int64_t sw_step_index(const sw_profiler *p);
+
+/* ------------------------------------------------------------------------------------------
+ * Counters (device samples, memory, anything numeric over time)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Intern a counter name (at most 256 counters). Takes a lock. SW_ID_NONE on error. */
+SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
+/* Record a sample of a counter now. Kept in the run file and the Chrome trace; the last
+ * value and min/max/mean are kept in memory. */
+SW_API void sw_counter(sw_profiler *p, sw_id counter, double value);
+
+/* ------------------------------------------------------------------------------------------
+ * Convenience macros. Each call site caches its action id; -DSW_DISABLE removes them.
+ *   SW_BEGIN(p, "forward"); ...; SW_END(p, "forward");
+ *   SW_SCOPE(p, "loss") { ... }   -- the block is one span; no break/return/goto out of it.
+ *                                    SW_SCOPE declares a static: use it where a statement
+ *                                    may go, inside braces.
+ * ---------------------------------------------------------------------------------------- */
+
+/* One call site's cache: the id and which profiler it was interned in (a profiler's unique
+ * serial number in the high half, so a new profiler at a freed one's address misses). */
+typedef struct sw_site {
+    uint64_t key;
+} sw_site;
+
+/* The id of name in p, cached in site (thread-safe; interns once per profiler). */
+SW_API sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name);
+
+#define SW__CAT2(a, b) a##b
+#define SW__CAT(a, b) SW__CAT2(a, b)
+#ifdef SW_DISABLE
+#define SW_BEGIN(p, name) ((void)0)
+#define SW_END(p, name) ((void)0)
+#define SW_SCOPE(p, name) for (int sw__once = 1; sw__once; sw__once = 0)
+#else
+#define SW_BEGIN(p, name)                                                               \
+    do {                                                                                \
+        static sw_site sw__site;                                                        \
+        sw_begin((p), sw_site_id((p), &sw__site, (name)));                              \
+    } while (0)
+#define SW_END(p, name)                                                                 \
+    do {                                                                                \
+        static sw_site sw__site;                                                        \
+        sw_end((p), sw_site_id((p), &sw__site, (name)));                                \
+    } while (0)
+#define SW_SCOPE(p, name)                                                               \
+    static sw_site SW__CAT(sw__scope_site_, __LINE__);                                  \
+    for (sw_id sw__scope_id = sw_site_id((p), &SW__CAT(sw__scope_site_, __LINE__), (name)), \
+               sw__once = (sw_begin((p), sw__scope_id), 1);                             \
+         sw__once; sw__once = (sw_end((p), sw__scope_id), 0))
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Timer — Ignite's Timer: start, pause, resume, reset, step, value.
+ * Not thread-safe (one timer per user); no allocation.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_timer {
+    int average;          /* value() divides by the number of steps */
+    int running;
+    uint64_t started_ns;  /* when the running interval began */
+    uint64_t elapsed_ns;  /* closed intervals so far */
+    uint64_t steps;
+} sw_timer;
+
+/* Reset and start running (Ignite's Timer() constructor and reset()). */
+SW_API void sw_timer_init(sw_timer *t, int average);
+SW_API void sw_timer_reset(sw_timer *t);
+SW_API void sw_timer_pause(sw_timer *t);
+SW_API void sw_timer_resume(sw_timer *t);
+SW_API void sw_timer_step(sw_timer *t);
+/* Seconds elapsed (running interval included), divided by max(steps, 1) if average. */
+SW_API double sw_timer_value(const sw_timer *t);
+
+/* ------------------------------------------------------------------------------------------
+ * Histogram — log-bucketed, mergeable, fixed size.
+ * Values below 2^SW_HIST_SUB_BITS ns are exact; above, each power of two is split into
+ * 2^SW_HIST_SUB_BITS buckets, so a quantile read from the bucket midpoint is within
+ * 1/2^(SW_HIST_SUB_BITS+1) = 3.1 % of the true sample. Values above 2^SW_HIST_MAX_EXP ns
+ * (about 36 minutes) land in the last bucket.
+ * ---------------------------------------------------------------------------------------- */
+
+#define SW_HIST_SUB_BITS 4
+#define SW_HIST_MAX_EXP 41
+#define SW_HIST_BUCKETS ((SW_HIST_MAX_EXP - SW_HIST_SUB_BITS + 1) << SW_HIST_SUB_BITS)
+
+typedef struct sw_hist {
+    uint64_t count;
+    uint32_t buckets[SW_HIST_BUCKETS];
+} sw_hist;
+
+SW_API uint32_t sw_hist_bucket_of(uint64_t ns);
+/* Smallest and largest value that falls into bucket i. */
+SW_API uint64_t sw_hist_bucket_low(uint32_t i);
+SW_API uint64_t sw_hist_bucket_high(uint32_t i);
+SW_API void sw_hist_add(sw_hist *h, uint64_t ns);
+SW_API void sw_hist_merge(sw_hist *into, const sw_hist *from);
+/* The q-quantile (0 <= q <= 1) in ns, the midpoint of its bucket; 0 for an empty histogram. */
+SW_API uint64_t sw_hist_quantile(const sw_hist *h, double q);
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics of one action (in one phase): Welford mean/variance, merged with Chan.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_stats {
+    uint64_t count;
+    uint64_t total_ns;
+    uint64_t self_ns;   /* total minus time in nested spans on the same thread */
+    double mean_ns;
+    double m2;          /* sum of squared deviations from the mean (Welford) */
+    uint64_t min_ns;
+    uint64_t max_ns;
+    int64_t min_step;   /* global step index of the min/max call; -1 outside any step */
+    int64_t max_step;
+    uint64_t samples;   /* batch sizes of the steps the calls belonged to, summed */
+} sw_stats;
+
+SW_API void sw_stats_init(sw_stats *s);
+SW_API void sw_stats_add(sw_stats *s, uint64_t ns, uint64_t self_ns, int64_t step,
+                         uint64_t samples);
+SW_API void sw_stats_merge(sw_stats *into, const sw_stats *from);
+/* Sample standard deviation (n - 1, as Ignite/torch.std) and population (n, as np.std),
+ * in ns; 0 when undefined. */
+SW_API double sw_stats_stddev(const sw_stats *s);
+SW_API double sw_stats_pstddev(const sw_stats *s);
+/* Samples per second over the calls (samples / total time); 0 when unknown. */
+SW_API double sw_stats_samples_per_s(const sw_stats *s);
+
+/* ------------------------------------------------------------------------------------------
+ * Snapshots — a consistent copy of everything measured, independent of the profiler.
+ * Reports, the run file reader, compare and diagnose all work on snapshots.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_row {
+    sw_id action;
+    const char *action_name;
+    sw_phase phase;          /* SW_PHASE_ALL for the roll-up over all phases */
+    const char *phase_name;  /* "all" for the roll-up */
+    sw_category category;
+    sw_stats stats;          /* steady state: warm-up steps excluded */
+    sw_stats warmup;         /* warm-up steps only */
+    sw_hist hist;            /* steady state durations */
+} sw_row;
+
+typedef struct sw_misuse {
+    uint64_t end_without_begin; /* sw_end with no open span of that id */
+    uint64_t mismatched_end;    /* sw_end that closed inner spans left open */
+    uint64_t depth_overflow;    /* sw_begin beyond max_depth */
+    uint64_t bad_id;            /* SW_ID_NONE or an unknown id */
+    uint64_t phase_mismatch;    /* sw_phase_end of a phase that is not innermost */
+    uint64_t step_overlap;      /* sw_step_begin with a step open, or step_end without one */
+    uint64_t bad_record;        /* sw_record with end < start */
+    uint64_t open_at_snapshot;  /* spans still open when the snapshot was taken */
+} sw_misuse;
+
+typedef struct sw_counter_summary {
+    const char *name;
+    uint64_t count;
+    double last, min, max, mean;
+} sw_counter_summary;
+
+typedef struct sw_snapshot {
+    const char *name;           /* run name */
+    const char *host;
+    const char *command;
+    int64_t pid;
+    int rank;
+    int world_size;
+    uint64_t start_unix_ns;     /* wall-clock time the profiler started */
+    uint64_t elapsed_ns;        /* profiler start to snapshot (or end of the run) */
+    uint64_t wall_ns;           /* denominator of percentages: the "fit" total if any, else
+                                   elapsed_ns */
+    uint64_t steps;             /* steps begun, all phases */
+    uint32_t warmup_steps;      /* option in force */
+    size_t nrows;               /* per (action, phase) rows then one roll-up row per action */
+    sw_row *rows;
+    size_t ncounters;
+    sw_counter_summary *counters;
+    sw_misuse misuse;
+    uint64_t dropped_events;    /* events the run file's flusher could not take */
+    uint64_t threads;           /* threads that recorded */
+} sw_snapshot;
+
+/* Take a snapshot of everything recorded so far (all threads). Caller frees with
+ * sw_snapshot_free. Safe while other threads record. */
+SW_API int sw_snapshot_take(sw_profiler *p, sw_snapshot **out);
+SW_API void sw_snapshot_free(sw_snapshot *s);
+/* Find a row by action name and phase name ("all" for the roll-up); NULL if absent. */
+SW_API const sw_row *sw_snapshot_find(const sw_snapshot *s, const char *action,
+                                      const char *phase);
+
+/* ------------------------------------------------------------------------------------------
+ * Reports
+ * ---------------------------------------------------------------------------------------- */
+
+typedef enum sw_format {
+    SW_FORMAT_TABLE = 0,   /* stepwatch's table: Lightning's columns + std, p50, p99, self */
+    SW_FORMAT_LIGHTNING,   /* Lightning SimpleProfiler: Action, Mean duration, Num calls,
+                              Total time, Percentage */
+    SW_FORMAT_FASTXTEND,   /* Phase, Action, Mean Duration, Duration Std Dev, Number of Calls,
+                              Samples/Second, Total Time, Percent of Total */
+    SW_FORMAT_IGNITE,      /* total | min/index | max/index | mean | std per action */
+    SW_FORMAT_MARKDOWN,
+    SW_FORMAT_CSV,
+    SW_FORMAT_JSON         /* versioned schema, see docs/json-schema.md */
+} sw_format;
+
+#define SW_JSON_SCHEMA_VERSION 1
+
+/* "table", "lightning", "fastxtend", "ignite", "md"/"markdown", "csv", "json".
+ * SW_EFORMAT for anything else. */
+SW_API int sw_format_parse(const char *name, sw_format *out);
+SW_API const char *sw_format_name(sw_format fmt);
+
+/* Write a report of s in fmt to out. SW_EINVAL for NULL arguments, SW_EIO on write error. */
+SW_API int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out);
+/* Snapshot p and write it. */
+SW_API int sw_report(sw_profiler *p, sw_format fmt, FILE *out);
+
+/* Human duration: "812 ns", "3.41 µs", "12.7 ms", "4.20 s". Writes at most size bytes
+ * (NUL included) and returns buf. */
+SW_API char *sw_format_duration(double ns, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------------------------
+ * Per-step and per-span records (what the run file stores, one row each)
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_step_record {
+    uint64_t step;          /* global index, from 0 */
+    sw_phase phase;
+    uint32_t batch_size;
+    int warmup;             /* nonzero for warm-up steps */
+    uint32_t thread;        /* stepwatch thread number (0 = first thread seen) */
+    uint64_t start_ns;      /* since the profiler started */
+    uint64_t duration_ns;
+    uint64_t category_ns[SW_CAT_COUNT]; /* outermost categorized spans of the step's thread;
+                                           SW_CAT_OTHER = the rest of the step */
+} sw_step_record;
+
+typedef struct sw_span_record {
+    sw_id action;
+    sw_phase phase;
+    uint32_t thread;
+    uint32_t depth;         /* 0 = outermost */
+    int64_t step;           /* -1 outside steps */
+    uint64_t start_ns;      /* since the profiler started */
+    uint64_t duration_ns;
+} sw_span_record;
+
+typedef struct sw_counter_record {
+    sw_id counter;
+    uint32_t thread;
+    uint64_t time_ns;       /* since the profiler started */
+    double value;
+} sw_counter_record;
+
+#ifdef __cplusplus
+}
+#endif
+
+/* The layers built on the core: the C training engine, run files, and the analyses. */
+#include "stepwatch/engine.h"
+#include "stepwatch/run.h"
+#include "stepwatch/analysis.h"
+
+#endif /* STEPWATCH_H */

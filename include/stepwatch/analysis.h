@@ -1,0 +1,43 @@
+/*
+ * stepwatch/analysis.h — comparing runs, diagnosing a run, the HTML report.
+ * Included by stepwatch.h; do not include directly.
+ */
+#ifndef STEPWATCH_ANALYSIS_H
+#define STEPWATCH_ANALYSIS_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per action (all phases, then per phase): what changed from a (baseline) to b, and
+ * whether it is beyond noise. A row is "slower"/"faster" when a two-sided Mann-Whitney U
+ * test on the two histograms gives p < 0.01 and the mean moved by >= 5 %; "new"/"gone" for
+ * actions in only one run; "unclear" with fewer than 5 calls on a side; else "same".
+ * See docs/compare.md. fmt: SW_FORMAT_TABLE, SW_FORMAT_MARKDOWN, SW_FORMAT_CSV or
+ * SW_FORMAT_JSON (SW_EFORMAT for others). SW_EINVAL for NULL arguments, SW_EIO on a write
+ * error. The snapshots are only read. */
+SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt,
+                            FILE *out);
+/* How many rows sw_compare_write would call "slower" (significant regressions). */
+SW_API int sw_compare_regressions(const sw_snapshot *a, const sw_snapshot *b, size_t *count);
+
+/* Plain-language findings about a run, with the numbers behind them: input-bound, callback
+ * overhead, warm-up outliers, tail stalls, idle time between steps, straggler rank (with
+ * ranks merged), misuse and dropped events; "No problems found" when clean. See
+ * docs/diagnose.md. fmt: SW_FORMAT_TABLE (text), SW_FORMAT_MARKDOWN or SW_FORMAT_JSON
+ * (SW_EFORMAT for others). Errors of the run file reader are passed on; SW_EIO on a write
+ * error. Memory is bounded by the number of ranks, not steps. */
+SW_API int sw_diagnose_write(sw_run *run, sw_format fmt, FILE *out);
+/* The number of findings of severity warning or worse that sw_diagnose_write reports, in
+ * *count (for `stepwatch diagnose --check`). */
+SW_API int sw_diagnose_count(sw_run *run, size_t *count);
+
+/* A self-contained HTML report (no network, inline CSS/JS/SVG) of a run: step time over the
+ * run, the per-step breakdown by category, histograms with p50/p99, the tables, counters
+ * and the diagnosis. Step series are downsampled to at most 2000 points (min/mean/max per
+ * bucket), so the file stays bounded for any run length. See docs/html.md. */
+SW_API int sw_html_write(sw_run *run, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STEPWATCH_ANALYSIS_H */

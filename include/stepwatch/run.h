@@ -1,0 +1,52 @@
+/*
+ * stepwatch/run.h — reading run files (one per process/rank), merging ranks, exports.
+ * Included by stepwatch.h; do not include directly.
+ */
+#ifndef STEPWATCH_RUN_H
+#define STEPWATCH_RUN_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_run sw_run;
+
+/* Open a run file read-only (also while its run is still writing it). SW_ENOTFOUND if the
+ * file does not exist, SW_EFOREIGN for a file that is not a stepwatch run file,
+ * SW_ECORRUPT for a damaged one, SW_EVERSION for an unknown schema version. */
+SW_API int sw_run_open(const char *path, sw_run **out);
+SW_API void sw_run_close(sw_run *run);
+
+/* Ranks held by the file (1 for a single-process file, N after sw_run_merge). */
+SW_API int sw_run_rank_count(const sw_run *run);
+/* The rank number of the index-th rank (0 <= index < sw_run_rank_count), ascending;
+ * -1 for an index out of range. */
+SW_API int sw_run_rank_id(const sw_run *run, int index);
+/* The aggregates of the whole file (all ranks merged), or of one rank. */
+SW_API int sw_run_snapshot(sw_run *run, sw_snapshot **out);
+SW_API int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out);
+
+/* Visit records in time order; a callback returning nonzero stops the walk and that value
+ * is returned. rank -1 = all ranks. */
+typedef int (*sw_step_fn)(void *ctx, int rank, const sw_step_record *step);
+typedef int (*sw_span_fn)(void *ctx, int rank, const sw_span_record *span);
+typedef int (*sw_counter_fn)(void *ctx, int rank, const sw_counter_record *sample);
+SW_API int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx);
+SW_API int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx);
+SW_API int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx);
+
+/* Names of ids as stored in the file (NULL for unknown). */
+SW_API const char *sw_run_action_name(const sw_run *run, int rank, sw_id action);
+SW_API const char *sw_run_phase_name(const sw_run *run, int rank, sw_phase phase);
+SW_API const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counter);
+
+/* Merge run files (one per rank) into one new file at out_path (SW_EEXISTS if present). */
+SW_API int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path);
+
+/* Exports. */
+SW_API int sw_run_export_chrome(sw_run *run, FILE *out);     /* Chrome Trace Event JSON */
+SW_API int sw_run_export_steps_csv(sw_run *run, FILE *out);  /* Ignite-style per iteration */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STEPWATCH_RUN_H */

@@ -1,0 +1,94 @@
+"""stepwatch — a stopwatch for training loops.
+
+The recording is done in C (``stepwatch._stepwatch``); this package only adds a process-wide
+default profiler and lazy access to the framework adapters::
+
+    import stepwatch
+    prof = stepwatch.Profiler(name="my run", warmup_steps=2)
+    fwd = prof.action("forward")
+    with prof.phase("train"):
+        for batch in loader:
+            with prof.step(len(batch)):
+                with fwd:
+                    ...
+    print(prof.report())                      # or prof.records() -> pandas.DataFrame
+
+    stepwatch.torch.instrument()              # plain PyTorch, zero code changes
+    Trainer(profiler=stepwatch.lightning.Profiler())
+    stepwatch.ignite.BasicTimeProfiler().attach(engine)
+"""
+import importlib
+import threading
+
+from ._stepwatch import (
+    JSON_SCHEMA_VERSION,
+    Action,
+    Error,
+    Phase,
+    Profiler,
+    Snapshot,
+    Step,
+    Timed,
+    Timer,
+    __version__,
+    category_of,
+    load,
+    load_steps,
+    now_ns,
+    strerror,
+)
+
+__all__ = [
+    "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
+    "JSON_SCHEMA_VERSION", "__version__", "category_of", "load", "load_steps", "now_ns",
+    "strerror", "profiler", "set_profiler", "action", "report", "records",
+    "torch", "lightning", "ignite", "fastai",
+]
+
+FORMATS = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def profiler():
+    """The process-wide default Profiler (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Profiler()
+        return _default
+
+
+def set_profiler(prof):
+    """Make prof the default Profiler (None: a fresh one is made on next use)."""
+    global _default
+    if prof is not None and not isinstance(prof, Profiler):
+        raise TypeError(f"expected a stepwatch.Profiler, not {type(prof).__name__}")
+    with _default_lock:
+        _default = prof
+
+
+def action(name):
+    """An action of the default profiler (context manager and decorator)."""
+    return profiler().action(name)
+
+
+def report(format="table"):
+    """The default profiler's report as text."""
+    return profiler().report(format)
+
+
+def records(phase=None):
+    """The default profiler's rows as a list of dicts."""
+    return profiler().records(phase)
+
+
+_ADAPTERS = ("torch", "lightning", "ignite", "fastai")
+
+
+def __getattr__(name):
+    # The adapters import their framework: load them only when asked for.
+    if name in _ADAPTERS:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'stepwatch' has no attribute {name!r}")

@@ -1,0 +1,451 @@
+"""stepwatch.ignite — PyTorch-Ignite front end with Ignite's own API.
+
+    profiler = stepwatch.ignite.BasicTimeProfiler()     # or HandlersTimeProfiler()
+    profiler.attach(trainer)
+    trainer.run(data, max_epochs=3)
+    profiler.print_results(profiler.get_results())
+    profiler.write_results("profile.csv")
+
+Differences from Ignite's profilers, all on purpose:
+  * memory is bounded: statistics live in the C core (per action, never per iteration);
+    write_results keeps the last ``max_rows`` iterations (default 100 000) for its CSV and
+    counts in ``dropped_rows`` how many older ones it let go;
+  * data of unknown length works (no ``len()``, no ``epoch_length`` needed);
+  * "Dataflow" is the ``next(iterator)`` call itself (between the GET_BATCH_STARTED and
+    GET_BATCH_COMPLETED handlers), "Processing" the process function (between the
+    ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
+Results use Ignite's layout: seconds; min/index and max/index with 0-based iteration index.
+"""
+import collections
+import csv
+import functools
+
+from ignite.engine import Engine, Events
+
+import stepwatch as _sw
+
+__all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer"]
+
+_ITER_EVENTS = (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED,
+                Events.ITERATION_STARTED, Events.ITERATION_COMPLETED)
+_BASIC_EVENTS = (Events.STARTED, Events.EPOCH_STARTED, Events.ITERATION_STARTED,
+                 Events.ITERATION_COMPLETED, Events.EPOCH_COMPLETED, Events.COMPLETED)
+
+
+class Timer(_sw.Timer):
+    """Ignite's ``ignite.handlers.Timer`` (C core) with ``attach``."""
+
+    def attach(self, engine, start=Events.STARTED, pause=Events.COMPLETED, resume=None,
+               step=None):
+        engine.add_event_handler(start, self.reset)
+        engine.add_event_handler(pause, self.pause)
+        if resume is not None:
+            engine.add_event_handler(resume, self.resume)
+        if step is not None:
+            engine.add_event_handler(step, self.step)
+        return self
+
+
+def _stats(row, index_base=0):
+    """Ignite's basic stats dict (seconds) from a stepwatch record; None if never run."""
+    if row is None or not row["count"]:
+        return collections.OrderedDict([("total", "not yet triggered")])
+    out = [("total", row["total_ns"] / 1e9)]
+    if row["count"] > 1:
+        out += [("min/index", (row["min_ns"] / 1e9, max(row["min_step"] - index_base, 0))),
+                ("max/index", (row["max_ns"] / 1e9, max(row["max_step"] - index_base, 0))),
+                ("mean", row["mean_ns"] / 1e9),
+                ("std", row["std_ns"] / 1e9)]
+    return collections.OrderedDict(out)
+
+
+def _handler_name(handler):
+    return getattr(handler, "__qualname__", handler.__class__.__name__)
+
+
+class _Base:
+    """What both profilers share: the stepwatch profiler, step and phase marks, the bounded
+    per-iteration rows for write_results."""
+
+    def __init__(self, profiler, phase, max_rows):
+        if max_rows < 1:
+            raise ValueError("max_rows must be >= 1")
+        self.profiler = profiler if profiler is not None else _sw.Profiler(name="ignite")
+        p = self.profiler
+        self._fit, self._epoch, self._phase = p.phase("fit"), p.phase("epoch"), p.phase(phase)
+        self._data = p.action("data")
+        self._processing = p.action("processing")
+        self._rows = collections.deque(maxlen=max_rows)
+        self.dropped_rows = 0
+        self._installed = []
+        self._engine = None
+        self._t_data = 0
+        self._t_proc = 0
+
+    @staticmethod
+    def _check_engine(engine):
+        if not isinstance(engine, Engine):
+            raise TypeError(f"Argument engine should be ignite.engine.Engine, "
+                            f"but given {type(engine)}")
+
+    def _insert(self, event, fn, first):
+        handlers = self._engine._event_handlers[event]
+        entry = (fn, (), {})
+        if first:
+            handlers.insert(0, entry)
+        else:
+            handlers.append(entry)
+        self._installed.append((event, fn))
+
+    def _remove(self):
+        for event, fn in self._installed:
+            handlers = self._engine._event_handlers[event]
+            for i, (h, _a, _k) in enumerate(handlers):
+                if h is fn:
+                    del handlers[i]
+                    break
+        self._installed = []
+
+    def _keep_row(self, row):
+        if len(self._rows) == self._rows.maxlen:
+            self.dropped_rows += 1
+        self._rows.append(row)
+
+    # The loop's own marks: data is next(iterator), processing the process function.
+    def _get_batch_started_last(self):
+        self.profiler.step_begin()
+        self._t_data = _sw.now_ns()
+
+    def _get_batch_completed_first(self):
+        t = _sw.now_ns()
+        self._data.record(self._t_data, t)
+        self._dataflow_s = (t - self._t_data) / 1e9
+        size = _batch_size(self._engine.state.batch)
+        if size:
+            self.profiler.set_batch_size(size)
+
+    def _iteration_started_last(self):
+        self._t_proc = _sw.now_ns()
+
+    def _iteration_completed_first(self):
+        t = _sw.now_ns()
+        self._processing.record(self._t_proc, t)
+        self._processing_s = (t - self._t_proc) / 1e9
+
+    def _epoch_started_first(self):
+        self._epoch.begin()
+        self._phase.begin()
+
+    def _epoch_completed_last(self):
+        self._phase.end()
+        self._epoch.end()
+
+    def _loop_marks(self):
+        self._insert(Events.GET_BATCH_STARTED, self._get_batch_started_last, first=False)
+        self._insert(Events.GET_BATCH_COMPLETED, self._get_batch_completed_first, first=True)
+        self._insert(Events.ITERATION_STARTED, self._iteration_started_last, first=False)
+        self._insert(Events.ITERATION_COMPLETED, self._iteration_completed_first, first=True)
+        self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
+        self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
+
+    def records(self, phase=None):
+        """The stepwatch rows as a list of dicts (pandas.DataFrame(records))."""
+        return self.profiler.records(phase)
+
+    def report(self, format="ignite"):
+        """The stepwatch report (Ignite's summary layout by default)."""
+        return self.profiler.report(format)
+
+    def _write_csv(self, output_path, header, rows):
+        with open(output_path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+
+
+def _batch_size(batch):
+    """Samples in a batch (first tensor's first dimension), 0 when it cannot be told."""
+    for _ in range(4):
+        shape = getattr(batch, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else 0
+        if isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        elif isinstance(batch, dict) and batch:
+            batch = next(iter(batch.values()))
+        else:
+            break
+    return 0
+
+
+class BasicTimeProfiler(_Base):
+    """Ignite's BasicTimeProfiler on the stepwatch core (see the module doc)."""
+
+    events_to_ignore = [Events.EXCEPTION_RAISED, Events.TERMINATE, Events.TERMINATE_SINGLE_EPOCH,
+                        Events.DATALOADER_STOP_ITERATION, Events.INTERRUPT]
+    _CSV_EVENTS = (Events.STARTED, Events.COMPLETED, Events.EPOCH_STARTED, Events.EPOCH_COMPLETED,
+                   Events.ITERATION_STARTED, Events.ITERATION_COMPLETED,
+                   Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
+
+    def __init__(self, profiler=None, phase="train", max_rows=100_000):
+        super().__init__(profiler, phase, max_rows)
+        self.event_handlers_names = {}
+        self._event_actions = {e: self.profiler.action(f"callback:Events.{e.name}")
+                               for e in self._CSV_EVENTS}
+        self._event_start = {}
+        self._last = {}           # event -> seconds its handlers took last time
+        self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
+
+    def attach(self, engine):
+        """Attach to engine (its handlers are timed from the next run on)."""
+        self._check_engine(engine)
+        if not engine.has_event_handler(self._as_first_started):
+            engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
+
+    def _as_first_started(self, engine):
+        self._engine = engine
+        self.event_handlers_names = {
+            e: [_handler_name(h) for (h, _, _) in engine._event_handlers[e]
+                if "BasicTimeProfiler." not in repr(h)]
+            for e in Events if e not in self.events_to_ignore}
+        self._fit.begin()
+        # Every profiled event's handlers are timed from a first to a last marker; an event
+        # with no user handlers costs nothing (its time is 0 by definition).
+        for event in self._CSV_EVENTS:
+            if event is Events.STARTED:
+                self._event_start[event] = _sw.now_ns()
+            elif self.event_handlers_names.get(event):
+                self._insert(event, functools.partial(self._event_first, event), first=True)
+            if event is Events.STARTED or self.event_handlers_names.get(event):
+                self._insert(event, functools.partial(self._event_last, event), first=False)
+        # after the event markers: the loop's marks sit innermost, next to next() and the
+        # process function
+        self._loop_marks()
+        self._insert(Events.ITERATION_COMPLETED, self._iteration_done, first=False)
+        self._insert(Events.COMPLETED, self._completed, first=False)
+
+    def _event_first(self, event):
+        self._event_start[event] = _sw.now_ns()
+
+    def _event_last(self, event):
+        start = self._event_start.pop(event, None)
+        if start is None:
+            return
+        t = _sw.now_ns()
+        self._event_actions[event].record(start, t)
+        seconds = (t - start) / 1e9
+        self._last[event] = seconds
+        if event in (Events.EPOCH_STARTED, Events.EPOCH_COMPLETED, Events.STARTED,
+                     Events.COMPLETED):
+            self._per_epoch[(event, self._engine.state.epoch)] = seconds
+
+    def _iteration_done(self):
+        last = self._last
+        state = self._engine.state
+        self._keep_row((state.epoch, state.iteration, self._processing_s, self._dataflow_s,
+                        last.pop(Events.ITERATION_STARTED, 0.0),
+                        last.pop(Events.ITERATION_COMPLETED, 0.0),
+                        last.pop(Events.GET_BATCH_STARTED, 0.0),
+                        last.pop(Events.GET_BATCH_COMPLETED, 0.0)))
+        self.profiler.step_end()
+
+    def _completed(self):
+        self._fit.end()
+        self._remove()
+
+    def get_results(self):
+        """Ignite's result dict (seconds), computed from the stepwatch statistics."""
+        rows = {r["action"]: r for r in self.profiler.records("all")}
+        handler_stats = collections.OrderedDict()
+        total = 0.0
+        for e in Events:
+            if e in self.events_to_ignore:
+                continue
+            row = rows.get(f"callback:Events.{e.name}")
+            handler_stats[str(e.name).replace(".", "_")] = _stats(row)
+            total += row["total_ns"] / 1e9 if row else 0.0
+        handler_stats["total_time"] = total
+        return collections.OrderedDict([
+            ("processing_stats", _stats(rows.get("processing"))),
+            ("dataflow_stats", _stats(rows.get("data"))),
+            ("event_handlers_stats", handler_stats),
+            ("event_handlers_names", {str(e.name).replace(".", "_") + "_names": v
+                                      for e, v in self.event_handlers_names.items()}),
+        ])
+
+    @staticmethod
+    def print_results(results):
+        """Print in Ignite's layout; returns the text too."""
+        def to_str(v):
+            if isinstance(v, str):
+                return v
+            if isinstance(v, tuple):
+                return f"{v[0]:.5f}/{v[1]}"
+            return f"{v:.5f}"
+
+        def odict_to_str(d):
+            return " | ".join(to_str(v) for v in d.values())
+
+        stats = results["event_handlers_stats"]
+        others = {k: odict_to_str(v) if isinstance(v, dict) else to_str(v)
+                  for k, v in stats.items()}
+        names = collections.defaultdict(list, results["event_handlers_names"])
+        lines = ["", " ----------------------------------------------------",
+                 "| Time profiling stats (in seconds):                 |",
+                 " ----------------------------------------------------",
+                 "total  |  min/index  |  max/index  |  mean  |  std", "",
+                 "Processing function:", odict_to_str(results["processing_stats"]), "",
+                 "Dataflow:", odict_to_str(results["dataflow_stats"]), "",
+                 "Event handlers:", others["total_time"]]
+        for event in ("STARTED", "EPOCH_STARTED", "ITERATION_STARTED", "ITERATION_COMPLETED",
+                      "EPOCH_COMPLETED", "COMPLETED"):
+            lines += ["", f"- Events.{event}: {names[event + '_names']}", others[event]]
+        text = "\n".join(lines) + "\n"
+        print(text)
+        return text
+
+    def write_results(self, output_path):
+        """Ignite's per-iteration CSV (the last max_rows iterations)."""
+        header = ["epoch", "iteration", "processing_stats", "dataflow_stats", "Event_STARTED",
+                  "Event_COMPLETED", "Event_EPOCH_STARTED", "Event_EPOCH_COMPLETED",
+                  "Event_ITERATION_STARTED", "Event_ITERATION_COMPLETED",
+                  "Event_GET_BATCH_STARTED", "Event_GET_BATCH_COMPLETED"]
+        per_epoch = self._per_epoch
+        started = per_epoch.get((Events.STARTED, 0), 0.0)
+        completed = next((v for (e, _), v in per_epoch.items() if e is Events.COMPLETED), 0.0)
+        out = []
+        for epoch, it, proc, data, its, itc, gbs, gbc in self._rows:
+            out.append([float(epoch), float(it), proc, data, started, completed,
+                        per_epoch.get((Events.EPOCH_STARTED, epoch), 0.0),
+                        per_epoch.get((Events.EPOCH_COMPLETED, epoch), 0.0),
+                        its, itc, gbs, gbc])
+        self._write_csv(output_path, header, out)
+
+
+class HandlersTimeProfiler(_Base):
+    """Ignite's HandlersTimeProfiler on the stepwatch core: each handler is an action
+    ``callback:<qualname> (<EVENT>)``."""
+
+    EVENT_FILTER_THESHOLD_TIME = 0.0001
+
+    def __init__(self, profiler=None, phase="train", max_rows=100_000):
+        super().__init__(profiler, phase, max_rows)
+        self._handlers = {}   # (handler name, event name) -> (action, deque of seconds)
+        self._max_rows = max_rows
+
+    def attach(self, engine):
+        """Attach to engine (its handlers are timed from the next run on)."""
+        self._check_engine(engine)
+        if not engine.has_event_handler(self._as_first_started):
+            engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
+
+    @staticmethod
+    def _is_internal_handler(handler):
+        return any(n in repr(handler) for n in ["HandlersTimeProfiler.", "Timer."])
+
+    def _wrap(self, handler, event):
+        name = _handler_name(handler)
+        key = (name, getattr(event, "name", str(event)))
+        if key not in self._handlers:
+            action = self.profiler.action(f"callback:{name} ({key[1]})")
+            self._handlers[key] = (action, collections.deque(maxlen=self._max_rows))
+        action, times = self._handlers[key]
+        filtered = hasattr(handler, "_parent")
+        threshold = self.EVENT_FILTER_THESHOLD_TIME
+
+        @functools.wraps(handler)
+        def _timeit_handler(*args, **kwargs):
+            start = _sw.now_ns()
+            try:
+                handler(*args, **kwargs)
+            finally:
+                end = _sw.now_ns()
+                seconds = (end - start) / 1e9
+                # a filtered event's handler that did not run is not a call (as Ignite)
+                if not filtered or seconds >= threshold:
+                    action.record(start, end)
+                    times.append(seconds)
+
+        _timeit_handler._profiler_original = handler
+        return _timeit_handler
+
+    def _as_first_started(self, engine):
+        self._engine = engine
+        for e in engine._allowed_events:
+            for i, (func, args, kwargs) in enumerate(engine._event_handlers[e]):
+                if not self._is_internal_handler(func):
+                    engine._event_handlers[e][i] = (self._wrap(func, e), args, kwargs)
+        self._fit.begin()
+        self._loop_marks()
+        self._insert(Events.ITERATION_COMPLETED, self._iteration_done, first=False)
+        self._insert(Events.COMPLETED, self._detach, first=False)
+
+    def _iteration_done(self):
+        self._keep_row((self._processing_s, self._dataflow_s))
+        self.profiler.step_end()
+
+    def _detach(self):
+        engine = self._engine
+        for e in engine._event_handlers:
+            for i, (func, args, kwargs) in enumerate(engine._event_handlers[e]):
+                original = getattr(func, "_profiler_original", None)
+                if original is not None:
+                    engine._event_handlers[e][i] = (original, args, kwargs)
+        self._fit.end()
+        self._remove()
+
+    def get_results(self):
+        """Ignite's rows: [handler, event, total, (min, idx), (max, idx), mean, std] (s)."""
+        rows = {r["action"]: r for r in self.profiler.records("all")}
+
+        def basic(row):
+            if row is None or not row["count"]:
+                return ["not triggered", ("None", "None"), ("None", "None"), "None", "None"]
+            std = round(row["std_ns"] / 1e9, 5) if row["count"] > 1 else "None"
+            return [round(row["total_ns"] / 1e9, 5),
+                    (round(row["min_ns"] / 1e9, 5), max(row["min_step"], 0)),
+                    (round(row["max_ns"] / 1e9, 5), max(row["max_step"], 0)),
+                    round(row["mean_ns"] / 1e9, 5), std]
+
+        out, total = [], 0.0
+        for (name, event_name), (action, _times) in self._handlers.items():
+            row = rows.get(action.name)
+            total += row["total_ns"] / 1e9 if row else 0.0
+            out.append([name, event_name, *basic(row)])
+        out.append(["Total", "", round(total, 5), "", "", "", ""])
+        out.append(["Processing", "None", *basic(rows.get("processing"))])
+        out.append(["Dataflow", "None", *basic(rows.get("data"))])
+        return out
+
+    @staticmethod
+    def print_results(results):
+        """Print in Ignite's table layout; returns the text too."""
+        results = [list(r) for r in results]
+        hw = max(len(str(r[0])) for r in results) + 4
+        ew = max(len(str(r[1])) for r in results) + 4
+        fmt = f"{{:<{hw}}}  {{:<{ew}}}  " + "  ".join(["{:>14}"] * 5) + "  "
+        sep = "-" * hw + "  " + "-" * ew + "  " + "  ".join(["-" * 14] * 5) + "  "
+        lines = ["", sep, fmt.format("Handler", "Event Name", "Total(s)", "Min(s)/IDX",
+                                     "Max(s)/IDX", "Mean(s)", "Std(s)"), sep]
+        for row in results[:-3]:
+            row[3] = "{}/{}".format(*row[3])
+            row[4] = "{}/{}".format(*row[4])
+            lines.append(fmt.format(*map(str, row)))
+        lines += [sep, fmt.format(*map(str, results[-3])), sep]
+        for row in results[-2:]:
+            lines.append("{} took total {}s [min/index: {}s/{}, max/index: {}s/{}, mean: {}s, "
+                         "std: {}s]".format(row[0], row[2], *row[3], *row[4], row[5], row[6]))
+        text = "\n".join(lines) + "\n"
+        print(text)
+        return text
+
+    def write_results(self, output_path):
+        """Ignite's CSV: '#', processing, dataflow, one column per handler (zero-padded)."""
+        cols = [[r[0] for r in self._rows], [r[1] for r in self._rows]]
+        header = ["#", "processing_stats", "dataflow_stats"]
+        for (name, event_name), (_action, times) in self._handlers.items():
+            header.append(f"{name} ({event_name})")
+            cols.append(list(times))
+        n = max((len(c) for c in cols), default=0)
+        out = [[float(i + 1)] + [c[i] if i < len(c) else 0.0 for c in cols] for i in range(n)]
+        self._write_csv(output_path, header, out)

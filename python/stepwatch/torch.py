@@ -1,0 +1,320 @@
+"""stepwatch.torch — plain PyTorch loops, zero code changes.
+
+    import stepwatch
+    stepwatch.torch.instrument()        # or: stepwatch run -- python train.py
+    ... the unmodified training loop ...
+    print(stepwatch.report())
+
+What is timed, per step, and how:
+
+  step       from one DataLoader ``next()`` to the next: a step is its data wait plus the
+             compute on that batch. (No official hook: ``_BaseDataLoaderIter.__next__`` is
+             patched.) The batch size is read from the batch (first tensor's first dim).
+  data       the ``next()`` call itself.
+  forward    the outermost ``nn.Module`` call only (global forward pre-hook; the end comes
+             from a forward hook on that outermost module, ``always_call=True``).
+  loss       a loss module (``torch.nn.modules.loss._Loss``) called outside a forward; when
+             the loss is functional (``F.cross_entropy``) no module fires, and the time from
+             the end of the forward to the start of the backward is recorded as "loss"
+             instead. Both keep model time out of "loss" and cost nothing extra per call.
+  backward   ``torch.autograd.backward`` (patched; ``Tensor.backward`` calls it).
+  optimizer  ``Optimizer.step`` (global optimizer step pre/post hooks).
+  zero_grad  ``Optimizer.zero_grad`` and ``Module.zero_grad`` (patched: no hook exists).
+
+Phases: a ``next()`` with grad enabled is "train", under ``no_grad``/``inference_mode`` it is
+"valid"; the whole instrumented time is "fit". Everything is restored by ``uninstrument()``.
+A hook torch lacks is skipped with a warning; instrumentation never fails the script.
+"""
+import functools
+import threading
+import warnings
+import weakref
+
+import torch
+import torch.nn.modules.module as _module
+import torch.optim.optimizer as _optim
+from torch.utils.data import dataloader as _dataloader
+
+import stepwatch as _sw
+
+__all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
+
+_lock = threading.Lock()
+_active = None
+
+
+def _batch_size(batch):
+    """The number of samples in a collated batch, 0 when it cannot be told."""
+    for _ in range(4):  # tensors nested in a few containers at most
+        if isinstance(batch, torch.Tensor):
+            return int(batch.shape[0]) if batch.dim() > 0 else 0
+        if isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        elif isinstance(batch, dict) and batch:
+            batch = next(iter(batch.values()))
+        else:
+            break
+    return 0
+
+
+class Instrumentation:
+    """The hooks and patches of one ``instrument()`` call; ``remove()`` undoes them all."""
+
+    def __init__(self, profiler=None, phases=True):
+        self.profiler = profiler if profiler is not None else _sw.profiler()
+        self.phases = phases
+        self.missing = []          # what could not be hooked on this torch, with why
+        self._handles = []         # RemovableHandles of global hooks
+        self._patches = []         # (owner, attribute, original)
+        self._module_hooks = {}    # id(module) -> (weakref(module), handle)
+        self._installed = False
+        # per-step state, touched by the training thread only
+        self._step_open = False
+        self._phase = None         # the open phase object ("train" or "valid")
+        self._inside = None        # the outermost module whose forward/loss is running
+        self._inside_action = None
+        self._fwd_end = 0          # now_ns() at the end of the last outermost forward
+        self._loss_seen = False
+        self._opt_depth = 0
+
+    # ---- installing ----------------------------------------------------------------------
+
+    def install(self):
+        if self._installed:
+            return self
+        p = self.profiler
+        self._data = p.action("data")
+        self._forward = p.action("forward")
+        self._loss = p.action("loss")
+        self._backward = p.action("backward")
+        self._optimizer = p.action("optimizer")
+        self._zero_grad = p.action("zero_grad")
+        self._fit = p.phase("fit")
+        self._train = p.phase("train")
+        self._valid = p.phase("valid")
+        self._try("DataLoader steps and data wait", self._install_dataloader)
+        self._try("forward and loss", self._install_forward)
+        self._try("backward", self._install_backward)
+        self._try("optimizer step", self._install_optimizer)
+        self._try("zero_grad", self._install_zero_grad)
+        if self.phases:
+            self._fit.begin()
+        self._installed = True
+        return self
+
+    def _try(self, what, fn):
+        try:
+            fn()
+        except Exception as exc:  # a torch without this hook: degrade, never fail
+            self.missing.append(f"{what}: {exc}")
+            warnings.warn(f"stepwatch.torch: {what} not timed on torch {torch.__version__} "
+                          f"({exc})", RuntimeWarning, stacklevel=3)
+
+    def _patch(self, owner, name, make):
+        original = owner.__dict__[name]
+        wrapper = make(original)
+        functools.update_wrapper(wrapper, original)
+        setattr(owner, name, wrapper)
+        self._patches.append((owner, name, original))
+
+    def _install_dataloader(self):
+        it_type = _dataloader._BaseDataLoaderIter
+        map_kind = _dataloader._DatasetKind.Map
+        st = self
+
+        def make(original):
+            def __next__(it):
+                st._boundary()
+                # A map-style loader knows when it is exhausted: do not open a step for the
+                # fetch that raises StopIteration.
+                if it._dataset_kind == map_kind:
+                    try:
+                        if it._num_yielded >= len(it):
+                            return original(it)
+                    except TypeError:
+                        pass
+                st._enter_phase()
+                st.profiler.step_begin()
+                st._step_open = True
+                st._data.begin()
+                try:
+                    batch = original(it)
+                except BaseException:
+                    st._data.end()
+                    st.profiler.step_end()
+                    st._step_open = False
+                    raise
+                st._data.end()
+                size = _batch_size(batch)
+                if size:
+                    st.profiler.set_batch_size(size)
+                return batch
+            return __next__
+
+        self._patch(it_type, "__next__", make)
+
+    def _install_forward(self):
+        loss_type = torch.nn.modules.loss._Loss
+        st = self
+
+        def post_hook(module, args, output):
+            if st._inside is module:
+                st._inside = None
+                st._inside_action.end()
+                if st._inside_action is st._forward:
+                    st._fwd_end = _sw.now_ns()
+                else:
+                    st._loss_seen = True
+
+        def pre_hook(module, args):
+            if st._inside is not None:
+                return None
+            action = st._loss if isinstance(module, loss_type) else st._forward
+            entry = st._module_hooks.get(id(module))
+            if entry is None or entry[0]() is not module:
+                handle = module.register_forward_hook(post_hook, always_call=True)
+                st._module_hooks[id(module)] = (weakref.ref(module), handle)
+            st._inside = module
+            st._inside_action = action
+            action.begin()
+            return None
+
+        self._handles.append(_module.register_module_forward_pre_hook(pre_hook))
+
+    def _install_backward(self):
+        st = self
+
+        def make(original):
+            def backward(*args, **kwargs):
+                if st._fwd_end and not st._loss_seen:
+                    # functional loss: forward end -> backward start
+                    st._loss.record(st._fwd_end, _sw.now_ns())
+                st._fwd_end = 0
+                st._loss_seen = False
+                st._backward.begin()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    st._backward.end()
+            return backward
+
+        self._patch(torch.autograd, "backward", make)
+
+    def _install_optimizer(self):
+        st = self
+
+        def pre(optimizer, args, kwargs):
+            st._opt_depth += 1
+            if st._opt_depth == 1:
+                st._optimizer.begin()
+
+        def post(optimizer, args, kwargs):
+            if st._opt_depth > 0:
+                st._opt_depth -= 1
+                if st._opt_depth == 0:
+                    st._optimizer.end()
+
+        self._handles.append(_optim.register_optimizer_step_pre_hook(pre))
+        self._handles.append(_optim.register_optimizer_step_post_hook(post))
+
+    def _install_zero_grad(self):
+        st = self
+
+        def make(original):
+            def zero_grad(self, *args, **kwargs):
+                st._zero_grad.begin()
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    st._zero_grad.end()
+            return zero_grad
+
+        self._patch(torch.optim.Optimizer, "zero_grad", make)
+        self._patch(torch.nn.Module, "zero_grad", make)
+
+    # ---- per-step bookkeeping ------------------------------------------------------------
+
+    def _boundary(self):
+        """End what the previous step left open (an exception may have skipped a hook)."""
+        if self._inside is not None:
+            self._inside_action.end()
+            self._inside = None
+        if self._opt_depth:
+            self._optimizer.end()
+            self._opt_depth = 0
+        self._fwd_end = 0
+        self._loss_seen = False
+        if self._step_open:
+            self.profiler.step_end()
+            self._step_open = False
+
+    def _enter_phase(self):
+        if not self.phases:
+            return
+        want = self._train if torch.is_grad_enabled() else self._valid
+        if want is not self._phase:
+            if self._phase is not None:
+                self._phase.end()
+            want.begin()
+            self._phase = want
+
+    # ---- removing ------------------------------------------------------------------------
+
+    def remove(self):
+        """Close the open step and phases, then restore every hook and patch."""
+        if not self._installed:
+            return
+        self._installed = False
+        self._boundary()
+        if self._phase is not None:
+            self._phase.end()
+            self._phase = None
+        if self.phases:
+            self._fit.end()
+        for handle in self._handles:
+            handle.remove()
+        for _ref, handle in self._module_hooks.values():
+            handle.remove()
+        for owner, name, original in reversed(self._patches):
+            setattr(owner, name, original)
+        self._handles.clear()
+        self._module_hooks.clear()
+        self._patches.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        uninstrument()
+        return False
+
+
+def instrument(profiler=None, *, phases=True):
+    """Time every step of plain PyTorch code from now on (into profiler, or the default one).
+
+    Returns the Instrumentation (also a context manager that uninstruments on exit). Calling
+    it again while instrumented returns the active one."""
+    global _active
+    with _lock:
+        if _active is not None:
+            if profiler is not None and profiler is not _active.profiler:
+                warnings.warn("stepwatch.torch: already instrumented with another profiler; "
+                              "call uninstrument() first", RuntimeWarning, stacklevel=2)
+            return _active
+        _active = Instrumentation(profiler, phases=phases).install()
+        return _active
+
+
+def uninstrument():
+    """Restore torch as it was before instrument(). A no-op when not instrumented."""
+    global _active
+    with _lock:
+        inst, _active = _active, None
+    if inst is not None:
+        inst.remove()
+    return inst
+
+
+def instrumented():
+    """The active Instrumentation, or None."""
+    return _active

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/venv.sh <venvdir> — create (or refresh) the Python environment the tests and
+# benchmarks use, then pip-install stepwatch itself from this checkout.
+#
+# Idempotent: the third-party packages are installed once (a stamp file records the pinned
+# set); the project is reinstalled every time, incrementally (scikit-build-core keeps its
+# CMake build directory under build/py/).
+#
+# torch is always pinned (an unpinned torch pulls gigabytes of CUDA wheels): every pip call
+# goes through a constraints file holding torch==2.13.0 (the CPU wheel in /opt/wheels).
+set -euo pipefail
+VENV=${1:?usage: scripts/venv.sh <venvdir>}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+
+mkdir -p "$(dirname "$VENV")"
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+CONSTRAINTS="$VENV/stepwatch-constraints.txt"
+echo "torch==2.13.0" > "$CONSTRAINTS"
+PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
+
+# What the tests and benchmarks need. Bump STAMP when this list changes.
+DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
+      "scikit-build-core>=0.10" cmake ninja)
+STAMP="deps-v1"
+if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
+    "${PIP[@]}" --upgrade pip
+    "${PIP[@]}" "${DEPS[@]}"
+    # fastai pulls torchvision. PyPI's torchvision 0.28 wheel is a CUDA build: its _C.so needs
+    # libtorch_cuda.so/libc10_cuda.so, which the CPU torch lacks, so `import torchvision` (and
+    # fastai.vision) fail. fastai's core (Learner, callbacks, DataLoaders) does not import
+    # torchvision and works; that is what stepwatch.fastai uses. torch stays pinned.
+    if "${PIP[@]}" fastai >"$VENV/fastai-install.log" 2>&1 \
+        && "$PY" -c "import torch, fastai.basics; assert torch.__version__.startswith('2.13.0')" \
+           >>"$VENV/fastai-install.log" 2>&1; then
+        echo "venv.sh: fastai installed (core only; torchvision is a CUDA build and does not import)"
+    else
+        echo "venv.sh: fastai not usable here (see $VENV/fastai-install.log); its tests will skip" >&2
+    fi
+    echo "$STAMP" > "$VENV/.stepwatch-deps"
+fi
+
+# The project: the extension and the C command, built by the same CMakeLists.txt.
+"${PIP[@]}" --no-build-isolation "$ROOT"
+"$PY" -c "import stepwatch, torch; print('venv.sh: stepwatch', stepwatch.__version__, 'torch', torch.__version__)"

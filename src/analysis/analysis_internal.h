@@ -1,0 +1,90 @@
+/*
+ * analysis_internal.h — what compare, diagnose and the HTML report share inside the library.
+ *
+ * Diagnose and the HTML report read a run through sw__input, a small view that a run file
+ * (input_run.c) or a test (hand-built arrays) can provide. Both walk the step records in
+ * one or two streaming passes, so memory stays bounded however long the run was.
+ */
+#ifndef SW_ANALYSIS_INTERNAL_H
+#define SW_ANALYSIS_INTERNAL_H
+
+#include "stepwatch.h"
+
+/* ---- the input view ---- */
+
+typedef struct sw__input {
+    const sw_snapshot *snap; /* aggregates of the whole run (all ranks merged) */
+    int nranks;              /* ranks the step records come from (>= 1) */
+    int rank_base;           /* smallest rank number (ranks are rank_base .. +nranks-1) */
+    void *src;
+    /* Visit every step record of every rank in time order (rank -1). */
+    int (*foreach_step)(void *src, sw_step_fn fn, void *ctx);
+    /* Visit every counter sample in time order; NULL when there are none. */
+    int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
+    const char *(*counter_name)(void *src, int rank, sw_id counter);
+} sw__input;
+
+/* A view of an open run file; *snap_out must be freed with sw_snapshot_free. */
+int sw__input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out);
+
+/* ---- diagnose ---- */
+
+typedef enum sw__severity {
+    SW__SEV_INFO = 0,
+    SW__SEV_WARNING = 1,
+    SW__SEV_CRITICAL = 2
+} sw__severity;
+
+#define SW__FINDING_NUMBERS 8
+
+typedef struct sw__number {
+    const char *name;  /* "data share" */
+    double value;
+    const char *unit;  /* "%", "ns", "x", "steps", "" */
+} sw__number;
+
+typedef struct sw__finding {
+    const char *id;         /* stable key: "input-bound", "tail-stalls", ... */
+    sw__severity severity;
+    char title[128];
+    char sentence[512];
+    size_t nnumbers;
+    sw__number numbers[SW__FINDING_NUMBERS];
+} sw__finding;
+
+#define SW__MAX_FINDINGS 12
+
+typedef struct sw__diagnosis {
+    size_t nfindings;
+    sw__finding findings[SW__MAX_FINDINGS]; /* most severe first */
+    uint64_t steps;                         /* steady-state step records seen */
+    uint64_t step_ns;                       /* their total duration */
+    int nranks;
+} sw__diagnosis;
+
+/* Run every check over in; fills d. 0 or a negative SW_E* code. */
+int sw__diagnose(const sw__input *in, sw__diagnosis *d);
+const char *sw__severity_name(sw__severity s);
+/* Write d in fmt (SW_FORMAT_TABLE text, _MARKDOWN, _JSON; else SW_EFORMAT). s names the run. */
+int sw__diagnosis_write(const sw_snapshot *s, const sw__diagnosis *d, sw_format fmt, FILE *out);
+/* Findings of severity warning or worse. */
+size_t sw__diagnosis_problems(const sw__diagnosis *d);
+/* Write one number the way reports show it ("42.0 %", "3.41 ms", "12.3x", "17"). */
+void sw__number_text(const sw__number *n, char *buf, size_t size);
+
+/* ---- HTML ---- */
+
+/* The HTML report of in (html.c). */
+int sw__html_write_input(const sw__input *in, FILE *out);
+
+/* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
+
+/* A JSON string literal with quotes. Escapes ", \, control characters, and also <, >, &,
+ * U+2028 and U+2029, so the output is safe inside an HTML <script> element. */
+void sw__json_string(FILE *out, const char *s);
+/* A JSON number; NaN and infinities (not JSON) become null. */
+void sw__json_number(FILE *out, double v);
+/* HTML text with &, <, >, " and ' escaped. */
+void sw__html_text(FILE *out, const char *s);
+
+#endif /* SW_ANALYSIS_INTERNAL_H */

@@ -1,0 +1,576 @@
+/*
+ * diagnose.c — plain-language findings about a run, with the numbers behind them.
+ *
+ * Two streaming passes over the step records (memory per rank, never per step):
+ *   pass 1: per rank, the step-time histogram, the time per category, the first steps,
+ *           warm-up steps and the gaps between consecutive steps;
+ *   pass 2: with the median known, the steps slower than SW__STALL_FACTOR x median.
+ * Step-time checks use the training steps when the run has any (validation steps are a
+ * different workload); the idle check uses every step. Thresholds are in docs/diagnose.md.
+ */
+#include "analysis_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SW__FIRST_STEPS 3         /* "first steps" of each rank when no warm-up is set */
+#define SW__STALL_FACTOR 3.0      /* a stall: a step longer than this x the median */
+#define SW__MAX_RANKS 65536
+#define SW__MIN_STEPS 20          /* fewer steady steps: no distribution-based findings */
+
+typedef struct rank_acc {
+    int seen;
+    /* selected (training, steady) steps */
+    uint64_t steps, step_ns;
+    uint64_t cat_ns[SW_CAT_COUNT];
+    sw_hist hist;
+    /* the first steps of this rank, and the flagged warm-up steps */
+    uint64_t nfirst, first_ns;
+    uint64_t nwarmup, warmup_ns;
+    /* gaps between consecutive steps (all phases) */
+    int have_last;
+    uint64_t first_start, last_end, idle_ns, max_gap, max_gap_after;
+    /* pass 2 */
+    uint64_t stalls, stall_excess_ns;
+    uint64_t stall_cat_ns[SW_CAT_COUNT];
+} rank_acc;
+
+typedef struct diag_ctx {
+    const sw__input *in;
+    int train_only;      /* only steps of the train phase are "selected" */
+    int pass;
+    int err;
+    rank_acc *ranks;
+    size_t nranks;       /* allocated */
+    int min_rank, max_rank;
+    double median_ns;    /* all ranks, selected steps (after pass 1) */
+} diag_ctx;
+
+static rank_acc *acc_of(diag_ctx *c, int rank)
+{
+    if (rank < 0 || rank >= SW__MAX_RANKS)
+        return NULL;
+    if ((size_t)rank >= c->nranks) {
+        size_t n = c->nranks ? c->nranks : 4;
+        while (n <= (size_t)rank)
+            n *= 2;
+        rank_acc *grown = realloc(c->ranks, n * sizeof *grown);
+        if (!grown) {
+            c->err = SW_ENOMEM;
+            return NULL;
+        }
+        memset(grown + c->nranks, 0, (n - c->nranks) * sizeof *grown);
+        c->ranks = grown;
+        c->nranks = n;
+    }
+    rank_acc *r = &c->ranks[rank];
+    if (!r->seen) {
+        r->seen = 1;
+        if (c->max_rank < c->min_rank) {
+            c->min_rank = c->max_rank = rank;
+        } else {
+            c->min_rank = rank < c->min_rank ? rank : c->min_rank;
+            c->max_rank = rank > c->max_rank ? rank : c->max_rank;
+        }
+    }
+    return r;
+}
+
+static int visit_step(void *ctx, int rank, const sw_step_record *s)
+{
+    diag_ctx *c = ctx;
+    rank_acc *r = acc_of(c, rank < 0 ? 0 : rank);
+    if (!r)
+        return c->err;
+    int selected = !c->train_only || s->phase == SW_PHASE_TRAIN;
+    if (c->pass == 2) {
+        if (selected && !s->warmup && (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns) {
+            r->stalls++;
+            r->stall_excess_ns += s->duration_ns - (uint64_t)c->median_ns;
+            for (int k = 0; k < SW_CAT_COUNT; k++)
+                r->stall_cat_ns[k] += s->category_ns[k];
+        }
+        return 0;
+    }
+    /* Idle: the gap since the previous step of this rank ended. */
+    uint64_t end = s->start_ns + s->duration_ns;
+    if (!r->have_last) {
+        r->have_last = 1;
+        r->first_start = s->start_ns;
+    } else if (s->start_ns > r->last_end) {
+        uint64_t gap = s->start_ns - r->last_end;
+        r->idle_ns += gap;
+        if (gap > r->max_gap) {
+            r->max_gap = gap;
+            r->max_gap_after = s->step ? s->step - 1 : 0;
+        }
+    }
+    if (end > r->last_end)
+        r->last_end = end;
+    if (!selected)
+        return 0;
+    if (s->warmup) {
+        r->nwarmup++;
+        r->warmup_ns += s->duration_ns;
+        return 0;
+    }
+    if (r->nfirst < SW__FIRST_STEPS) {
+        r->nfirst++;
+        r->first_ns += s->duration_ns;
+    }
+    r->steps++;
+    r->step_ns += s->duration_ns;
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        r->cat_ns[k] += s->category_ns[k];
+    sw_hist_add(&r->hist, s->duration_ns);
+    return 0;
+}
+
+/* ---- findings ---- */
+
+static sw__finding *add_finding(sw__diagnosis *d, const char *id, sw__severity sev)
+{
+    if (d->nfindings >= SW__MAX_FINDINGS)
+        return NULL;
+    sw__finding *f = &d->findings[d->nfindings++];
+    memset(f, 0, sizeof *f);
+    f->id = id;
+    f->severity = sev;
+    return f;
+}
+
+static void add_number(sw__finding *f, const char *name, double value, const char *unit)
+{
+    if (f->nnumbers < SW__FINDING_NUMBERS)
+        f->numbers[f->nnumbers++] = (sw__number){name, value, unit};
+}
+
+static const char *dur(double ns, char *buf, size_t size)
+{
+    return sw_format_duration(ns, buf, size);
+}
+
+/* The category whose time differs most (largest positive difference of means). */
+static int most_different(const double *x, const double *y, double *diff)
+{
+    int best = SW_CAT_OTHER;
+    *diff = -INFINITY;
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        if (x[k] - y[k] > *diff) {
+            *diff = x[k] - y[k];
+            best = k;
+        }
+    return best;
+}
+
+static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, uint64_t steps)
+{
+    if (step_ns <= 0 || steps == 0)
+        return;
+    double share = data_ns / step_ns * 100.0;
+    if (share < 15.0)
+        return;
+    sw__finding *f = add_finding(d, "input-bound", share >= 40.0 ? SW__SEV_CRITICAL
+                                                                 : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32], b[32];
+    snprintf(f->title, sizeof f->title, "Input-bound: %.1f %% of step time waits for data",
+             share);
+    snprintf(f->sentence, sizeof f->sentence,
+             "Each step waited %s for its batch out of %s on average; more data loader workers, "
+             "pinned memory, prefetching or cheaper preprocessing would shorten the wait.",
+             dur(data_ns / (double)steps, a, sizeof a), dur(step_ns / (double)steps, b, sizeof b));
+    add_number(f, "data share", share, "%");
+    add_number(f, "data wait per step", data_ns / (double)steps, "ns");
+    add_number(f, "step mean", step_ns / (double)steps, "ns");
+    add_number(f, "steps", (double)steps, "");
+}
+
+static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
+{
+    if (!s || s->wall_ns == 0)
+        return;
+    double cb_ns = 0, top_ns = 0;
+    const char *top = NULL;
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        if (r->phase != SW_PHASE_ALL || r->category != SW_CAT_CALLBACK)
+            continue;
+        double t = (double)(r->stats.total_ns + r->warmup.total_ns);
+        cb_ns += t;
+        if (t > top_ns) {
+            top_ns = t;
+            top = r->action_name;
+        }
+    }
+    double share = cb_ns / (double)s->wall_ns * 100.0;
+    if (share < 5.0 || !top)
+        return;
+    sw__finding *f = add_finding(d, "callback-overhead", share >= 20.0 ? SW__SEV_CRITICAL
+                                                                      : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32];
+    snprintf(f->title, sizeof f->title, "Callback overhead: %.1f %% of the run in callbacks",
+             share);
+    snprintf(f->sentence, sizeof f->sentence,
+             "Callbacks and logging hooks took %s of the run; the largest, %s, took %.1f %% "
+             "alone: log less often or move the work off the training loop.",
+             dur(cb_ns, a, sizeof a), top, top_ns / (double)s->wall_ns * 100.0);
+    add_number(f, "callback share", share, "%");
+    add_number(f, "callback time", cb_ns, "ns");
+    add_number(f, "largest callback share", top_ns / (double)s->wall_ns * 100.0, "%");
+}
+
+static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt)
+{
+    uint64_t nwarm = 0, warm_ns = 0, nfirst = 0, first_ns = 0;
+    for (int i = c->min_rank; i <= c->max_rank; i++) {
+        const rank_acc *r = &c->ranks[i];
+        nwarm += r->nwarmup;
+        warm_ns += r->warmup_ns;
+        nfirst += r->nfirst;
+        first_ns += r->first_ns;
+    }
+    char a[32], b[32];
+    if (nwarm > 0 && median > 0) {
+        double ratio = (double)warm_ns / (double)nwarm / median;
+        if (ratio < 1.5)
+            return;
+        sw__finding *f = add_finding(d, "warmup", SW__SEV_INFO);
+        if (!f)
+            return;
+        snprintf(f->title, sizeof f->title, "Warm-up steps took %.1fx the steady median", ratio);
+        snprintf(f->sentence, sizeof f->sentence,
+                 "The %llu warm-up steps averaged %s against a steady median of %s; they are "
+                 "kept out of the statistics (warmup_steps = %u).",
+                 (unsigned long long)nwarm, dur((double)warm_ns / (double)nwarm, a, sizeof a),
+                 dur(median, b, sizeof b), warmup_opt);
+        add_number(f, "warm-up steps", (double)nwarm, "");
+        add_number(f, "warm-up mean", (double)warm_ns / (double)nwarm, "ns");
+        add_number(f, "steady median", median, "ns");
+        add_number(f, "ratio", ratio, "x");
+        return;
+    }
+    if (nfirst == 0 || median <= 0 || d->steps < SW__MIN_STEPS)
+        return;
+    double ratio = (double)first_ns / (double)nfirst / median;
+    if (ratio < 3.0)
+        return;
+    sw__finding *f = add_finding(d, "warmup", SW__SEV_WARNING);
+    if (!f)
+        return;
+    snprintf(f->title, sizeof f->title, "Warm-up outliers: the first steps took %.1fx the median",
+             ratio);
+    snprintf(f->sentence, sizeof f->sentence,
+             "The first %d steps of each rank averaged %s against a steady median of %s "
+             "(compilation, autotuning, cold caches); they inflate the mean and max: set "
+             "warmup_steps to keep them apart.",
+             SW__FIRST_STEPS, dur((double)first_ns / (double)nfirst, a, sizeof a),
+             dur(median, b, sizeof b));
+    add_number(f, "first steps", (double)nfirst, "");
+    add_number(f, "first steps mean", (double)first_ns / (double)nfirst, "ns");
+    add_number(f, "steady median", median, "ns");
+    add_number(f, "ratio", ratio, "x");
+}
+
+static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all, double median)
+{
+    if (d->steps < SW__MIN_STEPS || median <= 0)
+        return;
+    double p99 = (double)sw_hist_quantile(all, 0.99);
+    uint64_t stalls = 0, excess = 0;
+    double stall_cat[SW_CAT_COUNT] = {0}, all_cat[SW_CAT_COUNT] = {0};
+    for (int i = c->min_rank; i <= c->max_rank; i++) {
+        const rank_acc *r = &c->ranks[i];
+        stalls += r->stalls;
+        excess += r->stall_excess_ns;
+        for (int k = 0; k < SW_CAT_COUNT; k++) {
+            stall_cat[k] += (double)r->stall_cat_ns[k];
+            all_cat[k] += (double)r->cat_ns[k];
+        }
+    }
+    double ratio = p99 / median;
+    double stall_pct = (double)stalls / (double)d->steps * 100.0;
+    if (ratio < 2.0 && stalls == 0)
+        return;
+    double excess_share = (double)excess / (double)d->step_ns * 100.0;
+    sw__finding *f = add_finding(d, "tail-stalls", excess_share >= 10.0 ? SW__SEV_CRITICAL
+                                                                        : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32], b[32];
+    snprintf(f->title, sizeof f->title, "Tail stalls: p99 step time is %.1fx the median", ratio);
+    if (stalls > 0) {
+        double diff;
+        for (int k = 0; k < SW_CAT_COUNT; k++) {
+            stall_cat[k] /= (double)stalls;
+            all_cat[k] /= (double)d->steps;
+        }
+        int cat = most_different(stall_cat, all_cat, &diff);
+        snprintf(f->sentence, sizeof f->sentence,
+                 "%llu steps (%.2f %%) took more than %.0fx the median of %s, costing %.1f %% of "
+                 "step time; in those steps %s took %s longer than usual.",
+                 (unsigned long long)stalls, stall_pct, SW__STALL_FACTOR,
+                 dur(median, a, sizeof a), excess_share,
+                 sw_category_name((sw_category)cat), dur(diff, b, sizeof b));
+    } else {
+        snprintf(f->sentence, sizeof f->sentence,
+                 "The slowest 1 %% of steps take %s against a median of %s, though none "
+                 "exceeded %.0fx the median.",
+                 dur(p99, a, sizeof a), dur(median, b, sizeof b), SW__STALL_FACTOR);
+    }
+    add_number(f, "p50", median, "ns");
+    add_number(f, "p99", p99, "ns");
+    add_number(f, "p99/p50", ratio, "x");
+    add_number(f, "stalled steps", (double)stalls, "");
+    add_number(f, "stall share of step time", excess_share, "%");
+}
+
+static void check_idle(sw__diagnosis *d, const diag_ctx *c)
+{
+    uint64_t idle = 0, span = 0, max_gap = 0, after = 0;
+    int at_rank = 0;
+    for (int i = c->min_rank; i <= c->max_rank; i++) {
+        const rank_acc *r = &c->ranks[i];
+        if (!r->have_last)
+            continue;
+        idle += r->idle_ns;
+        span += r->last_end - r->first_start;
+        if (r->max_gap > max_gap) {
+            max_gap = r->max_gap;
+            after = r->max_gap_after;
+            at_rank = i;
+        }
+    }
+    if (span == 0)
+        return;
+    double share = (double)idle / (double)span * 100.0;
+    if (share < 10.0)
+        return;
+    sw__finding *f = add_finding(d, "idle-between-steps", share >= 30.0 ? SW__SEV_CRITICAL
+                                                                        : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32], b[32], where[32] = "";
+    if (c->max_rank > c->min_rank)
+        snprintf(where, sizeof where, " on rank %d", at_rank);
+    snprintf(f->title, sizeof f->title, "Idle between steps: %.1f %% of the time", share);
+    snprintf(f->sentence, sizeof f->sentence,
+             "%s passed between the end of one step and the start of the next (evaluation, "
+             "checkpointing or logging outside steps); the longest gap, %s, came after step %llu%s.",
+             dur((double)idle, a, sizeof a), dur((double)max_gap, b, sizeof b),
+             (unsigned long long)after, where);
+    add_number(f, "idle share", share, "%");
+    add_number(f, "idle time", (double)idle, "ns");
+    add_number(f, "longest gap", (double)max_gap, "ns");
+    add_number(f, "after step", (double)after, "");
+    if (c->max_rank > c->min_rank)
+        add_number(f, "rank", at_rank, "");
+}
+
+static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
+{
+    int nr = 0;
+    double med[256];
+    int rank_of[256];
+    for (int i = c->min_rank; i <= c->max_rank && nr < 256; i++)
+        if (c->ranks[i].steps > 0) {
+            med[nr] = (double)sw_hist_quantile(&c->ranks[i].hist, 0.5);
+            rank_of[nr++] = i;
+        }
+    if (nr < 2)
+        return;
+    int slow = 0;
+    for (int i = 1; i < nr; i++)
+        if (med[i] > med[slow])
+            slow = i;
+    /* The typical rank: the median of the other ranks' medians (sorted, slowest left out). */
+    double sorted[256];
+    int ns = 0;
+    for (int i = 0; i < nr; i++)
+        if (i != slow)
+            sorted[ns++] = med[i];
+    for (int i = 1; i < ns; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    double typical = ns % 2 ? sorted[ns / 2] : (sorted[ns / 2 - 1] + sorted[ns / 2]) / 2;
+    double ratio = typical > 0 ? med[slow] / typical : 0;
+    if (ratio < 1.10)
+        return;
+    /* What made it slow: per-step time by category, this rank against the others' mean. */
+    const rank_acc *r = &c->ranks[rank_of[slow]];
+    double mine[SW_CAT_COUNT], others[SW_CAT_COUNT] = {0}, diff;
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        mine[k] = (double)r->cat_ns[k] / (double)r->steps;
+    for (int i = 0; i < nr; i++) {
+        if (i == slow)
+            continue;
+        const rank_acc *o = &c->ranks[rank_of[i]];
+        for (int k = 0; k < SW_CAT_COUNT; k++)
+            others[k] += (double)o->cat_ns[k] / (double)o->steps / (nr - 1);
+    }
+    int cat = most_different(mine, others, &diff);
+    sw__finding *f = add_finding(d, "straggler-rank", ratio >= 1.5 ? SW__SEV_CRITICAL
+                                                                   : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32], b[32], e[32], g[32];
+    snprintf(f->title, sizeof f->title, "Straggler: rank %d is %.0f %% slower than the other ranks",
+             rank_of[slow], (ratio - 1) * 100.0);
+    snprintf(f->sentence, sizeof f->sentence,
+             "Rank %d's median step takes %s against %s for the other ranks' median (fastest %s); its "
+             "%s time is %s per step longer than the other ranks', so look there first.",
+             rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
+             dur(sorted[0], e, sizeof e), sw_category_name((sw_category)cat),
+             dur(diff, g, sizeof g));
+    add_number(f, "rank", rank_of[slow], "");
+    add_number(f, "rank median", med[slow], "ns");
+    add_number(f, "median of other ranks", typical, "ns");
+    add_number(f, "fastest rank median", sorted[0], "ns");
+    add_number(f, "ratio", ratio, "x");
+    add_number(f, "ranks", nr, "");
+}
+
+static void check_recording(sw__diagnosis *d, const sw_snapshot *s)
+{
+    if (!s)
+        return;
+    const sw_misuse *m = &s->misuse;
+    uint64_t misuse = m->end_without_begin + m->mismatched_end + m->depth_overflow + m->bad_id +
+                      m->phase_mismatch + m->step_overlap + m->bad_record;
+    if (misuse > 0) {
+        sw__finding *f = add_finding(d, "misuse", SW__SEV_WARNING);
+        if (f) {
+            snprintf(f->title, sizeof f->title, "Instrumentation misuse: %llu calls",
+                     (unsigned long long)misuse);
+            snprintf(f->sentence, sizeof f->sentence,
+                     "Some begin/end calls did not pair up (%llu ends without a begin, %llu "
+                     "mismatched ends, %llu overlapping steps); the times of those actions may "
+                     "be off.",
+                     (unsigned long long)m->end_without_begin,
+                     (unsigned long long)m->mismatched_end, (unsigned long long)m->step_overlap);
+            add_number(f, "misuse", (double)misuse, "");
+            add_number(f, "end without begin", (double)m->end_without_begin, "");
+            add_number(f, "mismatched end", (double)m->mismatched_end, "");
+            add_number(f, "depth overflow", (double)m->depth_overflow, "");
+            add_number(f, "bad id", (double)m->bad_id, "");
+            add_number(f, "step overlap", (double)m->step_overlap, "");
+        }
+    }
+    if (s->dropped_events > 0) {
+        sw__finding *f = add_finding(d, "dropped-events", SW__SEV_WARNING);
+        if (f) {
+            snprintf(f->title, sizeof f->title, "%llu events dropped",
+                     (unsigned long long)s->dropped_events);
+            snprintf(f->sentence, sizeof f->sentence,
+                     "The run file's writer could not keep up and dropped %llu events, so the "
+                     "timeline and per-step records have holes (the aggregates are complete); "
+                     "raise ring_capacity or choose the blocking policy.",
+                     (unsigned long long)s->dropped_events);
+            add_number(f, "dropped events", (double)s->dropped_events, "");
+        }
+    }
+}
+
+/* Most severe first; a stable insertion sort keeps the checks' order within a severity. */
+static void sort_findings(sw__diagnosis *d)
+{
+    for (size_t i = 1; i < d->nfindings; i++) {
+        sw__finding f = d->findings[i];
+        size_t j = i;
+        for (; j > 0 && d->findings[j - 1].severity < f.severity; j--)
+            d->findings[j] = d->findings[j - 1];
+        d->findings[j] = f;
+    }
+}
+
+int sw__diagnose(const sw__input *in, sw__diagnosis *d)
+{
+    if (!in || !d || !in->foreach_step)
+        return SW_EINVAL;
+    memset(d, 0, sizeof *d);
+    diag_ctx c = {.in = in, .min_rank = 0, .max_rank = -1};
+    if (in->snap) {
+        const sw_row *train = sw_snapshot_find(in->snap, "step", "train");
+        c.train_only = train && train->stats.count + train->warmup.count > 0;
+    }
+    c.pass = 1;
+    int rc = in->foreach_step(in->src, visit_step, &c);
+    if (rc == 0 && c.err)
+        rc = c.err;
+    sw_hist *all = NULL;
+    if (rc == 0)
+        all = calloc(1, sizeof *all);
+    if (rc == 0 && !all)
+        rc = SW_ENOMEM;
+    if (rc != 0) {
+        free(c.ranks);
+        free(all);
+        return rc;
+    }
+    double data_ns = 0;
+    for (int i = c.min_rank; i <= c.max_rank; i++) {
+        const rank_acc *r = &c.ranks[i];
+        d->steps += r->steps;
+        d->step_ns += r->step_ns;
+        data_ns += (double)r->cat_ns[SW_CAT_DATA];
+        sw_hist_merge(all, &r->hist);
+    }
+    d->nranks = c.max_rank >= c.min_rank ? c.max_rank - c.min_rank + 1 : 0;
+    c.median_ns = (double)sw_hist_quantile(all, 0.5);
+    if (d->steps > 0) {
+        c.pass = 2;
+        rc = in->foreach_step(in->src, visit_step, &c);
+        if (rc == 0 && c.err)
+            rc = c.err;
+    }
+    if (rc == 0) {
+        if (d->steps > 0) {
+            check_input_bound(d, data_ns, (double)d->step_ns, d->steps);
+        } else if (in->snap) {
+            /* No step records (an old or partial file): fall back on the aggregates. */
+            const sw_row *data = sw_snapshot_find(in->snap, "data", "all");
+            const sw_row *step = sw_snapshot_find(in->snap, "step", "all");
+            if (data && step)
+                check_input_bound(d, (double)data->stats.total_ns, (double)step->stats.total_ns,
+                                  step->stats.count);
+        }
+        check_callbacks(d, in->snap);
+        check_stalls(d, &c, all, c.median_ns);
+        check_idle(d, &c);
+        check_straggler(d, &c);
+        check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
+        check_recording(d, in->snap);
+        sort_findings(d);
+    }
+    free(c.ranks);
+    free(all);
+    return rc;
+}
+
+const char *sw__severity_name(sw__severity s)
+{
+    switch (s) {
+    case SW__SEV_CRITICAL: return "critical";
+    case SW__SEV_WARNING: return "warning";
+    default: return "info";
+    }
+}
+
+void sw__number_text(const sw__number *n, char *buf, size_t size)
+{
+    if (strcmp(n->unit, "ns") == 0)
+        sw_format_duration(n->value, buf, size);
+    else if (strcmp(n->unit, "%") == 0)
+        snprintf(buf, size, "%.1f %%", n->value);
+    else if (strcmp(n->unit, "x") == 0)
+        snprintf(buf, size, "%.2fx", n->value);
+    else
+        snprintf(buf, size, "%.0f", n->value);
+}

@@ -1,0 +1,104 @@
+/*
+ * diagnose_write.c — the diagnosis as text, markdown or JSON.
+ */
+#include "analysis_internal.h"
+
+#include <string.h>
+
+static size_t problems(const sw__diagnosis *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->nfindings; i++)
+        n += d->findings[i].severity >= SW__SEV_WARNING;
+    return n;
+}
+
+static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, const char *prefix)
+{
+    char t[32];
+    fprintf(out, "%sstepwatch diagnose: \"%s\", %d rank%s, %llu steady steps, %s in steps\n",
+            prefix, s && s->name ? s->name : "stepwatch", d->nranks, d->nranks == 1 ? "" : "s",
+            (unsigned long long)d->steps, sw_format_duration((double)d->step_ns, t, sizeof t));
+}
+
+static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
+{
+    for (size_t k = 0; k < f->nnumbers; k++) {
+        char v[48];
+        sw__number_text(&f->numbers[k], v, sizeof v);
+        fprintf(out, "%s%s: %s", k ? sep : "", f->numbers[k].name, v);
+    }
+}
+
+static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
+{
+    header(out, s, d, "");
+    fputc('\n', out);
+    if (problems(d) == 0)
+        fputs("No problems found.\n", out);
+    for (size_t i = 0; i < d->nfindings; i++) {
+        const sw__finding *f = &d->findings[i];
+        if (i || problems(d) == 0)
+            fputc('\n', out);
+        fprintf(out, "[%s] %s\n  %s\n  ", sw__severity_name(f->severity), f->title, f->sentence);
+        numbers_line(out, f, " | ");
+        fputc('\n', out);
+    }
+}
+
+static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
+{
+    header(out, s, d, "## ");
+    fputc('\n', out);
+    if (problems(d) == 0)
+        fputs("No problems found.\n\n", out);
+    for (size_t i = 0; i < d->nfindings; i++) {
+        const sw__finding *f = &d->findings[i];
+        fprintf(out, "- **%s — %s.** %s  \n  ", sw__severity_name(f->severity), f->title,
+                f->sentence);
+        numbers_line(out, f, " · ");
+        fputs("\n", out);
+    }
+}
+
+static void write_json(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
+{
+    fputs("{\"schema\": \"stepwatch.diagnose\", \"version\": 1, \"run\": ", out);
+    sw__json_string(out, s && s->name ? s->name : "stepwatch");
+    fprintf(out, ", \"ranks\": %d, \"steps\": %llu, \"step_ns\": %llu, \"problems\": %zu,\n",
+            d->nranks, (unsigned long long)d->steps, (unsigned long long)d->step_ns, problems(d));
+    fputs(" \"findings\": [", out);
+    for (size_t i = 0; i < d->nfindings; i++) {
+        const sw__finding *f = &d->findings[i];
+        fprintf(out, "%s\n  {\"id\": \"%s\", \"severity\": \"%s\", \"title\": ", i ? "," : "",
+                f->id, sw__severity_name(f->severity));
+        sw__json_string(out, f->title);
+        fputs(", \"sentence\": ", out);
+        sw__json_string(out, f->sentence);
+        fputs(", \"numbers\": [", out);
+        for (size_t k = 0; k < f->nnumbers; k++) {
+            fputs(k ? ", {\"name\": " : "{\"name\": ", out);
+            sw__json_string(out, f->numbers[k].name);
+            fputs(", \"value\": ", out);
+            sw__json_number(out, f->numbers[k].value);
+            fputs(", \"unit\": ", out);
+            sw__json_string(out, f->numbers[k].unit);
+            fputc('}', out);
+        }
+        fputs("]}", out);
+    }
+    fputs(d->nfindings ? "\n ]\n}\n" : "]\n}\n", out);
+}
+
+int sw__diagnosis_write(const sw_snapshot *s, const sw__diagnosis *d, sw_format fmt, FILE *out)
+{
+    switch (fmt) {
+    case SW_FORMAT_TABLE: write_text(out, s, d); break;
+    case SW_FORMAT_MARKDOWN: write_markdown(out, s, d); break;
+    case SW_FORMAT_JSON: write_json(out, s, d); break;
+    default: return SW_EFORMAT;
+    }
+    return ferror(out) ? SW_EIO : 0;
+}
+
+size_t sw__diagnosis_problems(const sw__diagnosis *d) { return problems(d); }

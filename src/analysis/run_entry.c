@@ -1,0 +1,96 @@
+/*
+ * run_entry.c — the public diagnose and HTML calls on a run file: an sw__input view over
+ * sw_run, then the input-based implementations (diagnose.c, html.c).
+ */
+#include "analysis_internal.h"
+
+#include <stdlib.h>
+
+static int run_steps(void *src, sw_step_fn fn, void *ctx)
+{
+    return sw_run_foreach_step((sw_run *)src, -1, fn, ctx);
+}
+
+static int run_counters(void *src, sw_counter_fn fn, void *ctx)
+{
+    return sw_run_foreach_counter((sw_run *)src, -1, fn, ctx);
+}
+
+static const char *run_counter_name(void *src, int rank, sw_id counter)
+{
+    return sw_run_counter_name((const sw_run *)src, rank, counter);
+}
+
+int sw__input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
+{
+    *snap_out = NULL;
+    sw_snapshot *snap = NULL;
+    int rc = sw_run_snapshot(run, &snap);
+    if (rc != 0)
+        return rc;
+    in->snap = snap;
+    in->nranks = sw_run_rank_count(run);
+    in->src = run;
+    in->foreach_step = run_steps;
+    in->foreach_counter = run_counters;
+    in->counter_name = run_counter_name;
+    *snap_out = snap;
+    return 0;
+}
+
+/* Diagnose run; the snapshot comes back for the writer (caller frees). */
+static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap)
+{
+    sw__input in = {0};
+    int rc = sw__input_from_run(run, &in, snap);
+    if (rc == 0)
+        rc = sw__diagnose(&in, d);
+    return rc;
+}
+
+SW_API int sw_diagnose_write(sw_run *run, sw_format fmt, FILE *out)
+{
+    if (!run || !out)
+        return SW_EINVAL;
+    if (fmt != SW_FORMAT_TABLE && fmt != SW_FORMAT_MARKDOWN && fmt != SW_FORMAT_JSON)
+        return SW_EFORMAT;
+    sw__diagnosis *d = calloc(1, sizeof *d);
+    if (!d)
+        return SW_ENOMEM;
+    sw_snapshot *snap = NULL;
+    int rc = diagnose_run(run, d, &snap);
+    if (rc == 0)
+        rc = sw__diagnosis_write(snap, d, fmt, out);
+    sw_snapshot_free(snap);
+    free(d);
+    return rc;
+}
+
+SW_API int sw_diagnose_count(sw_run *run, size_t *count)
+{
+    if (!run || !count)
+        return SW_EINVAL;
+    sw__diagnosis *d = calloc(1, sizeof *d);
+    if (!d)
+        return SW_ENOMEM;
+    sw_snapshot *snap = NULL;
+    int rc = diagnose_run(run, d, &snap);
+    if (rc == 0)
+        *count = sw__diagnosis_problems(d);
+    sw_snapshot_free(snap);
+    free(d);
+    return rc;
+}
+
+SW_API int sw_html_write(sw_run *run, FILE *out)
+{
+    if (!run || !out)
+        return SW_EINVAL;
+    sw__input in = {0};
+    sw_snapshot *snap = NULL;
+    int rc = sw__input_from_run(run, &in, &snap);
+    if (rc == 0)
+        rc = sw__html_write_input(&in, out);
+    sw_snapshot_free(snap);
+    return rc;
+}

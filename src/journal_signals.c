@@ -1,0 +1,200 @@
+/*
+ * journal_signals.c — completing run files when the process ends abnormally or forgets to.
+ *
+ * SIGINT/SIGTERM: the handler never touches SQLite. It wakes every watched flusher through
+ * its pipe, waits (bounded, 2 s) until each wrote its final transaction, then hands the
+ * signal to whatever handler was installed before ours: calls it, ignores the signal if it
+ * was ignored, or restores the default and re-raises so the exit status is the usual one.
+ *
+ * exit(): an atexit hook completes the files of profilers that were never freed.
+ * fork(): the child forgets every journal (they belong to the parent).
+ */
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_WATCHED 64
+#define SIGNAL_WAIT_MS 2000
+
+/* Journals to complete at exit, under a lock (never used from a signal handler). */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static sw__journal *g_watched[MAX_WATCHED];
+
+/* What the signal handler may touch: lock-free slots holding wake fds (-1 = empty). */
+static atomic_int g_wake_fds[MAX_WATCHED];
+static int g_done_pipe[2] = {-1, -1};
+static atomic_uint g_signal_count;
+static volatile sig_atomic_t g_last_signal;
+
+static const int HANDLED[2] = {SIGINT, SIGTERM};
+static struct sigaction g_previous[2];
+static volatile sig_atomic_t g_in_handler;
+
+unsigned sw__journal_signal_count(void) { return atomic_load(&g_signal_count); }
+int sw__journal_last_signal(void) { return g_last_signal; }
+
+void sw__journal_signal_done(void) {
+    char byte = 'd';
+    ssize_t n = write(g_done_pipe[1], &byte, 1);
+    (void)n; /* a full pipe means the handler already has more than it waits for */
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Hand the signal on as if we had never been installed. */
+static void chain(int index, int signo, siginfo_t *info, void *ucontext) {
+    const struct sigaction *prev = &g_previous[index];
+    if (prev->sa_flags & SA_SIGINFO) {
+        if (prev->sa_sigaction)
+            prev->sa_sigaction(signo, info, ucontext);
+    } else if (prev->sa_handler == SIG_IGN) {
+        return;
+    } else if (prev->sa_handler == SIG_DFL) {
+        /* Default action (terminate): restore it and re-raise; the signal is blocked while
+         * we run, so it is delivered as soon as this handler returns. */
+        sigaction(signo, prev, NULL);
+        raise(signo);
+    } else {
+        prev->sa_handler(signo);
+    }
+}
+
+static void on_signal(int signo, siginfo_t *info, void *ucontext) {
+    /* A handler installed over ours that chains back to us must not loop. */
+    if (g_in_handler)
+        return;
+    g_in_handler = 1;
+    int saved_errno = errno;
+    int index = signo == SIGINT ? 0 : 1;
+    char sink[64];
+    while (read(g_done_pipe[0], sink, sizeof sink) > 0) {
+        /* stale acknowledgements from an earlier signal */
+    }
+    g_last_signal = signo;
+    atomic_fetch_add(&g_signal_count, 1);
+    int woken = 0;
+    for (int i = 0; i < MAX_WATCHED; i++) {
+        int fd = atomic_load(&g_wake_fds[i]);
+        if (fd >= 0 && write(fd, "s", 1) == 1)
+            woken++;
+    }
+    /* Wait for the flushers, bounded: a flusher stuck on a lock held by the interrupted
+     * thread must not keep the process from ending. */
+    int64_t deadline = now_ms() + SIGNAL_WAIT_MS;
+    while (woken > 0) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            break;
+        struct pollfd pfd = {.fd = g_done_pipe[0], .events = POLLIN};
+        if (poll(&pfd, 1, (int)left) <= 0)
+            continue;
+        ssize_t n = read(g_done_pipe[0], sink, (size_t)woken < sizeof sink ? (size_t)woken : sizeof sink);
+        if (n > 0)
+            woken -= (int)n;
+    }
+    chain(index, signo, info, ucontext);
+    g_in_handler = 0;
+    errno = saved_errno;
+}
+
+static void at_exit(void) {
+    /* Copy under the lock, finish outside it: finishing joins the flusher thread. */
+    sw__journal *todo[MAX_WATCHED];
+    int n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_WATCHED; i++)
+        if (g_watched[i])
+            todo[n++] = g_watched[i];
+    pthread_mutex_unlock(&g_lock);
+    for (int i = 0; i < n; i++)
+        sw__journal_finish(todo[i], "exit (profiler not freed)");
+}
+
+static void in_child(void) {
+    /* The parent's journals are not ours: forget them without touching their files. */
+    pthread_mutex_init(&g_lock, NULL);
+    memset(g_watched, 0, sizeof g_watched);
+    for (int i = 0; i < MAX_WATCHED; i++)
+        atomic_store(&g_wake_fds[i], -1);
+}
+
+static int make_pipe(int fds[2]) {
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+        return SW_EIO;
+    return 0;
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_once_rc;
+
+static void setup_once(void) {
+    for (int i = 0; i < MAX_WATCHED; i++)
+        atomic_store(&g_wake_fds[i], -1);
+    g_once_rc = make_pipe(g_done_pipe);
+    if (g_once_rc == 0 && (atexit(at_exit) != 0 || pthread_atfork(NULL, NULL, in_child) != 0))
+        g_once_rc = SW_ENOMEM;
+}
+
+/* Install our handlers, saving the ones in place. Also when a handler was installed over
+ * ours since: it becomes the one we chain to. Called with g_lock held. */
+static int install_handlers(void) {
+    for (int i = 0; i < 2; i++) {
+        struct sigaction current;
+        if (sigaction(HANDLED[i], NULL, &current) != 0)
+            return SW_EIO;
+        if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_signal)
+            continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(HANDLED[i], &sa, &g_previous[i]) != 0)
+            return SW_EIO;
+    }
+    return 0;
+}
+
+int sw__journal_watch(sw__journal *j, int wake_fd, int signals) {
+    pthread_once(&g_once, setup_once);
+    if (g_once_rc != 0)
+        return g_once_rc;
+    pthread_mutex_lock(&g_lock);
+    int rc = signals ? install_handlers() : 0;
+    int slot = -1;
+    for (int i = 0; rc == 0 && i < MAX_WATCHED && slot < 0; i++)
+        if (g_watched[i] == NULL)
+            slot = i;
+    if (rc == 0 && slot < 0)
+        rc = SW_ELIMIT;
+    if (rc == 0) {
+        g_watched[slot] = j;
+        atomic_store(&g_wake_fds[slot], signals ? wake_fd : -1);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+void sw__journal_unwatch(sw__journal *j) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_WATCHED; i++) {
+        if (g_watched[i] == j) {
+            g_watched[i] = NULL;
+            atomic_store(&g_wake_fds[i], -1);
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+}

@@ -1,0 +1,1210 @@
+/*
+ * recorder.c — the hot path: spans on per-thread stacks, phases, steps, and the statistics
+ * each thread keeps per (action, phase) cell.
+ *
+ * Threads. Each thread that records gets a record (sw__thread) the first time it touches a
+ * profiler; a one-entry thread-local cache finds it again without a lock. Only the owning
+ * thread writes its record. Readers (snapshots) read it under a per-thread sequence lock:
+ * the owner makes the sequence odd, updates, makes it even; a reader retries until it saw
+ * the same even value before and after copying. Fields a reader copies are written and
+ * read with relaxed atomic builtins (plain moves on x86), so there is no data race.
+ *
+ * Memory. Cells are allocated the first time a thread ends a span of an (action, phase):
+ * memory grows with the distinct actions, never with the number of spans. Event rings for
+ * the run file are allocated once per thread when the journal is on.
+ *
+ * Fork. A pthread_atfork child handler empties every profiler in the child and forgets its
+ * journal, so DataLoader workers never write into the parent's run file.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SW__LIKELY(x) __builtin_expect(!!(x), 1)
+#define SW__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SW__INLINE static inline __attribute__((always_inline))
+/* Owner-written, reader-read fields. Release stores and acquire loads order them against
+ * the sequence lock without fences (plain moves on x86; ThreadSanitizer understands them). */
+#define SW__PUT(field, value)                                                          \
+    do {                                                                               \
+        __typeof__(field) sw__put_value = (value);                                     \
+        __atomic_store(&(field), &sw__put_value, __ATOMIC_RELEASE);                    \
+    } while (0)
+#define SW__GET(dst, field) __atomic_load(&(field), &(dst), __ATOMIC_ACQUIRE)
+
+#define SW__PHASE_STACK 16
+#define SW__DEFAULT_DEPTH 64
+#define SW__DEFAULT_RING 65536
+
+typedef struct sw__frame {
+    sw_id id;
+    sw_phase phase;            /* the phase current when the span began */
+    uint64_t start_ns;
+    uint64_t child_ns;         /* time spent in spans nested in this one */
+    uint64_t samples_at_begin; /* profiler's samples_done at begin */
+} sw__frame;
+
+typedef struct sw__cell {
+    sw_stats stats;
+    sw_stats warm;
+    sw_hist hist;
+} sw__cell;
+
+typedef struct sw__ring {
+    sw__event *slots;
+    uint64_t mask;
+    _Atomic uint64_t head; /* next slot the owner writes */
+    _Atomic uint64_t tail; /* next slot the flusher reads */
+} sw__ring;
+
+typedef struct sw__thread {
+    struct sw__thread *next;
+    sw_profiler *profiler;
+    uint32_t number;
+    _Atomic int alive;
+    _Atomic uint32_t seq;   /* odd while the owner updates cells */
+    sw__cell ***cells;      /* [action][phase], grown under the profiler lock */
+    uint32_t cells_cap;     /* actions the cells array covers */
+    uint32_t depth;         /* open frames (read by snapshots) */
+    uint32_t overflow;      /* begins beyond max_depth not yet ended */
+    sw__frame *stack;
+    sw_phase phase_stack[SW__PHASE_STACK];
+    uint32_t phase_depth;
+    uint32_t categorized_open; /* open spans whose category is not "other" */
+    int step_open;
+    uint64_t step_category_ns[SW_CAT_COUNT];
+    sw__ring ring;
+} sw__thread;
+
+typedef struct sw__counter {
+    char *name;
+    sw_counter_summary summary;
+} sw__counter;
+
+struct sw_profiler {
+    _Atomic int enabled;
+    uint64_t generation; /* unique per profiler (and renewed in a fork child) */
+    sw_options opts;
+    pthread_mutex_t lock; /* names, the thread list, cell growth */
+    pthread_key_t thread_key;
+    uint64_t origin_ns, origin_unix_ns;
+    int64_t pid;
+    char host[256];
+    char *command;
+
+    char *action_names[SW__MAX_ACTIONS];
+    uint8_t action_category[SW__MAX_ACTIONS];
+    _Atomic uint32_t naction;
+    char *phase_names[SW__MAX_PHASES];
+    sw_id phase_action[SW__MAX_PHASES];
+    _Atomic uint32_t nphase;
+    sw_id step_action;
+
+    pthread_mutex_t counter_lock;
+    sw__counter counters[SW__MAX_COUNTERS];
+    _Atomic uint32_t ncounter;
+
+    /* Process-wide training state, written by the thread that marks steps and phases. */
+    _Atomic uint32_t current_phase;
+    _Atomic int64_t step_index;
+    _Atomic uint64_t steps_begun;
+    _Atomic uint32_t batch_size;
+    _Atomic int in_warmup;
+    _Atomic uint64_t samples_done;
+    _Atomic uint64_t phase_steps[SW__MAX_PHASES];
+
+    sw__thread *threads;
+    uint32_t threads_seen;
+    sw__thread *retired; /* statistics of threads that exited */
+
+    _Atomic uint64_t misuse_end_without_begin, misuse_mismatched_end, misuse_depth_overflow,
+        misuse_bad_id, misuse_phase_mismatch, misuse_step_overlap, misuse_bad_record;
+
+    _Atomic int events_on;
+    _Atomic uint64_t events_dropped;
+    sw__journal *journal;
+    struct sw_profiler *next_live; /* in the process-wide list, for fork */
+};
+
+/* ---- the clock ------------------------------------------------------------------------ */
+
+uint64_t sw_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- every live profiler, so fork can reset them --------------------------------------- */
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static sw_profiler *live_profilers;
+static _Atomic uint64_t next_generation = 1;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void reset_after_fork(sw_profiler *p);
+
+static void atfork_prepare(void) {
+    pthread_mutex_lock(&live_lock);
+    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
+        pthread_mutex_lock(&p->lock);
+        pthread_mutex_lock(&p->counter_lock);
+    }
+}
+
+static void atfork_parent(void) {
+    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
+        pthread_mutex_unlock(&p->counter_lock);
+        pthread_mutex_unlock(&p->lock);
+    }
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void atfork_child(void) {
+    pthread_mutex_init(&live_lock, NULL);
+    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_mutex_init(&p->counter_lock, NULL);
+        reset_after_fork(p);
+    }
+}
+
+static void install_atfork(void) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+static const char *const category_names[SW_CAT_COUNT] = {
+    "data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback", "other"};
+
+const char *sw_category_name(sw_category cat) {
+    if ((unsigned)cat >= SW_CAT_COUNT)
+        return NULL;
+    return category_names[cat];
+}
+
+sw_category sw_category_of(const char *name) {
+    if (name == NULL)
+        return SW_CAT_OTHER;
+    if (strncmp(name, "callback:", 9) == 0)
+        return SW_CAT_CALLBACK;
+    for (int c = 0; c < SW_CAT_CALLBACK; c++)
+        if (strcmp(name, category_names[c]) == 0)
+            return (sw_category)c;
+    return SW_CAT_OTHER;
+}
+
+/* Intern under p->lock. Names longer than SW__NAME_MAX are cut. */
+static sw_id intern_locked(sw_profiler *p, const char *name) {
+    uint32_t n = atomic_load_explicit(&p->naction, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        if (strncmp(p->action_names[i], name, SW__NAME_MAX) == 0)
+            return i;
+    if (n >= SW__MAX_ACTIONS)
+        return SW_ID_NONE;
+    size_t len = strnlen(name, SW__NAME_MAX);
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return SW_ID_NONE;
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    p->action_names[n] = copy;
+    p->action_category[n] = (uint8_t)sw_category_of(copy);
+    /* Release: a thread that sees the new count also sees the name. */
+    atomic_store_explicit(&p->naction, n + 1, memory_order_release);
+    return n;
+}
+
+sw_id sw_action(sw_profiler *p, const char *name) {
+    if (p == NULL || name == NULL)
+        return SW_ID_NONE;
+    pthread_mutex_lock(&p->lock);
+    sw_id id = intern_locked(p, name);
+    pthread_mutex_unlock(&p->lock);
+    return id;
+}
+
+const char *sw_action_name(const sw_profiler *p, sw_id id) {
+    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
+        return NULL;
+    return p->action_names[id];
+}
+
+sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name) {
+    if (p == NULL)
+        return SW_ID_NONE;
+    uint64_t serial = p->generation & 0xFFFFFFFFu;
+    uint64_t key = __atomic_load_n(&site->key, __ATOMIC_RELAXED);
+    if (SW__LIKELY(key >> 32 == serial))
+        return (sw_id)key;
+    sw_id id = sw_action(p, name);
+    if (id != SW_ID_NONE)
+        __atomic_store_n(&site->key, serial << 32 | id, __ATOMIC_RELAXED);
+    return id;
+}
+
+static sw_phase phase_intern_locked(sw_profiler *p, const char *name) {
+    uint32_t n = atomic_load_explicit(&p->nphase, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(p->phase_names[i], name) == 0)
+            return i;
+    if (n >= SW__MAX_PHASES)
+        return SW_PHASE_NONE;
+    sw_id action = intern_locked(p, name);
+    char *copy = sw__strdup(name);
+    if (copy == NULL || action == SW_ID_NONE) {
+        free(copy);
+        return SW_PHASE_NONE;
+    }
+    p->phase_names[n] = copy;
+    p->phase_action[n] = action;
+    atomic_store_explicit(&p->nphase, n + 1, memory_order_release);
+    return n;
+}
+
+sw_phase sw_phase_id(sw_profiler *p, const char *name) {
+    if (p == NULL || name == NULL || name[0] == '\0')
+        return SW_PHASE_NONE;
+    pthread_mutex_lock(&p->lock);
+    sw_phase phase = phase_intern_locked(p, name);
+    pthread_mutex_unlock(&p->lock);
+    return phase;
+}
+
+const char *sw_phase_name(const sw_profiler *p, sw_phase phase) {
+    if (p == NULL || phase >= atomic_load_explicit(&p->nphase, memory_order_acquire))
+        return NULL;
+    return p->phase_names[phase];
+}
+
+/* ---- lifetime --------------------------------------------------------------------------- */
+
+static void thread_exit(void *record);
+static void free_thread(sw__thread *t);
+
+static int detect_rank(const char *const *names, int fallback) {
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v)
+            return atoi(v);
+    }
+    return fallback;
+}
+
+int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
+    if (out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    sw_options defaults = {0};
+    if (opts == NULL)
+        opts = &defaults;
+
+    sw_profiler *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return SW_ENOMEM;
+    p->opts = *opts;
+    if (p->opts.max_depth == 0)
+        p->opts.max_depth = SW__DEFAULT_DEPTH;
+    if (p->opts.ring_capacity == 0)
+        p->opts.ring_capacity = SW__DEFAULT_RING;
+    if (p->opts.flush_interval_ms == 0)
+        p->opts.flush_interval_ms = 200;
+    p->opts.name = sw__strdup(opts->name ? opts->name : "stepwatch");
+    p->opts.run_file = sw__strdup(opts->run_file);
+    p->command = opts->command ? sw__strdup(opts->command) : sw__command_line();
+    p->opts.command = p->command;
+    if (opts->world_size <= 0) {
+        static const char *const ranks[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "SLURM_PROCID", NULL};
+        static const char *const sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "SLURM_NTASKS", NULL};
+        p->opts.rank = detect_rank(ranks, 0);
+        p->opts.world_size = detect_rank(sizes, 1);
+    }
+    p->pid = (int64_t)getpid();
+    sw__hostname(p->host, sizeof p->host);
+    atomic_init(&p->enabled, 1);
+    atomic_init(&p->step_index, -1);
+    p->generation = atomic_fetch_add(&next_generation, 1);
+    if (pthread_mutex_init(&p->lock, NULL) != 0 ||
+        pthread_mutex_init(&p->counter_lock, NULL) != 0 ||
+        pthread_key_create(&p->thread_key, thread_exit) != 0) {
+        free(p);
+        return SW_ENOMEM;
+    }
+    p->retired = calloc(1, sizeof *p->retired);
+    /* The built-in phases have fixed ids; "step" is the action steps are timed as. */
+    static const char *const builtin[] = {"none", "fit", "epoch", "train", "valid"};
+    for (size_t i = 0; i < sizeof builtin / sizeof *builtin; i++)
+        phase_intern_locked(p, builtin[i]);
+    p->step_action = intern_locked(p, "step");
+    if (p->retired == NULL || p->opts.name == NULL || p->command == NULL ||
+        atomic_load(&p->nphase) != SW_PHASE_FIRST_USER || p->step_action == SW_ID_NONE) {
+        sw_profiler_free(p);
+        return SW_ENOMEM;
+    }
+    p->origin_unix_ns = 0;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    p->origin_unix_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
+    p->origin_ns = sw_now_ns();
+
+    pthread_once(&atfork_once, install_atfork);
+    pthread_mutex_lock(&live_lock);
+    p->next_live = live_profilers;
+    live_profilers = p;
+    pthread_mutex_unlock(&live_lock);
+
+    if (p->opts.run_file != NULL) {
+        char *path = sw__expand_rank(p->opts.run_file, p->opts.rank);
+        int rc = path ? sw__journal_open(p, path, &p->journal) : SW_ENOMEM;
+        free(path);
+        if (rc != 0) {
+            sw_profiler_free(p);
+            return rc;
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+void sw_profiler_free(sw_profiler *p) {
+    if (p == NULL)
+        return;
+    /* The journal's last act reads the profiler (drain, snapshot), so it goes first. */
+    sw__journal_close(p->journal);
+    p->journal = NULL;
+
+    pthread_mutex_lock(&live_lock);
+    for (sw_profiler **link = &live_profilers; *link; link = &(*link)->next_live) {
+        if (*link == p) {
+            *link = p->next_live;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+
+    /* No destructor may run for this key after this: threads still alive leak nothing. */
+    pthread_key_delete(p->thread_key);
+    sw__thread *t = p->threads;
+    while (t) {
+        sw__thread *next = t->next;
+        free_thread(t);
+        t = next;
+    }
+    if (p->retired)
+        free_thread(p->retired);
+    for (uint32_t i = 0; i < atomic_load(&p->naction); i++)
+        free(p->action_names[i]);
+    for (uint32_t i = 0; i < atomic_load(&p->nphase); i++)
+        free(p->phase_names[i]);
+    for (uint32_t i = 0; i < atomic_load(&p->ncounter); i++)
+        free(p->counters[i].name);
+    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->counter_lock);
+    free((char *)p->opts.name);
+    free((char *)p->opts.run_file);
+    free(p->command);
+    free(p);
+}
+
+void sw_set_enabled(sw_profiler *p, int enabled) {
+    if (p)
+        atomic_store_explicit(&p->enabled, enabled != 0, memory_order_relaxed);
+}
+
+int sw_enabled(const sw_profiler *p) {
+    return p ? atomic_load_explicit(&p->enabled, memory_order_relaxed) : 0;
+}
+
+/* ---- thread records ---------------------------------------------------------------------- */
+
+static _Thread_local struct {
+    const sw_profiler *profiler;
+    uint64_t generation;
+    sw__thread *record;
+} tls_cache __attribute__((tls_model("initial-exec")));
+
+static void free_cells(sw__thread *t) {
+    for (uint32_t a = 0; a < t->cells_cap; a++) {
+        if (t->cells[a] == NULL)
+            continue;
+        for (uint32_t ph = 0; ph < SW__MAX_PHASES; ph++)
+            free(t->cells[a][ph]);
+        free(t->cells[a]);
+    }
+    free(t->cells);
+    t->cells = NULL;
+    t->cells_cap = 0;
+}
+
+static void free_thread(sw__thread *t) {
+    free_cells(t);
+    free(t->stack);
+    free(t->ring.slots);
+    free(t);
+}
+
+static sw__thread *thread_slow(sw_profiler *p) {
+    sw__thread *t = pthread_getspecific(p->thread_key);
+    if (t == NULL) {
+        t = calloc(1, sizeof *t);
+        if (t == NULL)
+            return NULL;
+        t->stack = calloc(p->opts.max_depth, sizeof *t->stack);
+        if (t->stack == NULL) {
+            free(t);
+            return NULL;
+        }
+        t->profiler = p;
+        atomic_init(&t->alive, 1);
+        pthread_mutex_lock(&p->lock);
+        t->number = p->threads_seen++;
+        t->next = p->threads;
+        p->threads = t;
+        pthread_mutex_unlock(&p->lock);
+        pthread_setspecific(p->thread_key, t);
+    }
+    tls_cache.profiler = p;
+    tls_cache.generation = p->generation;
+    tls_cache.record = t;
+    return t;
+}
+
+SW__INLINE sw__thread *thread_of(sw_profiler *p) {
+    if (SW__LIKELY(tls_cache.profiler == p && tls_cache.generation == p->generation))
+        return tls_cache.record;
+    return thread_slow(p);
+}
+
+/* Make the cell of (action, phase) in t; NULL when out of memory. Callers hold p->lock,
+ * because snapshots walk the cells arrays. */
+static sw__cell *cell_create_locked(sw__thread *t, sw_id action, sw_phase phase) {
+    if (action < t->cells_cap && t->cells[action] && t->cells[action][phase])
+        return t->cells[action][phase];
+    if (action >= t->cells_cap) {
+        uint32_t cap = t->cells_cap ? t->cells_cap : 16;
+        while (cap <= action)
+            cap *= 2;
+        sw__cell ***grown = realloc(t->cells, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        memset(grown + t->cells_cap, 0, (cap - t->cells_cap) * sizeof *grown);
+        t->cells = grown;
+        t->cells_cap = cap;
+    }
+    if (t->cells[action] == NULL) {
+        t->cells[action] = calloc(SW__MAX_PHASES, sizeof **t->cells);
+        if (t->cells[action] == NULL)
+            return NULL;
+    }
+    sw__cell *cell = calloc(1, sizeof *cell);
+    if (cell == NULL)
+        return NULL;
+    sw_stats_init(&cell->stats);
+    sw_stats_init(&cell->warm);
+    t->cells[action][phase] = cell;
+    return cell;
+}
+
+SW__INLINE sw__cell *cell_of(sw_profiler *p, sw__thread *t, sw_id action, sw_phase phase) {
+    if (SW__LIKELY(action < t->cells_cap && t->cells[action] && t->cells[action][phase]))
+        return t->cells[action][phase];
+    pthread_mutex_lock(&p->lock);
+    sw__cell *cell = cell_create_locked(t, action, phase);
+    pthread_mutex_unlock(&p->lock);
+    return cell;
+}
+
+/* Publish one value into a cell under the thread's sequence lock. This is sw_stats_add
+ * (Welford) written in place, so only the fields that change are stored. */
+SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t self_ns,
+                            int64_t step, uint64_t samples, int warm) {
+    sw_stats *s = warm ? &cell->warm : &cell->stats;
+    uint64_t count = s->count + 1;
+    double delta = (double)ns - s->mean_ns;
+    double mean = s->mean_ns + delta / (double)count;
+    double m2 = s->m2 + delta * ((double)ns - mean);
+    uint32_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
+    atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
+    SW__PUT(s->count, count);
+    SW__PUT(s->total_ns, s->total_ns + ns);
+    SW__PUT(s->self_ns, s->self_ns + self_ns);
+    SW__PUT(s->samples, s->samples + samples);
+    SW__PUT(s->mean_ns, mean);
+    SW__PUT(s->m2, m2);
+    if (ns < s->min_ns) {
+        SW__PUT(s->min_ns, ns);
+        SW__PUT(s->min_step, step);
+    }
+    if (ns > s->max_ns || count == 1) {
+        SW__PUT(s->max_ns, ns);
+        SW__PUT(s->max_step, step);
+    }
+    if (!warm) {
+        uint32_t b = sw__hist_bucket(ns);
+        SW__PUT(cell->hist.buckets[b], cell->hist.buckets[b] + 1);
+        SW__PUT(cell->hist.count, cell->hist.count + 1);
+    }
+    atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
+}
+
+/* ---- event rings (for the run file) -------------------------------------------------------- */
+
+static sw__event *ring_reserve(sw_profiler *p, sw__thread *t) {
+    sw__ring *r = &t->ring;
+    if (SW__UNLIKELY(r->slots == NULL)) {
+        uint64_t cap = 1;
+        while (cap < p->opts.ring_capacity)
+            cap <<= 1;
+        /* Published to the flusher under the lock it drains with. */
+        pthread_mutex_lock(&p->lock);
+        r->slots = malloc(cap * sizeof *r->slots);
+        r->mask = cap - 1;
+        pthread_mutex_unlock(&p->lock);
+        if (r->slots == NULL) {
+            atomic_fetch_add_explicit(&p->events_dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+    }
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    while (head - atomic_load_explicit(&r->tail, memory_order_acquire) > r->mask) {
+        if (p->opts.on_full != SW_FULL_BLOCK || !atomic_load(&p->events_on)) {
+            atomic_fetch_add_explicit(&p->events_dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        sched_yield();
+    }
+    return &r->slots[head & r->mask];
+}
+
+static void ring_commit(sw__thread *t) {
+    uint64_t head = atomic_load_explicit(&t->ring.head, memory_order_relaxed);
+    atomic_store_explicit(&t->ring.head, head + 1, memory_order_release);
+}
+
+void sw__events_enable(sw_profiler *p) {
+    atomic_store(&p->events_on, 1);
+}
+
+uint64_t sw__events_dropped(const sw_profiler *p) {
+    return atomic_load_explicit(&p->events_dropped, memory_order_relaxed);
+}
+
+size_t sw__drain(sw_profiler *p, sw__event_fn fn, void *ctx) {
+    size_t drained = 0;
+    pthread_mutex_lock(&p->lock);
+    sw__thread **link = &p->threads;
+    while (*link) {
+        sw__thread *t = *link;
+        sw__ring *r = &t->ring;
+        if (r->slots != NULL) {
+            uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+            uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+            for (; tail != head; tail++, drained++)
+                fn(ctx, &r->slots[tail & r->mask]);
+            atomic_store_explicit(&r->tail, tail, memory_order_release);
+        }
+        /* A thread that exited and has nothing left to drain is gone for good. */
+        if (!atomic_load(&t->alive)) {
+            *link = t->next;
+            free_thread(t);
+            continue;
+        }
+        link = &t->next;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return drained;
+}
+
+/* ---- spans ------------------------------------------------------------------------------- */
+
+SW__INLINE int64_t current_step(const sw_profiler *p) {
+    return atomic_load_explicit(&p->step_index, memory_order_relaxed);
+}
+
+SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now) {
+    if (SW__UNLIKELY(t->depth >= p->opts.max_depth)) {
+        t->overflow++;
+        atomic_fetch_add_explicit(&p->misuse_depth_overflow, 1, memory_order_relaxed);
+        return;
+    }
+    sw__frame *f = &t->stack[t->depth];
+    f->id = id;
+    f->phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+    f->start_ns = now;
+    f->child_ns = 0;
+    f->samples_at_begin = atomic_load_explicit(&p->samples_done, memory_order_relaxed);
+    if (p->action_category[id] != SW_CAT_OTHER)
+        t->categorized_open++;
+    SW__PUT(t->depth, t->depth + 1);
+}
+
+/* The timeline event of one finished span (only with the timeline option and a journal). */
+static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, sw_id id,
+                                                sw_phase phase, uint64_t start,
+                                                uint64_t duration, uint32_t depth,
+                                                int64_t step) {
+    sw__event *ev = ring_reserve(p, t);
+    if (ev == NULL)
+        return;
+    ev->kind = SW__EVENT_SPAN;
+    ev->u.span = (sw_span_record){.action = id,
+                                  .phase = phase,
+                                  .thread = t->number,
+                                  .depth = depth,
+                                  .step = step,
+                                  .start_ns = start - p->origin_ns,
+                                  .duration_ns = duration};
+    ring_commit(t);
+}
+
+/* The statistics, the step breakdown and the timeline event of one finished span. */
+SW__INLINE void record_span(sw_profiler *p, sw__thread *t, sw_id id, sw_phase phase,
+                            uint64_t start, uint64_t duration, uint64_t child_ns,
+                            uint64_t samples_at_begin, uint32_t depth) {
+    int64_t step = current_step(p);
+    uint64_t samples = atomic_load_explicit(&p->samples_done, memory_order_relaxed) -
+                       samples_at_begin;
+    if (step >= 0)
+        samples += atomic_load_explicit(&p->batch_size, memory_order_relaxed);
+    sw__cell *cell = cell_of(p, t, id, phase);
+    if (SW__LIKELY(cell != NULL)) {
+        int warm = step >= 0 && atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
+        uint64_t self = duration > child_ns ? duration - child_ns : 0;
+        cell_add(t, cell, duration, self, step, samples, warm);
+    }
+    uint8_t category = p->action_category[id];
+    if (category != SW_CAT_OTHER && --t->categorized_open == 0 && t->step_open)
+        t->step_category_ns[category] += duration;
+    if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) &&
+        p->opts.timeline)
+        emit_span(p, t, id, phase, start, duration, depth, step);
+}
+
+/* Close the innermost frame at time now; returns its duration. */
+SW__INLINE uint64_t pop_frame(sw_profiler *p, sw__thread *t, uint64_t now) {
+    uint32_t depth = t->depth - 1;
+    sw__frame *f = &t->stack[depth];
+    uint64_t duration = now > f->start_ns ? now - f->start_ns : 0;
+    SW__PUT(t->depth, depth);
+    if (depth > 0)
+        t->stack[depth - 1].child_ns += duration;
+    record_span(p, t, f->id, f->phase, f->start_ns, duration, f->child_ns, f->samples_at_begin,
+                depth);
+    return duration;
+}
+
+SW__INLINE int id_ok(sw_profiler *p, sw_id id) {
+    if (SW__LIKELY(id < atomic_load_explicit(&p->naction, memory_order_acquire)))
+        return 1;
+    atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* End the innermost open span of id when it is not the innermost one: close (and count) the
+ * spans opened inside it. Returns its duration, or 0 when no span of id is open. */
+static __attribute__((noinline)) uint64_t end_span_unwind(sw_profiler *p, sw__thread *t,
+                                                         sw_id id, uint64_t now) {
+    /* sw_end skips the id check on its fast path: an unknown id never matches a frame. */
+    if (!id_ok(p, id))
+        return 0;
+    uint32_t k = t->depth;
+    while (k > 0 && t->stack[k - 1].id != id)
+        k--;
+    if (k == 0) {
+        atomic_fetch_add_explicit(&p->misuse_end_without_begin, 1, memory_order_relaxed);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&p->misuse_mismatched_end, 1, memory_order_relaxed);
+    while (t->depth > k)
+        pop_frame(p, t, now);
+    return pop_frame(p, t, now);
+}
+
+/* End the innermost open span of id; returns its duration (0 when none is open). */
+SW__INLINE uint64_t end_span(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now) {
+    if (SW__LIKELY(t->depth > 0 && t->stack[t->depth - 1].id == id))
+        return pop_frame(p, t, now);
+    return end_span_unwind(p, t, id, now);
+}
+
+void sw_begin(sw_profiler *p, sw_id id) {
+    if (SW__UNLIKELY(p == NULL) ||
+        !atomic_load_explicit(&p->enabled, memory_order_relaxed) || !id_ok(p, id))
+        return;
+    sw__thread *t = thread_of(p);
+    if (SW__UNLIKELY(t == NULL))
+        return;
+    push_frame(p, t, id, sw_now_ns());
+}
+
+void sw_end(sw_profiler *p, sw_id id) {
+    uint64_t now = sw_now_ns();
+    if (SW__UNLIKELY(p == NULL))
+        return;
+    sw__thread *t = thread_of(p);
+    if (SW__UNLIKELY(t == NULL))
+        return;
+    if (SW__UNLIKELY(t->overflow > 0)) {
+        t->overflow--;
+        return;
+    }
+    if (SW__UNLIKELY(!atomic_load_explicit(&p->enabled, memory_order_relaxed))) {
+        /* Recording is off: forget a matching open span without recording it. */
+        if (t->depth > 0 && t->stack[t->depth - 1].id == id) {
+            if (p->action_category[id] != SW_CAT_OTHER)
+                t->categorized_open--;
+            SW__PUT(t->depth, t->depth - 1);
+        }
+        return;
+    }
+    end_span(p, t, id, now);
+}
+
+void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed) || !id_ok(p, id))
+        return;
+    if (end_ns < start_ns) {
+        atomic_fetch_add_explicit(&p->misuse_bad_record, 1, memory_order_relaxed);
+        return;
+    }
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return;
+    uint64_t duration = end_ns - start_ns;
+    if (t->depth > 0)
+        t->stack[t->depth - 1].child_ns += duration;
+    if (p->action_category[id] != SW_CAT_OTHER)
+        t->categorized_open++; /* record_span closes it again */
+    record_span(p, t, id, atomic_load_explicit(&p->current_phase, memory_order_relaxed),
+                start_ns, duration, 0,
+                atomic_load_explicit(&p->samples_done, memory_order_relaxed), t->depth);
+}
+
+/* ---- phases and steps ------------------------------------------------------------------------ */
+
+void sw_phase_begin(sw_profiler *p, sw_phase phase) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    if (phase >= atomic_load_explicit(&p->nphase, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
+        return;
+    }
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return;
+    if (t->phase_depth >= SW__PHASE_STACK) {
+        atomic_fetch_add_explicit(&p->misuse_depth_overflow, 1, memory_order_relaxed);
+        return;
+    }
+    /* The phase's span belongs to the enclosing phase, so push it before switching. */
+    push_frame(p, t, p->phase_action[phase], sw_now_ns());
+    t->phase_stack[t->phase_depth++] = phase;
+    atomic_store_explicit(&p->current_phase, phase, memory_order_relaxed);
+}
+
+void sw_phase_end(sw_profiler *p, sw_phase phase) {
+    uint64_t now = sw_now_ns();
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return;
+    uint32_t k = t->phase_depth;
+    while (k > 0 && t->phase_stack[k - 1] != phase)
+        k--;
+    if (k == 0 || k != t->phase_depth) {
+        atomic_fetch_add_explicit(&p->misuse_phase_mismatch, 1, memory_order_relaxed);
+        if (k == 0)
+            return;
+    }
+    if (t->step_open) {
+        atomic_fetch_add_explicit(&p->misuse_step_overlap, 1, memory_order_relaxed);
+        sw_step_end(p);
+    }
+    /* Phases opened inside this one end with it. */
+    while (t->phase_depth >= k) {
+        sw_phase inner = t->phase_stack[--t->phase_depth];
+        end_span(p, t, p->phase_action[inner], now);
+    }
+    sw_phase current = t->phase_depth ? t->phase_stack[t->phase_depth - 1] : SW_PHASE_NONE;
+    atomic_store_explicit(&p->current_phase, current, memory_order_relaxed);
+}
+
+void sw_step_begin(sw_profiler *p, uint32_t batch_size) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return;
+    if (t->step_open) {
+        atomic_fetch_add_explicit(&p->misuse_step_overlap, 1, memory_order_relaxed);
+        sw_step_end(p);
+    }
+    sw_phase phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+    uint64_t in_phase = atomic_fetch_add_explicit(&p->phase_steps[phase], 1, memory_order_relaxed);
+    uint64_t index = atomic_fetch_add_explicit(&p->steps_begun, 1, memory_order_relaxed);
+    atomic_store_explicit(&p->batch_size, batch_size, memory_order_relaxed);
+    atomic_store_explicit(&p->in_warmup, in_phase < p->opts.warmup_steps, memory_order_relaxed);
+    atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
+    memset(t->step_category_ns, 0, sizeof t->step_category_ns);
+    t->step_open = 1;
+    push_frame(p, t, p->step_action, sw_now_ns());
+}
+
+void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
+    if (p != NULL)
+        atomic_store_explicit(&p->batch_size, batch_size, memory_order_relaxed);
+}
+
+void sw_step_end(sw_profiler *p) {
+    uint64_t now = sw_now_ns();
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return;
+    if (!t->step_open) {
+        atomic_fetch_add_explicit(&p->misuse_step_overlap, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t start = 0;
+    for (uint32_t k = t->depth; k > 0; k--) {
+        if (t->stack[k - 1].id == p->step_action) {
+            start = t->stack[k - 1].start_ns;
+            break;
+        }
+    }
+    uint64_t duration = end_span(p, t, p->step_action, now);
+    uint32_t batch = atomic_load_explicit(&p->batch_size, memory_order_relaxed);
+    if (atomic_load_explicit(&p->events_on, memory_order_relaxed) && start != 0) {
+        sw__event *ev = ring_reserve(p, t);
+        if (ev) {
+            sw_step_record *s = &ev->u.step;
+            ev->kind = SW__EVENT_STEP;
+            s->step = (uint64_t)current_step(p);
+            s->phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+            s->batch_size = batch;
+            s->warmup = atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
+            s->thread = t->number;
+            s->start_ns = start - p->origin_ns;
+            s->duration_ns = duration;
+            uint64_t accounted = 0;
+            for (int c = 0; c < SW_CAT_OTHER; c++) {
+                s->category_ns[c] = t->step_category_ns[c];
+                accounted += t->step_category_ns[c];
+            }
+            s->category_ns[SW_CAT_OTHER] = duration > accounted ? duration - accounted : 0;
+            ring_commit(t);
+        }
+    }
+    atomic_fetch_add_explicit(&p->samples_done, batch, memory_order_relaxed);
+    atomic_store_explicit(&p->step_index, -1, memory_order_relaxed);
+    atomic_store_explicit(&p->in_warmup, 0, memory_order_relaxed);
+    t->step_open = 0;
+}
+
+uint64_t sw_step_count(const sw_profiler *p) {
+    return p ? atomic_load_explicit(&p->steps_begun, memory_order_relaxed) : 0;
+}
+
+int64_t sw_step_index(const sw_profiler *p) {
+    return p ? current_step(p) : -1;
+}
+
+/* ---- counters (sampled a few times a second: a short lock is fine) ------------------------ */
+
+sw_id sw_counter_id(sw_profiler *p, const char *name) {
+    if (p == NULL || name == NULL)
+        return SW_ID_NONE;
+    sw_id id = SW_ID_NONE;
+    pthread_mutex_lock(&p->counter_lock);
+    uint32_t n = atomic_load(&p->ncounter);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(p->counters[i].name, name) == 0)
+            id = i;
+    if (id == SW_ID_NONE && n < SW__MAX_COUNTERS) {
+        p->counters[n].name = sw__strdup(name);
+        if (p->counters[n].name) {
+            id = n;
+            atomic_store(&p->ncounter, n + 1);
+        }
+    }
+    pthread_mutex_unlock(&p->counter_lock);
+    return id;
+}
+
+void sw_counter(sw_profiler *p, sw_id counter, double value) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    if (counter >= atomic_load(&p->ncounter)) {
+        atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t now = sw_now_ns();
+    pthread_mutex_lock(&p->counter_lock);
+    sw_counter_summary *s = &p->counters[counter].summary;
+    s->count++;
+    s->last = value;
+    if (s->count == 1 || value < s->min)
+        s->min = value;
+    if (s->count == 1 || value > s->max)
+        s->max = value;
+    s->mean += (value - s->mean) / (double)s->count;
+    pthread_mutex_unlock(&p->counter_lock);
+    sw__thread *t = thread_of(p);
+    if (t && atomic_load_explicit(&p->events_on, memory_order_relaxed)) {
+        sw__event *ev = ring_reserve(p, t);
+        if (ev) {
+            ev->kind = SW__EVENT_COUNTER;
+            ev->u.counter = (sw_counter_record){
+                .counter = counter, .thread = t->number, .time_ns = now - p->origin_ns,
+                .value = value};
+            ring_commit(t);
+        }
+    }
+}
+
+/* ---- snapshots ----------------------------------------------------------------------------- */
+
+/* Copy one cell consistently (retrying while its owner updates it). */
+static void cell_read(const sw__thread *t, const sw__cell *cell, sw__cell *out) {
+    for (;;) {
+        uint32_t before = atomic_load_explicit(&t->seq, memory_order_acquire);
+        if (before & 1) {
+            sched_yield();
+            continue;
+        }
+        const sw_stats *from[2] = {&cell->stats, &cell->warm};
+        sw_stats *to[2] = {&out->stats, &out->warm};
+        for (int i = 0; i < 2; i++) {
+            SW__GET(to[i]->count, from[i]->count);
+            SW__GET(to[i]->total_ns, from[i]->total_ns);
+            SW__GET(to[i]->self_ns, from[i]->self_ns);
+            SW__GET(to[i]->mean_ns, from[i]->mean_ns);
+            SW__GET(to[i]->m2, from[i]->m2);
+            SW__GET(to[i]->min_ns, from[i]->min_ns);
+            SW__GET(to[i]->max_ns, from[i]->max_ns);
+            SW__GET(to[i]->min_step, from[i]->min_step);
+            SW__GET(to[i]->max_step, from[i]->max_step);
+            SW__GET(to[i]->samples, from[i]->samples);
+        }
+        SW__GET(out->hist.count, cell->hist.count);
+        for (uint32_t b = 0; b < SW_HIST_BUCKETS; b++)
+            SW__GET(out->hist.buckets[b], cell->hist.buckets[b]);
+        if (atomic_load_explicit(&t->seq, memory_order_relaxed) == before)
+            return;
+    }
+}
+
+static void cell_merge(sw__cell *into, const sw__cell *from) {
+    sw_stats_merge(&into->stats, &from->stats);
+    sw_stats_merge(&into->warm, &from->warm);
+    sw_hist_merge(&into->hist, &from->hist);
+}
+
+static int merge_thread_locked(const sw__thread *t, sw_id action, sw_phase phase, sw__cell *sum,
+                               sw__cell *scratch) {
+    if (action >= t->cells_cap || t->cells[action] == NULL || t->cells[action][phase] == NULL)
+        return 0;
+    cell_read(t, t->cells[action][phase], scratch);
+    cell_merge(sum, scratch);
+    return 1;
+}
+
+/* A thread exits: fold its statistics into p->retired. Its record goes now, or after the
+ * flusher has drained its events. */
+static void thread_exit(void *record) {
+    sw__thread *t = record;
+    sw_profiler *p = t->profiler;
+    pthread_mutex_lock(&p->lock);
+    for (uint32_t a = 0; a < t->cells_cap; a++) {
+        for (uint32_t ph = 0; t->cells[a] && ph < SW__MAX_PHASES; ph++) {
+            if (t->cells[a][ph] == NULL)
+                continue;
+            sw__cell *into = cell_create_locked(p->retired, a, ph);
+            if (into)
+                cell_merge(into, t->cells[a][ph]);
+        }
+    }
+    free_cells(t);
+    atomic_store(&t->alive, 0);
+    if (t->ring.slots == NULL) {
+        for (sw__thread **link = &p->threads; *link; link = &(*link)->next) {
+            if (*link == t) {
+                *link = t->next;
+                free_thread(t);
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    tls_cache.profiler = NULL;
+}
+
+int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
+    if (p == NULL || out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    sw_snapshot *s = sw__snapshot_new();
+    sw__cell *sum = malloc(sizeof *sum), *scratch = malloc(sizeof *scratch);
+    int rc = (s && sum && scratch) ? 0 : SW_ENOMEM;
+    if (rc == 0) {
+        s->name = sw__snapshot_string(s, p->opts.name);
+        s->host = sw__snapshot_string(s, p->host);
+        s->command = sw__snapshot_string(s, p->command);
+        s->pid = p->pid;
+        s->rank = p->opts.rank;
+        s->world_size = p->opts.world_size;
+        s->start_unix_ns = p->origin_unix_ns;
+        s->elapsed_ns = sw_now_ns() - p->origin_ns;
+        s->steps = atomic_load(&p->steps_begun);
+        s->warmup_steps = p->opts.warmup_steps;
+        s->dropped_events = atomic_load(&p->events_dropped);
+        s->misuse = (sw_misuse){
+            .end_without_begin = atomic_load(&p->misuse_end_without_begin),
+            .mismatched_end = atomic_load(&p->misuse_mismatched_end),
+            .depth_overflow = atomic_load(&p->misuse_depth_overflow),
+            .bad_id = atomic_load(&p->misuse_bad_id),
+            .phase_mismatch = atomic_load(&p->misuse_phase_mismatch),
+            .step_overlap = atomic_load(&p->misuse_step_overlap),
+            .bad_record = atomic_load(&p->misuse_bad_record)};
+    }
+    pthread_mutex_lock(&p->lock);
+    uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);
+    for (sw__thread *t = p->threads; rc == 0 && t; t = t->next) {
+        uint32_t depth;
+        SW__GET(depth, t->depth);
+        s->misuse.open_at_snapshot += depth;
+        if (atomic_load(&t->alive))
+            s->threads++;
+    }
+    for (sw_id a = 0; rc == 0 && a < naction; a++) {
+        for (sw_phase ph = 0; rc == 0 && ph < nphase; ph++) {
+            memset(sum, 0, sizeof *sum);
+            sw_stats_init(&sum->stats);
+            sw_stats_init(&sum->warm);
+            int found = merge_thread_locked(p->retired, a, ph, sum, scratch);
+            for (sw__thread *t = p->threads; t; t = t->next)
+                found |= merge_thread_locked(t, a, ph, sum, scratch);
+            if (!found || sum->stats.count + sum->warm.count == 0)
+                continue;
+            sw_row row = {.action = a,
+                          .action_name = p->action_names[a],
+                          .phase = ph,
+                          .phase_name = p->phase_names[ph],
+                          .category = (sw_category)p->action_category[a],
+                          .stats = sum->stats,
+                          .warmup = sum->warm,
+                          .hist = sum->hist};
+            rc = sw__snapshot_add_row(s, &row);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_lock(&p->counter_lock);
+    for (uint32_t i = 0; rc == 0 && i < atomic_load(&p->ncounter); i++) {
+        sw_counter_summary c = p->counters[i].summary;
+        c.name = p->counters[i].name;
+        rc = sw__snapshot_add_counter(s, &c);
+    }
+    pthread_mutex_unlock(&p->counter_lock);
+    if (rc == 0)
+        rc = sw__snapshot_finish(s);
+    free(sum);
+    free(scratch);
+    if (rc != 0) {
+        sw_snapshot_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int sw_report(sw_profiler *p, sw_format fmt, FILE *out) {
+    if (p == NULL || out == NULL)
+        return SW_EINVAL;
+    sw_snapshot *s = NULL;
+    int rc = sw_snapshot_take(p, &s);
+    if (rc == 0)
+        rc = sw_snapshot_write(s, fmt, out);
+    sw_snapshot_free(s);
+    return rc;
+}
+
+/* ---- accessors for the journal ------------------------------------------------------------- */
+
+const sw_options *sw__options(const sw_profiler *p) {
+    return &p->opts;
+}
+
+uint64_t sw__origin_ns(const sw_profiler *p) {
+    return p->origin_ns;
+}
+
+uint64_t sw__origin_unix_ns(const sw_profiler *p) {
+    return p->origin_unix_ns;
+}
+
+const char *sw__counter_name(const sw_profiler *p, sw_id counter) {
+    if (p == NULL || counter >= atomic_load(&p->ncounter))
+        return NULL;
+    return p->counters[counter].name;
+}
+
+uint32_t sw__action_count(const sw_profiler *p) {
+    return atomic_load_explicit(&p->naction, memory_order_acquire);
+}
+
+uint32_t sw__phase_count(const sw_profiler *p) {
+    return atomic_load_explicit(&p->nphase, memory_order_acquire);
+}
+
+uint32_t sw__counter_count(const sw_profiler *p) {
+    return atomic_load(&p->ncounter);
+}
+
+/* ---- fork ------------------------------------------------------------------------------------ */
+
+/* In the child: the only thread left is the one that forked. Start from empty statistics,
+ * keep the names, and forget the parent's journal. */
+static void reset_after_fork(sw_profiler *p) {
+    sw__journal_abandon(p->journal);
+    p->journal = NULL;
+    atomic_store(&p->events_on, 0);
+    sw__thread *t = p->threads;
+    while (t) {
+        sw__thread *next = t->next;
+        free_thread(t);
+        t = next;
+    }
+    p->threads = NULL;
+    p->threads_seen = 0;
+    free_cells(p->retired);
+    pthread_setspecific(p->thread_key, NULL);
+    p->generation = atomic_fetch_add(&next_generation, 1);
+    p->pid = (int64_t)getpid();
+    atomic_store(&p->current_phase, SW_PHASE_NONE);
+    atomic_store(&p->step_index, -1);
+    atomic_store(&p->steps_begun, 0);
+    atomic_store(&p->in_warmup, 0);
+    atomic_store(&p->samples_done, 0);
+    for (uint32_t i = 0; i < SW__MAX_PHASES; i++)
+        atomic_store(&p->phase_steps[i], 0);
+    for (uint32_t i = 0; i < SW__MAX_COUNTERS; i++)
+        p->counters[i].summary = (sw_counter_summary){0};
+    atomic_store(&p->misuse_end_without_begin, 0);
+    atomic_store(&p->misuse_mismatched_end, 0);
+    atomic_store(&p->misuse_depth_overflow, 0);
+    atomic_store(&p->misuse_bad_id, 0);
+    atomic_store(&p->misuse_phase_mismatch, 0);
+    atomic_store(&p->misuse_step_overlap, 0);
+    atomic_store(&p->misuse_bad_record, 0);
+    atomic_store(&p->events_dropped, 0);
+    p->origin_ns = sw_now_ns();
+}

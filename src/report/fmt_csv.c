@@ -1,0 +1,99 @@
+/*
+ * fmt_csv.c — SW_FORMAT_CSV: one line per snapshot row, per-phase rows and the all-phase
+ * roll-ups ("all"), in snapshot order, after a header line. Machine units: durations in
+ * seconds as plain decimal numbers (exact to the nanosecond), counts as integers, step
+ * indexes -1 outside steps. Fields are quoted per RFC 4180 when they hold a comma, a
+ * quote, a line break or edge spaces (quotes doubled); lines end in LF. Text is UTF-8:
+ * bytes that are not become U+FFFD.
+ */
+#include "writer.h"
+
+#include "utf8.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static const char header[] =
+    "action,phase,category,count,total_s,self_s,mean_s,std_s,pstd_s,min_s,min_step,max_s,"
+    "max_step,p50_s,p90_s,p99_s,samples,samples_per_s,percent,warmup_count,warmup_total_s,"
+    "warmup_mean_s";
+
+static void put_text(FILE *out, const char *s) {
+    if (s == NULL)
+        s = "";
+    size_t len = strlen(s);
+    int quote = len > 0 && (s[0] == ' ' || s[len - 1] == ' ');
+    quote = quote || strpbrk(s, ",\"\r\n") != NULL;
+    if (quote)
+        fputc('"', out);
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = sw__utf8_decode(p + i, len - i, &cp);
+        if (cp == '"')
+            fputs("\"\"", out);
+        else if (cp == SW__UTF8_REPLACEMENT && n == 1)
+            fputs("\xEF\xBF\xBD", out);
+        else
+            fwrite(p + i, 1, n, out);
+        i += n;
+    }
+    if (quote)
+        fputc('"', out);
+}
+
+static void put_seconds(FILE *out, uint64_t ns) {
+    char buf[40];
+    sw__seconds(ns, buf, sizeof buf);
+    fprintf(out, ",%s", buf);
+}
+
+static void put_fseconds(FILE *out, double ns) {
+    fprintf(out, ",%.9f", ns / 1e9);
+}
+
+static int write_csv(const sw_snapshot *s, FILE *out) {
+    fprintf(out, "%s\n", header);
+    char id[24];
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        const sw_stats *st = &r->stats;
+        if (r->action_name != NULL) {
+            put_text(out, r->action_name);
+        } else {
+            snprintf(id, sizeof id, "#%" PRIu32, r->action);
+            put_text(out, id);
+        }
+        fputc(',', out);
+        if (r->phase == SW_PHASE_ALL)
+            put_text(out, "all");
+        else if (r->phase == SW_PHASE_NONE && r->phase_name == NULL)
+            put_text(out, "none");
+        else
+            put_text(out, r->phase_name);
+        fputc(',', out);
+        put_text(out, sw_category_name(r->category));
+        fprintf(out, ",%" PRIu64, st->count);
+        put_seconds(out, st->total_ns);
+        put_seconds(out, st->self_ns);
+        put_fseconds(out, st->count ? st->mean_ns : 0);
+        put_fseconds(out, sw_stats_stddev(st));
+        put_fseconds(out, sw_stats_pstddev(st));
+        put_seconds(out, st->count ? st->min_ns : 0);
+        fprintf(out, ",%" PRId64, st->min_step);
+        put_seconds(out, st->max_ns);
+        fprintf(out, ",%" PRId64, st->max_step);
+        put_seconds(out, sw_hist_quantile(&r->hist, 0.50));
+        put_seconds(out, sw_hist_quantile(&r->hist, 0.90));
+        put_seconds(out, sw_hist_quantile(&r->hist, 0.99));
+        fprintf(out, ",%" PRIu64 ",%.3f,%.4f", st->samples, sw_stats_samples_per_s(st),
+                sw__percent(s, st->total_ns));
+        fprintf(out, ",%" PRIu64, r->warmup.count);
+        put_seconds(out, r->warmup.total_ns);
+        put_fseconds(out, r->warmup.count ? r->warmup.mean_ns : 0);
+        fputc('\n', out);
+    }
+    return 0;
+}
+
+const sw__writer sw__writer_csv = {SW_FORMAT_CSV, "csv", 1, write_csv};

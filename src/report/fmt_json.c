@@ -1,0 +1,139 @@
+/*
+ * fmt_json.c — SW_FORMAT_JSON: the snapshot in the versioned schema of docs/json-schema.md
+ * (SW_JSON_SCHEMA_VERSION). Everything a reader needs to merge two reports exactly is
+ * there: the full Welford state (count, mean, m2) and the histogram as sparse
+ * [bucket, count] pairs. Durations are integer nanoseconds.
+ */
+#include "writer.h"
+
+#include "json_out.h"
+
+static void put_stats(sw__jw *w, const sw_stats *st) {
+    sw__jw_kv_uint(w, "count", st->count);
+    sw__jw_kv_uint(w, "total_ns", st->total_ns);
+    sw__jw_kv_uint(w, "self_ns", st->self_ns);
+    sw__jw_kv_double(w, "mean_ns", st->count ? st->mean_ns : 0);
+    sw__jw_kv_double(w, "m2", st->count ? st->m2 : 0);
+    sw__jw_kv_double(w, "std_ns", sw_stats_stddev(st));
+    sw__jw_kv_double(w, "pstd_ns", sw_stats_pstddev(st));
+    sw__jw_kv_uint(w, "min_ns", st->count ? st->min_ns : 0);
+    sw__jw_kv_int(w, "min_step", st->min_step);
+    sw__jw_kv_uint(w, "max_ns", st->max_ns);
+    sw__jw_kv_int(w, "max_step", st->max_step);
+    sw__jw_kv_uint(w, "samples", st->samples);
+    sw__jw_kv_double(w, "samples_per_s", sw_stats_samples_per_s(st));
+}
+
+static void put_row(sw__jw *w, const sw_snapshot *s, const sw_row *r) {
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "action", r->action_name);
+    sw__jw_kv_uint(w, "action_id", r->action);
+    int rollup = r->phase == SW_PHASE_ALL;
+    sw__jw_kv_string(w, "phase", rollup ? "all" : r->phase_name);
+    sw__jw_key(w, "phase_id");
+    if (rollup)
+        sw__jw_null(w);
+    else
+        sw__jw_uint(w, r->phase);
+    sw__jw_key(w, "rollup");
+    sw__jw_bool(w, rollup);
+    sw__jw_kv_string(w, "category", sw_category_name(r->category));
+    put_stats(w, &r->stats);
+    sw__jw_kv_uint(w, "p50_ns", sw_hist_quantile(&r->hist, 0.50));
+    sw__jw_kv_uint(w, "p90_ns", sw_hist_quantile(&r->hist, 0.90));
+    sw__jw_kv_uint(w, "p99_ns", sw_hist_quantile(&r->hist, 0.99));
+    sw__jw_kv_double(w, "percent", sw__percent(s, r->stats.total_ns));
+    sw__jw_key(w, "hist");
+    sw__jw_array_begin(w);
+    for (uint32_t i = 0; i < SW_HIST_BUCKETS; i++) {
+        if (r->hist.buckets[i] == 0)
+            continue;
+        sw__jw_array_begin(w);
+        sw__jw_uint(w, i);
+        sw__jw_uint(w, r->hist.buckets[i]);
+        sw__jw_array_end(w);
+    }
+    sw__jw_array_end(w);
+    sw__jw_key(w, "warmup");
+    sw__jw_object_begin(w);
+    put_stats(w, &r->warmup);
+    sw__jw_object_end(w);
+    sw__jw_object_end(w);
+}
+
+static void put_run(sw__jw *w, const sw_snapshot *s) {
+    sw__jw_key(w, "run");
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", s->name);
+    sw__jw_kv_string(w, "host", s->host);
+    sw__jw_kv_string(w, "command", s->command);
+    sw__jw_kv_int(w, "pid", s->pid);
+    sw__jw_kv_int(w, "rank", s->rank);
+    sw__jw_kv_int(w, "world_size", s->world_size);
+    sw__jw_kv_uint(w, "start_unix_ns", s->start_unix_ns);
+    sw__jw_kv_uint(w, "elapsed_ns", s->elapsed_ns);
+    sw__jw_kv_uint(w, "wall_ns", s->wall_ns);
+    sw__jw_kv_uint(w, "steps", s->steps);
+    sw__jw_kv_uint(w, "warmup_steps", s->warmup_steps);
+    sw__jw_kv_uint(w, "threads", s->threads);
+    sw__jw_object_end(w);
+}
+
+static void put_misuse(sw__jw *w, const sw_misuse *m) {
+    sw__jw_key(w, "misuse");
+    sw__jw_object_begin(w);
+    sw__jw_kv_uint(w, "end_without_begin", m->end_without_begin);
+    sw__jw_kv_uint(w, "mismatched_end", m->mismatched_end);
+    sw__jw_kv_uint(w, "depth_overflow", m->depth_overflow);
+    sw__jw_kv_uint(w, "bad_id", m->bad_id);
+    sw__jw_kv_uint(w, "phase_mismatch", m->phase_mismatch);
+    sw__jw_kv_uint(w, "step_overlap", m->step_overlap);
+    sw__jw_kv_uint(w, "bad_record", m->bad_record);
+    sw__jw_kv_uint(w, "open_at_snapshot", m->open_at_snapshot);
+    sw__jw_object_end(w);
+}
+
+static int write_json(const sw_snapshot *s, FILE *out) {
+    sw__jw w;
+    sw__jw_init(&w, out, 3);
+    sw__jw_object_begin(&w);
+    sw__jw_kv_string(&w, "schema", "stepwatch.report");
+    sw__jw_kv_uint(&w, "schema_version", SW_JSON_SCHEMA_VERSION);
+    sw__jw_kv_string(&w, "stepwatch_version", SW_VERSION_STRING);
+    put_run(&w, s);
+
+    sw__jw_key(&w, "histogram");
+    sw__jw_object_begin(&w);
+    sw__jw_kv_uint(&w, "sub_bits", SW_HIST_SUB_BITS);
+    sw__jw_kv_uint(&w, "max_exp", SW_HIST_MAX_EXP);
+    sw__jw_kv_uint(&w, "buckets", SW_HIST_BUCKETS);
+    sw__jw_object_end(&w);
+
+    sw__jw_key(&w, "rows");
+    sw__jw_array_begin(&w);
+    for (size_t i = 0; i < s->nrows; i++)
+        put_row(&w, s, &s->rows[i]);
+    sw__jw_array_end(&w);
+
+    sw__jw_key(&w, "counters");
+    sw__jw_array_begin(&w);
+    for (size_t i = 0; i < s->ncounters; i++) {
+        const sw_counter_summary *c = &s->counters[i];
+        sw__jw_object_begin(&w);
+        sw__jw_kv_string(&w, "name", c->name);
+        sw__jw_kv_uint(&w, "count", c->count);
+        sw__jw_kv_double(&w, "last", c->last);
+        sw__jw_kv_double(&w, "min", c->min);
+        sw__jw_kv_double(&w, "max", c->max);
+        sw__jw_kv_double(&w, "mean", c->mean);
+        sw__jw_object_end(&w);
+    }
+    sw__jw_array_end(&w);
+
+    put_misuse(&w, &s->misuse);
+    sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
+    sw__jw_object_end(&w);
+    return sw__jw_finish(&w);
+}
+
+const sw__writer sw__writer_json = {SW_FORMAT_JSON, "json", 1, write_json};

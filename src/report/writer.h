@@ -1,0 +1,100 @@
+/*
+ * writer.h — the report writers' one interface and the helpers they share (private).
+ *
+ * Each format lives in its own fmt_*.c file and exports one sw__writer. report.c picks the
+ * writer for a format, prints "no actions recorded" for an empty snapshot in the text
+ * formats, and turns any write error into SW_EIO. A writer only writes: it may return
+ * SW_ENOMEM, otherwise write errors are found by report.c through ferror().
+ */
+#ifndef SW_REPORT_WRITER_H
+#define SW_REPORT_WRITER_H
+
+#include "stepwatch.h"
+
+typedef struct sw__writer {
+    sw_format format;
+    const char *name;       /* as sw_format_parse reads it */
+    int machine;            /* nonzero: CSV/JSON, which stay parseable when empty */
+    int (*write)(const sw_snapshot *s, FILE *out);
+} sw__writer;
+
+extern const sw__writer sw__writer_table;
+extern const sw__writer sw__writer_lightning;
+extern const sw__writer sw__writer_fastxtend;
+extern const sw__writer sw__writer_ignite;
+extern const sw__writer sw__writer_markdown;
+extern const sw__writer sw__writer_csv;
+extern const sw__writer sw__writer_json;
+
+/* ---- text helpers (text.c) ---- */
+
+#define SW__LABEL_MAX 1024 /* bytes of a cleaned label, NUL included */
+
+/* Copy in to out (size bytes, NUL included) for a terminal or a text file: control
+ * characters become visible escapes (\n, \t, \r, \xHH), bytes that are not UTF-8 become
+ * U+FFFD. Returns the width in columns (one per code point). NULL reads as "". */
+size_t sw__text_clean(const char *in, char *out, size_t size);
+/* Columns taken by a clean UTF-8 string (one per code point). */
+size_t sw__text_width(const char *s);
+/* Copy clean string in to out, shortened to at most width columns by replacing its middle
+ * with "…" (the start and the end of a name say the most). */
+void sw__text_fit(const char *in, size_t width, char *out, size_t size);
+/* Write s padded with spaces to width columns, left- or right-aligned. */
+void sw__put_padded(FILE *out, const char *s, size_t width, int right_align);
+
+/* The clean label of a row: "action" outside phases and for roll-ups, else
+ * "phase/action". */
+void sw__row_label(const sw_row *r, char *out, size_t size);
+/* Clean action name alone ("#id" when the row has none). */
+void sw__row_action(const sw_row *r, char *out, size_t size);
+
+/* The rows a report shows, largest total first (ties by name, so output is stable):
+ * rollups nonzero takes the all-phase roll-up rows, zero the per-phase rows; when the
+ * snapshot has none of the kind asked for, the other kind. *out is malloc'ed (free it);
+ * returns the count, or -1 when out of memory. */
+long sw__rows_select(const sw_snapshot *s, int rollups, const sw_row ***out);
+
+/* Percent of the snapshot's wall time; 0 when the wall time is 0. */
+double sw__percent(const sw_snapshot *s, uint64_t ns);
+/* The terminal width the tables aim for: $COLUMNS when it is a number in 40..1000,
+ * else 80. */
+size_t sw__term_width(void);
+/* A number with thousands separators: 82977 -> "82,977". */
+void sw__with_commas(uint64_t v, char *out, size_t size);
+/* Exact seconds of a duration in ns: "1.250000000". */
+void sw__seconds(uint64_t ns, char *out, size_t size);
+
+/* ---- the stepwatch table's cells, shared by the table and markdown (table_cells.c) ---- */
+
+enum {
+    SW__COL_MEAN,
+    SW__COL_STD,
+    SW__COL_P50,
+    SW__COL_P99,
+    SW__COL_CALLS,
+    SW__COL_TOTAL,
+    SW__COL_SELF,
+    SW__COL_PCT,
+    SW__NCOLS
+};
+
+extern const char *const sw__col_header[SW__NCOLS];
+
+typedef struct sw__cells {
+    char v[SW__NCOLS][40];
+} sw__cells;
+
+/* The cells of one row's statistics; hist NULL leaves p50/p99 as "-" (warm-up). */
+void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist,
+                  sw__cells *out);
+/* The "Total" row: calls summed over the rows shown, total = the wall time. */
+void sw__cells_total(const sw_snapshot *s, uint64_t calls, sw__cells *out);
+/* The run's one-line summary: "wall 4.20 s, 120 steps, 2 threads, rank 1 of 4". */
+void sw__run_summary(const sw_snapshot *s, char *out, size_t size);
+/* Nonzero when some row has warm-up calls. */
+int sw__has_warmup(const sw_snapshot *s);
+/* When there was misuse or dropped events: a blank line, then "Misuse: 3 end without
+ * begin, 1 mismatched end" and "Dropped events: N (...)", each line after bullet. */
+void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet);
+
+#endif /* SW_REPORT_WRITER_H */

@@ -1,0 +1,277 @@
+/*
+ * run_export.c — a run file as a Chrome trace (Trace Event JSON, opens in Perfetto) and as an
+ * Ignite-style per-iteration CSV.
+ */
+#include "report/json_out.h"
+#include "run_store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Chrome Trace Event JSON ---- */
+
+/* Ranks start at different wall-clock times: each rank's records are shifted by its start
+ * minus the earliest start, so the ranks line up on one time axis. */
+typedef struct rank_clock {
+    int rank;
+    uint64_t offset_ns;
+    uint64_t nspans;
+} rank_clock;
+
+typedef struct chrome_ctx {
+    sw__jw *w;
+    sw_run *run;
+    rank_clock *clocks;
+    int nranks;
+    struct thread_key {
+        int rank;
+        uint32_t thread;
+    } *threads;
+    size_t nthreads, threads_cap;
+} chrome_ctx;
+
+static rank_clock *clock_of(chrome_ctx *c, int rank) {
+    for (int i = 0; i < c->nranks; i++)
+        if (c->clocks[i].rank == rank)
+            return &c->clocks[i];
+    return &c->clocks[0];
+}
+
+/* Remember (rank, thread) pairs for the thread_name metadata. */
+static int note_thread(chrome_ctx *c, int rank, uint32_t thread) {
+    for (size_t i = 0; i < c->nthreads; i++)
+        if (c->threads[i].rank == rank && c->threads[i].thread == thread)
+            return 0;
+    if (c->nthreads == c->threads_cap) {
+        size_t cap = c->threads_cap ? c->threads_cap * 2 : 16;
+        void *grown = realloc(c->threads, cap * sizeof *c->threads);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        c->threads = grown;
+        c->threads_cap = cap;
+    }
+    c->threads[c->nthreads++] = (struct thread_key){rank, thread};
+    return 0;
+}
+
+static double micros(uint64_t ns) { return (double)ns / 1000.0; }
+
+static void complete_event(chrome_ctx *c, int rank, const char *name, const char *cat,
+                           uint32_t thread, uint64_t start_ns, uint64_t dur_ns) {
+    sw__jw *w = c->w;
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", name);
+    sw__jw_kv_string(w, "cat", cat);
+    sw__jw_kv_string(w, "ph", "X");
+    sw__jw_kv_double(w, "ts", micros(clock_of(c, rank)->offset_ns + start_ns));
+    sw__jw_kv_double(w, "dur", micros(dur_ns));
+    sw__jw_kv_int(w, "pid", rank);
+    sw__jw_kv_uint(w, "tid", thread);
+}
+
+static int on_span(void *ctx, int rank, const sw_span_record *s) {
+    chrome_ctx *c = ctx;
+    const char *name = sw_run_action_name(c->run, rank, s->action);
+    char unknown[32];
+    if (name == NULL) {
+        snprintf(unknown, sizeof unknown, "action %u", s->action);
+        name = unknown;
+    }
+    complete_event(c, rank, name, sw_category_name(sw_category_of(name)), s->thread,
+                   s->start_ns, s->duration_ns);
+    sw__jw_key(c->w, "args");
+    sw__jw_object_begin(c->w);
+    sw__jw_kv_int(c->w, "step", s->step);
+    sw__jw_kv_string(c->w, "phase", sw_run_phase_name(c->run, rank, s->phase));
+    sw__jw_object_end(c->w);
+    sw__jw_object_end(c->w);
+    clock_of(c, rank)->nspans++;
+    return note_thread(c, rank, s->thread);
+}
+
+/* Without a timeline the steps still make a useful trace. */
+static int on_step(void *ctx, int rank, const sw_step_record *s) {
+    chrome_ctx *c = ctx;
+    if (clock_of(c, rank)->nspans > 0)
+        return 0; /* the timeline already holds the "step" spans */
+    complete_event(c, rank, "step", "step", s->thread, s->start_ns, s->duration_ns);
+    sw__jw_key(c->w, "args");
+    sw__jw_object_begin(c->w);
+    sw__jw_kv_uint(c->w, "step", s->step);
+    sw__jw_kv_string(c->w, "phase", sw_run_phase_name(c->run, rank, s->phase));
+    sw__jw_kv_uint(c->w, "batch_size", s->batch_size);
+    for (int k = 0; k < SW_CAT_COUNT; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_ms", sw_category_name((sw_category)k));
+        sw__jw_kv_double(c->w, key, (double)s->category_ns[k] / 1e6);
+    }
+    sw__jw_object_end(c->w);
+    sw__jw_object_end(c->w);
+    return note_thread(c, rank, s->thread);
+}
+
+static int on_counter(void *ctx, int rank, const sw_counter_record *s) {
+    chrome_ctx *c = ctx;
+    sw__jw *w = c->w;
+    const char *name = sw_run_counter_name(c->run, rank, s->counter);
+    char unknown[32];
+    if (name == NULL) {
+        snprintf(unknown, sizeof unknown, "counter %u", s->counter);
+        name = unknown;
+    }
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", name);
+    sw__jw_kv_string(w, "ph", "C");
+    sw__jw_kv_double(w, "ts", micros(clock_of(c, rank)->offset_ns + s->time_ns));
+    sw__jw_kv_int(w, "pid", rank);
+    sw__jw_key(w, "args");
+    sw__jw_object_begin(w);
+    sw__jw_kv_double(w, "value", s->value);
+    sw__jw_object_end(w);
+    sw__jw_object_end(w);
+    return 0;
+}
+
+static void metadata_event(sw__jw *w, const char *what, int pid, uint32_t tid,
+                           const char *name) {
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", what);
+    sw__jw_kv_string(w, "ph", "M");
+    sw__jw_kv_int(w, "pid", pid);
+    sw__jw_kv_uint(w, "tid", tid);
+    sw__jw_key(w, "args");
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", name);
+    sw__jw_object_end(w);
+    sw__jw_object_end(w);
+}
+
+/* process_name per rank; the clocks are filled on the way. */
+static int write_processes(chrome_ctx *c) {
+    uint64_t earliest = UINT64_MAX;
+    for (int i = 0; i < c->nranks; i++) {
+        sw_snapshot *s = NULL;
+        int rc = sw_run_rank_snapshot(c->run, sw_run_rank_id(c->run, i), &s);
+        if (rc != 0)
+            return rc;
+        c->clocks[i].rank = s->rank;
+        c->clocks[i].offset_ns = s->start_unix_ns; /* made relative below */
+        if (s->start_unix_ns < earliest)
+            earliest = s->start_unix_ns;
+        char name[512];
+        snprintf(name, sizeof name, "%s rank %d (%s, pid %lld)", s->name ? s->name : "stepwatch",
+                 s->rank, s->host ? s->host : "?", (long long)s->pid);
+        metadata_event(c->w, "process_name", s->rank, 0, name);
+        sw_snapshot_free(s);
+    }
+    for (int i = 0; i < c->nranks; i++)
+        c->clocks[i].offset_ns -= earliest;
+    return 0;
+}
+
+int sw_run_export_chrome(sw_run *run, FILE *out) {
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    sw__jw w;
+    sw__jw_init(&w, out, 2);
+    chrome_ctx c = {.w = &w, .run = run, .nranks = sw_run_rank_count(run)};
+    c.clocks = calloc((size_t)c.nranks, sizeof *c.clocks);
+    if (c.clocks == NULL)
+        return SW_ENOMEM;
+    sw__jw_object_begin(&w);
+    sw__jw_kv_string(&w, "displayTimeUnit", "ms");
+    sw__jw_key(&w, "traceEvents");
+    sw__jw_array_begin(&w);
+    int rc = write_processes(&c);
+    if (rc == 0)
+        rc = sw_run_foreach_span(run, -1, on_span, &c);
+    if (rc == 0)
+        rc = sw_run_foreach_step(run, -1, on_step, &c);
+    if (rc == 0)
+        rc = sw_run_foreach_counter(run, -1, on_counter, &c);
+    for (size_t i = 0; rc == 0 && i < c.nthreads; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "thread %u", c.threads[i].thread);
+        metadata_event(&w, "thread_name", c.threads[i].rank, c.threads[i].thread, name);
+    }
+    sw__jw_array_end(&w);
+    sw__jw_object_end(&w);
+    int written = sw__jw_finish(&w);
+    free(c.clocks);
+    free(c.threads);
+    return rc ? rc : written;
+}
+
+/* ---- Ignite-style per-iteration CSV ---- */
+
+typedef struct csv_ctx {
+    FILE *out;
+    sw_run *run;
+    uint64_t epoch;
+    sw_phase last_phase;
+    int seen_any;
+    uint64_t iteration[SW__MAX_PHASES];
+} csv_ctx;
+
+static void seconds(FILE *out, uint64_t ns) { fprintf(out, ",%.9f", (double)ns / 1e9); }
+
+/* A CSV field: quoted when it holds a comma, quote or line break (RFC 4180). */
+static void csv_field(FILE *out, const char *s) {
+    if (s == NULL)
+        s = "";
+    if (strpbrk(s, ",\"\r\n") == NULL) {
+        fprintf(out, ",%s", s);
+        return;
+    }
+    fputs(",\"", out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static int on_csv_step(void *ctx, int rank, const sw_step_record *s) {
+    csv_ctx *c = ctx;
+    /* Epochs are not recorded per step: a new one begins when training resumes after
+     * another phase (train -> valid -> train), as Ignite's trainer counts them. */
+    if (c->seen_any && s->phase == SW_PHASE_TRAIN && c->last_phase != SW_PHASE_TRAIN)
+        c->epoch++;
+    c->seen_any = 1;
+    c->last_phase = s->phase;
+    uint64_t iteration = s->phase < SW__MAX_PHASES ? ++c->iteration[s->phase] : s->step + 1;
+    uint64_t data = s->category_ns[SW_CAT_DATA];
+    uint64_t processing = s->duration_ns > data ? s->duration_ns - data : 0;
+    fprintf(c->out, "%llu,%llu", (unsigned long long)c->epoch, (unsigned long long)iteration);
+    seconds(c->out, processing);
+    seconds(c->out, data);
+    fprintf(c->out, ",%d,%llu", rank, (unsigned long long)s->step);
+    csv_field(c->out, sw_run_phase_name(c->run, rank, s->phase));
+    fprintf(c->out, ",%u,%d", s->batch_size, s->warmup != 0);
+    seconds(c->out, s->start_ns);
+    seconds(c->out, s->duration_ns);
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        seconds(c->out, s->category_ns[k]);
+    fputc('\n', c->out);
+    return ferror(c->out) ? SW_EIO : 0;
+}
+
+int sw_run_export_steps_csv(sw_run *run, FILE *out) {
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    fputs("epoch,iteration,processing_stats,dataflow_stats,rank,step,phase,batch_size,warmup,"
+          "start_s,step_s",
+          out);
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        fprintf(out, ",%s_s", sw_category_name((sw_category)k));
+    fputc('\n', out);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < sw_run_rank_count(run); i++) {
+        csv_ctx c = {.out = out, .run = run, .epoch = 1};
+        rc = sw_run_foreach_step(run, sw_run_rank_id(run, i), on_csv_step, &c);
+    }
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = SW_EIO;
+    return rc;
+}

@@ -1,0 +1,673 @@
+/*
+ * run_reader.c — opening run files and reading them back: validation, snapshots (one rank or
+ * all ranks merged with Chan's formula and histogram merges), records and names.
+ */
+#include "run_store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { KIND_ACTION, KIND_PHASE, KIND_COUNTER, KIND_COUNT };
+static const char *const KIND_NAME[KIND_COUNT] = {"action", "phase", "counter"};
+
+/* Names of one kind in one rank, indexed by id (NULL where absent). */
+typedef struct name_table {
+    uint32_t n;
+    char **names;
+} name_table;
+
+typedef struct rank_info {
+    int rank;
+    name_table names[KIND_COUNT];
+} rank_info;
+
+struct sw_run {
+    sqlite3 *db;
+    int nranks;
+    rank_info *ranks;
+};
+
+/* ---- validation ---- */
+
+static const unsigned char SQLITE_MAGIC[16] = "SQLite format 3";
+
+static uint32_t be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Look at the file itself before SQLite does: missing, foreign, or shorter than its header
+ * says (truncated). */
+static int check_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT || errno == ENOTDIR ? SW_ENOTFOUND : SW_EIO;
+    if (!S_ISREG(st.st_mode))
+        return SW_EFOREIGN;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return SW_EIO;
+    unsigned char header[100];
+    size_t n = fread(header, 1, sizeof header, f);
+    fclose(f);
+    size_t compare = n < sizeof SQLITE_MAGIC ? n : sizeof SQLITE_MAGIC;
+    if (memcmp(header, SQLITE_MAGIC, compare) != 0)
+        return SW_EFOREIGN;
+    if (n < sizeof header)
+        return SW_ECORRUPT; /* empty, or cut inside the header */
+    uint32_t page_size = (uint32_t)header[16] << 8 | header[17];
+    if (page_size == 1)
+        page_size = 65536;
+    uint32_t pages = be32(header + 28);
+    int pages_valid = be32(header + 24) == be32(header + 92);
+    if (pages_valid && (uint64_t)st.st_size < (uint64_t)pages * page_size)
+        return SW_ECORRUPT;
+    return 0;
+}
+
+static int query_int(sqlite3 *db, const char *sql, int64_t *out) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(q, 0);
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            rc = SQLITE_CORRUPT; /* a query that must give one row gave none */
+        }
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* The file is SQLite (header checked): is it ours, of our version, intact? */
+static int check_database(sqlite3 *db) {
+    int64_t app = 0, version = 0;
+    int rc = query_int(db, "PRAGMA application_id", &app);
+    if (rc != SQLITE_OK)
+        return (rc & 0xff) == SQLITE_NOTADB ? SW_ECORRUPT : sw__sqlite_rc(rc);
+    if (app != SW__RUN_APPLICATION_ID)
+        return SW_EFOREIGN;
+    rc = query_int(db, "PRAGMA user_version", &version);
+    if (rc != SQLITE_OK)
+        return sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc);
+    if (version != SW__RUN_SCHEMA_VERSION)
+        return SW_EVERSION;
+    sqlite3_stmt *q = NULL;
+    rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW)
+            rc = strcmp((const char *)sqlite3_column_text(q, 0), "ok") == 0 ? SQLITE_OK
+                                                                            : SQLITE_CORRUPT;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_OK)
+        return sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc);
+    int64_t magic_ok = 0;
+    rc = query_int(db, "SELECT value = '" SW__RUN_MAGIC "' FROM meta WHERE key = 'magic'",
+                   &magic_ok);
+    if (rc != SQLITE_OK || !magic_ok)
+        return SW_ECORRUPT;
+    return 0;
+}
+
+/* ---- names ---- */
+
+static int name_put(name_table *t, uint32_t id, const char *name) {
+    if (id >= SW__MAX_ACTIONS)
+        return SW_ECORRUPT;
+    if (id >= t->n) {
+        char **grown = realloc(t->names, (id + 1) * sizeof *grown);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        memset(grown + t->n, 0, (id + 1 - t->n) * sizeof *grown);
+        t->names = grown;
+        t->n = id + 1;
+    }
+    free(t->names[id]);
+    t->names[id] = sw__strdup(name ? name : "");
+    return t->names[id] ? 0 : SW_ENOMEM;
+}
+
+static int load_ranks(sw_run *run) {
+    int64_t n = 0;
+    int rc = sw__sqlite_rc(query_int(run->db, "SELECT count(*) FROM ranks", &n));
+    if (rc != 0)
+        return rc;
+    if (n == 0)
+        return SW_ECORRUPT; /* created but the metadata never written */
+    run->ranks = calloc((size_t)n, sizeof *run->ranks);
+    if (run->ranks == NULL)
+        return SW_ENOMEM;
+    sqlite3_stmt *q = NULL;
+    rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, "SELECT rank FROM ranks ORDER BY rank", -1,
+                                          &q, NULL));
+    while (rc == 0 && run->nranks < n && sqlite3_step(q) == SQLITE_ROW)
+        run->ranks[run->nranks++].rank = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    if (rc != 0)
+        return rc;
+    rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, "SELECT rank, kind, id, name FROM names", -1,
+                                          &q, NULL));
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        int rank = sqlite3_column_int(q, 0);
+        const char *kind = (const char *)sqlite3_column_text(q, 1);
+        int64_t id = sqlite3_column_int64(q, 2);
+        for (int r = 0; r < run->nranks; r++) {
+            if (run->ranks[r].rank != rank || kind == NULL)
+                continue;
+            for (int k = 0; k < KIND_COUNT; k++)
+                if (strcmp(kind, KIND_NAME[k]) == 0)
+                    rc = id < 0 ? SW_ECORRUPT
+                                : name_put(&run->ranks[r].names[k], (uint32_t)id,
+                                           (const char *)sqlite3_column_text(q, 3));
+        }
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static const rank_info *find_rank(const sw_run *run, int rank) {
+    if (run == NULL || run->nranks == 0)
+        return NULL;
+    if (rank < 0)
+        return &run->ranks[0];
+    for (int i = 0; i < run->nranks; i++)
+        if (run->ranks[i].rank == rank)
+            return &run->ranks[i];
+    return NULL;
+}
+
+static const char *lookup(const sw_run *run, int rank, int kind, uint32_t id) {
+    const rank_info *r = find_rank(run, rank);
+    if (r == NULL || id >= r->names[kind].n)
+        return NULL;
+    return r->names[kind].names[id];
+}
+
+const char *sw_run_action_name(const sw_run *run, int rank, sw_id action) {
+    return lookup(run, rank, KIND_ACTION, action);
+}
+const char *sw_run_phase_name(const sw_run *run, int rank, sw_phase phase) {
+    return lookup(run, rank, KIND_PHASE, phase);
+}
+const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counter) {
+    return lookup(run, rank, KIND_COUNTER, counter);
+}
+
+/* ---- open / close ---- */
+
+int sw_run_open(const char *path, sw_run **out) {
+    if (path == NULL || out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    int rc = check_file(path);
+    if (rc != 0)
+        return rc;
+    sw_run *run = calloc(1, sizeof *run);
+    if (run == NULL)
+        return SW_ENOMEM;
+    /* Read-only; a file left by a killed writer may need its WAL recovered, which SQLite
+     * can only do with write access, so fall back to read-write (we never write). */
+    int flags[2] = {SQLITE_OPEN_READONLY, SQLITE_OPEN_READWRITE};
+    for (int attempt = 0; attempt < 2; attempt++) {
+        sqlite3_close(run->db);
+        run->db = NULL;
+        rc = sw__sqlite_rc(sqlite3_open_v2(path, &run->db, flags[attempt], NULL));
+        if (rc == 0) {
+            sqlite3_busy_timeout(run->db, 2000);
+            rc = check_database(run->db);
+        }
+        if (rc != SW_EIO && rc != SW_ESQLITE)
+            break;
+    }
+    if (rc == 0)
+        rc = load_ranks(run);
+    if (rc != 0) {
+        sw_run_close(run);
+        return rc;
+    }
+    *out = run;
+    return 0;
+}
+
+void sw_run_close(sw_run *run) {
+    if (run == NULL)
+        return;
+    for (int r = 0; r < run->nranks; r++)
+        for (int k = 0; k < KIND_COUNT; k++) {
+            for (uint32_t i = 0; i < run->ranks[r].names[k].n; i++)
+                free(run->ranks[r].names[k].names[i]);
+            free(run->ranks[r].names[k].names);
+        }
+    free(run->ranks);
+    sqlite3_close(run->db);
+    free(run);
+}
+
+int sw_run_rank_count(const sw_run *run) { return run ? run->nranks : 0; }
+
+int sw_run_rank_id(const sw_run *run, int index) {
+    if (run == NULL || index < 0 || index >= run->nranks)
+        return -1;
+    return run->ranks[index].rank;
+}
+
+/* ---- snapshots ---- */
+
+static void column_stats(sqlite3_stmt *q, int col, sw_stats *s) {
+    s->count = (uint64_t)sqlite3_column_int64(q, col + 0);
+    s->total_ns = (uint64_t)sqlite3_column_int64(q, col + 1);
+    s->self_ns = (uint64_t)sqlite3_column_int64(q, col + 2);
+    s->mean_ns = sqlite3_column_double(q, col + 3);
+    s->m2 = sqlite3_column_double(q, col + 4);
+    s->min_ns = (uint64_t)sqlite3_column_int64(q, col + 5);
+    s->max_ns = (uint64_t)sqlite3_column_int64(q, col + 6);
+    s->min_step = sqlite3_column_int64(q, col + 7);
+    s->max_step = sqlite3_column_int64(q, col + 8);
+    s->samples = (uint64_t)sqlite3_column_int64(q, col + 9);
+}
+
+static int read_header(sw_run *run, int rank, sw_snapshot *s) {
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        run->db,
+        "SELECT name, host, command, pid, rank, world_size, start_unix_ns, elapsed_ns,"
+        " wall_ns, steps, warmup_steps, threads, dropped_events, misuse_end_without_begin,"
+        " misuse_mismatched_end, misuse_depth_overflow, misuse_bad_id, misuse_phase_mismatch,"
+        " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot"
+        " FROM ranks WHERE rank = ?",
+        -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, rank);
+    int step = sqlite3_step(q);
+    if (step == SQLITE_ROW) {
+        s->name = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 0));
+        s->host = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 1));
+        s->command = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 2));
+        s->pid = sqlite3_column_int64(q, 3);
+        s->rank = sqlite3_column_int(q, 4);
+        s->world_size = sqlite3_column_int(q, 5);
+        s->start_unix_ns = (uint64_t)sqlite3_column_int64(q, 6);
+        s->elapsed_ns = (uint64_t)sqlite3_column_int64(q, 7);
+        s->wall_ns = (uint64_t)sqlite3_column_int64(q, 8);
+        s->steps = (uint64_t)sqlite3_column_int64(q, 9);
+        s->warmup_steps = (uint32_t)sqlite3_column_int64(q, 10);
+        s->threads = (uint64_t)sqlite3_column_int64(q, 11);
+        s->dropped_events = (uint64_t)sqlite3_column_int64(q, 12);
+        uint64_t *misuse[] = {&s->misuse.end_without_begin, &s->misuse.mismatched_end,
+                              &s->misuse.depth_overflow,    &s->misuse.bad_id,
+                              &s->misuse.phase_mismatch,    &s->misuse.step_overlap,
+                              &s->misuse.bad_record,        &s->misuse.open_at_snapshot};
+        for (int i = 0; i < 8; i++)
+            *misuse[i] = (uint64_t)sqlite3_column_int64(q, 13 + i);
+        rc = 0;
+    } else {
+        rc = step == SQLITE_DONE ? SW_ENOTFOUND : sw__sqlite_rc(step);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        run->db,
+        "SELECT action, phase, action_name, phase_name, category,"
+        " count, total_ns, self_ns, mean_ns, m2, min_ns, max_ns, min_step, max_step, samples,"
+        " w_count, w_total_ns, w_self_ns, w_mean_ns, w_m2, w_min_ns, w_max_ns, w_min_step,"
+        " w_max_step, w_samples, hist FROM aggregates WHERE rank = ? ORDER BY seq",
+        -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, rank);
+    sw_row *row = malloc(sizeof *row); /* a sw_row holds a 2.4 kB histogram: keep it off the stack */
+    int step = SQLITE_DONE;
+    if (row == NULL)
+        rc = SW_ENOMEM;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        memset(row, 0, sizeof *row);
+        row->action = (sw_id)sqlite3_column_int64(q, 0);
+        row->phase = (sw_phase)sqlite3_column_int64(q, 1);
+        row->action_name = (const char *)sqlite3_column_text(q, 2);
+        row->phase_name = (const char *)sqlite3_column_text(q, 3);
+        int category = sqlite3_column_int(q, 4);
+        if (category < 0 || category >= SW_CAT_COUNT || row->action_name == NULL ||
+            row->phase_name == NULL) {
+            rc = SW_ECORRUPT;
+            break;
+        }
+        row->category = (sw_category)category;
+        column_stats(q, 5, &row->stats);
+        column_stats(q, 15, &row->warmup);
+        rc = sw__hist_decode(sqlite3_column_blob(q, 25), (size_t)sqlite3_column_bytes(q, 25),
+                             &row->hist);
+        if (rc == 0)
+            rc = sw__snapshot_add_row(s, row);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    free(row);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        run->db,
+        "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
+        " ORDER BY seq",
+        -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, rank);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        sw_counter_summary c = {.name = (const char *)sqlite3_column_text(q, 0),
+                                .count = (uint64_t)sqlite3_column_int64(q, 1),
+                                .last = sqlite3_column_double(q, 2),
+                                .min = sqlite3_column_double(q, 3),
+                                .max = sqlite3_column_double(q, 4),
+                                .mean = sqlite3_column_double(q, 5)};
+        rc = c.name ? sw__snapshot_add_counter(s, &c) : SW_ECORRUPT;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    sw_snapshot *s = sw__snapshot_new();
+    if (s == NULL)
+        return SW_ENOMEM;
+    /* One read transaction: a live writer's next flush cannot split the picture. */
+    int rc = sw__sqlite_rc(sqlite3_exec(run->db, "BEGIN", NULL, NULL, NULL));
+    if (rc == 0)
+        rc = read_header(run, rank, s);
+    if (rc == 0)
+        rc = read_rows(run, rank, s);
+    if (rc == 0)
+        rc = read_counters(run, rank, s);
+    sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != 0) {
+        sw_snapshot_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+/* ---- all ranks merged ---- */
+
+static sw_row *find_row(sw_snapshot *s, const char *action, const char *phase) {
+    return (sw_row *)sw_snapshot_find(s, action, phase);
+}
+
+/* The id an action gets in the merged snapshot: its order of first appearance. */
+static sw_id merged_action_id(const sw_snapshot *s, const char *action) {
+    sw_id next = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        if (strcmp(s->rows[i].action_name, action) == 0)
+            return s->rows[i].action;
+        if (s->rows[i].action >= next)
+            next = s->rows[i].action + 1;
+    }
+    return next;
+}
+
+static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
+    for (size_t i = 0; i < one->nrows; i++) {
+        const sw_row *r = &one->rows[i];
+        if (r->phase == SW_PHASE_ALL)
+            continue; /* roll-ups are rebuilt by sw__snapshot_finish */
+        sw_row *into = find_row(all, r->action_name, r->phase_name);
+        if (into != NULL) {
+            sw_stats_merge(&into->stats, &r->stats);
+            sw_stats_merge(&into->warmup, &r->warmup);
+            sw_hist_merge(&into->hist, &r->hist);
+            continue;
+        }
+        sw_id id = merged_action_id(all, r->action_name);
+        int rc = sw__snapshot_add_row(all, r);
+        if (rc != 0)
+            return rc;
+        all->rows[all->nrows - 1].action = id;
+    }
+    for (size_t i = 0; i < one->ncounters; i++) {
+        const sw_counter_summary *c = &one->counters[i];
+        sw_counter_summary *into = NULL;
+        for (size_t k = 0; k < all->ncounters; k++)
+            if (strcmp(all->counters[k].name, c->name) == 0)
+                into = &all->counters[k];
+        if (into == NULL) {
+            int rc = sw__snapshot_add_counter(all, c);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        uint64_t n = into->count + c->count;
+        if (n > 0)
+            into->mean = (into->mean * (double)into->count + c->mean * (double)c->count) / (double)n;
+        if (c->count > 0) {
+            into->min = into->count ? (c->min < into->min ? c->min : into->min) : c->min;
+            into->max = into->count ? (c->max > into->max ? c->max : into->max) : c->max;
+            into->last = c->last; /* the highest rank's */
+        }
+        into->count = n;
+    }
+    uint64_t *from = (uint64_t *)&one->misuse, *to = (uint64_t *)&all->misuse;
+    for (size_t k = 0; k < sizeof one->misuse / sizeof(uint64_t); k++)
+        to[k] += from[k];
+    all->steps += one->steps;
+    all->threads += one->threads;
+    all->dropped_events += one->dropped_events;
+    all->wall_ns += one->wall_ns;
+    if (one->elapsed_ns > all->elapsed_ns)
+        all->elapsed_ns = one->elapsed_ns;
+    if (all->start_unix_ns == 0 || one->start_unix_ns < all->start_unix_ns)
+        all->start_unix_ns = one->start_unix_ns;
+    if (one->world_size > all->world_size)
+        all->world_size = one->world_size;
+    return 0;
+}
+
+int sw_run_snapshot(sw_run *run, sw_snapshot **out) {
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    if (run->nranks == 1)
+        return sw_run_rank_snapshot(run, run->ranks[0].rank, out);
+    sw_snapshot *all = sw__snapshot_new();
+    if (all == NULL)
+        return SW_ENOMEM;
+    int rc = 0;
+    for (int r = 0; rc == 0 && r < run->nranks; r++) {
+        sw_snapshot *one = NULL;
+        rc = sw_run_rank_snapshot(run, run->ranks[r].rank, &one);
+        if (rc == 0 && r == 0) {
+            /* Identity of the merged run: the first rank's, with rank -1 for "all". */
+            all->name = sw__snapshot_string(all, one->name);
+            all->host = sw__snapshot_string(all, one->host);
+            all->command = sw__snapshot_string(all, one->command);
+            all->pid = one->pid;
+            all->rank = -1;
+            all->warmup_steps = one->warmup_steps;
+        }
+        if (rc == 0)
+            rc = merge_into(all, one);
+        sw_snapshot_free(one);
+    }
+    uint64_t wall = all->wall_ns;
+    if (rc == 0)
+        rc = sw__snapshot_finish(all);
+    /* Percentages of the merged run are shares of the time of all ranks together. */
+    all->wall_ns = wall;
+    if (rc != 0) {
+        sw_snapshot_free(all);
+        return rc;
+    }
+    *out = all;
+    return 0;
+}
+
+/* ---- records ---- */
+
+/* Prepare a query with an optional "WHERE rank = ?" (rank -1 = all ranks). */
+static int prepare_ranked(sw_run *run, const char *select, const char *order, int rank,
+                          sqlite3_stmt **q) {
+    char sql[512];
+    snprintf(sql, sizeof sql, "%s%s ORDER BY %s", select, rank >= 0 ? " WHERE rank = ?" : "",
+             order);
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, sql, -1, q, NULL));
+    if (rc == 0 && rank >= 0)
+        sqlite3_bind_int(*q, 1, rank);
+    return rc;
+}
+
+int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
+    if (run == NULL || fn == NULL)
+        return SW_EINVAL;
+    sqlite3_stmt *q = NULL;
+    int rc = prepare_ranked(run,
+                            "SELECT rank, step, phase, batch_size, warmup, thread, start_ns,"
+                            " duration_ns, data_ns, forward_ns, loss_ns, backward_ns,"
+                            " optimizer_ns, zero_grad_ns, callback_ns, other_ns FROM steps",
+                            rank >= 0 ? "step" : "start_ns, rank", rank, &q);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        sw_step_record r = {.step = (uint64_t)sqlite3_column_int64(q, 1),
+                            .phase = (sw_phase)sqlite3_column_int64(q, 2),
+                            .batch_size = (uint32_t)sqlite3_column_int64(q, 3),
+                            .warmup = sqlite3_column_int(q, 4),
+                            .thread = (uint32_t)sqlite3_column_int64(q, 5),
+                            .start_ns = (uint64_t)sqlite3_column_int64(q, 6),
+                            .duration_ns = (uint64_t)sqlite3_column_int64(q, 7)};
+        for (int c = 0; c < SW_CAT_COUNT; c++)
+            r.category_ns[c] = (uint64_t)sqlite3_column_int64(q, 8 + c);
+        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
+        if (rc != 0) {
+            sqlite3_finalize(q);
+            return rc;
+        }
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
+    if (run == NULL || fn == NULL)
+        return SW_EINVAL;
+    sqlite3_stmt *q = NULL;
+    int rc = prepare_ranked(run, "SELECT rank, counter, thread, time_ns, value FROM counters",
+                            "time_ns, rank", rank, &q);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        sw_counter_record r = {.counter = (sw_id)sqlite3_column_int64(q, 1),
+                               .thread = (uint32_t)sqlite3_column_int64(q, 2),
+                               .time_ns = (uint64_t)sqlite3_column_int64(q, 3),
+                               .value = sqlite3_column_double(q, 4)};
+        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
+        if (rc != 0) {
+            sqlite3_finalize(q);
+            return rc;
+        }
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Spans are stored in packed chunks whose order is the order they ended; to visit them by
+ * start time they are decoded into memory (40 bytes a span) and sorted. */
+typedef struct ranked_span {
+    int rank;
+    sw_span_record span;
+} ranked_span;
+
+static int by_start(const void *a, const void *b) {
+    const ranked_span *x = a, *y = b;
+    if (x->span.start_ns != y->span.start_ns)
+        return x->span.start_ns < y->span.start_ns ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->span.thread != y->span.thread)
+        return x->span.thread < y->span.thread ? -1 : 1;
+    return x->span.depth < y->span.depth ? -1 : x->span.depth > y->span.depth;
+}
+
+static int load_spans(sw_run *run, int rank, ranked_span **out, size_t *count) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks",
+                            "rank, rowid", rank, &q);
+    ranked_span *all = NULL;
+    sw_span_record *chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *chunk);
+    size_t n = 0, cap = 0;
+    int step = SQLITE_DONE;
+    if (chunk == NULL)
+        rc = SW_ENOMEM;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        int r = sqlite3_column_int(q, 0);
+        int64_t thread = sqlite3_column_int64(q, 1);
+        size_t got = 0;
+        if (thread < 0 || thread > UINT32_MAX) {
+            rc = SW_ECORRUPT;
+            break;
+        }
+        rc = sw__spans_decode(sqlite3_column_blob(q, 3), (size_t)sqlite3_column_bytes(q, 3),
+                              (uint32_t)thread, chunk, SW__SPAN_CHUNK_MAX, &got);
+        if (rc == 0 && got != (size_t)sqlite3_column_int64(q, 2))
+            rc = SW_ECORRUPT;
+        if (rc == 0 && n + got > cap) {
+            size_t grow = cap ? cap * 2 : 4096;
+            while (grow < n + got)
+                grow *= 2;
+            ranked_span *bigger = realloc(all, grow * sizeof *bigger);
+            if (bigger == NULL)
+                rc = SW_ENOMEM;
+            else
+                all = bigger, cap = grow;
+        }
+        for (size_t i = 0; rc == 0 && i < got; i++)
+            all[n++] = (ranked_span){.rank = r, .span = chunk[i]};
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    free(chunk);
+    if (rc != 0) {
+        free(all);
+        return rc;
+    }
+    if (n > 1)
+        qsort(all, n, sizeof *all, by_start);
+    *out = all;
+    *count = n;
+    return 0;
+}
+
+int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
+    if (run == NULL || fn == NULL)
+        return SW_EINVAL;
+    ranked_span *spans = NULL;
+    size_t n = 0;
+    int rc = load_spans(run, rank, &spans, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = fn(ctx, spans[i].rank, &spans[i].span);
+    free(spans);
+    return rc;
+}

@@ -1,0 +1,558 @@
+/*
+ * run_store.c — the run file's schema and every SQL statement that writes one.
+ *
+ * The journal's flusher, sw_run_merge and the tests all write through these functions, so the
+ * file layout lives in one place. docs/run-file.md describes the tables.
+ */
+#include "run_store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The schema, version 1. Every table has a rank column so rank files merge by union. */
+static const char SCHEMA_SQL[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+    "CREATE TABLE ranks("
+    " rank INTEGER PRIMARY KEY, world_size INTEGER, name TEXT, host TEXT, pid INTEGER,"
+    " command TEXT, start_unix_ns INTEGER, origin_ns INTEGER, warmup_steps INTEGER,"
+    " timeline INTEGER, options TEXT, library_version TEXT,"
+    " elapsed_ns INTEGER DEFAULT 0, wall_ns INTEGER DEFAULT 0, steps INTEGER DEFAULT 0,"
+    " threads INTEGER DEFAULT 0, dropped_events INTEGER DEFAULT 0,"
+    " misuse_end_without_begin INTEGER DEFAULT 0, misuse_mismatched_end INTEGER DEFAULT 0,"
+    " misuse_depth_overflow INTEGER DEFAULT 0, misuse_bad_id INTEGER DEFAULT 0,"
+    " misuse_phase_mismatch INTEGER DEFAULT 0, misuse_step_overlap INTEGER DEFAULT 0,"
+    " misuse_bad_record INTEGER DEFAULT 0, misuse_open_at_snapshot INTEGER DEFAULT 0,"
+    " complete INTEGER DEFAULT 0, end_reason TEXT, updated_unix_ns INTEGER);"
+    "CREATE TABLE names(rank INTEGER, kind TEXT, id INTEGER, name TEXT,"
+    " PRIMARY KEY(rank, kind, id)) WITHOUT ROWID;"
+    "CREATE VIEW actions AS SELECT rank, id, name FROM names WHERE kind = 'action';"
+    "CREATE VIEW phases AS SELECT rank, id, name FROM names WHERE kind = 'phase';"
+    "CREATE VIEW counter_names AS SELECT rank, id, name FROM names WHERE kind = 'counter';"
+    "CREATE TABLE aggregates("
+    " rank INTEGER, seq INTEGER, action INTEGER, phase INTEGER, action_name TEXT,"
+    " phase_name TEXT, category INTEGER,"
+    " count INTEGER, total_ns INTEGER, self_ns INTEGER, mean_ns REAL, m2 REAL,"
+    " min_ns INTEGER, max_ns INTEGER, min_step INTEGER, max_step INTEGER, samples INTEGER,"
+    " w_count INTEGER, w_total_ns INTEGER, w_self_ns INTEGER, w_mean_ns REAL, w_m2 REAL,"
+    " w_min_ns INTEGER, w_max_ns INTEGER, w_min_step INTEGER, w_max_step INTEGER,"
+    " w_samples INTEGER, hist BLOB, PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
+    "CREATE TABLE counter_summaries(rank INTEGER, seq INTEGER, name TEXT, count INTEGER,"
+    " last REAL, min REAL, max REAL, mean REAL, PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
+    "CREATE TABLE steps(rank INTEGER, step INTEGER, phase INTEGER, batch_size INTEGER,"
+    " warmup INTEGER, thread INTEGER, start_ns INTEGER, duration_ns INTEGER,"
+    " data_ns INTEGER, forward_ns INTEGER, loss_ns INTEGER, backward_ns INTEGER,"
+    " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER, other_ns INTEGER,"
+    " PRIMARY KEY(rank, step)) WITHOUT ROWID;"
+    "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
+    " value REAL);"
+    "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"
+    " first_start_ns INTEGER, data BLOB);";
+
+int sw__sqlite_rc(int rc) {
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return 0;
+    case SQLITE_NOMEM:
+        return SW_ENOMEM;
+    case SQLITE_CORRUPT:
+    case SQLITE_FORMAT:
+        return SW_ECORRUPT;
+    case SQLITE_NOTADB:
+        return SW_EFOREIGN;
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+        return SW_EIO;
+    default:
+        return SW_ESQLITE;
+    }
+}
+
+static int exec(sqlite3 *db, const char *sql) {
+    return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+/* 1 if path holds a file we may replace: empty, or a stepwatch run file. */
+static int replaceable(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size == 0)
+        return 1;
+    sqlite3 *db = NULL;
+    int ours = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            ours = sqlite3_column_int(q, 0) == SW__RUN_APPLICATION_ID;
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return ours;
+}
+
+static void remove_with_wal(const char *path) {
+    size_t n = strlen(path) + 8;
+    char *side = malloc(n);
+    unlink(path);
+    if (side == NULL)
+        return;
+    snprintf(side, n, "%s-wal", path);
+    unlink(side);
+    snprintf(side, n, "%s-shm", path);
+    unlink(side);
+    free(side);
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out) {
+    return sw__sqlite_rc(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL));
+}
+
+int sw__store_create(const char *path, sw__store **out) {
+    if (path == NULL || out == NULL)
+        return SW_EINVAL;
+    *out = NULL;
+    if (access(path, F_OK) == 0) {
+        if (!replaceable(path))
+            return SW_EEXISTS;
+        remove_with_wal(path);
+    }
+    sw__store *st = calloc(1, sizeof *st);
+    if (st == NULL)
+        return SW_ENOMEM;
+    int rc = sw__sqlite_rc(sqlite3_open_v2(path, &st->db,
+                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    if (rc == 0) {
+        sqlite3_busy_timeout(st->db, 2000);
+        /* WAL: readers see the file while it grows, and a killed writer loses at most the
+         * transaction in flight. NORMAL sync: durable across a process crash. */
+        char pragmas[160];
+        snprintf(pragmas, sizeof pragmas,
+                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                 "PRAGMA application_id=%d; PRAGMA user_version=%d;",
+                 SW__RUN_APPLICATION_ID, SW__RUN_SCHEMA_VERSION);
+        rc = exec(st->db, pragmas);
+    }
+    if (rc == 0)
+        rc = exec(st->db, "BEGIN");
+    if (rc == 0)
+        rc = exec(st->db, SCHEMA_SQL);
+    if (rc == 0) {
+        char meta[256];
+        snprintf(meta, sizeof meta,
+                 "INSERT INTO meta VALUES('magic','" SW__RUN_MAGIC "'),"
+                 "('schema_version',%d),('library_version','" SW_VERSION_STRING "');",
+                 SW__RUN_SCHEMA_VERSION);
+        rc = exec(st->db, meta);
+    }
+    if (rc == 0)
+        rc = exec(st->db, "COMMIT");
+    if (rc == 0)
+        rc = prepare(st->db, "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     &st->step);
+    if (rc == 0)
+        rc = prepare(st->db, "INSERT INTO span_chunks VALUES(?,?,?,?,?)", &st->span_chunk);
+    if (rc == 0)
+        rc = prepare(st->db, "INSERT INTO counters VALUES(?,?,?,?,?)", &st->counter);
+    if (rc == 0)
+        rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
+    if (rc != 0) {
+        sw__store_close(st);
+        remove_with_wal(path);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void sw__store_close(sw__store *st) {
+    if (st == NULL)
+        return;
+    sqlite3_finalize(st->step);
+    sqlite3_finalize(st->span_chunk);
+    sqlite3_finalize(st->counter);
+    sqlite3_finalize(st->name);
+    sqlite3_close(st->db);
+    free(st);
+}
+
+int sw__store_begin(sw__store *st) { return exec(st->db, "BEGIN IMMEDIATE"); }
+int sw__store_commit(sw__store *st) { return exec(st->db, "COMMIT"); }
+
+void sw__store_rollback(sw__store *st) {
+    if (!sqlite3_get_autocommit(st->db))
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Run a prepared statement to completion and reset it for the next use. */
+static int step_reset(sqlite3_stmt *q) {
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    return rc == SQLITE_DONE ? 0 : sw__sqlite_rc(rc ? rc : SQLITE_ERROR);
+}
+
+static uint64_t unix_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int sw__store_write_meta(sw__store *st, const sw__run_meta *m) {
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        st->db,
+        "INSERT INTO ranks(rank, world_size, name, host, pid, command, start_unix_ns,"
+        " origin_ns, warmup_steps, timeline, options, library_version, updated_unix_ns)"
+        " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
+        " world_size=excluded.world_size, name=excluded.name, host=excluded.host,"
+        " pid=excluded.pid, command=excluded.command, start_unix_ns=excluded.start_unix_ns,"
+        " origin_ns=excluded.origin_ns, warmup_steps=excluded.warmup_steps,"
+        " timeline=excluded.timeline, options=excluded.options",
+        -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, m->rank);
+    sqlite3_bind_int(q, 2, m->world_size);
+    sqlite3_bind_text(q, 3, m->name ? m->name : "stepwatch", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, m->host ? m->host : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 5, m->pid);
+    sqlite3_bind_text(q, 6, m->command ? m->command : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 7, (sqlite3_int64)m->start_unix_ns);
+    sqlite3_bind_int64(q, 8, (sqlite3_int64)m->origin_ns);
+    sqlite3_bind_int64(q, 9, m->warmup_steps);
+    sqlite3_bind_int(q, 10, m->timeline != 0);
+    sqlite3_bind_text(q, 11, m->options_json ? m->options_json : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 12, SW_VERSION_STRING, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 13, (sqlite3_int64)unix_now_ns());
+    rc = step_reset(q);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
+                         const char *name) {
+    if (name == NULL)
+        return 0;
+    sqlite3_bind_int(st->name, 1, rank);
+    sqlite3_bind_text(st->name, 2, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st->name, 3, id);
+    sqlite3_bind_text(st->name, 4, name, -1, SQLITE_TRANSIENT);
+    return step_reset(st->name);
+}
+
+/* Bind one sw_stats to ten consecutive parameters starting at col. */
+static void bind_stats(sqlite3_stmt *q, int col, const sw_stats *s) {
+    sqlite3_bind_int64(q, col + 0, (sqlite3_int64)s->count);
+    sqlite3_bind_int64(q, col + 1, (sqlite3_int64)s->total_ns);
+    sqlite3_bind_int64(q, col + 2, (sqlite3_int64)s->self_ns);
+    sqlite3_bind_double(q, col + 3, s->mean_ns);
+    sqlite3_bind_double(q, col + 4, s->m2);
+    sqlite3_bind_int64(q, col + 5, (sqlite3_int64)s->min_ns);
+    sqlite3_bind_int64(q, col + 6, (sqlite3_int64)s->max_ns);
+    sqlite3_bind_int64(q, col + 7, s->min_step);
+    sqlite3_bind_int64(q, col + 8, s->max_step);
+    sqlite3_bind_int64(q, col + 9, (sqlite3_int64)s->samples);
+}
+
+static int write_rows(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db,
+                     "INSERT INTO aggregates VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                     "?,?,?,?,?)",
+                     &q);
+    for (size_t i = 0; rc == 0 && i < snap->nrows; i++) {
+        const sw_row *r = &snap->rows[i];
+        unsigned char *blob = NULL;
+        size_t size = 0;
+        rc = sw__hist_encode(&r->hist, &blob, &size);
+        if (rc != 0)
+            break;
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_int64(q, 3, r->action);
+        sqlite3_bind_int64(q, 4, r->phase);
+        sqlite3_bind_text(q, 5, r->action_name ? r->action_name : "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 6, r->phase_name ? r->phase_name : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(q, 7, (int)r->category);
+        bind_stats(q, 8, &r->stats);
+        bind_stats(q, 18, &r->warmup);
+        sqlite3_bind_blob(q, 28, blob, (int)size, free);
+        rc = step_reset(q);
+        /* Names from the snapshot too, so a file written from snapshots alone is complete. */
+        if (rc == 0 && r->phase != SW_PHASE_ALL) {
+            rc = sw__store_write_name(st, rank, "action", r->action, r->action_name);
+            if (rc == 0)
+                rc = sw__store_write_name(st, rank, "phase", r->phase, r->phase_name);
+        }
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int write_counter_summaries(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO counter_summaries VALUES(?,?,?,?,?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->ncounters; i++) {
+        const sw_counter_summary *c = &snap->counters[i];
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, c->name ? c->name : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 4, (sqlite3_int64)c->count);
+        sqlite3_bind_double(q, 5, c->last);
+        sqlite3_bind_double(q, 6, c->min);
+        sqlite3_bind_double(q, 7, c->max);
+        sqlite3_bind_double(q, 8, c->mean);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
+                        const char *end_reason) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db,
+                     "UPDATE ranks SET elapsed_ns=?, wall_ns=?, steps=?, threads=?,"
+                     " dropped_events=?, misuse_end_without_begin=?, misuse_mismatched_end=?,"
+                     " misuse_depth_overflow=?, misuse_bad_id=?, misuse_phase_mismatch=?,"
+                     " misuse_step_overlap=?, misuse_bad_record=?, misuse_open_at_snapshot=?,"
+                     " complete=?, end_reason=?, updated_unix_ns=? WHERE rank=?",
+                     &q);
+    if (rc != 0)
+        return rc;
+    const sw_misuse *m = &snap->misuse;
+    const uint64_t values[] = {snap->elapsed_ns,      snap->wall_ns,      snap->steps,
+                               snap->threads,         snap->dropped_events,
+                               m->end_without_begin,  m->mismatched_end,  m->depth_overflow,
+                               m->bad_id,             m->phase_mismatch,  m->step_overlap,
+                               m->bad_record,         m->open_at_snapshot};
+    int col = 1;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+        sqlite3_bind_int64(q, col++, (sqlite3_int64)values[i]);
+    sqlite3_bind_int(q, col++, complete != 0);
+    if (end_reason)
+        sqlite3_bind_text(q, col, end_reason, -1, SQLITE_STATIC);
+    col++;
+    sqlite3_bind_int64(q, col++, (sqlite3_int64)unix_now_ns());
+    sqlite3_bind_int(q, col, rank);
+    rc = step_reset(q);
+    if (rc == 0 && sqlite3_changes(st->db) == 0)
+        rc = SW_ESTATE; /* no metadata row for this rank: write_meta first */
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, int complete,
+                             const char *end_reason) {
+    if (st == NULL || snap == NULL)
+        return SW_EINVAL;
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;",
+             rank, rank);
+    int rc = exec(st->db, sql);
+    if (rc == 0)
+        rc = write_rows(st, rank, snap);
+    if (rc == 0)
+        rc = write_counter_summaries(st, rank, snap);
+    if (rc == 0)
+        rc = write_totals(st, rank, snap, complete, end_reason);
+    return rc;
+}
+
+int sw__store_add_step(sw__store *st, int rank, const sw_step_record *r) {
+    sqlite3_stmt *q = st->step;
+    sqlite3_bind_int(q, 1, rank);
+    sqlite3_bind_int64(q, 2, (sqlite3_int64)r->step);
+    sqlite3_bind_int64(q, 3, r->phase);
+    sqlite3_bind_int64(q, 4, r->batch_size);
+    sqlite3_bind_int(q, 5, r->warmup != 0);
+    sqlite3_bind_int64(q, 6, r->thread);
+    sqlite3_bind_int64(q, 7, (sqlite3_int64)r->start_ns);
+    sqlite3_bind_int64(q, 8, (sqlite3_int64)r->duration_ns);
+    for (int c = 0; c < SW_CAT_COUNT; c++)
+        sqlite3_bind_int64(q, 9 + c, (sqlite3_int64)r->category_ns[c]);
+    return step_reset(q);
+}
+
+int sw__store_add_counter(sw__store *st, int rank, const sw_counter_record *r) {
+    sqlite3_stmt *q = st->counter;
+    sqlite3_bind_int(q, 1, rank);
+    sqlite3_bind_int64(q, 2, r->counter);
+    sqlite3_bind_int64(q, 3, r->thread);
+    sqlite3_bind_int64(q, 4, (sqlite3_int64)r->time_ns);
+    sqlite3_bind_double(q, 5, r->value);
+    return step_reset(q);
+}
+
+int sw__store_add_spans(sw__store *st, int rank, uint32_t thread, const sw_span_record *spans,
+                        size_t n) {
+    if (n == 0)
+        return 0;
+    unsigned char *blob = NULL;
+    size_t size = 0;
+    int rc = sw__spans_encode(spans, n, &blob, &size);
+    if (rc != 0)
+        return rc;
+    uint64_t first = spans[0].start_ns;
+    for (size_t i = 1; i < n; i++)
+        if (spans[i].start_ns < first)
+            first = spans[i].start_ns;
+    sqlite3_stmt *q = st->span_chunk;
+    sqlite3_bind_int(q, 1, rank);
+    sqlite3_bind_int64(q, 2, thread);
+    sqlite3_bind_int64(q, 3, (sqlite3_int64)n);
+    sqlite3_bind_int64(q, 4, (sqlite3_int64)first);
+    sqlite3_bind_blob(q, 5, blob, (int)size, free);
+    return step_reset(q);
+}
+
+/* ---- encodings ---- */
+
+/* A growable byte buffer for varint encoding. */
+typedef struct bytes {
+    unsigned char *data;
+    size_t size, cap;
+} bytes;
+
+static int put_varint(bytes *b, uint64_t v) {
+    if (b->cap - b->size < 10) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        unsigned char *grown = realloc(b->data, cap);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        b->data = grown;
+        b->cap = cap;
+    }
+    while (v >= 0x80) {
+        b->data[b->size++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->size++] = (unsigned char)v;
+    return 0;
+}
+
+/* Read one varint at *pos; SW_ECORRUPT past the end or beyond 64 bits. */
+static int get_varint(const unsigned char *p, size_t size, size_t *pos, uint64_t *v) {
+    uint64_t value = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (*pos >= size)
+            return SW_ECORRUPT;
+        unsigned char byte = p[(*pos)++];
+        value |= (uint64_t)(byte & 0x7f) << shift;
+        if ((byte & 0x80) == 0) {
+            *v = value;
+            return 0;
+        }
+    }
+    return SW_ECORRUPT;
+}
+
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+int sw__hist_encode(const sw_hist *h, unsigned char **out, size_t *size) {
+    bytes b = {0};
+    uint32_t prev = 0;
+    int rc = put_varint(&b, 0); /* room, so an empty histogram is a 1-byte blob, not NULL */
+    b.size = 0;
+    for (uint32_t i = 0; rc == 0 && i < SW_HIST_BUCKETS; i++) {
+        if (h->buckets[i] == 0)
+            continue;
+        rc = put_varint(&b, i - prev); /* bucket delta, then count */
+        if (rc == 0)
+            rc = put_varint(&b, h->buckets[i]);
+        prev = i;
+    }
+    if (rc != 0) {
+        free(b.data);
+        return rc;
+    }
+    *out = b.data;
+    *size = b.size;
+    return 0;
+}
+
+int sw__hist_decode(const void *blob, size_t size, sw_hist *h) {
+    memset(h, 0, sizeof *h);
+    size_t pos = 0;
+    uint64_t bucket = 0;
+    while (pos < size) {
+        uint64_t delta, count;
+        if (get_varint(blob, size, &pos, &delta) || get_varint(blob, size, &pos, &count))
+            return SW_ECORRUPT;
+        bucket += delta;
+        if (bucket >= SW_HIST_BUCKETS || count == 0 || count > UINT32_MAX ||
+            (delta == 0 && h->count > 0))
+            return SW_ECORRUPT;
+        h->buckets[bucket] = (uint32_t)count;
+        h->count += count;
+    }
+    return 0;
+}
+
+/* Each span: action, phase, depth, step delta, start delta (zigzag), duration. Deltas are
+ * from the previous span of the chunk, so a typical span takes about 10 bytes. */
+int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
+                     size_t *size) {
+    bytes b = {0};
+    int64_t prev_step = 0, prev_start = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const sw_span_record *s = &spans[i];
+        rc = put_varint(&b, s->action);
+        if (rc == 0)
+            rc = put_varint(&b, s->phase);
+        if (rc == 0)
+            rc = put_varint(&b, s->depth);
+        if (rc == 0)
+            rc = put_varint(&b, zigzag(s->step - prev_step));
+        if (rc == 0)
+            rc = put_varint(&b, zigzag((int64_t)s->start_ns - prev_start));
+        if (rc == 0)
+            rc = put_varint(&b, s->duration_ns);
+        prev_step = s->step;
+        prev_start = (int64_t)s->start_ns;
+    }
+    if (rc != 0) {
+        free(b.data);
+        return rc;
+    }
+    *out = b.data;
+    *size = b.size;
+    return 0;
+}
+
+int sw__spans_decode(const void *blob, size_t size, uint32_t thread, sw_span_record *spans,
+                     size_t max, size_t *n) {
+    size_t pos = 0, count = 0;
+    int64_t step = 0, start = 0;
+    while (pos < size) {
+        uint64_t f[6];
+        for (int k = 0; k < 6; k++)
+            if (get_varint(blob, size, &pos, &f[k]))
+                return SW_ECORRUPT;
+        if (count == max || f[0] > UINT32_MAX || f[1] > UINT32_MAX || f[2] > UINT32_MAX)
+            return SW_ECORRUPT;
+        step += unzigzag(f[3]);
+        start += unzigzag(f[4]);
+        if (start < 0)
+            return SW_ECORRUPT;
+        spans[count++] = (sw_span_record){.action = (sw_id)f[0],
+                                          .phase = (sw_phase)f[1],
+                                          .thread = thread,
+                                          .depth = (uint32_t)f[2],
+                                          .step = step,
+                                          .start_ns = (uint64_t)start,
+                                          .duration_ns = f[5]};
+    }
+    *n = count;
+    return 0;
+}

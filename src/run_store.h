@@ -1,0 +1,85 @@
+/*
+ * run_store.h — the run file's schema and the SQL that writes it (run_store.c), shared by the
+ * journal (the live writer), the reader, merge and the tests. See docs/run-file.md.
+ *
+ * Every table carries a rank column, so a merged file is the union of rank files.
+ */
+#ifndef SW_RUN_STORE_H
+#define SW_RUN_STORE_H
+
+#include "internal.h"
+
+#include <sqlite3.h>
+
+/* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file. */
+#define SW__RUN_APPLICATION_ID 0x73777266
+#define SW__RUN_SCHEMA_VERSION 1
+/* The value of meta.magic. */
+#define SW__RUN_MAGIC "stepwatch-run"
+
+/* Spans are stored packed, many per row (see docs/run-file.md): at most this many a chunk. */
+#define SW__SPAN_CHUNK_MAX 4096u
+
+/* What the ranks table holds besides what a snapshot carries. */
+typedef struct sw__run_meta {
+    int rank;
+    int world_size;
+    const char *name;
+    const char *host;
+    const char *command;
+    int64_t pid;
+    uint64_t start_unix_ns;
+    uint64_t origin_ns;        /* CLOCK_MONOTONIC at the start (records are relative to it) */
+    uint32_t warmup_steps;
+    int timeline;
+    const char *options_json;  /* the options in force, as a JSON object */
+} sw__run_meta;
+
+typedef struct sw__store {
+    sqlite3 *db;
+    sqlite3_stmt *step, *span_chunk, *counter, *name;
+} sw__store;
+
+/* Map an SQLite result code to SW_E*. */
+int sw__sqlite_rc(int rc);
+
+/* Create a new run file at path (an existing run file there is replaced; any other existing
+ * file gives SW_EEXISTS): WAL mode, schema, meta. */
+int sw__store_create(const char *path, sw__store **out);
+/* Open an existing connection's prepared statements (merge writes through a store too). */
+void sw__store_close(sw__store *st);
+
+int sw__store_begin(sw__store *st);
+int sw__store_commit(sw__store *st);
+/* Roll back an open transaction (after an error); safe when none is open. */
+void sw__store_rollback(sw__store *st);
+
+/* The rank's row of metadata (insert or replace). */
+int sw__store_write_meta(sw__store *st, const sw__run_meta *m);
+/* A name of an id: kind is "action", "phase" or "counter". Kept if already there. */
+int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
+                         const char *name);
+/* Replace the rank's aggregates, counter summaries, misuse and totals with snap's.
+ * complete: nonzero when the run ended (end_reason says how: "exit", "SIGTERM", ...). */
+int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, int complete,
+                             const char *end_reason);
+int sw__store_add_step(sw__store *st, int rank, const sw_step_record *r);
+int sw__store_add_counter(sw__store *st, int rank, const sw_counter_record *r);
+/* Spans of one thread, packed into one row. */
+int sw__store_add_spans(sw__store *st, int rank, uint32_t thread, const sw_span_record *spans,
+                        size_t n);
+
+/* ---- encodings (little-endian, varint) ---- */
+
+/* Histogram as (bucket, count) pairs of nonzero buckets; *out is malloc'd. */
+int sw__hist_encode(const sw_hist *h, unsigned char **out, size_t *size);
+/* SW_ECORRUPT for a malformed blob. */
+int sw__hist_decode(const void *blob, size_t size, sw_hist *h);
+/* Spans of one thread; *out is malloc'd. */
+int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
+                     size_t *size);
+/* Decode into spans[0..max); *n is set to the count. SW_ECORRUPT for a malformed blob. */
+int sw__spans_decode(const void *blob, size_t size, uint32_t thread, sw_span_record *spans,
+                     size_t max, size_t *n);
+
+#endif /* SW_RUN_STORE_H */

@@ -1,0 +1,143 @@
+/*
+ * snapshot.c — building and freeing snapshots. A snapshot owns every string it points to, so
+ * it outlives the profiler or run file it came from.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The public struct plus the list of strings to free with it. */
+typedef struct sw__snapshot_owned {
+    sw_snapshot pub;
+    char **strings;
+    size_t nstrings, strings_cap;
+    size_t rows_cap, counters_cap;
+} sw__snapshot_owned;
+
+static sw__snapshot_owned *owned_of(sw_snapshot *s) {
+    return (sw__snapshot_owned *)s; /* pub is the first member */
+}
+
+sw_snapshot *sw__snapshot_new(void) {
+    sw__snapshot_owned *o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return NULL;
+    o->pub.world_size = 1;
+    return &o->pub;
+}
+
+const char *sw__snapshot_string(sw_snapshot *s, const char *str) {
+    if (str == NULL)
+        return NULL;
+    sw__snapshot_owned *o = owned_of(s);
+    if (o->nstrings == o->strings_cap) {
+        size_t cap = o->strings_cap ? o->strings_cap * 2 : 64;
+        char **grown = realloc(o->strings, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        o->strings = grown;
+        o->strings_cap = cap;
+    }
+    char *copy = sw__strdup(str);
+    if (copy != NULL)
+        o->strings[o->nstrings++] = copy;
+    return copy;
+}
+
+int sw__snapshot_add_row(sw_snapshot *s, const sw_row *row) {
+    sw__snapshot_owned *o = owned_of(s);
+    if (s->nrows == o->rows_cap) {
+        size_t cap = o->rows_cap ? o->rows_cap * 2 : 32;
+        sw_row *grown = realloc(s->rows, cap * sizeof *grown);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        s->rows = grown;
+        o->rows_cap = cap;
+    }
+    sw_row *copy = &s->rows[s->nrows];
+    *copy = *row;
+    copy->action_name = sw__snapshot_string(s, row->action_name);
+    copy->phase_name = sw__snapshot_string(s, row->phase_name);
+    if ((row->action_name && !copy->action_name) || (row->phase_name && !copy->phase_name))
+        return SW_ENOMEM;
+    s->nrows++;
+    return 0;
+}
+
+int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter) {
+    sw__snapshot_owned *o = owned_of(s);
+    if (s->ncounters == o->counters_cap) {
+        size_t cap = o->counters_cap ? o->counters_cap * 2 : 8;
+        sw_counter_summary *grown = realloc(s->counters, cap * sizeof *grown);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        s->counters = grown;
+        o->counters_cap = cap;
+    }
+    sw_counter_summary *copy = &s->counters[s->ncounters];
+    *copy = *counter;
+    copy->name = sw__snapshot_string(s, counter->name);
+    if (counter->name && !copy->name)
+        return SW_ENOMEM;
+    s->ncounters++;
+    return 0;
+}
+
+static int find_rollup(const sw_snapshot *s, size_t first_rollup, const char *action) {
+    for (size_t i = first_rollup; i < s->nrows; i++)
+        if (strcmp(s->rows[i].action_name, action) == 0)
+            return (int)i;
+    return -1;
+}
+
+int sw__snapshot_finish(sw_snapshot *s) {
+    size_t nphase_rows = s->nrows;
+    for (size_t i = 0; i < nphase_rows; i++) {
+        /* Copy: adding a row may move s->rows. */
+        sw_row source = s->rows[i];
+        int at = find_rollup(s, nphase_rows, source.action_name);
+        if (at < 0) {
+            sw_row rollup = source;
+            rollup.phase = SW_PHASE_ALL;
+            rollup.phase_name = "all";
+            int rc = sw__snapshot_add_row(s, &rollup);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        sw_row *into = &s->rows[at];
+        sw_stats_merge(&into->stats, &source.stats);
+        sw_stats_merge(&into->warmup, &source.warmup);
+        sw_hist_merge(&into->hist, &source.hist);
+    }
+    s->wall_ns = s->elapsed_ns;
+    const sw_row *fit = sw_snapshot_find(s, "fit", "all");
+    if (fit != NULL && fit->stats.total_ns + fit->warmup.total_ns > 0)
+        s->wall_ns = fit->stats.total_ns + fit->warmup.total_ns;
+    return 0;
+}
+
+const sw_row *sw_snapshot_find(const sw_snapshot *s, const char *action, const char *phase) {
+    if (s == NULL || action == NULL || phase == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        if (r->action_name && r->phase_name && strcmp(r->action_name, action) == 0 &&
+            strcmp(r->phase_name, phase) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+void sw_snapshot_free(sw_snapshot *s) {
+    if (s == NULL)
+        return;
+    sw__snapshot_owned *o = owned_of(s);
+    for (size_t i = 0; i < o->nstrings; i++)
+        free(o->strings[i]);
+    free(o->strings);
+    free(s->rows);
+    free(s->counters);
+    free(o);
+}

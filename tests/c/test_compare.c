@@ -1,0 +1,227 @@
+/*
+ * test_compare.c — sw_compare_write and sw_compare_regressions on hand-built snapshots.
+ * The Mann-Whitney p-values are checked against scipy.stats.mannwhitneyu (asymptotic, with
+ * continuity correction) on the same samples, computed once and written down here.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "analysis_test_util.h"
+
+#include <math.h>
+
+/* A row holding exactly these sample values. */
+static sw_row exact_row(const char *action, const uint64_t *v, size_t n)
+{
+    sw_row r = at_row(action, "all", 0, 0, 0, 1);
+    for (size_t i = 0; i < n; i++) {
+        sw_stats_add(&r.stats, v[i], v[i], (int64_t)i, 0);
+        sw_hist_add(&r.hist, v[i]);
+    }
+    return r;
+}
+
+/* The CSV line of an action: its z and p-value and verdict. */
+static void csv_result(const char *csv, const char *action, double *z, double *p, char *verdict)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n\"all\",\"%s\",", action);
+    const char *line = strstr(csv, key);
+    assert_non_null(line);
+    line++;
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    /* The last three fields: z, p_value, verdict. */
+    const char *commas[3];
+    int k = 0;
+    for (const char *c = end - 1; c > line && k < 3; c--)
+        if (*c == ',')
+            commas[k++] = c;
+    assert_int_equal(k, 3);
+    *z = strtod(commas[2] + 1, NULL);
+    *p = strtod(commas[1] + 1, NULL);
+    size_t len = (size_t)(end - commas[0] - 1);
+    memcpy(verdict, commas[0] + 1, len);
+    verdict[len] = 0;
+}
+
+static char *compare_text(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt)
+{
+    at_capture c;
+    at_capture_begin(&c);
+    assert_int_equal(sw_compare_write(a, b, fmt, c.f), 0);
+    return at_capture_end(&c);
+}
+
+static void test_mann_whitney_matches_scipy(void **state)
+{
+    (void)state;
+    const uint64_t a1[] = {1, 2, 3, 4, 5}, b1[] = {6, 7, 8, 9, 10};
+    /* With ties across and within the samples. */
+    const uint64_t a2[] = {1, 2, 3, 3, 4, 5, 6}, b2[] = {3, 4, 5, 6, 7, 7, 8};
+    sw_row ra[] = {exact_row("shift", a1, 5), exact_row("ties", a2, 7)};
+    sw_row rb[] = {exact_row("shift", b1, 5), exact_row("ties", b2, 7)};
+    sw_snapshot a = at_snapshot("a", ra, 2, 5, 1000), b = at_snapshot("b", rb, 2, 5, 1000);
+    char *csv = compare_text(&a, &b, SW_FORMAT_CSV);
+    double z, p;
+    char verdict[32];
+    csv_result(csv, "shift", &z, &p, verdict);
+    assert_true(fabs(p - 0.012185780355344813) < 1e-9);
+    assert_true(z > 2.5 && z < 2.51); /* (25 - 12.5 - 0.5) / sqrt(25 * 11 / 12) = 2.5067 */
+    assert_string_equal(verdict, "same"); /* p >= 0.01: not significant at alpha 0.01 */
+    csv_result(csv, "ties", &z, &p, verdict);
+    assert_true(fabs(p - 0.045699153226012125) < 1e-9);
+    assert_true(z > 0);
+    free(csv);
+}
+
+/* Baseline and new runs: forward 20 % slower, backward 25 % faster, data unchanged,
+ * a 2 % shift of optimizer (real but too small to matter), loss with 3 calls only,
+ * callback:ckpt only in the baseline, callback:log only in the new run. */
+typedef struct pair {
+    sw_row ra[8], rb[8];
+    sw_snapshot a, b;
+} pair;
+
+static void make_pair(pair *p)
+{
+    p->ra[0] = at_row("forward", "all", 400, 10e6, 0.05, 1);
+    p->ra[1] = at_row("backward", "all", 400, 20e6, 0.05, 2);
+    p->ra[2] = at_row("data", "all", 400, 2e6, 0.10, 3);
+    p->ra[3] = at_row("optimizer", "all", 4000, 1e6, 0.01, 4);
+    p->ra[4] = at_row("loss", "all", 3, 1e5, 0.0, 5);
+    p->ra[5] = at_row("callback:ckpt", "all", 10, 5e6, 0.1, 6);
+    p->ra[6] = at_row("forward", "train", 400, 10e6, 0.05, 1);
+    p->rb[0] = at_row("forward", "all", 400, 12e6, 0.05, 11);
+    p->rb[1] = at_row("backward", "all", 400, 15e6, 0.05, 12);
+    p->rb[2] = at_row("data", "all", 400, 2e6, 0.10, 13);
+    p->rb[3] = at_row("optimizer", "all", 4000, 1.02e6, 0.01, 14);
+    p->rb[4] = at_row("loss", "all", 3, 3e5, 0.0, 15);
+    p->rb[5] = at_row("callback:log|\"x\"</script>", "all", 400, 1e5, 0.1, 16);
+    p->rb[6] = at_row("forward", "train", 400, 12e6, 0.05, 11);
+    p->a = at_snapshot("baseline", p->ra, 7, 400, 14000000000ull);
+    p->b = at_snapshot("new", p->rb, 7, 400, 12900000000ull);
+}
+
+static void test_verdicts(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    char *csv = compare_text(&p.a, &p.b, SW_FORMAT_CSV);
+    double z, pv;
+    char verdict[32];
+    csv_result(csv, "forward", &z, &pv, verdict);
+    assert_string_equal(verdict, "slower");
+    assert_true(pv < 1e-6 && z > 0);
+    csv_result(csv, "backward", &z, &pv, verdict);
+    assert_string_equal(verdict, "faster");
+    assert_true(z < 0);
+    csv_result(csv, "data", &z, &pv, verdict);
+    assert_string_equal(verdict, "same");
+    csv_result(csv, "optimizer", &z, &pv, verdict);
+    assert_string_equal(verdict, "same"); /* significant, but a 2 % change */
+    assert_true(pv < 0.01);
+    csv_result(csv, "loss", &z, &pv, verdict);
+    assert_string_equal(verdict, "unclear");
+    assert_non_null(strstr(csv, "\"all\",\"callback:ckpt\",10,,"));
+    assert_non_null(strstr(csv, ",gone\n"));
+    assert_non_null(strstr(csv, ",new\n"));
+    /* Per-phase rows come after all roll-up rows. */
+    const char *phase_row = strstr(csv, "\n\"train\",\"forward\",");
+    assert_non_null(phase_row);
+    assert_null(strstr(phase_row, "\n\"all\","));
+    /* What matters first: the regression is the first row. */
+    assert_non_null(strstr(csv, "verdict\n\"all\",\"forward\","));
+    free(csv);
+
+    size_t n = 99;
+    assert_int_equal(sw_compare_regressions(&p.a, &p.b, &n), 0);
+    assert_int_equal(n, 2); /* forward, all phases and train */
+    assert_int_equal(sw_compare_regressions(&p.a, &p.a, &n), 0);
+    assert_int_equal(n, 0);
+}
+
+static void test_identical_runs_are_same(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    char *csv = compare_text(&p.a, &p.a, SW_FORMAT_CSV);
+    assert_null(strstr(csv, ",slower\n"));
+    assert_null(strstr(csv, ",faster\n"));
+    assert_null(strstr(csv, ",new\n"));
+    free(csv);
+}
+
+static void test_escaping(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    char *json = compare_text(&p.a, &p.b, SW_FORMAT_JSON);
+    assert_null(strstr(json, "</script>"));
+    assert_non_null(strstr(json, "\"callback:log|\\\"x\\\"\\u003c/script\\u003e\""));
+    free(json);
+    char *md = compare_text(&p.a, &p.b, SW_FORMAT_MARKDOWN);
+    assert_non_null(strstr(md, "| callback:log\\|\"x\"</script> |"));
+    free(md);
+    char *csv = compare_text(&p.a, &p.b, SW_FORMAT_CSV);
+    assert_non_null(strstr(csv, "\"callback:log|\"\"x\"\"</script>\""));
+    free(csv);
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    const struct {
+        sw_format fmt;
+        const char *file;
+    } cases[] = {{SW_FORMAT_TABLE, "compare_table.txt"},
+                 {SW_FORMAT_MARKDOWN, "compare_markdown.md"},
+                 {SW_FORMAT_CSV, "compare_csv.csv"},
+                 {SW_FORMAT_JSON, "compare_json.json"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *text = compare_text(&p.a, &p.b, cases[i].fmt);
+        at_golden(cases[i].file, text);
+        free(text);
+    }
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    size_t n;
+    assert_int_equal(sw_compare_write(NULL, &p.b, SW_FORMAT_TABLE, stdout), SW_EINVAL);
+    assert_int_equal(sw_compare_write(&p.a, NULL, SW_FORMAT_TABLE, stdout), SW_EINVAL);
+    assert_int_equal(sw_compare_write(&p.a, &p.b, SW_FORMAT_TABLE, NULL), SW_EINVAL);
+    assert_int_equal(sw_compare_write(&p.a, &p.b, SW_FORMAT_LIGHTNING, stdout), SW_EFORMAT);
+    assert_int_equal(sw_compare_write(&p.a, &p.b, (sw_format)77, stdout), SW_EFORMAT);
+    assert_int_equal(sw_compare_regressions(&p.a, &p.b, NULL), SW_EINVAL);
+    assert_int_equal(sw_compare_regressions(NULL, &p.b, &n), SW_EINVAL);
+    /* Empty snapshots compare fine. */
+    sw_snapshot e1 = at_snapshot("e", NULL, 0, 0, 0);
+    char *text = compare_text(&e1, &e1, SW_FORMAT_JSON);
+    assert_non_null(strstr(text, "\"rows\": []"));
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mann_whitney_matches_scipy),
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_identical_runs_are_same),
+        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,297 @@
+/*
+ * test_diagnose.c — the diagnosis on hand-built step records (each check, its threshold,
+ * its numbers) and golden files of the text, markdown and JSON output.
+ * test_diagnose_run.c runs the same through real profilers and run files.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "analysis/analysis_internal.h"
+#include "analysis_test_util.h"
+
+#define MS 1000000ull
+
+/* A training run of n steps on one rank: data, forward, backward, optimizer (ms each, with
+ * +-2 % jitter), gap_ns idle between steps. */
+static void add_steps(at_run *r, int rank, size_t n, double data, double fwd, double bwd,
+                      double opt, uint64_t gap_ns, uint64_t seed)
+{
+    uint64_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t cat[SW_CAT_COUNT] = {0};
+        double j = 1.0 + 0.02 * (2 * at_rand(&seed) - 1);
+        cat[SW_CAT_DATA] = (uint64_t)(data * j * MS);
+        cat[SW_CAT_FORWARD] = (uint64_t)(fwd * j * MS);
+        cat[SW_CAT_BACKWARD] = (uint64_t)(bwd * j * MS);
+        cat[SW_CAT_OPTIMIZER] = (uint64_t)(opt * j * MS);
+        cat[SW_CAT_OTHER] = MS / 10;
+        at_run_add(r, rank, i, t, cat, 0);
+        t += r->steps[r->n - 1].duration_ns + gap_ns;
+    }
+}
+
+static sw__diagnosis *diagnose(at_run *r, const sw_snapshot *snap, int nranks)
+{
+    static sw__diagnosis d;
+    sw__input in = at_input(r, snap, nranks);
+    assert_int_equal(sw__diagnose(&in, &d), 0);
+    return &d;
+}
+
+static const sw__finding *find(const sw__diagnosis *d, const char *id)
+{
+    for (size_t i = 0; i < d->nfindings; i++)
+        if (strcmp(d->findings[i].id, id) == 0)
+            return &d->findings[i];
+    return NULL;
+}
+
+static double number(const sw__finding *f, const char *name)
+{
+    for (size_t i = 0; i < f->nnumbers; i++)
+        if (strcmp(f->numbers[i].name, name) == 0)
+            return f->numbers[i].value;
+    fail_msg("finding %s has no number %s", f->id, name);
+    return 0;
+}
+
+static char *write(const sw_snapshot *snap, const sw__diagnosis *d, sw_format fmt)
+{
+    at_capture c;
+    at_capture_begin(&c);
+    assert_int_equal(sw__diagnosis_write(snap, d, fmt, c.f), 0);
+    return at_capture_end(&c);
+}
+
+static void test_clean_run(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 200, 0.3, 3, 6, 1, 0, 1);
+    sw_snapshot snap = at_snapshot("clean", NULL, 0, 200, 2100 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    assert_int_equal(d->nfindings, 0);
+    assert_int_equal(d->steps, 200);
+    char *text = write(&snap, d, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "No problems found."));
+    assert_null(strstr(text, "nput-bound"));
+    at_golden("diagnose_clean.txt", text);
+    free(text);
+    at_run_free(&r);
+}
+
+static void test_input_bound(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 200, 6, 1.5, 2, 0.4, 0, 2); /* data: 6 of 10 ms */
+    sw_snapshot snap = at_snapshot("slow-loader", NULL, 0, 200, 2000 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "input-bound");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_CRITICAL);
+    double share = number(f, "data share");
+    assert_true(share > 59.0 && share < 61.0);
+    double wait = number(f, "data wait per step");
+    assert_true(wait > 5.9e6 && wait < 6.1e6);
+    assert_ptr_equal(&d->findings[0], f); /* most severe first */
+    char *text = write(&snap, d, SW_FORMAT_TABLE);
+    at_golden("diagnose_input_bound.txt", text);
+    free(text);
+    at_run_free(&r);
+
+    /* Just below the threshold: 14 % data wait says nothing. */
+    add_steps(&r, 0, 200, 1.4, 3, 5.5, 0, 0, 3);
+    d = diagnose(&r, &snap, 1);
+    assert_null(find(d, "input-bound"));
+    at_run_free(&r);
+}
+
+static void test_tail_stalls(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 1000, 0.5, 3, 6, 0.4, 0, 4);
+    /* Every 50th step waits 40 ms more for data: 20 stalls. */
+    for (size_t i = 0; i < r.n; i += 50) {
+        r.steps[i].category_ns[SW_CAT_DATA] += 40 * MS;
+        r.steps[i].duration_ns += 40 * MS;
+    }
+    /* Later steps start later: keep the records contiguous (no idle). */
+    uint64_t t = 0;
+    for (size_t i = 0; i < r.n; i++) {
+        r.steps[i].start_ns = t;
+        t += r.steps[i].duration_ns;
+    }
+    sw_snapshot snap = at_snapshot("stalls", NULL, 0, 1000, t);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "tail-stalls");
+    assert_non_null(f);
+    assert_int_equal((int)number(f, "stalled steps"), 20);
+    assert_true(number(f, "p99/p50") > 3.0);
+    assert_non_null(strstr(f->sentence, "in those steps data took"));
+    assert_null(find(d, "input-bound")); /* 1.3 ms of 11 ms on average */
+    assert_null(find(d, "idle-between-steps"));
+    at_run_free(&r);
+}
+
+static void test_warmup(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 100, 0.3, 3, 6, 1, 0, 5);
+    for (size_t i = 0; i < 3; i++) {
+        r.steps[i].category_ns[SW_CAT_FORWARD] += 200 * MS; /* compilation */
+        r.steps[i].duration_ns += 200 * MS;
+    }
+    sw_snapshot snap = at_snapshot("warm", NULL, 0, 100, 2000 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "warmup");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_WARNING);
+    assert_true(number(f, "ratio") > 15.0);
+    /* The same steps flagged as warm-up: kept apart, reported as information. */
+    for (size_t i = 0; i < 3; i++)
+        r.steps[i].warmup = 1;
+    snap.warmup_steps = 3;
+    d = diagnose(&r, &snap, 1);
+    f = find(d, "warmup");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_INFO);
+    assert_int_equal((int)number(f, "warm-up steps"), 3);
+    assert_int_equal(d->steps, 97);
+    char *text = write(&snap, d, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "No problems found."));
+    assert_non_null(strstr(text, "[info] Warm-up steps took"));
+    free(text);
+    at_run_free(&r);
+}
+
+static void test_idle(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 100, 0.3, 3, 6, 0.6, 3 * MS, 6); /* 10 ms steps, 3 ms gaps */
+    sw_snapshot snap = at_snapshot("idle", NULL, 0, 100, 1300 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "idle-between-steps");
+    assert_non_null(f);
+    double share = number(f, "idle share");
+    assert_true(share > 22.0 && share < 24.0); /* 3 / 13 */
+    at_run_free(&r);
+}
+
+static void test_straggler(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    for (int rank = 0; rank < 4; rank++)
+        add_steps(&r, rank, 100, 0.5, rank == 2 ? 6 : 3, 6, 0.5, 0, 10 + (uint64_t)rank);
+    sw_snapshot snap = at_snapshot("ddp", NULL, 0, 400, 1000 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 4);
+    const sw__finding *f = find(d, "straggler-rank");
+    assert_non_null(f);
+    assert_int_equal((int)number(f, "rank"), 2);
+    assert_int_equal((int)number(f, "ranks"), 4);
+    assert_true(number(f, "ratio") > 1.25 && number(f, "ratio") < 1.35);
+    assert_non_null(strstr(f->sentence, "its forward time is"));
+    assert_int_equal(d->nranks, 4);
+    /* Equal ranks: no straggler. */
+    at_run_free(&r);
+    for (int rank = 0; rank < 4; rank++)
+        add_steps(&r, rank, 100, 0.5, 3, 6, 0.5, 0, 10 + (uint64_t)rank);
+    d = diagnose(&r, &snap, 4);
+    assert_null(find(d, "straggler-rank"));
+    at_run_free(&r);
+}
+
+/* A run with everything wrong, for the golden files of every format. */
+static void test_problems_golden(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    for (int rank = 0; rank < 2; rank++)
+        add_steps(&r, rank, 100, 4, rank ? 4 : 2, 3, 0.5, 2 * MS, 20 + (uint64_t)rank);
+    sw_row rows[] = {at_row("callback:log_metrics", "all", 100, 1.5 * MS, 0.0, 1),
+                     at_row("callback:checkpoint", "all", 2, 10 * MS, 0.0, 2)};
+    sw_snapshot snap = at_snapshot("everything \"wrong\" </script>", rows, 2, 200, 1500 * MS);
+    snap.misuse.end_without_begin = 2;
+    snap.misuse.mismatched_end = 1;
+    snap.dropped_events = 1234;
+    sw__diagnosis *d = diagnose(&r, &snap, 2);
+    const char *expect[] = {"input-bound", "callback-overhead", "idle-between-steps",
+                            "straggler-rank", "misuse", "dropped-events"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        if (!find(d, expect[i]))
+            fail_msg("no %s finding", expect[i]);
+    const sw__finding *cb = find(d, "callback-overhead");
+    assert_true(number(cb, "callback share") > 11.0 && number(cb, "callback share") < 11.5);
+    assert_non_null(strstr(cb->sentence, "callback:log_metrics"));
+    for (size_t i = 1; i < d->nfindings; i++)
+        assert_true(d->findings[i - 1].severity >= d->findings[i].severity);
+    const struct {
+        sw_format fmt;
+        const char *file;
+    } cases[] = {{SW_FORMAT_TABLE, "diagnose_problems.txt"},
+                 {SW_FORMAT_MARKDOWN, "diagnose_problems.md"},
+                 {SW_FORMAT_JSON, "diagnose_problems.json"}};
+    for (size_t i = 0; i < 3; i++) {
+        char *text = write(&snap, d, cases[i].fmt);
+        at_golden(cases[i].file, text);
+        if (cases[i].fmt == SW_FORMAT_JSON)
+            assert_null(strstr(text, "</script>"));
+        free(text);
+    }
+    at_capture c;
+    at_capture_begin(&c);
+    assert_int_equal(sw__diagnosis_write(&snap, d, SW_FORMAT_CSV, c.f), SW_EFORMAT);
+    free(at_capture_end(&c));
+    at_run_free(&r);
+}
+
+static void test_no_steps_and_bad_input(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    /* No step records: the aggregates still show the data wait. */
+    sw_row rows[] = {at_row("data", "all", 50, 8 * MS, 0.0, 1),
+                     at_row("step", "all", 50, 10 * MS, 0.0, 2)};
+    sw_snapshot snap = at_snapshot("aggregates-only", rows, 2, 50, 500 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "input-bound");
+    assert_non_null(f);
+    assert_true(number(f, "data share") > 79.0 && number(f, "data share") < 81.0);
+    /* An empty run is clean. */
+    sw_snapshot empty = at_snapshot("empty", NULL, 0, 0, 0);
+    d = diagnose(&r, &empty, 1);
+    assert_int_equal(d->nfindings, 0);
+    /* Negative ranks are counted as rank 0; absurd ranks are ignored, not allocated. */
+    uint64_t cat[SW_CAT_COUNT] = {[SW_CAT_FORWARD] = MS};
+    at_run_add(&r, 1 << 30, 0, 0, cat, 0);
+    d = diagnose(&r, &empty, 1);
+    assert_int_equal(d->steps, 0);
+    at_run_free(&r);
+    sw__input in = at_input(&r, &snap, 1);
+    assert_int_equal(sw__diagnose(NULL, d), SW_EINVAL);
+    assert_int_equal(sw__diagnose(&in, NULL), SW_EINVAL);
+    in.foreach_step = NULL;
+    assert_int_equal(sw__diagnose(&in, d), SW_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clean_run),
+        cmocka_unit_test(test_input_bound),
+        cmocka_unit_test(test_tail_stalls),
+        cmocka_unit_test(test_warmup),
+        cmocka_unit_test(test_idle),
+        cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_problems_golden),
+        cmocka_unit_test(test_no_steps_and_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,278 @@
+/* test_recorder.c — spans, nesting, self time, phases, steps, warm-up, misuse, off switch. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "test_helpers.h"
+
+static sw_snapshot *take(sw_profiler *p) {
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_new_and_free(void **state) {
+    (void)state;
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(NULL, &p), 0);
+    assert_non_null(p);
+    sw_profiler_free(p);
+    sw_profiler_free(NULL);
+    assert_int_equal(sw_profiler_new(NULL, NULL), SW_EINVAL);
+    assert_string_equal(sw_strerror(SW_EINVAL), "invalid argument");
+    assert_string_equal(sw_err_name(SW_ECORRUPT), "CORRUPT");
+    assert_string_equal(sw_strerror(0), "success");
+    assert_string_equal(sw_strerror(-999), "unknown error");
+}
+
+static void test_intern(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id a = sw_action(p, "forward");
+    assert_int_not_equal(a, SW_ID_NONE);
+    assert_int_equal(sw_action(p, "forward"), a);
+    assert_int_not_equal(sw_action(p, "backward"), a);
+    assert_string_equal(sw_action_name(p, a), "forward");
+    assert_null(sw_action_name(p, 99999));
+    assert_int_equal(sw_action(p, NULL), SW_ID_NONE);
+    assert_int_equal(sw_action(NULL, "x"), SW_ID_NONE);
+    assert_int_equal(sw_phase_id(p, "train"), SW_PHASE_TRAIN);
+    assert_int_equal(sw_phase_id(p, "fit"), SW_PHASE_FIT);
+    sw_phase custom = sw_phase_id(p, "test");
+    assert_true(custom >= SW_PHASE_FIRST_USER);
+    assert_string_equal(sw_phase_name(p, custom), "test");
+    assert_int_equal(sw_category_of("forward"), SW_CAT_FORWARD);
+    assert_int_equal(sw_category_of("callback:ckpt"), SW_CAT_CALLBACK);
+    assert_int_equal(sw_category_of("zero_grad"), SW_CAT_ZERO_GRAD);
+    assert_int_equal(sw_category_of("model_forward"), SW_CAT_OTHER);
+    assert_string_equal(sw_category_name(SW_CAT_OPTIMIZER), "optimizer");
+    sw_profiler_free(p);
+}
+
+static void test_nesting_and_self_time(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id outer = sw_action(p, "outer"), inner = sw_action(p, "inner");
+    for (int i = 0; i < 3; i++) {
+        sw_begin(p, outer);
+        sw_test_spin(200000);
+        sw_begin(p, inner);
+        sw_test_spin(300000);
+        sw_end(p, inner);
+        sw_end(p, outer);
+    }
+    sw_snapshot *s = take(p);
+    const sw_row *o = sw_snapshot_find(s, "outer", "all");
+    const sw_row *i = sw_snapshot_find(s, "inner", "all");
+    assert_non_null(o);
+    assert_non_null(i);
+    assert_int_equal(o->stats.count, 3);
+    assert_int_equal(i->stats.count, 3);
+    assert_true(o->stats.total_ns >= i->stats.total_ns + 3 * 200000);
+    /* Self time of outer is its total minus inner's total, exactly. */
+    assert_int_equal(o->stats.self_ns, o->stats.total_ns - i->stats.total_ns);
+    assert_int_equal(i->stats.self_ns, i->stats.total_ns);
+    assert_true(i->stats.min_ns >= 300000);
+    assert_true(i->stats.max_ns >= i->stats.min_ns);
+    assert_int_equal(i->hist.count, 3);
+    assert_int_equal(s->misuse.end_without_begin, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+static void test_phases_steps_and_samples(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .warmup_steps = 2);
+    sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
+    sw_phase_begin(p, SW_PHASE_FIT);
+    for (int epoch = 0; epoch < 2; epoch++) {
+        sw_phase_begin(p, SW_PHASE_EPOCH);
+        sw_phase_begin(p, SW_PHASE_TRAIN);
+        for (int i = 0; i < 5; i++) {
+            sw_step_begin(p, 0);
+            sw_begin(p, data);
+            sw_test_spin(20000);
+            sw_end(p, data);
+            sw_step_set_batch_size(p, 16);
+            assert_true(sw_step_index(p) >= 0);
+            sw_begin(p, fwd);
+            sw_test_spin(40000);
+            sw_end(p, fwd);
+            sw_step_end(p);
+        }
+        sw_phase_end(p, SW_PHASE_TRAIN);
+        sw_phase_begin(p, SW_PHASE_VALID);
+        for (int i = 0; i < 3; i++) {
+            sw_step_begin(p, 8);
+            sw_begin(p, fwd);
+            sw_end(p, fwd);
+            sw_step_end(p);
+        }
+        sw_phase_end(p, SW_PHASE_VALID);
+        sw_phase_end(p, SW_PHASE_EPOCH);
+    }
+    sw_phase_end(p, SW_PHASE_FIT);
+    assert_int_equal(sw_step_count(p), 16);
+    assert_int_equal(sw_step_index(p), -1);
+
+    sw_snapshot *s = take(p);
+    /* Phases are actions recorded in the enclosing phase. */
+    assert_non_null(sw_snapshot_find(s, "fit", "none"));
+    assert_non_null(sw_snapshot_find(s, "epoch", "fit"));
+    assert_non_null(sw_snapshot_find(s, "train", "epoch"));
+    const sw_row *valid = sw_snapshot_find(s, "valid", "epoch");
+    assert_non_null(valid);
+    assert_int_equal(valid->stats.count, 2);
+    /* Warm-up: the first 2 steps of each phase are kept apart. */
+    const sw_row *train_steps = sw_snapshot_find(s, "step", "train");
+    assert_non_null(train_steps);
+    assert_int_equal(train_steps->stats.count, 8);
+    assert_int_equal(train_steps->warmup.count, 2);
+    assert_int_equal(train_steps->hist.count, 8);
+    const sw_row *valid_steps = sw_snapshot_find(s, "step", "valid");
+    assert_int_equal(valid_steps->stats.count, 4);
+    assert_int_equal(valid_steps->warmup.count, 2);
+    /* Samples: 16 per train step, 8 per valid step. */
+    assert_int_equal(train_steps->stats.samples, 8 * 16);
+    assert_int_equal(valid_steps->stats.samples, 4 * 8);
+    const sw_row *train_fwd = sw_snapshot_find(s, "forward", "train");
+    assert_int_equal(train_fwd->stats.samples, 8 * 16);
+    assert_true(sw_stats_samples_per_s(&train_fwd->stats) > 0);
+    /* The data spans ended before the batch size was known: no samples. */
+    assert_int_equal(sw_snapshot_find(s, "data", "train")->stats.samples, 0);
+    /* The train phase span saw its 5 steps of 16. */
+    assert_int_equal(sw_snapshot_find(s, "train", "epoch")->stats.samples, 2 * 5 * 16);
+    /* Min/max remember their step. */
+    assert_true(train_steps->stats.min_step >= 0 && train_steps->stats.min_step < 16);
+    /* Percentages are of the fit total. */
+    const sw_row *fit = sw_snapshot_find(s, "fit", "all");
+    assert_int_equal(s->wall_ns, fit->stats.total_ns);
+    assert_int_equal(s->steps, 16);
+    assert_int_equal(s->misuse.phase_mismatch + s->misuse.step_overlap, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+static void test_misuse_is_counted_not_fatal(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .max_depth = 4);
+    sw_id a = sw_action(p, "a"), b = sw_action(p, "b");
+    sw_end(p, a);                      /* end without begin */
+    sw_begin(p, a);
+    sw_begin(p, b);
+    sw_end(p, a);                      /* closes b too: mismatched */
+    sw_begin(p, SW_ID_NONE);           /* bad id */
+    sw_end(p, 12345);                  /* bad id */
+    for (int i = 0; i < 6; i++)        /* 2 beyond max_depth */
+        sw_begin(p, a);
+    for (int i = 0; i < 6; i++)
+        sw_end(p, a);
+    sw_step_end(p);                    /* no step open */
+    sw_step_begin(p, 1);
+    sw_step_begin(p, 1);               /* step open: the first ends */
+    sw_step_end(p);
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    sw_phase_end(p, SW_PHASE_VALID);   /* not open */
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_record(p, a, 100, 50);          /* end before start */
+    sw_begin(p, b);                    /* left open */
+    sw_begin(NULL, a);
+    sw_end(NULL, a);
+    sw_step_begin(NULL, 1);
+    sw_snapshot *s = take(p);
+    assert_int_equal(s->misuse.end_without_begin, 1);
+    assert_int_equal(s->misuse.mismatched_end, 1);
+    assert_int_equal(s->misuse.bad_id, 2);
+    assert_int_equal(s->misuse.depth_overflow, 2);
+    assert_int_equal(s->misuse.step_overlap, 2);
+    assert_int_equal(s->misuse.phase_mismatch, 1);
+    assert_int_equal(s->misuse.bad_record, 1);
+    assert_int_equal(s->misuse.open_at_snapshot, 1);
+    /* The spans that did balance were recorded: 1 + 1 (a) + 4 nested a's. */
+    assert_int_equal(sw_snapshot_find(s, "a", "all")->stats.count, 1 + 4);
+    assert_int_equal(sw_snapshot_find(s, "b", "all")->stats.count, 1);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+static void test_record_and_enabled(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id a = sw_action(p, "measured");
+    sw_record(p, a, 1000, 5000);
+    sw_record(p, a, 0, 2000);
+    sw_set_enabled(p, 0);
+    assert_int_equal(sw_enabled(p), 0);
+    sw_begin(p, a);
+    sw_end(p, a);
+    sw_record(p, a, 0, 1);
+    sw_set_enabled(p, 1);
+    sw_snapshot *s = take(p);
+    const sw_row *r = sw_snapshot_find(s, "measured", "none");
+    assert_int_equal(r->stats.count, 2);
+    assert_int_equal(r->stats.total_ns, 6000);
+    assert_int_equal(r->stats.min_ns, 2000);
+    assert_int_equal(r->stats.max_ns, 4000);
+    assert_int_equal(s->misuse.end_without_begin, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+static void test_macros_cache_per_profiler(void **state) {
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        SW_TEST_PROFILER(p, 0);
+        sw_action(p, "padding"); /* ids differ between the two profilers */
+        for (int i = 0; i < round + 2; i++) {
+            SW_BEGIN(p, "macro");
+            SW_END(p, "macro");
+            SW_SCOPE(p, "scoped") {
+                sw_test_spin(1000);
+            }
+        }
+        sw_snapshot *s = take(p);
+        assert_int_equal(sw_snapshot_find(s, "macro", "all")->stats.count, (uint64_t)round + 2);
+        assert_int_equal(sw_snapshot_find(s, "scoped", "all")->stats.count, (uint64_t)round + 2);
+        assert_int_equal(s->misuse.end_without_begin + s->misuse.bad_id, 0);
+        sw_snapshot_free(s);
+        sw_profiler_free(p);
+    }
+}
+
+static void test_step_breakdown_counters(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id gpu = sw_counter_id(p, "gpu_util");
+    assert_int_not_equal(gpu, SW_ID_NONE);
+    assert_int_equal(sw_counter_id(p, "gpu_util"), gpu);
+    sw_counter(p, gpu, 10.0);
+    sw_counter(p, gpu, 30.0);
+    sw_counter(p, 77, 1.0); /* bad id */
+    sw_snapshot *s = take(p);
+    assert_int_equal(s->ncounters, 1);
+    assert_string_equal(s->counters[0].name, "gpu_util");
+    assert_int_equal(s->counters[0].count, 2);
+    assert_true(s->counters[0].mean == 20.0 && s->counters[0].min == 10.0 &&
+                s->counters[0].max == 30.0 && s->counters[0].last == 30.0);
+    assert_int_equal(s->misuse.bad_id, 1);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_and_free),
+        cmocka_unit_test(test_intern),
+        cmocka_unit_test(test_nesting_and_self_time),
+        cmocka_unit_test(test_phases_steps_and_samples),
+        cmocka_unit_test(test_misuse_is_counted_not_fatal),
+        cmocka_unit_test(test_record_and_enabled),
+        cmocka_unit_test(test_macros_cache_per_profiler),
+        cmocka_unit_test(test_step_breakdown_counters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
