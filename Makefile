@@ -3,6 +3,7 @@
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
 BUILD   ?= build
+MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE   ?= cmake
 CONFIG_FLAGS ?=

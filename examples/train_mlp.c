@@ -54,6 +54,7 @@ static int parse_args(int argc, char **argv, args *a)
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         double num = parse_number(v);
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage("options"); return 1; }
         if (!strcmp(o, "--sgd")) { a->adam = 0; continue; }
         if (!strcmp(o, "--quiet")) { a->quiet = 1; continue; }
         if (!strcmp(o, "--timeline")) { a->timeline = 1; continue; }
@@ -157,8 +158,9 @@ static void section(const char *title)
 int main(int argc, char **argv)
 {
     args a;
-    if (parse_args(argc, argv, &a) != 0)
-        return 2;
+    int prc = parse_args(argc, argv, &a);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
     dataset train = {0}, valid = {0};
     if (load_data(&a, &train, &valid) < 0)
         return 3;

@@ -6,7 +6,7 @@
  *
  * Conventions
  *   - Setup and I/O calls return 0 or a negative SW_E* code; sw_strerror() explains it.
- *   - Hot-path calls (sw_begin, sw_end, sw_step_*, sw_phase_*, sw_counter) return void. They
+ *   - Hot-path calls (sw_begin, sw_end, sw_record, sw_step_*, sw_phase_*) return void. They
  *     never allocate after warm-up, never lock, never print, never abort. Misuse (an end
  *     without a begin, mismatched nesting, too deep nesting) is counted and shown in reports.
  *   - A zeroed sw_options means defaults. sw_*_free(NULL) is a no-op.
@@ -130,7 +130,9 @@ typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
     uint32_t max_depth;      /* open spans per thread; 0 = 64 */
-    const char *run_file;    /* write a run file (SQLite) here; NULL = none. "{rank}" expands */
+    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands. NULL = the
+                                environment's STEPWATCH_RUN_FILE (set by `stepwatch run`),
+                                else none; STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
     uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536 */
     sw_full_policy on_full;  /* when the flusher cannot keep up */
@@ -217,7 +219,8 @@ SW_API int64_t sw_step_index(const sw_profiler *p);
 /* Intern a counter name (at most 256 counters). Takes a lock. SW_ID_NONE on error. */
 SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
 /* Record a sample of a counter now. Kept in the run file and the Chrome trace; the last
- * value and min/max/mean are kept in memory. */
+ * value and min/max/mean are kept in memory. Meant for sampling (a few times a second): it
+ * takes a short lock, unlike the span calls. */
 SW_API void sw_counter(sw_profiler *p, sw_id counter, double value);
 
 /* ------------------------------------------------------------------------------------------

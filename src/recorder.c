@@ -315,7 +315,16 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     if (p->opts.flush_interval_ms == 0)
         p->opts.flush_interval_ms = 200;
     p->opts.name = sw__strdup(opts->name ? opts->name : "stepwatch");
-    p->opts.run_file = sw__strdup(opts->run_file);
+    /* `stepwatch run -- ./program` asks for a run file through the environment. */
+    const char *env_run_file = getenv("STEPWATCH_RUN_FILE");
+    if (opts->run_file == NULL && env_run_file != NULL && env_run_file[0] != '\0') {
+        p->opts.run_file = sw__strdup(env_run_file);
+        const char *env_timeline = getenv("STEPWATCH_TIMELINE");
+        if (env_timeline != NULL && env_timeline[0] != '\0' && strcmp(env_timeline, "0") != 0)
+            p->opts.timeline = 1;
+    } else {
+        p->opts.run_file = sw__strdup(opts->run_file);
+    }
     p->command = opts->command ? sw__strdup(opts->command) : sw__command_line();
     p->opts.command = p->command;
     if (opts->world_size <= 0) {

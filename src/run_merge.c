@@ -41,10 +41,6 @@ static int check_inputs(const char *const *paths, size_t n) {
     return rc;
 }
 
-static int exec(sqlite3 *db, const char *sql) {
-    return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
-}
-
 static int copy_input(sqlite3 *db, const char *path) {
     sqlite3_stmt *attach = NULL;
     int rc = sw__sqlite_rc(sqlite3_prepare_v2(db, "ATTACH DATABASE ? AS src", -1, &attach, NULL));
@@ -55,15 +51,15 @@ static int copy_input(sqlite3 *db, const char *path) {
     sqlite3_finalize(attach);
     if (rc != 0)
         return rc;
-    rc = exec(db, "BEGIN");
+    rc = sw__sql_exec(db, "BEGIN");
     for (size_t t = 0; rc == 0 && t < sizeof TABLES / sizeof *TABLES; t++) {
         char sql[128];
         snprintf(sql, sizeof sql, "INSERT INTO main.%s SELECT * FROM src.%s", TABLES[t],
                  TABLES[t]);
-        rc = exec(db, sql);
+        rc = sw__sql_exec(db, sql);
     }
-    rc = rc == 0 ? exec(db, "COMMIT") : (exec(db, "ROLLBACK"), rc);
-    int detach = exec(db, "DETACH DATABASE src");
+    rc = rc == 0 ? sw__sql_exec(db, "COMMIT") : (sw__sql_exec(db, "ROLLBACK"), rc);
+    int detach = sw__sql_exec(db, "DETACH DATABASE src");
     return rc ? rc : detach;
 }
 
@@ -85,7 +81,7 @@ int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path) 
     if (rc == 0) {
         char sql[96];
         snprintf(sql, sizeof sql, "INSERT INTO meta VALUES('merged_files', %zu)", npaths);
-        rc = exec(st->db, sql);
+        rc = sw__sql_exec(st->db, sql);
     }
     sw__store_close(st);
     if (rc != 0 && st != NULL)

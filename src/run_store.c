@@ -76,7 +76,7 @@ int sw__sqlite_rc(int rc) {
     }
 }
 
-static int exec(sqlite3 *db, const char *sql) {
+int sw__sql_exec(sqlite3 *db, const char *sql) {
     return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
@@ -138,22 +138,22 @@ int sw__store_create(const char *path, sw__store **out) {
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                  "PRAGMA application_id=%d; PRAGMA user_version=%d;",
                  SW__RUN_APPLICATION_ID, SW__RUN_SCHEMA_VERSION);
-        rc = exec(st->db, pragmas);
+        rc = sw__sql_exec(st->db, pragmas);
     }
     if (rc == 0)
-        rc = exec(st->db, "BEGIN");
+        rc = sw__sql_exec(st->db, "BEGIN");
     if (rc == 0)
-        rc = exec(st->db, SCHEMA_SQL);
+        rc = sw__sql_exec(st->db, SCHEMA_SQL);
     if (rc == 0) {
         char meta[256];
         snprintf(meta, sizeof meta,
                  "INSERT INTO meta VALUES('magic','" SW__RUN_MAGIC "'),"
                  "('schema_version',%d),('library_version','" SW_VERSION_STRING "');",
                  SW__RUN_SCHEMA_VERSION);
-        rc = exec(st->db, meta);
+        rc = sw__sql_exec(st->db, meta);
     }
     if (rc == 0)
-        rc = exec(st->db, "COMMIT");
+        rc = sw__sql_exec(st->db, "COMMIT");
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      &st->step);
@@ -183,8 +183,8 @@ void sw__store_close(sw__store *st) {
     free(st);
 }
 
-int sw__store_begin(sw__store *st) { return exec(st->db, "BEGIN IMMEDIATE"); }
-int sw__store_commit(sw__store *st) { return exec(st->db, "COMMIT"); }
+int sw__store_begin(sw__store *st) { return sw__sql_exec(st->db, "BEGIN IMMEDIATE"); }
+int sw__store_commit(sw__store *st) { return sw__sql_exec(st->db, "COMMIT"); }
 
 void sw__store_rollback(sw__store *st) {
     if (!sqlite3_get_autocommit(st->db))
@@ -357,7 +357,7 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
     snprintf(sql, sizeof sql,
              "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;",
              rank, rank);
-    int rc = exec(st->db, sql);
+    int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
     if (rc == 0)

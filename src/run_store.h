@@ -42,11 +42,13 @@ typedef struct sw__store {
 
 /* Map an SQLite result code to SW_E*. */
 int sw__sqlite_rc(int rc);
+/* Run SQL without results; 0 or SW_E*. */
+int sw__sql_exec(sqlite3 *db, const char *sql);
 
 /* Create a new run file at path (an existing run file there is replaced; any other existing
  * file gives SW_EEXISTS): WAL mode, schema, meta. */
 int sw__store_create(const char *path, sw__store **out);
-/* Open an existing connection's prepared statements (merge writes through a store too). */
+/* Close the file (statements and connection). NULL is a no-op. */
 void sw__store_close(sw__store *st);
 
 int sw__store_begin(sw__store *st);

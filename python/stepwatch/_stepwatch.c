@@ -176,6 +176,9 @@ static PyObject *Action_exit(ActionObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_FALSE; /* never swallow the user's exception */
 }
 
+static PyObject *Timed_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                  PyObject *kwnames);
+
 static PyObject *Action_call(ActionObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *func;
     if (kwargs && PyDict_GET_SIZE(kwargs)) {
@@ -198,7 +201,7 @@ static PyObject *Action_call(ActionObject *self, PyObject *args, PyObject *kwarg
     t->func = Py_NewRef(func);
     t->dict = NULL;
     t->weakrefs = NULL;
-    t->vectorcall = NULL; /* set below, once the object is complete */
+    t->vectorcall = Timed_vectorcall;
     PyObject_GC_Track(t);
     PyObject *r = PyObject_CallFunctionObjArgs(st->update_wrapper, (PyObject *)t, func, NULL);
     if (!r) {
@@ -372,9 +375,15 @@ static PyMemberDef Timed_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyGetSetDef Timed_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyType_Slot Timed_slots[] = {
     {Py_tp_doc, "A function whose every call is one span of an action."},
     {Py_tp_members, Timed_members},
+    {Py_tp_getset, Timed_getset},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_descr_get, Timed_descr_get},
     {Py_tp_repr, Timed_repr},

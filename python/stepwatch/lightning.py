@@ -19,10 +19,8 @@ then skips ``describe``), an ``on_exception`` callback added at ``setup`` writes
 """
 import atexit
 import re
-import time
 import weakref
 
-import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
@@ -120,11 +118,14 @@ class Profiler(_LightningProfiler):
             self.unbalanced += 1
             return
         entry[2] -= 1
+        if action_name == "run_training_epoch":
+            self._close_steps()  # the last step and phase nest inside the epoch's span
         entry[0].end()
         if entry[1] is not None:
             entry[1].end()
-        if action_name == "run_training_epoch":
-            self._close_epoch()
+        if action_name == "run_training_epoch" and self._epoch_open:
+            self._epoch.end()
+            self._epoch_open = False
 
     def summary(self):
         self._close_steps()
@@ -180,12 +181,6 @@ class Profiler(_LightningProfiler):
         if self._phase is not None:
             self._phase.end()
             self._phase = None
-
-    def _close_epoch(self):
-        self._close_steps()
-        if self._epoch_open:
-            self._epoch.end()
-            self._epoch_open = False
 
     def records(self, phase=None):
         """The report's rows as a list of dicts (pandas.DataFrame(records))."""
@@ -318,8 +313,9 @@ class TimeProfiler(Callback):
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx,
                                 dataloader_idx=0):
+        # Lightning keeps only epoch-level values of evaluation loops: the epoch's mean
         self._log(pl_module, "validation batch", self._finish("validation batch"),
-                  on_step=True, on_epoch=False)
+                  on_step=False, on_epoch=True)
         self._batch_end["val"] = _sw.now_ns()
 
     def on_validation_epoch_end(self, trainer, pl_module):

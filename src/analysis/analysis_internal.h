@@ -2,7 +2,7 @@
  * analysis_internal.h — what compare, diagnose and the HTML report share inside the library.
  *
  * Diagnose and the HTML report read a run through sw__input, a small view that a run file
- * (input_run.c) or a test (hand-built arrays) can provide. Both walk the step records in
+ * (run_entry.c) or a test (hand-built arrays) can provide. Both walk the step records in
  * one or two streaming passes, so memory stays bounded however long the run was.
  */
 #ifndef SW_ANALYSIS_INTERNAL_H
@@ -15,7 +15,6 @@
 typedef struct sw__input {
     const sw_snapshot *snap; /* aggregates of the whole run (all ranks merged) */
     int nranks;              /* ranks the step records come from (>= 1) */
-    int rank_base;           /* smallest rank number (ranks are rank_base .. +nranks-1) */
     void *src;
     /* Visit every step record of every rank in time order (rank -1). */
     int (*foreach_step)(void *src, sw_step_fn fn, void *ctx);
@@ -23,9 +22,6 @@ typedef struct sw__input {
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
 } sw__input;
-
-/* A view of an open run file; *snap_out must be freed with sw_snapshot_free. */
-int sw__input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out);
 
 /* ---- diagnose ---- */
 

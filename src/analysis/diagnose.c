@@ -297,8 +297,11 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
     if (ratio < 2.0 && stalls == 0)
         return;
     double excess_share = (double)excess / (double)d->step_ns * 100.0;
-    sw__finding *f = add_finding(d, "tail-stalls", excess_share >= 10.0 ? SW__SEV_CRITICAL
-                                                                        : SW__SEV_WARNING);
+    /* Rare stalls that cost little are a note, not a problem. */
+    sw__severity sev = excess_share >= 10.0                 ? SW__SEV_CRITICAL
+                       : ratio >= 2.0 || excess_share >= 1.0 ? SW__SEV_WARNING
+                                                             : SW__SEV_INFO;
+    sw__finding *f = add_finding(d, "tail-stalls", sev);
     if (!f)
         return;
     char a[32], b[32];

@@ -21,7 +21,8 @@ static const char *run_counter_name(void *src, int rank, sw_id counter)
     return sw_run_counter_name((const sw_run *)src, rank, counter);
 }
 
-int sw__input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
+/* A view of an open run file; *snap_out must be freed with sw_snapshot_free. */
+static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
 {
     *snap_out = NULL;
     sw_snapshot *snap = NULL;
@@ -42,7 +43,7 @@ int sw__input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
 static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap)
 {
     sw__input in = {0};
-    int rc = sw__input_from_run(run, &in, snap);
+    int rc = input_from_run(run, &in, snap);
     if (rc == 0)
         rc = sw__diagnose(&in, d);
     return rc;
@@ -88,7 +89,7 @@ SW_API int sw_html_write(sw_run *run, FILE *out)
         return SW_EINVAL;
     sw__input in = {0};
     sw_snapshot *snap = NULL;
-    int rc = sw__input_from_run(run, &in, &snap);
+    int rc = input_from_run(run, &in, &snap);
     if (rc == 0)
         rc = sw__html_write_input(&in, out);
     sw_snapshot_free(snap);

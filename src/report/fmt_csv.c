@@ -44,7 +44,7 @@ static void put_text(FILE *out, const char *s) {
 
 static void put_seconds(FILE *out, uint64_t ns) {
     char buf[40];
-    sw__seconds(ns, buf, sizeof buf);
+    sw__seconds_text(ns, buf, sizeof buf);
     fprintf(out, ",%s", buf);
 }
 

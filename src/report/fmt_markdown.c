@@ -76,7 +76,7 @@ static int write_markdown(const sw_snapshot *s, FILE *out) {
     }
 
     if (sw__has_warmup(s)) {
-        fprintf(out, "\n#### Warm-up: the first %" PRIu32 " step%s of each phase\n\n",
+        fprintf(out, "\n#### Warm-up (first %" PRIu32 " step%s per phase)\n\n",
                 s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
         put_header(out);
         for (long i = 0; i < n; i++) {

@@ -178,6 +178,6 @@ void sw__with_commas(uint64_t v, char *out, size_t size) {
     snprintf(out, size, "%s", buf);
 }
 
-void sw__seconds(uint64_t ns, char *out, size_t size) {
+void sw__seconds_text(uint64_t ns, char *out, size_t size) {
     snprintf(out, size, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
 }

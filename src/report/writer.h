@@ -62,7 +62,7 @@ size_t sw__term_width(void);
 /* A number with thousands separators: 82977 -> "82,977". */
 void sw__with_commas(uint64_t v, char *out, size_t size);
 /* Exact seconds of a duration in ns: "1.250000000". */
-void sw__seconds(uint64_t ns, char *out, size_t size);
+void sw__seconds_text(uint64_t ns, char *out, size_t size);
 
 /* ---- the stepwatch table's cells, shared by the table and markdown (table_cells.c) ---- */
 

@@ -49,8 +49,11 @@ static void test_gradients_match_finite_differences(void **state)
         checked++;
     }
     assert_true(checked > 20);
-    assert_int_equal(mlp_init(&m, sizes, 1, 4, 7), -1);
     mlp_free(&m);
+    mlp bad;
+    assert_int_equal(mlp_init(&bad, sizes, 1, 4, 7), -1); /* one size: no layer */
+    const int zero[] = {6, 0, 3};
+    assert_int_equal(mlp_init(&bad, zero, 3, 4, 7), -1);
 }
 
 static int record_epoch(sw_engine *e, sw_event ev, void *user)

@@ -1,0 +1,90 @@
+"""python -m stepwatch.autorun [options] script.py args...   (or -m module args...)
+
+Runs an unmodified PyTorch script with stepwatch.torch.instrument() on and prints the report
+when it ends, also when it fails or is interrupted. The report goes to stderr (the script's
+stdout stays its own) unless --output is given. The C command `stepwatch run -- python
+train.py` execs this; `python -m stepwatch run -- python train.py` does the same.
+
+Options (each also read from the environment, for the C command to pass on):
+  --format F        report format (STEPWATCH_FORMAT, default table)
+  --output PATH     write the report to PATH (STEPWATCH_OUTPUT)
+  --run-file PATH   also write a run file; "{rank}" expands (STEPWATCH_RUN_FILE)
+  --warmup N        warm-up steps kept out of the statistics (STEPWATCH_WARMUP, default 0)
+  --timeline        keep every span in the run file (STEPWATCH_TIMELINE=1)
+"""
+import argparse
+import os
+import runpy
+import sys
+import warnings
+
+import stepwatch
+
+
+def _parser():
+    env = os.environ.get
+    ap = argparse.ArgumentParser(prog="python -m stepwatch.autorun",
+                                 description="Run a PyTorch script under stepwatch.")
+    ap.add_argument("--format", default=env("STEPWATCH_FORMAT", "table"),
+                    choices=list(stepwatch.FORMATS) + ["md"])
+    ap.add_argument("--output", default=env("STEPWATCH_OUTPUT"))
+    ap.add_argument("--run-file", default=env("STEPWATCH_RUN_FILE"))
+    ap.add_argument("--warmup", type=int, default=int(env("STEPWATCH_WARMUP", "0")))
+    ap.add_argument("--timeline", action="store_true",
+                    default=env("STEPWATCH_TIMELINE", "") not in ("", "0"))
+    ap.add_argument("-m", dest="module", help="run a module, like python -m")
+    ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
+    return ap
+
+
+def _write_report(prof, fmt, output):
+    text = prof.report(fmt)
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.module:
+        name, rest = args.module, args.target
+    elif args.target:
+        name, rest = args.target[0], args.target[1:]
+    else:
+        _parser().error("nothing to run: give script.py or -m module")
+    if args.warmup < 0:
+        _parser().error("--warmup must be >= 0")
+    prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
+                              run_file=args.run_file, timeline=args.timeline)
+    stepwatch.set_profiler(prof)
+    try:
+        import stepwatch.torch as swtorch
+        swtorch.instrument(prof)
+    except ImportError as exc:  # no torch: still run the script, say why nothing is timed
+        swtorch = None
+        warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
+                      RuntimeWarning)
+    sys.argv = [name] + list(rest)
+    code = 0
+    try:
+        if args.module:
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(name)))
+            runpy.run_path(name, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        # also on an exception or Ctrl-C: the report is what the user came for
+        if swtorch is not None:
+            swtorch.uninstrument()
+        _write_report(prof, args.format, args.output)
+        prof.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# scripts/bench.sh BUILD_ROOT — `make bench`: every benchmark, side by side with its anchor in
+# the same run. Prints one table per benchmark; figures as JSON under BUILD_ROOT/bench/.
+set -euo pipefail
+root="${1:-build}"
+rel="$root/release"
+out="$root/bench"
+mkdir -p "$out"
+
+echo "== C core: hot path against the clock it reads, memory over 10^7 spans =="
+"$rel/bench/bench_core" "$out/core.json"
+
+if [ -x "$rel/bench/bench_journal" ]; then
+    echo
+    echo "== run file: flusher CPU at 10^5 events/s, bytes per step =="
+    "$rel/bench/bench_journal" "$out/journal.json"
+fi
+
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
+    echo
+    echo "== Python: with-action cost, per-iteration and per-step overhead =="
+    SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
+fi
+echo
+echo "figures written to $out/"

@@ -1,0 +1,195 @@
+/*
+ * test_run_cli.c — the stepwatch command on deterministic run files: a golden file per
+ * report format, merge, exports, and the exit codes for bad input.
+ *
+ * It leaves its files in $SW_BUILD_DIR/tests/cli_fixture/ for tests/cli.cmake (the Chrome
+ * trace checked with Python's json module). SW_UPDATE_GOLDEN=1 rewrites the golden files.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../cli/commands.h" /* the exit codes */
+#include "test_run_fixture.h"
+
+static char g_dir[512], g_cli[512], g_rank0[600], g_rank1[600];
+
+static int setup(void **state) {
+    const char *build = getenv("SW_BUILD_DIR");
+    if (build == NULL)
+        build = ".";
+    snprintf(g_cli, sizeof g_cli, "%s/stepwatch", build);
+    snprintf(g_dir, sizeof g_dir, "%s/tests/cli_fixture", build);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
+    if (system(cmd) != 0)
+        return -1;
+    snprintf(g_rank0, sizeof g_rank0, "%s/rank0.db", g_dir);
+    snprintf(g_rank1, sizeof g_rank1, "%s/rank1.db", g_dir);
+    return sw_test_write_fixture(g_rank0, 0) || sw_test_write_fixture(g_rank1, 1);
+}
+
+/* Run "stepwatch ARGS" with stdout to out (may be NULL); returns the exit code. */
+static int cli(const char *out, const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s/stderr.txt'", g_cli, args,
+             out ? out : "/dev/null", g_dir);
+    int status = system(cmd);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void check_golden(const char *produced, const char *golden_name) {
+    char golden[600];
+    snprintf(golden, sizeof golden, "%s/%s", SW_TEST_GOLDEN_DIR, golden_name);
+    char *got = slurp(produced);
+    assert_non_null(got);
+    const char *update = getenv("SW_UPDATE_GOLDEN");
+    if (update && strcmp(update, "1") == 0) {
+        FILE *f = fopen(golden, "wb");
+        assert_non_null(f);
+        fputs(got, f);
+        fclose(f);
+    }
+    char *want = slurp(golden);
+    if (want == NULL)
+        fail_msg("missing golden file %s (run with SW_UPDATE_GOLDEN=1)", golden);
+    if (strcmp(got, want) != 0)
+        fail_msg("%s differs from %s", produced, golden);
+    free(got);
+    free(want);
+}
+
+static void test_report_formats(void **state) {
+    static const char *const formats[][2] = {
+        {"table", "txt"}, {"lightning", "txt"}, {"fastxtend", "txt"}, {"ignite", "txt"},
+        {"md", "md"},     {"csv", "csv"},       {"json", "json"}};
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+        char out[600], args[800], golden[64];
+        snprintf(out, sizeof out, "%s/report_%s.%s", g_dir, formats[i][0], formats[i][1]);
+        snprintf(args, sizeof args, "report '%s' --format %s", g_rank0, formats[i][0]);
+        assert_int_equal(cli(out, args), 0);
+        snprintf(golden, sizeof golden, "cli_report_%s.%s", formats[i][0], formats[i][1]);
+        check_golden(out, golden);
+    }
+}
+
+static void test_merge_and_export(void **state) {
+    char merged[600], args[2000], out[600];
+    snprintf(merged, sizeof merged, "%s/merged.db", g_dir);
+    snprintf(args, sizeof args, "merge '%s' '%s' -o '%s'", g_rank0, g_rank1, merged);
+    assert_int_equal(cli(NULL, args), 0);
+    assert_int_equal(cli(NULL, args), SW_EXIT_IO); /* exists */
+    snprintf(args, sizeof args, "merge '%s' '%s' -o '%s' --force", g_rank0, g_rank1, merged);
+    assert_int_equal(cli(NULL, args), 0);
+
+    snprintf(out, sizeof out, "%s/merged_table.txt", g_dir);
+    snprintf(args, sizeof args, "report '%s'", merged);
+    assert_int_equal(cli(out, args), 0);
+    check_golden(out, "cli_report_merged_table.txt");
+
+    snprintf(out, sizeof out, "%s/rank1_table.txt", g_dir);
+    snprintf(args, sizeof args, "report '%s' --rank 1", merged);
+    assert_int_equal(cli(out, args), 0);
+    snprintf(args, sizeof args, "report '%s' --rank 5", merged);
+    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+
+    char trace[600], csv[600];
+    snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
+    snprintf(csv, sizeof csv, "%s/steps.csv", g_dir);
+    snprintf(args, sizeof args, "export '%s' --chrome '%s' --steps-csv '%s'", merged, trace, csv);
+    assert_int_equal(cli(NULL, args), 0);
+    check_golden(csv, "cli_export_steps.csv");
+    char *json = slurp(trace);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"pid\":1"));
+    free(json);
+}
+
+static void test_exit_codes(void **state) {
+    char args[1200], text[600];
+    assert_int_equal(cli(NULL, "--version"), 0);
+    assert_int_equal(cli(NULL, "--help"), 0);
+    assert_int_equal(cli(NULL, "frobnicate"), SW_EXIT_USAGE);
+    static const char *const commands[] = {"run", "report", "export", "merge"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "%s --help", commands[i]);
+        assert_int_equal(cli(NULL, args), 0);
+        snprintf(args, sizeof args, "help %s", commands[i]);
+        assert_int_equal(cli(NULL, args), 0);
+    }
+    assert_int_equal(cli(NULL, "report"), SW_EXIT_USAGE);
+    snprintf(args, sizeof args, "report '%s' --format nope", g_rank0);
+    assert_int_equal(cli(NULL, args), SW_EXIT_USAGE);
+    snprintf(args, sizeof args, "report '%s/missing.db'", g_dir);
+    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    snprintf(text, sizeof text, "%s/stderr.txt", g_dir);
+    char *err = slurp(text);
+    assert_non_null(strstr(err, "no such file"));
+    free(err);
+
+    snprintf(text, sizeof text, "%s/notes.txt", g_dir);
+    FILE *f = fopen(text, "w");
+    fputs("hello\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "report '%s'", text);
+    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    snprintf(args, sizeof args, "export '%s' --chrome -", text);
+    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    snprintf(args, sizeof args, "export '%s'", g_rank0);
+    assert_int_equal(cli(NULL, args), SW_EXIT_USAGE);
+    snprintf(args, sizeof args, "export '%s' --chrome /nonexistent/dir/x.json", g_rank0);
+    assert_int_equal(cli(NULL, args), SW_EXIT_IO);
+    snprintf(args, sizeof args, "merge '%s' -o '%s/m2.db'", text, g_dir);
+    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+}
+
+/* run: a program that is not Python gets STEPWATCH_RUN_FILE; its exit code comes back. */
+static void test_run_command(void **state) {
+    char out[600], args[1200];
+    snprintf(out, sizeof out, "%s/run_env.txt", g_dir);
+    snprintf(args, sizeof args,
+             "run --run-file '%s/r{rank}.db' --timeline -- sh -c "
+             "'echo $STEPWATCH_RUN_FILE $STEPWATCH_TIMELINE; exit 7'",
+             g_dir);
+    assert_int_equal(cli(out, args), 7);
+    char *got = slurp(out);
+    char want[700];
+    snprintf(want, sizeof want, "%s/r{rank}.db 1\n", g_dir);
+    assert_string_equal(got, want);
+    free(got);
+    assert_int_equal(cli(NULL, "run"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run -- /nonexistent/program"), 127);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_formats),
+        cmocka_unit_test(test_merge_and_export),
+        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_run_command),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

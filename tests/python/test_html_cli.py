@@ -1,0 +1,139 @@
+"""The `stepwatch html`, `compare` and `diagnose` commands on run files written from Python
+with real sleeps in the data wait; the HTML is drawn by a real headless Chromium."""
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import stepwatch
+
+
+def cli():
+    build = os.environ.get("SW_BUILD_DIR")
+    if not build or not os.path.exists(os.path.join(build, "stepwatch")):
+        pytest.fail("SW_BUILD_DIR must point at a build with the stepwatch command")
+    return os.path.join(build, "stepwatch")
+
+
+def run(*args, check_rc=None):
+    proc = subprocess.run([cli(), *map(str, args)], capture_output=True, text=True, timeout=120)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, (args, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def busy(seconds):
+    """Spin (not sleep) so compute time is real CPU time."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def write_run(path, steps, data_s, forward_s, name):
+    p = stepwatch.Profiler(name=name, run_file=str(path))
+    data, fwd, bwd = p.action("data"), p.action("forward"), p.action("backward")
+    with p.phase("fit"):
+        with p.phase("train"):
+            for _ in range(steps):
+                with p.step(16):
+                    with data:
+                        if data_s:  # even sleep(0) yields the CPU on a loaded machine
+                            time.sleep(data_s)
+                    with fwd:
+                        busy(forward_s)
+                    with bwd:
+                        busy(0.0005)
+    p.close()
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs")
+    return {
+        "fast": write_run(d / "fast.sqlite", 30, 0.0, 0.001, "fast"),
+        "slow": write_run(d / "slow.sqlite", 30, 0.006, 0.001, "slow-loader"),
+        "dir": d,
+    }
+
+
+def test_diagnose_finds_input_bound_only_where_it_is(runs):
+    slow = json.loads(run("diagnose", runs["slow"], "--format", "json", check_rc=0).stdout)
+    assert slow["schema"] == "stepwatch.diagnose"
+    ids = [f["id"] for f in slow["findings"]]
+    assert "input-bound" in ids
+    finding = slow["findings"][ids.index("input-bound")]
+    share = dict((n["name"], n["value"]) for n in finding["numbers"])["data share"]
+    assert 60 < share < 95  # 6 ms of sleep against ~1.5 ms of compute
+    fast = json.loads(run("diagnose", runs["fast"], "--format", "json", check_rc=0).stdout)
+    assert "input-bound" not in [f["id"] for f in fast["findings"]]
+    text = run("diagnose", runs["slow"], check_rc=0).stdout
+    assert "Input-bound" in text and "waits for data" in text
+    # --check turns findings into exit status 1.
+    run("diagnose", runs["slow"], "--check", check_rc=1)
+
+
+def test_compare_flags_the_regression(runs):
+    out = json.loads(run("compare", runs["fast"], runs["slow"], "--format", "json",
+                         check_rc=0).stdout)
+    rows = {(r["phase"], r["action"]): r for r in out["rows"]}
+    assert rows[("all", "data")]["verdict"] == "slower"
+    assert rows[("all", "step")]["verdict"] == "slower"
+    assert rows[("all", "data")]["p_value"] < 0.01
+    assert out["slower"] >= 2
+    assert out["rows"][0]["verdict"] == "slower"  # what matters first
+    run("compare", runs["fast"], runs["slow"], "--fail-on-regression", check_rc=1)
+    run("compare", runs["slow"], runs["slow"], "--fail-on-regression", check_rc=0)
+    csv = run("compare", runs["fast"], runs["slow"], "--format", "csv", check_rc=0).stdout
+    assert csv.splitlines()[0].startswith("phase,action,calls_base,calls_new,")
+    md = run("compare", runs["fast"], runs["slow"], "--format", "md", check_rc=0).stdout
+    assert "| Phase | Action |" in md
+
+
+def test_errors_and_help(runs, tmp_path):
+    for cmd in ("html", "compare", "diagnose"):
+        proc = run(cmd, "--help", check_rc=0)
+        assert proc.stdout.startswith("usage: stepwatch " + cmd)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a run file\n" * 200)
+    assert "not a stepwatch run file" in run("diagnose", junk, check_rc=3).stderr
+    run("compare", runs["fast"], tmp_path / "absent.sqlite", check_rc=3)
+    run("html", tmp_path / "absent.sqlite", "-o", tmp_path / "x.html", check_rc=3)
+    run("compare", runs["fast"], check_rc=2)
+    run("compare", runs["fast"], runs["slow"], "--format", "lightning", check_rc=2)
+    run("diagnose", runs["fast"], "--format", "csv", check_rc=2)
+    run("html", runs["fast"], check_rc=2)  # no -o
+    run("html", runs["fast"], "-o", tmp_path / "no" / "such" / "dir.html", check_rc=4)
+
+
+def test_html_renders_in_chromium(runs, tmp_path):
+    out = tmp_path / "report.html"
+    proc = run("html", runs["slow"], "-o", out, check_rc=0)
+    assert "wrote" in proc.stderr
+    html = out.read_text()
+    data = html.split('<script type="application/json" id="sw-data">', 1)[1].split("</script>", 1)[0]
+    doc = json.loads(data)
+    assert doc["run"]["name"] == "slow-loader"
+    assert doc["run"]["step_records"] == 30
+    assert len(doc["steps"]["points"]) == 30
+    assert doc["step_hist"]["p50"] > 0
+    assert "input-bound" in [f["id"] for f in doc["findings"]]
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--enable-logging=stderr", "--v=0", "--dump-dom", out.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    dom = proc.stdout
+    assert 'data-rendered="1"' in dom
+    assert '<div id="sw-error"></div>' in dom
+    for chart in ("step-time", "breakdown", "hist-step"):
+        assert f'data-chart="{chart}"' in dom
+    assert 'data-marker="p99"' in dom
+    assert 'data-finding="input-bound"' in dom

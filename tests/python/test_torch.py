@@ -1,0 +1,192 @@
+"""stepwatch.torch.instrument(): plain PyTorch loops, zero code changes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+import stepwatch  # noqa: E402
+import stepwatch.torch as swtorch  # noqa: E402
+
+from conftest import within  # noqa: E402
+
+
+def model_and_opt():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def train(loader, model, opt, loss_fn):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+
+@pytest.fixture
+def prof():
+    p = stepwatch.Profiler(name="torch-test")
+    yield p
+    swtorch.uninstrument()
+
+
+def rows(p, phase):
+    return {r["action"]: r for r in p.records(phase)}
+
+
+def test_data_wait_matches_a_known_sleep(prof, sleepy):
+    ds = sleepy(12, sleep_s=0.02)
+    model, opt = model_and_opt()
+    with swtorch.instrument(prof):
+        train(DataLoader(ds, batch_size=None), model, opt, torch.nn.MSELoss())
+    r = rows(prof, "train")
+    assert ds.slept_ns >= 12 * 20_000_000
+    assert r["data"]["count"] == 12
+    assert within(r["data"]["total_ns"], ds.slept_ns), (r["data"]["total_ns"], ds.slept_ns)
+    # every part of the step, once per step, and the step holds them all
+    for name in ("step", "forward", "loss", "backward", "optimizer", "zero_grad"):
+        assert r[name]["count"] == 12, name
+    parts = sum(r[n]["total_ns"] for n in ("data", "forward", "loss", "backward", "optimizer",
+                                           "zero_grad"))
+    assert parts <= r["step"]["total_ns"]
+    assert r["step"]["samples"] == 12 * 4
+
+
+def test_forward_is_the_outermost_module_only(prof):
+    model, opt = model_and_opt()  # Sequential of 3 modules: 4 module calls per forward
+    loader = DataLoader(TensorDataset(torch.randn(20, 8), torch.randn(20, 1)), batch_size=5)
+    swtorch.instrument(prof)
+    train(loader, model, opt, torch.nn.functional.mse_loss)  # functional loss: the gap
+    swtorch.uninstrument()
+    r = rows(prof, "train")
+    assert r["forward"]["count"] == 4 and r["step"]["count"] == 4
+    assert r["loss"]["count"] == 4  # forward end -> backward start
+    assert prof.snapshot().info()["misuse"]["mismatched_end"] == 0
+
+
+def test_validation_under_no_grad_is_the_valid_phase(prof):
+    model, opt = model_and_opt()
+    data = TensorDataset(torch.randn(16, 8), torch.randn(16, 1))
+    swtorch.instrument(prof)
+    train(DataLoader(data, batch_size=4), model, opt, torch.nn.MSELoss())
+    with torch.no_grad():
+        for x, _y in DataLoader(data, batch_size=8):
+            model(x)
+    swtorch.uninstrument()
+    assert rows(prof, "train")["step"]["count"] == 4
+    assert rows(prof, "valid")["step"]["count"] == 2
+    assert rows(prof, "valid")["forward"]["count"] == 2
+    assert "backward" not in rows(prof, "valid")
+
+
+def test_uninstrument_restores_everything(prof):
+    from torch.nn.modules import module as mmod
+    from torch.optim import optimizer as omod
+    from torch.utils.data import dataloader as dmod
+    before = (dmod._BaseDataLoaderIter.__next__, torch.autograd.backward,
+              torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad,
+              len(mmod._global_forward_pre_hooks), len(omod._global_optimizer_pre_hooks),
+              len(omod._global_optimizer_post_hooks))
+    model, opt = model_and_opt()
+    swtorch.instrument(prof)
+    assert dmod._BaseDataLoaderIter.__next__ is not before[0]
+    assert torch.autograd.backward is not before[1]
+    train(DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=4),
+          model, opt, torch.nn.MSELoss())
+    assert swtorch.uninstrument() is not None
+    after = (dmod._BaseDataLoaderIter.__next__, torch.autograd.backward,
+             torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad,
+             len(mmod._global_forward_pre_hooks), len(omod._global_optimizer_pre_hooks),
+             len(omod._global_optimizer_post_hooks))
+    assert after == before
+    assert len(model._forward_hooks) == 0  # the per-module end hook is gone too
+    assert swtorch.uninstrument() is None
+
+
+def test_an_exception_in_forward_does_not_break_later_steps(prof):
+    class Flaky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 1)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("flaky")
+            return self.lin(x)
+
+    model = Flaky()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)), batch_size=4)
+    swtorch.instrument(prof)
+    done = 0
+    for x, y in loader:
+        try:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        except RuntimeError:
+            continue
+        loss.backward()
+        opt.step()
+        done += 1
+    swtorch.uninstrument()
+    r = rows(prof, "train")
+    assert done == 3
+    assert r["forward"]["count"] == 4  # the failed one ended by always_call
+    assert r["backward"]["count"] == 3 and r["step"]["count"] == 4
+
+
+def test_autorun_runs_an_unmodified_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        from torch.utils.data import DataLoader, TensorDataset
+        m = torch.nn.Linear(4, 1)
+        o = torch.optim.SGD(m.parameters(), 0.1)
+        data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+        for x, y in DataLoader(data, batch_size=8):
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(x), y).backward()
+            o.step()
+        print("args", sys.argv[1:])
+    """))
+    out = subprocess.run([sys.executable, "-m", "stepwatch", "run", "--format", "csv", "--",
+                          "python", str(script), "a", "b"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "args ['a', 'b']" in out.stdout
+    report = out.stderr
+    for name in ("data", "forward", "loss", "backward", "optimizer", "zero_grad", "step"):
+        assert name in report, name
+
+
+def test_autorun_reports_even_when_the_script_fails(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import torch\nm = torch.nn.Linear(2, 1)\nm(torch.randn(1, 2))\n"
+                      "raise SystemExit(3)\n")
+    report = tmp_path / "report.txt"
+    out = subprocess.run([sys.executable, "-m", "stepwatch.autorun", "--output", str(report),
+                          str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 3
+    assert "forward" in report.read_text()
+
+
+def test_c_command_runs_python_scripts(tmp_path, build_dir):
+    exe = os.path.join(build_dir or "", "stepwatch")
+    if not build_dir or not os.access(exe, os.X_OK):
+        pytest.skip(f"no C command at {exe} (SW_BUILD_DIR)")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nfrom torch.utils.data import DataLoader\n"
+                      "for x in DataLoader(torch.randn(8, 2), batch_size=4):\n"
+                      "    torch.nn.Linear(2, 1)(x)\n")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    out = subprocess.run([exe, "run", "--", sys.executable, str(script)], capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "forward" in out.stdout + out.stderr
