@@ -11,7 +11,7 @@ static const char HELP[] =
     "when a Mann-Whitney U test on the two histograms gives p < 0.01 and the mean moved by\n"
     "at least 5 %; actions in only one run are 'new' or 'gone'. Regressions come first.\n\n"
     "  -f, --format F          table (default), md, csv, json\n"
-    "      --fail-on-regression exit with status 1 when anything got significantly slower\n"
+    "      --fail-on-regression  exit with status 1 when anything got significantly slower\n"
     "  -o, --output OUT        write to OUT instead of standard output\n"
     "  -h, --help              this help\n\n"
     "Exit status: 0 done, 1 regression found (with --fail-on-regression), 2 bad usage,\n"

@@ -4,6 +4,7 @@
 #include "dataset.h"
 
 #include "idx.h"
+#include "mlp.h"
 #include "stepwatch.h"
 
 #include <errno.h>
@@ -14,17 +15,9 @@
 
 #define SIDE 28
 
-static uint64_t ds_rand(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
 static int ds_uniform(uint64_t *s, int n)
 {
-    return (int)(ds_rand(s) % (uint64_t)n);
+    return (int)(mlp_rand(s) % (uint64_t)n);
 }
 
 /* A class shape: three thick strokes between random points of the central 20x20 area. */

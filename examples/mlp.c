@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* xorshift64*: a small deterministic generator for the initial weights. */
-static uint64_t mlp_rand(uint64_t *s)
+uint64_t mlp_rand(uint64_t *s)
 {
     *s ^= *s >> 12;
     *s ^= *s << 25;

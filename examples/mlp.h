@@ -25,6 +25,9 @@ typedef struct mlp {
     long adam_t;
 } mlp;
 
+/* xorshift64*: the small deterministic generator the examples use (state must be nonzero). */
+uint64_t mlp_rand(uint64_t *state);
+
 /* sizes[0..nsizes-1]: inputs, hidden..., classes. He-initialized from seed.
  * 0, or -1 for bad sizes, -2 when out of memory. */
 int mlp_init(mlp *m, const int *sizes, int nsizes, int max_batch, uint64_t seed);

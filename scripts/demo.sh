@@ -21,7 +21,7 @@ rm -f "$run_file" "$run_file-wal" "$run_file-shm"
 args=(--epochs 3 --delay-ms 2
       --json "$out/report.json"
       --csv "$out/ignite_iterations.csv"
-      --run-file "$run_file")
+      --run-file "$run_file" --timeline)
 if [ -n "${SW_MNIST_DIR:-}" ]; then
     args+=(--mnist "$SW_MNIST_DIR")
 fi
@@ -30,14 +30,26 @@ extra=(${SW_DEMO_ARGS:-})
 
 "$bin" "${args[@]}" "${extra[@]}"
 
+trace="$out/trace.json"
+html="$out/report.html"
+if [ -f "$run_file" ] && [ -x "$cli" ]; then
+    echo
+    echo "==== stepwatch diagnose ===="
+    "$cli" diagnose "$run_file" || true
+    "$cli" export "$run_file" --chrome "$trace"
+    "$cli" html "$run_file" -o "$html"
+fi
+
 echo
 echo "==== files ===="
 echo "JSON report              $out/report.json"
 echo "Ignite per-iteration CSV $out/ignite_iterations.csv"
 if [ -f "$run_file" ]; then
     echo "run file (SQLite)        $run_file"
+    [ -f "$trace" ] && echo "Chrome trace (Perfetto)  $trace"
+    [ -f "$html" ] && echo "HTML report              $html"
     if [ -x "$cli" ]; then
-        echo "  read it again:         $cli report $run_file"
-        echo "  diagnose it:           $cli diagnose $run_file"
+        echo "  read it again:         $cli report $run_file --format fastxtend"
+        echo "  compare two runs:      $cli compare A.db B.db"
     fi
 fi

@@ -14,15 +14,19 @@ static double sw__s(double ns)
     return ns / 1e9;
 }
 
-/* The handlers of ev as a Python list literal, ['a', 'b'], as Ignite prints them. */
-static void sw__print_names(FILE *out, const sw_engine *e, sw_event ev)
+/* The handlers of ev: as a Python list literal ['a', 'b'] (Ignite's print_results), or
+ * [a, b (every 5)] (show_training_loop). */
+static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev, int python)
 {
     int first = 1;
     fputc('[', out);
     for (int i = 0; i < e->nhandlers; i++) {
-        if (e->handlers[i].event != ev)
+        const sw__handler *h = &e->handlers[i];
+        if (h->event != ev)
             continue;
-        fprintf(out, "%s'%s'", first ? "" : ", ", e->handlers[i].name);
+        fprintf(out, python ? "%s'%s'" : "%s%s", first ? "" : ", ", h->name);
+        if (!python && h->every > 1)
+            fprintf(out, " (every %" PRIu32 ")", h->every);
         first = 0;
     }
     fputc(']', out);
@@ -75,7 +79,7 @@ int sw_engine_print_basic(const sw_engine *e, FILE *out)
             s->count == 0)
             continue; /* no validation loop: keep Ignite's list */
         fprintf(out, "\n- Events.%s: ", sw_event_name(ev));
-        sw__print_names(out, e, ev);
+        sw__print_handler_list(out, e, ev, 1);
         fputc('\n', out);
         sw__print_stats_line(out, s, ev == SW_EVENT_STARTED || ev == SW_EVENT_COMPLETED);
     }
@@ -93,7 +97,7 @@ int sw_engine_print_basic(const sw_engine *e, FILE *out)
         for (size_t k = 0; k < 4; k++) {
             const sw_stats *s = &e->event_stats[0][batch_events[k]];
             fprintf(out, "\n- Validation Events.%s: ", sw_event_name(batch_events[k]));
-            sw__print_names(out, e, batch_events[k]);
+            sw__print_handler_list(out, e, batch_events[k], 1);
             fputc('\n', out);
             sw__print_stats_line(out, s, 0);
         }
@@ -228,22 +232,6 @@ static const sw__loop_line sw__loop_lines[] = {
     {SW__LINE_END, "End Fit", 0},
 };
 
-static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev)
-{
-    int first = 1;
-    fputc('[', out);
-    for (int i = 0; i < e->nhandlers; i++) {
-        const sw__handler *h = &e->handlers[i];
-        if (h->event != ev)
-            continue;
-        fprintf(out, "%s%s", first ? "" : ", ", h->name);
-        if (h->every > 1)
-            fprintf(out, " (every %" PRIu32 ")", h->every);
-        first = 0;
-    }
-    fputs("]\n", out);
-}
-
 int sw_engine_show_training_loop(const sw_engine *e, FILE *out)
 {
     if (!e || !out)
@@ -267,7 +255,8 @@ int sw_engine_show_training_loop(const sw_engine *e, FILE *out)
         case SW__LINE_EVENT:
             snprintf(label, sizeof label, "%s (%s)", sw_event_name(l->event), l->text);
             fprintf(out, "%*s - %-40s: ", indent, "", label);
-            sw__print_handler_list(out, e, l->event);
+            sw__print_handler_list(out, e, l->event, 0);
+            fputc('\n', out);
             break;
         }
     }

@@ -27,3 +27,8 @@ grep -q 'avg train downtime' '${out}/stdout.txt'")
     COMMAND sh -c "'$<TARGET_FILE:train_mlp>' --mnist /nonexistent-mnist-dir 2> '${out}.err'; \
 test $? -eq 3 && grep -q 'cannot open' '${out}.err'")
 endif()
+
+# The known-delay test measures sleeps against the clock: run it alone, not beside other tests.
+if(TARGET test_engine_delay)
+  set_tests_properties(test_engine_delay PROPERTIES RUN_SERIAL TRUE)
+endif()

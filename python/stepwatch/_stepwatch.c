@@ -1269,11 +1269,13 @@ static int Timer_traverse(TimerObject *self, visitproc visit, void *arg) {
 
 static PyMethodDef Timer_methods[] = {
     {"reset", (PyCFunction)(void (*)(void))Timer_reset, METH_FASTCALL,
-     "Reset and start running; returns self."},
-    {"pause", (PyCFunction)(void (*)(void))Timer_pause, METH_FASTCALL, "Pause."},
-    {"resume", (PyCFunction)(void (*)(void))Timer_resume, METH_FASTCALL, "Resume."},
+     "reset($self, /, *args)\n--\n\nReset and start running; returns self."},
+    {"pause", (PyCFunction)(void (*)(void))Timer_pause, METH_FASTCALL,
+     "pause($self, /, *args)\n--\n\nPause."},
+    {"resume", (PyCFunction)(void (*)(void))Timer_resume, METH_FASTCALL,
+     "resume($self, /, *args)\n--\n\nResume."},
     {"step", (PyCFunction)(void (*)(void))Timer_step, METH_FASTCALL,
-     "Count one step (for average=True)."},
+     "step($self, /, *args)\n--\n\nCount one step (for average=True)."},
     {"value", (PyCFunction)Timer_value, METH_NOARGS,
      "Seconds elapsed (divided by the steps if average)."},
     {"is_running", (PyCFunction)Timer_is_running, METH_NOARGS, "True while running."},

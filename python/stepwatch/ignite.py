@@ -10,7 +10,8 @@ Differences from Ignite's profilers, all on purpose:
   * memory is bounded: statistics live in the C core (per action, never per iteration);
     write_results keeps the last ``max_rows`` iterations (default 100 000) for its CSV and
     counts in ``dropped_rows`` how many older ones it let go;
-  * data of unknown length works (no ``len()``, no ``epoch_length`` needed);
+  * data of unknown length works (no ``len()``, no ``epoch_length`` needed); the fetch that
+    finds the end of such data in the first epoch is counted as one more (data-only) step;
   * "Dataflow" is the ``next(iterator)`` call itself (between the GET_BATCH_STARTED and
     GET_BATCH_COMPLETED handlers), "Processing" the process function (between the
     ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
@@ -132,6 +133,10 @@ class _Base:
         self._processing.record(self._t_proc, t)
         self._processing_s = (t - self._t_proc) / 1e9
 
+    def _stop_iteration(self):
+        # data without len(): the fetch that found the end had opened a step already
+        self.profiler.step_end()
+
     def _epoch_started_first(self):
         self._epoch.begin()
         self._phase.begin()
@@ -147,6 +152,7 @@ class _Base:
         self._insert(Events.ITERATION_COMPLETED, self._iteration_completed_first, first=True)
         self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
         self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
+        self._insert(Events.DATALOADER_STOP_ITERATION, self._stop_iteration, first=True)
 
     def records(self, phase=None):
         """The stepwatch rows as a list of dicts (pandas.DataFrame(records))."""

@@ -46,10 +46,11 @@ class _ReportOnException(Callback):
         self._profiler = weakref.ref(profiler)
 
     def on_exception(self, trainer, pl_module, exception):
+        # Lightning times this hook as "[Callback]..on_exception": the report is written
+        # when that span ends (Profiler.stop), so every span is closed in it.
         prof = self._profiler()
         if prof is not None:
-            prof._failed = True
-            prof.describe()
+            prof._report_on_stop = True
 
 
 class Profiler(_LightningProfiler):
@@ -81,7 +82,7 @@ class Profiler(_LightningProfiler):
         self._valid = self.profiler.phase("valid")
         self._fit_open = False
         self._epoch_open = False
-        self._failed = False
+        self._report_on_stop = False
         self._described = False
         atexit.register(_describe_at_exit, weakref.ref(self))
 
@@ -126,6 +127,9 @@ class Profiler(_LightningProfiler):
         if action_name == "run_training_epoch" and self._epoch_open:
             self._epoch.end()
             self._epoch_open = False
+        if self._report_on_stop and action_name.endswith(".on_exception"):
+            self._report_on_stop = False
+            self.describe()
 
     def summary(self):
         self._close_steps()

@@ -192,6 +192,8 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
 {
     if (!s || s->wall_ns == 0)
         return;
+    /* A merged run's wall_ns is the sum over its ranks, like the callback totals. */
+    double wall = (double)s->wall_ns;
     double cb_ns = 0, top_ns = 0;
     const char *top = NULL;
     for (size_t i = 0; i < s->nrows; i++) {
@@ -205,7 +207,7 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
             top = r->action_name;
         }
     }
-    double share = cb_ns / (double)s->wall_ns * 100.0;
+    double share = cb_ns / wall * 100.0;
     if (share < 5.0 || !top)
         return;
     sw__finding *f = add_finding(d, "callback-overhead", share >= 20.0 ? SW__SEV_CRITICAL
@@ -218,10 +220,10 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
     snprintf(f->sentence, sizeof f->sentence,
              "Callbacks and logging hooks took %s of the run; the largest, %s, took %.1f %% "
              "alone: log less often or move the work off the training loop.",
-             dur(cb_ns, a, sizeof a), top, top_ns / (double)s->wall_ns * 100.0);
+             dur(cb_ns, a, sizeof a), top, top_ns / wall * 100.0);
     add_number(f, "callback share", share, "%");
     add_number(f, "callback time", cb_ns, "ns");
-    add_number(f, "largest callback share", top_ns / (double)s->wall_ns * 100.0, "%");
+    add_number(f, "largest callback share", top_ns / wall * 100.0, "%");
 }
 
 static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt)

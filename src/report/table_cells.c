@@ -55,8 +55,12 @@ void sw__run_summary(const sw_snapshot *s, char *out, size_t size) {
     sw_format_duration((double)s->wall_ns, wall, sizeof wall);
     int n = snprintf(out, size, "wall %s, %" PRIu64 " step%s, %" PRIu64 " thread%s", wall,
                      s->steps, s->steps == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s");
-    if (s->world_size > 1 && n > 0 && (size_t)n < size)
-        snprintf(out + n, size - (size_t)n, ", rank %d of %d", s->rank, s->world_size);
+    if (s->world_size > 1 && n > 0 && (size_t)n < size) {
+        if (s->rank < 0) /* a merged file: every rank together */
+            snprintf(out + n, size - (size_t)n, ", all %d ranks", s->world_size);
+        else
+            snprintf(out + n, size - (size_t)n, ", rank %d of %d", s->rank, s->world_size);
+    }
 }
 
 int sw__has_warmup(const sw_snapshot *s) {

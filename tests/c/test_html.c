@@ -150,7 +150,7 @@ static void test_bounded_and_escaped(void **state)
 /* Run chromium on path; returns its DOM after scripts ran, and the console lines. */
 static char *chromium_dom(const char *path, char **console, const char *screenshot)
 {
-    char cmd[4096], err[1024];
+    char cmd[4096], err[1100];
     snprintf(err, sizeof err, "%s.stderr", path);
     snprintf(cmd, sizeof cmd,
              "timeout 120 chromium --headless --no-sandbox --disable-gpu --enable-logging=stderr "
@@ -209,6 +209,27 @@ static void out_path(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/%s", dir, name);
 }
 
+/* Write html to the build directory as name, draw it in Chromium (and take a screenshot
+ * when png is given); the page must render without console messages or script errors.
+ * Frees html; returns the DOM after the scripts ran (caller frees). */
+static char *render(char *html, const char *name, const char *png)
+{
+    char path[1024], shot[1024];
+    out_path(path, sizeof path, name);
+    if (png)
+        out_path(shot, sizeof shot, png);
+    write_file(path, html);
+    free(html);
+    char *console;
+    char *dom = chromium_dom(path, &console, png ? shot : NULL);
+    if (console[0])
+        fail_msg("console messages:\n%s", console);
+    free(console);
+    assert_non_null(strstr(dom, "data-rendered=\"1\""));
+    assert_non_null(strstr(dom, "<div id=\"sw-error\"></div>"));
+    return dom;
+}
+
 static void test_chromium_renders(void **state)
 {
     (void)state;
@@ -218,17 +239,7 @@ static void test_chromium_renders(void **state)
     }
     size_t size;
     char *html = long_report(&size);
-    char path[1024], png[1024];
-    out_path(path, sizeof path, "html_report.html");
-    out_path(png, sizeof png, "html_report.png");
-    write_file(path, html);
-    free(html);
-    char *console;
-    char *dom = chromium_dom(path, &console, png);
-    if (console[0])
-        fail_msg("console messages:\n%s", console);
-    assert_non_null(strstr(dom, "data-rendered=\"1\""));
-    assert_non_null(strstr(dom, "<div id=\"sw-error\"></div>"));
+    char *dom = render(html, "html_report.html", "html_report.png");
     const char *charts[] = {"data-chart=\"step-time\"", "data-chart=\"breakdown\"",
                             "data-chart=\"hist-step\"", "data-chart=\"hist\"",
                             "data-chart=\"counter\"", "data-marker=\"p50\"",
@@ -244,7 +255,6 @@ static void test_chromium_renders(void **state)
     /* The hostile action name is shown as text, not run. */
     assert_non_null(strstr(dom, "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
     free(dom);
-    free(console);
 }
 
 static void test_chromium_empty_run(void **state)
@@ -259,20 +269,10 @@ static void test_chromium_empty_run(void **state)
     at_capture_begin(&c);
     assert_int_equal(sw__html_write_input(&in, c.f), 0);
     char *html = at_capture_end(&c);
-    char path[1024];
-    out_path(path, sizeof path, "html_report_empty.html");
-    write_file(path, html);
-    free(html);
-    char *console;
-    char *dom = chromium_dom(path, &console, NULL);
-    if (console[0])
-        fail_msg("console messages:\n%s", console);
-    assert_non_null(strstr(dom, "data-rendered=\"1\""));
+    char *dom = render(html, "html_report_empty.html", NULL);
     assert_non_null(strstr(dom, "No step records in this run."));
     assert_non_null(strstr(dom, "id=\"sw-no-problems\""));
     free(dom);
-    free(console);
-    unlink(path);
 }
 
 static void test_bad_arguments(void **state)

@@ -1,6 +1,7 @@
 """stepwatch.lightning: Trainer(profiler=Profiler()) and the TimeProfiler callback."""
 import glob
 import os
+import signal
 
 import pytest
 
@@ -80,9 +81,27 @@ def test_report_written_when_training_fails(tmp_path):
         trainer(profiler=prof, limit_val_batches=0).fit(Model(fail_at=2), small())
     (path,) = glob.glob(os.path.join(str(tmp_path), "*crash*.txt"))
     text = open(path).read()
-    assert "run_training_batch" in text and "forward" in text
+    assert "data" in text and "forward" in text and "Misuse" not in text
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
+
+
+def test_report_written_on_ctrl_c(tmp_path):
+    class Interrupted(Model):
+        def training_step(self, batch, i):
+            if self.global_step == 1:
+                raise KeyboardInterrupt
+            return super().training_step(batch, i)
+
+    prof = Profiler(dirpath=str(tmp_path), filename="interrupted")
+    sigint = signal.getsignal(signal.SIGINT)  # Lightning ignores SIGINT after a Ctrl-C
+    try:
+        with pytest.raises(SystemExit):  # Lightning turns Ctrl-C into sys.exit(1)
+            trainer(profiler=prof, limit_val_batches=0).fit(Interrupted(), small())
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    (path,) = glob.glob(os.path.join(str(tmp_path), "*interrupted*.txt"))
+    assert "forward" in open(path).read()
 
 
 def test_unbalanced_start_stop_is_counted_not_raised():

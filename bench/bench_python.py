@@ -1,0 +1,202 @@
+"""Python-side overhead of stepwatch, against the anchors, all measured in one run.
+
+    build/venv/bin/python bench/bench_python.py [--out build/bench/python.json] [--quick]
+
+1. ns per `with` on an action: stepwatch's pre-made Action vs Lightning SimpleProfiler's
+   `with profile(name)`, and the floor: the same C object with nothing recorded (an action of
+   a closed profiler: same calls, no sw_begin/sw_end). Budget: <= 100 ns, >= 8x cheaper.
+2. per-iteration overhead on a trivial Ignite engine: Ignite's BasicTimeProfiler vs
+   stepwatch.ignite.BasicTimeProfiler (overhead = run time with profiler minus without).
+3. per-step overhead of stepwatch.torch.instrument() (step, data, forward, loss, backward,
+   optimizer, zero_grad) on a trivial loop. Budget: <= 2 us per step.
+4. slowdown of a real ~0.5 ms CPU training step under instrument() vs none. Budget: <= 1 %.
+
+Timings are medians over repeats; the variants of one measurement alternate so that machine
+load hits them alike. Prints a table; writes the figures as JSON.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import timeit
+
+import stepwatch
+
+
+def per_call_ns(stmt, setup_globals, number, repeat):
+    """Median ns per execution of stmt (timeit's loop included)."""
+    t = timeit.Timer(stmt, globals=setup_globals)
+    runs = t.repeat(repeat=repeat, number=number)
+    return statistics.median(runs) / number * 1e9
+
+
+def bench_with(number, repeat):
+    from lightning.pytorch.profilers import SimpleProfiler
+
+    prof = stepwatch.Profiler(name="bench")
+    action = prof.action("forward")
+    closed = stepwatch.Profiler(name="floor")
+    floor_action = closed.action("forward")
+    closed.close()
+    simple = SimpleProfiler()
+    g = {"a": action, "f": floor_action, "simple": simple}
+    results = {"stepwatch": [], "floor": [], "simple": [], "loop": []}
+    for _ in range(repeat):  # alternate the variants
+        results["loop"].append(per_call_ns("pass", g, number, 1))
+        results["floor"].append(per_call_ns("with f: pass", g, number, 1))
+        results["stepwatch"].append(per_call_ns("with a: pass", g, number, 1))
+        results["simple"].append(per_call_ns("with simple.profile('forward'): pass", g,
+                                             max(number // 10, 1000), 1))
+        simple.recorded_durations.clear()  # SimpleProfiler keeps every duration
+    med = {k: statistics.median(v) for k, v in results.items()}
+    out = {
+        "stepwatch_with_ns": med["stepwatch"] - med["loop"],
+        "floor_with_ns": med["floor"] - med["loop"],
+        "lightning_simple_with_ns": med["simple"] - med["loop"],
+        "loop_ns": med["loop"],
+    }
+    out["stepwatch_record_ns"] = out["stepwatch_with_ns"] - out["floor_with_ns"]
+    out["speedup_vs_simple"] = out["lightning_simple_with_ns"] / out["stepwatch_with_ns"]
+    return out
+
+
+def bench_ignite(iters, repeat):
+    import logging
+    from ignite.engine import Engine
+    from ignite.handlers import BasicTimeProfiler as IgniteBasic
+
+    import stepwatch.ignite as swignite
+    logging.getLogger("ignite").setLevel(logging.ERROR)
+    data = list(range(iters))
+
+    def run(make):
+        eng = Engine(lambda e, b: None)
+        if make is not None:
+            make().attach(eng)
+        t0 = time.perf_counter_ns()
+        eng.run(data, max_epochs=1)
+        return (time.perf_counter_ns() - t0) / iters
+
+    res = {"base": [], "ignite": [], "stepwatch": []}
+    for _ in range(repeat):
+        res["base"].append(run(None))
+        res["ignite"].append(run(IgniteBasic))
+        res["stepwatch"].append(run(swignite.BasicTimeProfiler))
+    med = {k: statistics.median(v) for k, v in res.items()}
+    return {
+        "engine_iteration_ns": med["base"],
+        "ignite_basic_overhead_ns": med["ignite"] - med["base"],
+        "stepwatch_basic_overhead_ns": med["stepwatch"] - med["base"],
+    }
+
+
+def torch_loop(model, opt, loss_fn, batches, loader_cls):
+    """One pass of a standard loop over pre-made batches; ns per step."""
+    t0 = time.perf_counter_ns()
+    for x, y in loader_cls(batches):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    return (time.perf_counter_ns() - t0) / len(batches)
+
+
+def bench_torch(kind, steps, repeat):
+    import torch
+    from torch.utils.data import DataLoader
+
+    import stepwatch.torch as swtorch
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # a steadier step on a shared machine
+    if kind == "trivial":
+        model = torch.nn.Linear(1, 1)
+        batch, feats, classes = 1, 1, None
+    else:  # a real ~0.5 ms CPU step: a small MLP classifier
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                    torch.nn.Linear(512, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 10))
+        batch, feats, classes = 64, 256, 10
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if classes:
+        loss_fn = torch.nn.CrossEntropyLoss()
+        batches = [(torch.randn(batch, feats), torch.randint(0, classes, (batch,)))
+                   for _ in range(steps)]
+    else:
+        loss_fn = torch.nn.MSELoss()
+        batches = [(torch.randn(batch, feats), torch.randn(batch, 1)) for _ in range(steps)]
+
+    def loader(b):  # a real DataLoader over the pre-made batches (collation off)
+        return DataLoader(b, batch_size=None)
+
+    torch_loop(model, opt, loss_fn, batches, loader)  # warm up
+    base, inst = [], []
+    for _ in range(repeat):
+        base.append(torch_loop(model, opt, loss_fn, batches, loader))
+        prof = stepwatch.Profiler(name="bench")
+        swtorch.instrument(prof)
+        inst.append(torch_loop(model, opt, loss_fn, batches, loader))
+        swtorch.uninstrument()
+        counts = {r["action"]: r["count"] for r in prof.records("all")}
+        assert counts.get("forward") == steps and counts.get("optimizer") == steps, counts
+    b, i = statistics.median(base), statistics.median(inst)
+    return {"step_ns": b, "instrumented_step_ns": i, "overhead_ns": i - b,
+            "slowdown_pct": 100.0 * (i - b) / b}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("SW_BENCH_DIR", "build/bench"),
+                                                  "python.json"))
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    args = ap.parse_args()
+    q = args.quick
+    figures = {"python": sys.version.split()[0], "stepwatch": stepwatch.__version__}
+    figures["with"] = bench_with(number=20_000 if q else 200_000, repeat=3 if q else 9)
+    figures["ignite"] = bench_ignite(iters=2_000 if q else 20_000, repeat=3 if q else 7)
+    figures["torch_trivial"] = bench_torch("trivial", steps=300 if q else 3_000,
+                                           repeat=3 if q else 9)
+    figures["torch_real"] = bench_torch("real", steps=100 if q else 1_000, repeat=3 if q else 9)
+
+    w, ig = figures["with"], figures["ignite"]
+    tt, tr = figures["torch_trivial"], figures["torch_real"]
+    budgets = {
+        "with_le_100ns": w["stepwatch_with_ns"] <= 100,
+        "with_ge_8x_cheaper_than_simple": w["speedup_vs_simple"] >= 8,
+        "trivial_step_le_2us": tt["overhead_ns"] <= 2000,
+        "real_step_le_1pct": tr["slowdown_pct"] <= 1.0,
+    }
+    figures["budgets_met"] = budgets
+    rows = [
+        ("with: stepwatch Action", f"{w['stepwatch_with_ns']:.0f} ns", "<= 100 ns",
+         budgets["with_le_100ns"]),
+        ("with: floor (same object, nothing recorded)", f"{w['floor_with_ns']:.0f} ns", "", None),
+        ("with: Lightning SimpleProfiler.profile", f"{w['lightning_simple_with_ns']:.0f} ns", "",
+         None),
+        ("with: stepwatch cheaper than SimpleProfiler", f"{w['speedup_vs_simple']:.1f}x", ">= 8x",
+         budgets["with_ge_8x_cheaper_than_simple"]),
+        ("ignite: BasicTimeProfiler overhead/iter", f"{ig['ignite_basic_overhead_ns']:.0f} ns", "",
+         None),
+        ("ignite: stepwatch Basic overhead/iter", f"{ig['stepwatch_basic_overhead_ns']:.0f} ns", "",
+         None),
+        ("torch trivial loop: step", f"{tt['step_ns'] / 1e3:.1f} us", "", None),
+        ("torch trivial loop: instrument() overhead", f"{tt['overhead_ns']:.0f} ns", "<= 2000 ns",
+         budgets["trivial_step_le_2us"]),
+        ("torch real step", f"{tr['step_ns'] / 1e3:.0f} us", "", None),
+        ("torch real step: instrument() slowdown", f"{tr['slowdown_pct']:.2f} %", "<= 1 %",
+         budgets["real_step_le_1pct"]),
+    ]
+    print(f"{'stepwatch Python benchmark':46} {'measured':>12} {'budget':>11}  ok")
+    for name, value, budget, ok in rows:
+        mark = "" if ok is None else ("yes" if ok else "NO")
+        print(f"{name:46} {value:>12} {budget:>11}  {mark}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(figures, f, indent=2)
+    print(f"figures: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""stepwatch.ignite: Ignite's BasicTimeProfiler / HandlersTimeProfiler API on the C core."""
+import csv
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ignite = pytest.importorskip("ignite")
+from ignite.engine import Engine, Events  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+import stepwatch  # noqa: E402
+from stepwatch.ignite import BasicTimeProfiler, HandlersTimeProfiler, Timer  # noqa: E402
+
+from conftest import within  # noqa: E402
+
+
+def engine_with_handlers():
+    eng = Engine(lambda e, batch: None)
+    calls = {"it": 0, "ep": 0}
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def log_iter(e):
+        calls["it"] += 1
+
+    @eng.on(Events.EPOCH_COMPLETED)
+    def log_epoch(e):
+        calls["ep"] += 1
+
+    return eng, calls
+
+
+def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
+    ds = sleepy(8, sleep_s=0.02)
+    eng, calls = engine_with_handlers()
+    prof = BasicTimeProfiler()
+    prof.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=2)
+    assert calls == {"it": 16, "ep": 2}  # the user's handlers still run
+    res = prof.get_results()
+    data = {r["action"]: r for r in prof.records("all")}["data"]
+    assert data["count"] == 16
+    assert within(data["total_ns"], ds.slept_ns), (data["total_ns"], ds.slept_ns)
+    assert res["dataflow_stats"]["total"] == pytest.approx(data["total_ns"] / 1e9)
+    assert set(res["dataflow_stats"]) == {"total", "min/index", "max/index", "mean", "std"}
+    assert 0 <= res["dataflow_stats"]["min/index"][1] < 16
+    hs = res["event_handlers_stats"]
+    assert hs["ITERATION_COMPLETED"]["total"] > 0
+    assert hs["COMPLETED"] == {"total": "not yet triggered"}
+    assert res["event_handlers_names"]["ITERATION_COMPLETED_names"] == [
+        "engine_with_handlers.<locals>.log_iter"]
+    text = prof.print_results(res)
+    assert "Dataflow:" in text and "log_epoch" in text
+    out = tmp_path / "basic.csv"
+    prof.write_results(str(out))
+    rows = list(csv.DictReader(open(out)))
+    assert len(rows) == 16
+    assert [float(r["iteration"]) for r in rows] == [float(i) for i in range(1, 17)]
+    assert float(rows[-1]["epoch"]) == 2.0
+    assert sum(float(r["dataflow_stats"]) for r in rows) == pytest.approx(
+        data["total_ns"] / 1e9, rel=1e-6)
+    # the profiler's own handlers are gone after the run
+    left = [h for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e]
+            if "stepwatch" in repr(h)]
+    assert left == [prof._as_first_started]  # kept, as Ignite does, to profile a rerun
+
+
+def test_basic_works_without_len_and_bounds_memory():
+    def gen():
+        for _ in range(50):
+            yield torch.zeros(2, 3)
+
+    eng = Engine(lambda e, batch: batch.sum())
+    prof = BasicTimeProfiler(max_rows=10)
+    prof.attach(eng)
+    eng.run(gen(), max_epochs=1)
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 50 and rows["data"]["count"] == 50
+    # the fetch that found the end is one more, data-only, step
+    assert rows["step"]["count"] == 51
+    assert rows["step"]["samples"] == 100  # batch size read from the batch
+    assert prof.profiler.snapshot().info()["misuse"]["open_at_snapshot"] == 0
+    assert len(prof._rows) == 10 and prof.dropped_rows == 40
+
+
+def test_handlers_profiler(sleepy, tmp_path):
+    ds = sleepy(6, sleep_s=0.02)
+    eng, calls = engine_with_handlers()
+    prof = HandlersTimeProfiler()
+    prof.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    res = prof.get_results()
+    by_name = {(r[0], r[1]): r for r in res}
+    it = by_name[("engine_with_handlers.<locals>.log_iter", "ITERATION_COMPLETED")]
+    assert it[2] != "not triggered"
+    assert res[-3][0] == "Total" and res[-2][0] == "Processing" and res[-1][0] == "Dataflow"
+    assert within(res[-1][2] * 1e9, ds.slept_ns)
+    text = prof.print_results(res)
+    assert "Dataflow took total" in text
+    out = tmp_path / "handlers.csv"
+    prof.write_results(str(out))
+    rows = list(csv.DictReader(open(out)))
+    assert len(rows) == 6
+    assert "engine_with_handlers.<locals>.log_iter (ITERATION_COMPLETED)" in rows[0]
+    # handlers restored after the run
+    assert all(not hasattr(h, "_profiler_original")
+               for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
+    assert calls["it"] == 6
+
+
+def test_attach_rejects_non_engines():
+    with pytest.raises(TypeError):
+        BasicTimeProfiler().attach(object())
+    with pytest.raises(TypeError):
+        HandlersTimeProfiler().attach(object())
+
+
+def test_timer_attach_like_ignite():
+    eng = Engine(lambda e, b: None)
+    t = Timer(average=True)
+    t.attach(eng, start=Events.EPOCH_STARTED, resume=Events.ITERATION_STARTED,
+             pause=Events.ITERATION_COMPLETED, step=Events.ITERATION_COMPLETED)
+    eng.run([1, 2, 3, 4], max_epochs=1)
+    assert t.step_count == 4 and t.value() >= 0.0
+    assert isinstance(t, stepwatch.Timer)
