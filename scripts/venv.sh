@@ -25,20 +25,24 @@ PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 # What the tests and benchmarks need. Bump STAMP when this list changes.
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
       "scikit-build-core>=0.10" cmake ninja)
-STAMP="deps-v1"
+STAMP="deps-v2"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"
-    # fastai pulls torchvision. PyPI's torchvision 0.28 wheel is a CUDA build: its _C.so needs
-    # libtorch_cuda.so/libc10_cuda.so, which the CPU torch lacks, so `import torchvision` (and
-    # fastai.vision) fail. fastai's core (Learner, callbacks, DataLoaders) does not import
-    # torchvision and works; that is what stepwatch.fastai uses. torch stays pinned.
-    if "${PIP[@]}" fastai >"$VENV/fastai-install.log" 2>&1 \
-        && "$PY" -c "import torch, fastai.basics; assert torch.__version__.startswith('2.13.0')" \
+    # fastai pulls torchvision, and PyPI's torchvision 0.28 wheel is a CUDA build: its _C.so
+    # needs libtorch_cuda.so/libc10_cuda.so, which the CPU torch lacks, so `import torchvision`
+    # fails ("operator torchvision::nms does not exist") and with it fastai.vision and
+    # torchmetrics, hence Lightning. There is no CPU torchvision here, so it is removed again;
+    # fastai's core (Learner, callbacks, DataLoaders), which stepwatch.fastai uses, does not
+    # import it. torch itself stays pinned by the constraints file.
+    if "${PIP[@]}" fastai >"$VENV/fastai-install.log" 2>&1; then
+        "$PY" -m pip uninstall -y -q torchvision >>"$VENV/fastai-install.log" 2>&1 || true
+    fi
+    if "$PY" -c "import torch, fastai.learner; assert torch.__version__.startswith('2.13.0')" \
            >>"$VENV/fastai-install.log" 2>&1; then
-        echo "venv.sh: fastai installed (core only; torchvision is a CUDA build and does not import)"
+        echo "venv.sh: fastai installed (core only, without torchvision)"
     else
-        echo "venv.sh: fastai not usable here (see $VENV/fastai-install.log); its tests will skip" >&2
+        echo "venv.sh: fastai not usable here (see $VENV/fastai-install.log); its tests skip" >&2
     fi
     echo "$STAMP" > "$VENV/.stepwatch-deps"
 fi

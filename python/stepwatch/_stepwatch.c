@@ -119,12 +119,20 @@ typedef struct {
     PyObject *name;      /* the run name, for repr */
 } ProfilerObject;
 
+/* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
+ * traverse and dealloc). */
 typedef struct {
     PyObject_HEAD
     ProfilerObject *owner; /* strong reference; owner->p is read on every call */
-    sw_id id;
-    PyObject *name;
-} ActionObject;
+    union {
+        uint32_t id;         /* Action: its sw_id; Phase: its sw_phase */
+        uint32_t batch_size; /* Step */
+    };
+    PyObject *name;        /* NULL for a Step */
+} NamedObject;
+typedef NamedObject ActionObject;
+typedef NamedObject PhaseObject;
+typedef NamedObject StepObject;
 
 typedef struct {
     PyObject_HEAD
@@ -134,19 +142,6 @@ typedef struct {
     PyObject *weakrefs;
     vectorcallfunc vectorcall;
 } TimedObject;
-
-typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;
-    sw_phase phase;
-    PyObject *name;
-} PhaseObject;
-
-typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;
-    uint32_t batch_size;
-} StepObject;
 
 typedef struct {
     PyObject_HEAD
@@ -216,18 +211,18 @@ static PyObject *Action_repr(ActionObject *self) {
     return PyUnicode_FromFormat("<stepwatch.Action %R id=%u>", self->name, (unsigned)self->id);
 }
 
-static int Action_traverse(ActionObject *self, visitproc visit, void *arg) {
+static int Named_traverse(NamedObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->owner);
     return 0;
 }
 
-static int Action_clear(ActionObject *self) {
+static int Named_clear(NamedObject *self) {
     /* owner stays: the hot path reads it unconditionally; the profiler side breaks cycles. */
     return 0;
 }
 
-static void Action_dealloc(ActionObject *self) {
+static void Named_dealloc(NamedObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->owner);
@@ -293,9 +288,9 @@ static PyType_Slot Action_slots[] = {
     {Py_tp_members, Action_members},
     {Py_tp_call, Action_call},
     {Py_tp_repr, Action_repr},
-    {Py_tp_traverse, Action_traverse},
-    {Py_tp_clear, Action_clear},
-    {Py_tp_dealloc, Action_dealloc},
+    {Py_tp_traverse, Named_traverse},
+    {Py_tp_clear, Named_clear},
+    {Py_tp_dealloc, Named_dealloc},
     {0, NULL},
 };
 
@@ -409,34 +404,19 @@ static PyType_Spec Timed_spec = {
 static PyObject *Phase_enter(PhaseObject *self, PyObject *unused) {
     sw_profiler *p = self->owner->p;
     if (p)
-        sw_phase_begin(p, self->phase);
+        sw_phase_begin(p, self->id);
     return Py_NewRef(self);
 }
 
 static PyObject *Phase_exit(PhaseObject *self, PyObject *const *args, Py_ssize_t nargs) {
     sw_profiler *p = self->owner->p;
     if (p)
-        sw_phase_end(p, self->phase);
+        sw_phase_end(p, self->id);
     Py_RETURN_FALSE;
 }
 
 static PyObject *Phase_repr(PhaseObject *self) {
-    return PyUnicode_FromFormat("<stepwatch.Phase %R id=%u>", self->name, (unsigned)self->phase);
-}
-
-static int Phase_traverse(PhaseObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->owner);
-    return 0;
-}
-
-static void Phase_dealloc(PhaseObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->owner);
-    Py_CLEAR(self->name);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
+    return PyUnicode_FromFormat("<stepwatch.Phase %R id=%u>", self->name, (unsigned)self->id);
 }
 
 static PyMethodDef Phase_methods[] = {
@@ -449,7 +429,7 @@ static PyMethodDef Phase_methods[] = {
 
 static PyMemberDef Phase_members[] = {
     {"name", T_OBJECT, offsetof(PhaseObject, name), READONLY, "The phase's name."},
-    {"id", T_UINT, offsetof(PhaseObject, phase), READONLY, "The phase id."},
+    {"id", T_UINT, offsetof(PhaseObject, id), READONLY, "The phase id."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -458,8 +438,9 @@ static PyType_Slot Phase_slots[] = {
     {Py_tp_methods, Phase_methods},
     {Py_tp_members, Phase_members},
     {Py_tp_repr, Phase_repr},
-    {Py_tp_traverse, Phase_traverse},
-    {Py_tp_dealloc, Phase_dealloc},
+    {Py_tp_traverse, Named_traverse},
+    {Py_tp_clear, Named_clear},
+    {Py_tp_dealloc, Named_dealloc},
     {0, NULL},
 };
 
@@ -497,20 +478,6 @@ static PyObject *Step_set_batch_size(StepObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-static int Step_traverse(StepObject *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->owner);
-    return 0;
-}
-
-static void Step_dealloc(StepObject *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->owner);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
-
 static PyMethodDef Step_methods[] = {
     {"__enter__", (PyCFunction)Step_enter, METH_NOARGS, "Begin the step."},
     {"__exit__", (PyCFunction)(void (*)(void))Step_exit, METH_FASTCALL, "End the step."},
@@ -528,8 +495,9 @@ static PyType_Slot Step_slots[] = {
     {Py_tp_doc, "One step (a batch: data wait + compute) as a context manager."},
     {Py_tp_methods, Step_methods},
     {Py_tp_members, Step_members},
-    {Py_tp_traverse, Step_traverse},
-    {Py_tp_dealloc, Step_dealloc},
+    {Py_tp_traverse, Named_traverse},
+    {Py_tp_clear, Named_clear},
+    {Py_tp_dealloc, Named_dealloc},
     {0, NULL},
 };
 
@@ -867,13 +835,17 @@ static sw_profiler *open_profiler(ProfilerObject *self) {
     return self->p;
 }
 
-static PyObject *Profiler_action(ProfilerObject *self, PyObject *name) {
+/* The Action (is_phase 0) or Phase (is_phase 1) named name: from the profiler's cache, else
+ * interned in the core and cached. New reference. */
+static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase) {
+    const char *what = is_phase ? "phase" : "action";
     if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "action name must be str, not %.100s",
+        PyErr_Format(PyExc_TypeError, "%s name must be str, not %.100s", what,
                      Py_TYPE(name)->tp_name);
         return NULL;
     }
-    PyObject *cached = PyDict_GetItemWithError(self->actions, name);
+    PyObject *cache = is_phase ? self->phases : self->actions;
+    PyObject *cached = PyDict_GetItemWithError(cache, name);
     if (cached)
         return Py_NewRef(cached);
     if (PyErr_Occurred())
@@ -885,21 +857,25 @@ static PyObject *Profiler_action(ProfilerObject *self, PyObject *name) {
     const char *utf8 = PyUnicode_AsUTF8(name);
     if (!st || !utf8)
         return NULL;
-    sw_id id = sw_action(p, utf8);
-    if (id == SW_ID_NONE)
-        return raise_rc(st, SW_ELIMIT, "action");
-    ActionObject *a = PyObject_GC_New(ActionObject, st->action_type);
-    if (!a)
+    uint32_t id = is_phase ? sw_phase_id(p, utf8) : sw_action(p, utf8);
+    if (id == (is_phase ? (uint32_t)SW_PHASE_NONE : SW_ID_NONE))
+        return raise_rc(st, SW_ELIMIT, what);
+    NamedObject *o = PyObject_GC_New(NamedObject, is_phase ? st->phase_type : st->action_type);
+    if (!o)
         return NULL;
-    a->owner = (ProfilerObject *)Py_NewRef(self);
-    a->id = id;
-    a->name = Py_NewRef(name);
-    PyObject_GC_Track(a);
-    if (PyDict_SetItem(self->actions, name, (PyObject *)a) < 0) {
-        Py_DECREF(a);
+    o->owner = (ProfilerObject *)Py_NewRef(self);
+    o->id = id;
+    o->name = Py_NewRef(name);
+    PyObject_GC_Track(o);
+    if (PyDict_SetItem(cache, name, (PyObject *)o) < 0) {
+        Py_DECREF(o);
         return NULL;
     }
-    return (PyObject *)a;
+    return (PyObject *)o;
+}
+
+static PyObject *Profiler_action(ProfilerObject *self, PyObject *name) {
+    return profiler_named(self, name, 0);
 }
 
 /* An Action argument, or a str naming one (interned on first use). New reference. */
@@ -951,38 +927,7 @@ static PyObject *Profiler_record(ProfilerObject *self, PyObject *const *args, Py
 }
 
 static PyObject *Profiler_phase(ProfilerObject *self, PyObject *name) {
-    if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "phase name must be str, not %.100s",
-                     Py_TYPE(name)->tp_name);
-        return NULL;
-    }
-    PyObject *cached = PyDict_GetItemWithError(self->phases, name);
-    if (cached)
-        return Py_NewRef(cached);
-    if (PyErr_Occurred())
-        return NULL;
-    sw_profiler *p = open_profiler(self);
-    if (!p)
-        return NULL;
-    module_state *st = state_of_type(Py_TYPE(self));
-    const char *utf8 = PyUnicode_AsUTF8(name);
-    if (!st || !utf8)
-        return NULL;
-    sw_phase ph = sw_phase_id(p, utf8);
-    if (ph == SW_PHASE_NONE)
-        return raise_rc(st, SW_ELIMIT, "phase");
-    PhaseObject *o = PyObject_GC_New(PhaseObject, st->phase_type);
-    if (!o)
-        return NULL;
-    o->owner = (ProfilerObject *)Py_NewRef(self);
-    o->phase = ph;
-    o->name = Py_NewRef(name);
-    PyObject_GC_Track(o);
-    if (PyDict_SetItem(self->phases, name, (PyObject *)o) < 0) {
-        Py_DECREF(o);
-        return NULL;
-    }
-    return (PyObject *)o;
+    return profiler_named(self, name, 1);
 }
 
 static PyObject *Profiler_step(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1001,6 +946,7 @@ static PyObject *Profiler_step(ProfilerObject *self, PyObject *const *args, Py_s
         return NULL;
     o->owner = (ProfilerObject *)Py_NewRef(self);
     o->batch_size = bs;
+    o->name = NULL;
     PyObject_GC_Track(o);
     return (PyObject *)o;
 }

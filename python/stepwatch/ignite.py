@@ -24,6 +24,7 @@ import functools
 from ignite.engine import Engine, Events
 
 import stepwatch as _sw
+from stepwatch._batch import batch_size as _batch_size
 
 __all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer"]
 
@@ -167,21 +168,6 @@ class _Base:
             writer = csv.writer(f)
             writer.writerow(header)
             writer.writerows(rows)
-
-
-def _batch_size(batch):
-    """Samples in a batch (first tensor's first dimension), 0 when it cannot be told."""
-    for _ in range(4):
-        shape = getattr(batch, "shape", None)
-        if shape is not None:
-            return int(shape[0]) if len(shape) else 0
-        if isinstance(batch, (list, tuple)) and batch:
-            batch = batch[0]
-        elif isinstance(batch, dict) and batch:
-            batch = next(iter(batch.values()))
-        else:
-            break
-    return 0
 
 
 class BasicTimeProfiler(_Base):

@@ -11,8 +11,12 @@ What is timed, per step, and how:
              compute on that batch. (No official hook: ``_BaseDataLoaderIter.__next__`` is
              patched.) The batch size is read from the batch (first tensor's first dim).
   data       the ``next()`` call itself.
-  forward    the outermost ``nn.Module`` call only (global forward pre-hook; the end comes
-             from a forward hook on that outermost module, ``always_call=True``).
+  forward    the outermost ``nn.Module`` call only. Default (forward="patch"): a wrapper on
+             ``nn.Module.__call__``. forward="hooks": torch's global forward pre-hook, ended by
+             a forward hook (``always_call=True``) on the outermost module. Measured by
+             bench/bench_python.py, any global module hook sends every module call down
+             torch's slow hook path (~3 us per module call here), the wrapper costs a Python
+             call per module (~0.2 us), so the patch is the default.
   loss       a loss module (``torch.nn.modules.loss._Loss``) called outside a forward; when
              the loss is functional (``F.cross_entropy``) no module fires, and the time from
              the end of the forward to the start of the backward is recorded as "loss"
@@ -36,6 +40,7 @@ import torch.optim.optimizer as _optim
 from torch.utils.data import dataloader as _dataloader
 
 import stepwatch as _sw
+from stepwatch._batch import batch_size as _batch_size
 
 __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 
@@ -43,26 +48,15 @@ _lock = threading.Lock()
 _active = None
 
 
-def _batch_size(batch):
-    """The number of samples in a collated batch, 0 when it cannot be told."""
-    for _ in range(4):  # tensors nested in a few containers at most
-        if isinstance(batch, torch.Tensor):
-            return int(batch.shape[0]) if batch.dim() > 0 else 0
-        if isinstance(batch, (list, tuple)) and batch:
-            batch = batch[0]
-        elif isinstance(batch, dict) and batch:
-            batch = next(iter(batch.values()))
-        else:
-            break
-    return 0
-
-
 class Instrumentation:
     """The hooks and patches of one ``instrument()`` call; ``remove()`` undoes them all."""
 
-    def __init__(self, profiler=None, phases=True):
+    def __init__(self, profiler=None, phases=True, forward="patch"):
+        if forward not in ("patch", "hooks"):
+            raise ValueError("forward must be 'patch' or 'hooks'")
         self.profiler = profiler if profiler is not None else _sw.profiler()
         self.phases = phases
+        self.forward = forward
         self.missing = []          # what could not be hooked on this torch, with why
         self._handles = []         # RemovableHandles of global hooks
         self._patches = []         # (owner, attribute, original)
@@ -93,7 +87,8 @@ class Instrumentation:
         self._train = p.phase("train")
         self._valid = p.phase("valid")
         self._try("DataLoader steps and data wait", self._install_dataloader)
-        self._try("forward and loss", self._install_forward)
+        self._try("forward and loss", self._install_forward if self.forward == "hooks"
+                  else self._install_forward_patch)
         self._try("backward", self._install_backward)
         self._try("optimizer step", self._install_optimizer)
         self._try("zero_grad", self._install_zero_grad)
@@ -181,6 +176,31 @@ class Instrumentation:
 
         self._handles.append(_module.register_module_forward_pre_hook(pre_hook))
 
+    def _install_forward_patch(self):
+        loss_type = torch.nn.modules.loss._Loss
+        st = self
+
+        def make(original):
+            def __call__(module, *args, **kwargs):
+                if st._inside is not None:  # inside the outermost call: not timed again
+                    return original(module, *args, **kwargs)
+                action = st._loss if isinstance(module, loss_type) else st._forward
+                st._inside = module
+                st._inside_action = action
+                action.begin()
+                try:
+                    return original(module, *args, **kwargs)
+                finally:
+                    st._inside = None
+                    action.end()
+                    if action is st._forward:
+                        st._fwd_end = _sw.now_ns()
+                    else:
+                        st._loss_seen = True
+            return __call__
+
+        self._patch(torch.nn.Module, "__call__", make)
+
     def _install_backward(self):
         st = self
 
@@ -220,17 +240,9 @@ class Instrumentation:
     def _install_zero_grad(self):
         st = self
 
-        def make(original):
-            def zero_grad(self, *args, **kwargs):
-                st._zero_grad.begin()
-                try:
-                    return original(self, *args, **kwargs)
-                finally:
-                    st._zero_grad.end()
-            return zero_grad
-
-        self._patch(torch.optim.Optimizer, "zero_grad", make)
-        self._patch(torch.nn.Module, "zero_grad", make)
+        # The action's own C wrapper (begin, call, end; binds as a method): no Python frame.
+        self._patch(torch.optim.Optimizer, "zero_grad", self._zero_grad)
+        self._patch(torch.nn.Module, "zero_grad", self._zero_grad)
 
     # ---- per-step bookkeeping ------------------------------------------------------------
 
@@ -289,7 +301,7 @@ class Instrumentation:
         return False
 
 
-def instrument(profiler=None, *, phases=True):
+def instrument(profiler=None, *, phases=True, forward="patch"):
     """Time every step of plain PyTorch code from now on (into profiler, or the default one).
 
     Returns the Instrumentation (also a context manager that uninstruments on exit). Calling
@@ -301,7 +313,7 @@ def instrument(profiler=None, *, phases=True):
                 warnings.warn("stepwatch.torch: already instrumented with another profiler; "
                               "call uninstrument() first", RuntimeWarning, stacklevel=2)
             return _active
-        _active = Instrumentation(profiler, phases=phases).install()
+        _active = Instrumentation(profiler, phases=phases, forward=forward).install()
         return _active
 
 

@@ -58,10 +58,11 @@ def test_data_wait_matches_a_known_sleep(prof, sleepy):
     assert r["step"]["samples"] == 12 * 4
 
 
-def test_forward_is_the_outermost_module_only(prof):
+@pytest.mark.parametrize("forward", ["patch", "hooks"])
+def test_forward_is_the_outermost_module_only(prof, forward):
     model, opt = model_and_opt()  # Sequential of 3 modules: 4 module calls per forward
     loader = DataLoader(TensorDataset(torch.randn(20, 8), torch.randn(20, 1)), batch_size=5)
-    swtorch.instrument(prof)
+    swtorch.instrument(prof, forward=forward)
     train(loader, model, opt, torch.nn.functional.mse_loss)  # functional loss: the gap
     swtorch.uninstrument()
     r = rows(prof, "train")
@@ -85,16 +86,18 @@ def test_validation_under_no_grad_is_the_valid_phase(prof):
     assert "backward" not in rows(prof, "valid")
 
 
-def test_uninstrument_restores_everything(prof):
+@pytest.mark.parametrize("forward", ["patch", "hooks"])
+def test_uninstrument_restores_everything(prof, forward):
     from torch.nn.modules import module as mmod
     from torch.optim import optimizer as omod
     from torch.utils.data import dataloader as dmod
     before = (dmod._BaseDataLoaderIter.__next__, torch.autograd.backward,
               torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad,
+              torch.nn.Module.__call__,
               len(mmod._global_forward_pre_hooks), len(omod._global_optimizer_pre_hooks),
               len(omod._global_optimizer_post_hooks))
     model, opt = model_and_opt()
-    swtorch.instrument(prof)
+    swtorch.instrument(prof, forward=forward)
     assert dmod._BaseDataLoaderIter.__next__ is not before[0]
     assert torch.autograd.backward is not before[1]
     train(DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=4),
@@ -102,6 +105,7 @@ def test_uninstrument_restores_everything(prof):
     assert swtorch.uninstrument() is not None
     after = (dmod._BaseDataLoaderIter.__next__, torch.autograd.backward,
              torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad,
+             torch.nn.Module.__call__,
              len(mmod._global_forward_pre_hooks), len(omod._global_optimizer_pre_hooks),
              len(omod._global_optimizer_post_hooks))
     assert after == before
@@ -109,7 +113,8 @@ def test_uninstrument_restores_everything(prof):
     assert swtorch.uninstrument() is None
 
 
-def test_an_exception_in_forward_does_not_break_later_steps(prof):
+@pytest.mark.parametrize("forward", ["patch", "hooks"])
+def test_an_exception_in_forward_does_not_break_later_steps(prof, forward):
     class Flaky(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -125,7 +130,7 @@ def test_an_exception_in_forward_does_not_break_later_steps(prof):
     model = Flaky()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)), batch_size=4)
-    swtorch.instrument(prof)
+    swtorch.instrument(prof, forward=forward)
     done = 0
     for x, y in loader:
         try:
