@@ -535,14 +535,15 @@ SW__INLINE sw__cell *cell_of(sw_profiler *p, sw__thread *t, sw_id action, sw_pha
 SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t self_ns,
                             int64_t step, uint64_t samples, int warm) {
     sw_stats *s = warm ? &cell->warm : &cell->stats;
-    uint64_t count = s->count + 1;
-    double delta = (double)ns - s->mean_ns;
-    double mean = s->mean_ns + delta / (double)count;
-    double m2 = s->m2 + delta * ((double)ns - mean);
+    uint64_t count = s->count + 1, total = s->total_ns + ns;
+    /* Welford's update with the means taken from the exact integer total: the division is
+     * then off the loop-carried chain (mean depends on no earlier floating-point result). */
+    double mean = (double)total / (double)count;
+    double m2 = s->m2 + ((double)ns - s->mean_ns) * ((double)ns - mean);
     uint32_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
     atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
     SW__PUT(s->count, count);
-    SW__PUT(s->total_ns, s->total_ns + ns);
+    SW__PUT(s->total_ns, total);
     SW__PUT(s->self_ns, s->self_ns + self_ns);
     SW__PUT(s->samples, s->samples + samples);
     SW__PUT(s->mean_ns, mean);

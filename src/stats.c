@@ -18,9 +18,11 @@ void sw_stats_add(sw_stats *s, uint64_t ns, uint64_t self_ns, int64_t step, uint
     s->total_ns += ns;
     s->self_ns += self_ns;
     s->samples += samples;
-    double delta = (double)ns - s->mean_ns;
-    s->mean_ns += delta / (double)s->count;
-    s->m2 += delta * ((double)ns - s->mean_ns);
+    /* Welford: M2 grows by (x - old mean)(x - new mean). The mean comes from the exact
+     * integer total rather than an accumulated floating-point update. */
+    double old_mean = s->mean_ns;
+    s->mean_ns = (double)s->total_ns / (double)s->count;
+    s->m2 += ((double)ns - old_mean) * ((double)ns - s->mean_ns);
     if (ns < s->min_ns) {
         s->min_ns = ns;
         s->min_step = step;
