@@ -182,9 +182,10 @@ int main(int argc, char **argv)
     sw_options po = {0};
     po.name = "train_mlp";
     po.warmup_steps = 1;
-    /* `stepwatch run -- train_mlp` passes the run file through the environment. */
-    po.run_file = a.run_file ? a.run_file : getenv("STEPWATCH_RUN_FILE");
-    po.timeline = a.timeline || getenv("STEPWATCH_TIMELINE") != NULL;
+    /* Without --run-file, the core takes STEPWATCH_RUN_FILE/STEPWATCH_TIMELINE from the
+     * environment (`stepwatch run -- train_mlp`). */
+    po.run_file = a.run_file;
+    po.timeline = a.timeline;
     sw_engine_options eo = {0};
     eo.profiler_options = &po;
     eo.max_epochs = (uint64_t)a.epochs;

@@ -884,16 +884,10 @@ void sw_step_end(sw_profiler *p) {
         atomic_fetch_add_explicit(&p->misuse_step_overlap, 1, memory_order_relaxed);
         return;
     }
-    uint64_t start = 0;
-    for (uint32_t k = t->depth; k > 0; k--) {
-        if (t->stack[k - 1].id == p->step_action) {
-            start = t->stack[k - 1].start_ns;
-            break;
-        }
-    }
     uint64_t duration = end_span(p, t, p->step_action, now);
+    uint64_t start = now - duration; /* 0 duration: no step frame (it overflowed max_depth) */
     uint32_t batch = atomic_load_explicit(&p->batch_size, memory_order_relaxed);
-    if (atomic_load_explicit(&p->events_on, memory_order_relaxed) && start != 0) {
+    if (atomic_load_explicit(&p->events_on, memory_order_relaxed) && duration > 0) {
         sw__event *ev = ring_reserve(p, t);
         if (ev) {
             sw_step_record *s = &ev->u.step;
