@@ -204,6 +204,11 @@ SW_API void sw_phase_end(sw_profiler *p, sw_phase phase);
  * warmup_steps steps of each phase are warm-up: their spans are kept apart. Beginning a
  * step while one is open ends the open one first (counted as misuse). */
 SW_API void sw_step_begin(sw_profiler *p, uint32_t batch_size);
+/* A step that began earlier, at start_ns (sw_now_ns clock; 0 or a time to come = now). For
+ * loops that know a step exists only once its batch arrived: take the time before fetching,
+ * and after the fetch begin the step at that time and sw_record its data wait. A fetch that
+ * ends the epoch then opens no step at all. */
+SW_API void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns);
 /* Set the current step's batch size once it is known (after the data arrived). */
 SW_API void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size);
 SW_API void sw_step_end(sw_profiler *p);

@@ -17,6 +17,11 @@
 #define SW__MAX_COUNTERS 256u
 #define SW__NAME_MAX 255u
 
+/* Welford/Chan for a block of raw durations: the sum of squared deviations of n_a values
+ * (mean mean_a, m2_a) together with the n_b values v. The recorder batches durations so the
+ * floating-point work (a division) runs once per block instead of once per span. */
+double sw__m2_fold(uint64_t n_a, double mean_a, double m2_a, const uint64_t *v, uint32_t n_b);
+
 /* The histogram bucket of a duration (hist.c documents the layout); inline because the
  * recorder calls it on every span. */
 static inline uint32_t sw__hist_bucket(uint64_t ns) {

@@ -9,7 +9,7 @@
  * the same even value before and after copying. Fields a reader copies are written and
  * read with relaxed atomic builtins (plain moves on x86), so there is no data race.
  *
- * Memory. Cells are allocated the first time a thread ends a span of an (action, phase):
+ * Memory. Cells are allocated the first time a thread begins a span of an (action, phase):
  * memory grows with the distinct actions, never with the number of spans. Event rings for
  * the run file are allocated once per thread when the journal is on.
  *
@@ -47,12 +47,18 @@ typedef struct sw__frame {
     uint64_t start_ns;
     uint64_t child_ns;         /* time spent in spans nested in this one */
     uint64_t samples_at_begin; /* profiler's samples_done at begin */
+    struct sw__cell *cell;     /* where the span is recorded, found at begin; NULL if none */
 } sw__frame;
 
+/* Durations a cell holds back before folding them into mean and m2 (see cell_add). */
+#define SW__PENDING 16
+
 typedef struct sw__cell {
-    sw_stats stats;
+    sw_stats stats; /* mean_ns, m2 and hist leave out the npending newest values */
     sw_stats warm;
     sw_hist hist;
+    uint32_t npending;
+    uint64_t pending[SW__PENDING];
 } sw__cell;
 
 typedef struct sw__ring {
@@ -530,24 +536,38 @@ SW__INLINE sw__cell *cell_of(sw_profiler *p, sw__thread *t, sw_id action, sw_pha
     return cell;
 }
 
-/* Publish one value into a cell under the thread's sequence lock. This is sw_stats_add
- * (Welford) written in place, so only the fields that change are stored. */
+/* Fold a cell's pending durations into its histogram, mean and m2. The owner calls it under
+ * its sequence lock; readers call it on their copy. */
+static __attribute__((noinline)) void cell_fold(sw__cell *cell) {
+    sw_stats *s = &cell->stats;
+    uint32_t n = cell->npending;
+    if (n == 0)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t b = sw__hist_bucket(cell->pending[i]);
+        SW__PUT(cell->hist.buckets[b], cell->hist.buckets[b] + 1);
+    }
+    SW__PUT(cell->hist.count, cell->hist.count + n);
+    SW__PUT(s->m2, sw__m2_fold(s->count - n, s->mean_ns, s->m2, cell->pending, n));
+    SW__PUT(s->mean_ns, (double)s->total_ns / (double)s->count);
+    SW__PUT(cell->npending, 0);
+}
+
+/* Publish one value into a cell under the thread's sequence lock: sw_stats_add written in
+ * place, so only the fields that change are stored. The main statistics hold back up to
+ * SW__PENDING durations and put them into the histogram, mean and m2 together (cell_fold):
+ * the per-value division and bucket update would otherwise stall the next clock read, which
+ * waits for earlier work to finish. Warm-up calls are few and take the plain update. */
 SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t self_ns,
-                            int64_t step, uint64_t samples, int warm) {
+                         int64_t step, uint64_t samples, int warm) {
     sw_stats *s = warm ? &cell->warm : &cell->stats;
     uint64_t count = s->count + 1, total = s->total_ns + ns;
-    /* Welford's update with the means taken from the exact integer total: the division is
-     * then off the loop-carried chain (mean depends on no earlier floating-point result). */
-    double mean = (double)total / (double)count;
-    double m2 = s->m2 + ((double)ns - s->mean_ns) * ((double)ns - mean);
     uint32_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
     atomic_store_explicit(&t->seq, seq + 1, memory_order_relaxed);
     SW__PUT(s->count, count);
     SW__PUT(s->total_ns, total);
     SW__PUT(s->self_ns, s->self_ns + self_ns);
     SW__PUT(s->samples, s->samples + samples);
-    SW__PUT(s->mean_ns, mean);
-    SW__PUT(s->m2, m2);
     if (ns < s->min_ns) {
         SW__PUT(s->min_ns, ns);
         SW__PUT(s->min_step, step);
@@ -556,10 +576,15 @@ SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t se
         SW__PUT(s->max_ns, ns);
         SW__PUT(s->max_step, step);
     }
-    if (!warm) {
-        uint32_t b = sw__hist_bucket(ns);
-        SW__PUT(cell->hist.buckets[b], cell->hist.buckets[b] + 1);
-        SW__PUT(cell->hist.count, cell->hist.count + 1);
+    if (SW__UNLIKELY(warm)) {
+        SW__PUT(s->m2, sw__m2_fold(count - 1, s->mean_ns, s->m2, &ns, 1));
+        SW__PUT(s->mean_ns, (double)total / (double)count);
+    } else {
+        uint32_t n = cell->npending;
+        SW__PUT(cell->pending[n], ns);
+        SW__PUT(cell->npending, n + 1);
+        if (SW__UNLIKELY(n + 1 == SW__PENDING))
+            cell_fold(cell);
     }
     atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
 }
@@ -647,6 +672,7 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
     sw__frame *f = &t->stack[t->depth];
     f->id = id;
     f->phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+    f->cell = cell_of(p, t, id, f->phase);
     f->start_ns = now;
     f->child_ns = 0;
     f->samples_at_begin = atomic_load_explicit(&p->samples_done, memory_order_relaxed);
@@ -675,15 +701,14 @@ static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, s
 }
 
 /* The statistics, the step breakdown and the timeline event of one finished span. */
-SW__INLINE void record_span(sw_profiler *p, sw__thread *t, sw_id id, sw_phase phase,
-                            uint64_t start, uint64_t duration, uint64_t child_ns,
-                            uint64_t samples_at_begin, uint32_t depth) {
+SW__INLINE void record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, sw_id id,
+                            sw_phase phase, uint64_t start, uint64_t duration,
+                            uint64_t child_ns, uint64_t samples_at_begin, uint32_t depth) {
     int64_t step = current_step(p);
     uint64_t samples = atomic_load_explicit(&p->samples_done, memory_order_relaxed) -
                        samples_at_begin;
     if (step >= 0)
         samples += atomic_load_explicit(&p->batch_size, memory_order_relaxed);
-    sw__cell *cell = cell_of(p, t, id, phase);
     if (SW__LIKELY(cell != NULL)) {
         int warm = step >= 0 && atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
         uint64_t self = duration > child_ns ? duration - child_ns : 0;
@@ -705,8 +730,8 @@ SW__INLINE uint64_t pop_frame(sw_profiler *p, sw__thread *t, uint64_t now) {
     SW__PUT(t->depth, depth);
     if (depth > 0)
         t->stack[depth - 1].child_ns += duration;
-    record_span(p, t, f->id, f->phase, f->start_ns, duration, f->child_ns, f->samples_at_begin,
-                depth);
+    record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration, f->child_ns,
+                f->samples_at_begin, depth);
     return duration;
 }
 
@@ -792,8 +817,8 @@ void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
         t->stack[t->depth - 1].child_ns += duration;
     if (p->action_category[id] != SW_CAT_OTHER)
         t->categorized_open++; /* record_span closes it again */
-    record_span(p, t, id, atomic_load_explicit(&p->current_phase, memory_order_relaxed),
-                start_ns, duration, 0,
+    sw_phase phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+    record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration, 0,
                 atomic_load_explicit(&p->samples_done, memory_order_relaxed), t->depth);
 }
 
@@ -848,6 +873,10 @@ void sw_phase_end(sw_profiler *p, sw_phase phase) {
 }
 
 void sw_step_begin(sw_profiler *p, uint32_t batch_size) {
+    sw_step_begin_at(p, batch_size, 0);
+}
+
+void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -865,7 +894,8 @@ void sw_step_begin(sw_profiler *p, uint32_t batch_size) {
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
     t->step_open = 1;
-    push_frame(p, t, p->step_action, sw_now_ns());
+    uint64_t now = sw_now_ns();
+    push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
 }
 
 void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
@@ -1002,8 +1032,13 @@ static void cell_read(const sw__thread *t, const sw__cell *cell, sw__cell *out) 
         SW__GET(out->hist.count, cell->hist.count);
         for (uint32_t b = 0; b < SW_HIST_BUCKETS; b++)
             SW__GET(out->hist.buckets[b], cell->hist.buckets[b]);
-        if (atomic_load_explicit(&t->seq, memory_order_relaxed) == before)
+        SW__GET(out->npending, cell->npending);
+        for (uint32_t i = 0; i < SW__PENDING; i++)
+            SW__GET(out->pending[i], cell->pending[i]);
+        if (atomic_load_explicit(&t->seq, memory_order_relaxed) == before) {
+            cell_fold(out);
             return;
+        }
     }
 }
 
@@ -1033,6 +1068,7 @@ static void thread_exit(void *record) {
             if (t->cells[a][ph] == NULL)
                 continue;
             sw__cell *into = cell_create_locked(p->retired, a, ph);
+            cell_fold(t->cells[a][ph]);
             if (into)
                 cell_merge(into, t->cells[a][ph]);
         }

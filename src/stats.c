@@ -2,7 +2,7 @@
  * stats.c — running statistics of durations: Welford's update for one value and Chan's
  * formula for merging two partial results (per-thread buffers, ranks, run files).
  */
-#include "stepwatch.h"
+#include "internal.h"
 
 #include <math.h>
 
@@ -18,11 +18,10 @@ void sw_stats_add(sw_stats *s, uint64_t ns, uint64_t self_ns, int64_t step, uint
     s->total_ns += ns;
     s->self_ns += self_ns;
     s->samples += samples;
-    /* Welford: M2 grows by (x - old mean)(x - new mean). The mean comes from the exact
-     * integer total rather than an accumulated floating-point update. */
-    double old_mean = s->mean_ns;
+    /* Welford (a block of one value); the mean comes from the exact integer total rather
+     * than an accumulated floating-point update. */
+    s->m2 = sw__m2_fold(s->count - 1, s->mean_ns, s->m2, &ns, 1);
     s->mean_ns = (double)s->total_ns / (double)s->count;
-    s->m2 += ((double)ns - old_mean) * ((double)ns - s->mean_ns);
     if (ns < s->min_ns) {
         s->min_ns = ns;
         s->min_step = step;
@@ -74,4 +73,22 @@ double sw_stats_samples_per_s(const sw_stats *s) {
     if (s->samples == 0 || s->total_ns == 0)
         return 0.0;
     return (double)s->samples * 1e9 / (double)s->total_ns;
+}
+
+double sw__m2_fold(uint64_t n_a, double mean_a, double m2_a, const uint64_t *v, uint32_t n_b) {
+    if (n_b == 0)
+        return m2_a;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < n_b; i++)
+        sum += v[i];
+    double mean_b = (double)sum / (double)n_b, m2_b = 0.0;
+    for (uint32_t i = 0; i < n_b; i++) {
+        double d = (double)v[i] - mean_b;
+        m2_b += d * d;
+    }
+    if (n_a == 0)
+        return m2_b;
+    /* Chan: the two blocks' moments plus the spread between their means. */
+    double delta = mean_b - mean_a;
+    return m2_a + m2_b + delta * delta * ((double)n_a * (double)n_b / (double)(n_a + n_b));
 }

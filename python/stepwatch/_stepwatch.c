@@ -14,19 +14,18 @@
  *   Step      one step as a context manager, with its batch size.
  *   Snapshot  a sw_snapshot: report text, plain records (list of dicts), run metadata.
  *   Timer     Ignite's Timer over sw_timer.
+ *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
  *
  * The hot path (Action/Phase/Step enter and exit, Timed calls) never raises: a closed
  * profiler turns them into no-ops and misuse is counted by the core.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_stepwatch.h"
+
 #include <structmember.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include "stepwatch.h"
 
 /* The run-file reader is another part of the library. Weak references keep this module
  * importable in a build that lacks it; load() then raises SW_EUNSUPPORTED. */
@@ -40,17 +39,6 @@
  * Module state
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    PyTypeObject *profiler_type;
-    PyTypeObject *action_type;
-    PyTypeObject *timed_type;
-    PyTypeObject *phase_type;
-    PyTypeObject *step_type;
-    PyTypeObject *snapshot_type;
-    PyTypeObject *timer_type;
-    PyObject *error;          /* stepwatch.Error */
-    PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
-} module_state;
 
 static struct PyModuleDef stepwatch_module;
 
@@ -59,7 +47,7 @@ static module_state *state_of_module(PyObject *module) {
 }
 
 /* The state of the module that defined tp (or one of its bases: Timer may be subclassed). */
-static module_state *state_of_type(PyTypeObject *tp) {
+module_state *state_of_type(PyTypeObject *tp) {
     PyObject *module = PyType_GetModuleByDef(tp, &stepwatch_module);
     return module ? state_of_module(module) : NULL;
 }
@@ -110,29 +98,6 @@ static int parse_batch_size(PyObject *obj, uint32_t *out) {
  * Object layouts
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    sw_profiler *p;      /* NULL once closed */
-    PyObject *actions;   /* name -> Action */
-    PyObject *phases;    /* name -> Phase */
-    PyObject *counters;  /* name -> int counter id */
-    PyObject *name;      /* the run name, for repr */
-} ProfilerObject;
-
-/* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
- * traverse and dealloc). */
-typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner; /* strong reference; owner->p is read on every call */
-    union {
-        uint32_t id;         /* Action: its sw_id; Phase: its sw_phase */
-        uint32_t batch_size; /* Step */
-    };
-    PyObject *name;        /* NULL for a Step */
-} NamedObject;
-typedef NamedObject ActionObject;
-typedef NamedObject PhaseObject;
-typedef NamedObject StepObject;
 
 typedef struct {
     PyObject_HEAD
@@ -325,8 +290,8 @@ static PyObject *Timed_vectorcall(PyObject *callable, PyObject *const *args, siz
     return r;
 }
 
-/* Bind like a function, so decorated methods get self. */
-static PyObject *Timed_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+/* Bind like a function, so decorated methods get self (Timed, LoopHook). */
+PyObject *bind_as_method(PyObject *self, PyObject *obj, PyObject *type) {
     if (obj == NULL || obj == Py_None)
         return Py_NewRef(self);
     return PyMethod_New(self, obj);
@@ -380,7 +345,7 @@ static PyType_Slot Timed_slots[] = {
     {Py_tp_members, Timed_members},
     {Py_tp_getset, Timed_getset},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, Timed_descr_get},
+    {Py_tp_descr_get, bind_as_method},
     {Py_tp_repr, Timed_repr},
     {Py_tp_traverse, Timed_traverse},
     {Py_tp_clear, Timed_clear},
@@ -1413,7 +1378,9 @@ static int module_exec(PyObject *module) {
         add_type(module, &Phase_spec, &st->phase_type) < 0 ||
         add_type(module, &Step_spec, &st->step_type) < 0 ||
         add_type(module, &Snapshot_spec, &st->snapshot_type) < 0 ||
-        add_type(module, &Timer_spec, &st->timer_type) < 0)
+        add_type(module, &Timer_spec, &st->timer_type) < 0 ||
+        add_type(module, &sw_py_loop_spec, &st->loop_type) < 0 ||
+        add_type(module, &sw_py_hook_spec, &st->hook_type) < 0)
         return -1;
     st->error = PyErr_NewExceptionWithDoc(
         "stepwatch.Error", "A stepwatch call failed; .code is the SW_E* code, .name its name.",
@@ -1442,6 +1409,8 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->step_type);
     Py_VISIT(st->snapshot_type);
     Py_VISIT(st->timer_type);
+    Py_VISIT(st->loop_type);
+    Py_VISIT(st->hook_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     return 0;
@@ -1456,6 +1425,8 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->step_type);
     Py_CLEAR(st->snapshot_type);
     Py_CLEAR(st->timer_type);
+    Py_CLEAR(st->loop_type);
+    Py_CLEAR(st->hook_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     return 0;

@@ -9,7 +9,8 @@ What is timed, per step, and how:
 
   step       from one DataLoader ``next()`` to the next: a step is its data wait plus the
              compute on that batch. (No official hook: ``_BaseDataLoaderIter.__next__`` is
-             patched.) The batch size is read from the batch (first tensor's first dim).
+             patched.) The batch size is read from the batch (first tensor's first dim). The
+             ``next()`` that ends an epoch opens no step.
   data       the ``next()`` call itself.
   forward    the outermost ``nn.Module`` call only. Default (forward="patch"): a wrapper on
              ``nn.Module.__call__``. forward="hooks": torch's global forward pre-hook, ended by
@@ -25,9 +26,12 @@ What is timed, per step, and how:
   optimizer  ``Optimizer.step`` (global optimizer step pre/post hooks).
   zero_grad  ``Optimizer.zero_grad`` and ``Module.zero_grad`` (patched: no hook exists).
 
-Phases: a ``next()`` with grad enabled is "train", under ``no_grad``/``inference_mode`` it is
-"valid"; the whole instrumented time is "fit". Everything is restored by ``uninstrument()``.
+Phases: a DataLoader iterator whose first ``next()`` runs with grad enabled is "train", under
+``no_grad``/``inference_mode`` it is "valid"; the whole instrumented time is "fit". Everything is restored by ``uninstrument()``.
 A hook torch lacks is skipped with a warning; instrumentation never fails the script.
+
+The patches and hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
+python/stepwatch/_loop.c) holding the step's state; this file only installs them.
 """
 import functools
 import threading
@@ -40,7 +44,7 @@ import torch.optim.optimizer as _optim
 from torch.utils.data import dataloader as _dataloader
 
 import stepwatch as _sw
-from stepwatch._batch import batch_size as _batch_size
+from stepwatch._stepwatch import Loop as _Loop
 
 __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 
@@ -62,14 +66,8 @@ class Instrumentation:
         self._patches = []         # (owner, attribute, original)
         self._module_hooks = {}    # id(module) -> (weakref(module), handle)
         self._installed = False
-        # per-step state, touched by the training thread only
-        self._step_open = False
-        self._phase = None         # the open phase object ("train" or "valid")
-        self._inside = None        # the outermost module whose forward/loss is running
-        self._inside_action = None
-        self._fwd_end = 0          # now_ns() at the end of the last outermost forward
-        self._loss_seen = False
-        self._opt_depth = 0
+        self._loop = None          # the C per-step state and hooks (made by install)
+        self._inside = None        # forward="hooks": the outermost module running
 
     # ---- installing ----------------------------------------------------------------------
 
@@ -86,6 +84,10 @@ class Instrumentation:
         self._fit = p.phase("fit")
         self._train = p.phase("train")
         self._valid = p.phase("valid")
+        self._loop = _Loop(p, self._data, self._forward, self._loss, self._backward,
+                           self._optimizer, self._train if self.phases else None,
+                           self._valid if self.phases else None,
+                           torch.nn.modules.loss._Loss, torch.is_grad_enabled)
         self._try("DataLoader steps and data wait", self._install_dataloader)
         self._try("forward and loss", self._install_forward if self.forward == "hooks"
                   else self._install_forward_patch)
@@ -113,162 +115,46 @@ class Instrumentation:
         self._patches.append((owner, name, original))
 
     def _install_dataloader(self):
-        it_type = _dataloader._BaseDataLoaderIter
-        map_kind = _dataloader._DatasetKind.Map
-        st = self
-
-        def make(original):
-            def __next__(it):
-                st._boundary()
-                # A map-style loader knows when it is exhausted: do not open a step for the
-                # fetch that raises StopIteration.
-                if it._dataset_kind == map_kind:
-                    try:
-                        if it._num_yielded >= len(it):
-                            return original(it)
-                    except TypeError:
-                        pass
-                st._enter_phase()
-                st.profiler.step_begin()
-                st._step_open = True
-                st._data.begin()
-                try:
-                    batch = original(it)
-                except BaseException:
-                    st._data.end()
-                    st.profiler.step_end()
-                    st._step_open = False
-                    raise
-                st._data.end()
-                size = _batch_size(batch)
-                if size:
-                    st.profiler.set_batch_size(size)
-                return batch
-            return __next__
-
-        self._patch(it_type, "__next__", make)
+        self._patch(_dataloader._BaseDataLoaderIter, "__next__",
+                    lambda original: self._loop.hook("next", original))
 
     def _install_forward(self):
-        loss_type = torch.nn.modules.loss._Loss
-        st = self
+        st, loop = self, self._loop
 
         def post_hook(module, args, output):
             if st._inside is module:
                 st._inside = None
-                st._inside_action.end()
-                if st._inside_action is st._forward:
-                    st._fwd_end = _sw.now_ns()
-                else:
-                    st._loss_seen = True
+                loop.module_end()
 
         def pre_hook(module, args):
-            if st._inside is not None:
+            if not loop.module_begin(module):
                 return None
-            action = st._loss if isinstance(module, loss_type) else st._forward
             entry = st._module_hooks.get(id(module))
             if entry is None or entry[0]() is not module:
                 handle = module.register_forward_hook(post_hook, always_call=True)
                 st._module_hooks[id(module)] = (weakref.ref(module), handle)
             st._inside = module
-            st._inside_action = action
-            action.begin()
             return None
 
         self._handles.append(_module.register_module_forward_pre_hook(pre_hook))
 
     def _install_forward_patch(self):
-        loss_type = torch.nn.modules.loss._Loss
-        st = self
-
-        def make(original):
-            def __call__(module, *args, **kwargs):
-                if st._inside is not None:  # inside the outermost call: not timed again
-                    return original(module, *args, **kwargs)
-                action = st._loss if isinstance(module, loss_type) else st._forward
-                st._inside = module
-                st._inside_action = action
-                action.begin()
-                try:
-                    return original(module, *args, **kwargs)
-                finally:
-                    st._inside = None
-                    action.end()
-                    if action is st._forward:
-                        st._fwd_end = _sw.now_ns()
-                    else:
-                        st._loss_seen = True
-            return __call__
-
-        self._patch(torch.nn.Module, "__call__", make)
+        self._patch(torch.nn.Module, "__call__", lambda original: self._loop.hook("call", original))
 
     def _install_backward(self):
-        st = self
-
-        def make(original):
-            def backward(*args, **kwargs):
-                if st._fwd_end and not st._loss_seen:
-                    # functional loss: forward end -> backward start
-                    st._loss.record(st._fwd_end, _sw.now_ns())
-                st._fwd_end = 0
-                st._loss_seen = False
-                st._backward.begin()
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    st._backward.end()
-            return backward
-
-        self._patch(torch.autograd, "backward", make)
+        self._patch(torch.autograd, "backward",
+                    lambda original: self._loop.hook("backward", original))
 
     def _install_optimizer(self):
-        st = self
-
-        def pre(optimizer, args, kwargs):
-            st._opt_depth += 1
-            if st._opt_depth == 1:
-                st._optimizer.begin()
-
-        def post(optimizer, args, kwargs):
-            if st._opt_depth > 0:
-                st._opt_depth -= 1
-                if st._opt_depth == 0:
-                    st._optimizer.end()
-
-        self._handles.append(_optim.register_optimizer_step_pre_hook(pre))
-        self._handles.append(_optim.register_optimizer_step_post_hook(post))
+        self._handles.append(_optim.register_optimizer_step_pre_hook(
+            self._loop.hook("optimizer_pre")))
+        self._handles.append(_optim.register_optimizer_step_post_hook(
+            self._loop.hook("optimizer_post")))
 
     def _install_zero_grad(self):
-        st = self
-
         # The action's own C wrapper (begin, call, end; binds as a method): no Python frame.
         self._patch(torch.optim.Optimizer, "zero_grad", self._zero_grad)
         self._patch(torch.nn.Module, "zero_grad", self._zero_grad)
-
-    # ---- per-step bookkeeping ------------------------------------------------------------
-
-    def _boundary(self):
-        """End what the previous step left open (an exception may have skipped a hook)."""
-        if self._inside is not None:
-            self._inside_action.end()
-            self._inside = None
-        if self._opt_depth:
-            self._optimizer.end()
-            self._opt_depth = 0
-        self._fwd_end = 0
-        self._loss_seen = False
-        if self._step_open:
-            self.profiler.step_end()
-            self._step_open = False
-
-    def _enter_phase(self):
-        if not self.phases:
-            return
-        want = self._train if torch.is_grad_enabled() else self._valid
-        if want is not self._phase:
-            if self._phase is not None:
-                self._phase.end()
-            want.begin()
-            self._phase = want
 
     # ---- removing ------------------------------------------------------------------------
 
@@ -277,10 +163,8 @@ class Instrumentation:
         if not self._installed:
             return
         self._installed = False
-        self._boundary()
-        if self._phase is not None:
-            self._phase.end()
-            self._phase = None
+        self._loop.close()
+        self._inside = None
         if self.phases:
             self._fit.end()
         for handle in self._handles:

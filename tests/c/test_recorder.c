@@ -157,6 +157,44 @@ static void test_phases_steps_and_samples(void **state) {
     sw_profiler_free(p);
 }
 
+/* A step begun after its batch arrived, at the time the fetch started: the step covers the
+ * data wait recorded into it, and a fetch that found no batch opened no step. */
+static void test_step_begin_at(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id data = sw_action(p, "data");
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int i = 0; i < 4; i++) {
+        uint64_t fetch = sw_now_ns();
+        sw_test_spin(200000);
+        uint64_t arrived = sw_now_ns();
+        if (i == 3)
+            break; /* the epoch's last fetch: no batch, no step */
+        sw_step_begin_at(p, 32, fetch);
+        sw_record(p, data, fetch, arrived);
+        sw_test_spin(100000);
+        sw_step_end(p);
+    }
+    sw_step_begin_at(p, 1, sw_now_ns() + 1000000000u); /* a start to come is taken as now */
+    sw_step_end(p);
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_snapshot *s = take(p);
+    const sw_row *steps = sw_snapshot_find(s, "step", "train");
+    const sw_row *waits = sw_snapshot_find(s, "data", "train");
+    assert_non_null(steps);
+    assert_non_null(waits);
+    assert_int_equal(steps->stats.count, 4);
+    assert_int_equal(waits->stats.count, 3);
+    assert_int_equal(waits->stats.samples, 3 * 32);
+    /* Each step holds its data wait: steps minus waits is the compute, at least 3 spins. */
+    assert_true(steps->stats.total_ns >= waits->stats.total_ns);
+    assert_true(steps->stats.self_ns + waits->stats.total_ns == steps->stats.total_ns);
+    assert_true(steps->stats.max_ns < 1000000000u);
+    assert_int_equal(s->misuse.step_overlap + s->misuse.bad_record, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
 static void test_misuse_is_counted_not_fatal(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .max_depth = 4);
@@ -269,6 +307,7 @@ int main(void) {
         cmocka_unit_test(test_intern),
         cmocka_unit_test(test_nesting_and_self_time),
         cmocka_unit_test(test_phases_steps_and_samples),
+        cmocka_unit_test(test_step_begin_at),
         cmocka_unit_test(test_misuse_is_counted_not_fatal),
         cmocka_unit_test(test_record_and_enabled),
         cmocka_unit_test(test_macros_cache_per_profiler),

@@ -147,6 +147,53 @@ def test_an_exception_in_forward_does_not_break_later_steps(prof, forward):
     assert r["backward"]["count"] == 3 and r["step"]["count"] == 4
 
 
+def test_iterable_data_without_len_gets_one_step_per_batch(prof):
+    """The fetch that ends an epoch (StopIteration) opens no step, even when the loader
+    cannot tell the end in advance."""
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            for _ in range(7):
+                yield torch.randn(3, 8), torch.randn(3, 1)
+
+    model, opt = model_and_opt()
+    swtorch.instrument(prof)
+    for _epoch in range(2):
+        train(DataLoader(Stream(), batch_size=None), model, opt, torch.nn.MSELoss())
+    swtorch.uninstrument()
+    r = rows(prof, "train")
+    assert r["step"]["count"] == 14 and r["data"]["count"] == 14
+    assert r["step"]["samples"] == 14 * 3
+    assert prof.snapshot().info()["misuse"]["step_overlap"] == 0
+
+
+def test_a_closed_profiler_leaves_training_untouched(prof):
+    model, opt = model_and_opt()
+    loader = DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=4)
+    swtorch.instrument(prof)
+    prof.close()
+    train(loader, model, opt, torch.nn.MSELoss())  # the hooks call straight through
+    swtorch.uninstrument()
+    assert prof.closed
+
+
+def test_loop_rejects_bad_arguments(prof):
+    from stepwatch._stepwatch import Loop
+    acts = [prof.action(n) for n in ("data", "forward", "loss", "backward", "optimizer")]
+    other = stepwatch.Profiler(name="other")
+    with pytest.raises(TypeError, match="profiler must be a stepwatch.Profiler"):
+        Loop(None, *acts, None, None, torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+    with pytest.raises(TypeError, match="forward must be a stepwatch.Action of the same"):
+        Loop(prof, acts[0], other.action("forward"), *acts[2:], None, None,
+             torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+    with pytest.raises(TypeError, match="loss_type must be a type"):
+        Loop(prof, *acts, None, None, "loss", torch.is_grad_enabled)
+    loop = Loop(prof, *acts, None, None, torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+    with pytest.raises(ValueError, match="unknown kind 'forward'"):
+        loop.hook("forward", len)
+    with pytest.raises(TypeError, match="original must be callable"):
+        loop.hook("next", None)
+
+
 def test_autorun_runs_an_unmodified_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""
