@@ -328,13 +328,9 @@ PyType_Spec sw_py_hook_spec = {
  * Loop
  * ---------------------------------------------------------------------------------------- */
 
-/* An Action or Phase of profiler, or None for a phase (phases off): its id. */
+/* The id of an Action or Phase of profiler. */
 static int named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler,
                     const char *what, uint32_t *id) {
-    if (obj == Py_None && type == NULL) {
-        *id = SW_PHASE_NONE;
-        return 0;
-    }
     if (!PyObject_TypeCheck(obj, type) || ((NamedObject *)obj)->owner != profiler) {
         PyErr_Format(PyExc_TypeError, "Loop: %s must be a %s of the same Profiler", what,
                      type->tp_name);
@@ -366,16 +362,14 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         return NULL;
     }
     ProfilerObject *owner = (ProfilerObject *)profiler;
-    uint32_t ids[5], phases[2];
+    uint32_t ids[5], phases[2] = {SW_PHASE_NONE, SW_PHASE_NONE};
     PyObject *const actions[5] = {data, forward, loss, backward, optimizer};
     for (int i = 0; i < 5; i++)
         if (named_id(actions[i], st->action_type, owner, keywords[i + 1], &ids[i]) < 0)
             return NULL;
-    int phases_off = train == Py_None || valid == Py_None;
-    if (named_id(phases_off ? Py_None : train, phases_off ? NULL : st->phase_type, owner,
-                 "train", &phases[0]) < 0 ||
-        named_id(phases_off ? Py_None : valid, phases_off ? NULL : st->phase_type, owner,
-                 "valid", &phases[1]) < 0)
+    int phases_on = train != Py_None && valid != Py_None;
+    if (phases_on && (named_id(train, st->phase_type, owner, "train", &phases[0]) < 0 ||
+                      named_id(valid, st->phase_type, owner, "valid", &phases[1]) < 0))
         return NULL;
 
     LoopObject *self = (LoopObject *)type->tp_alloc(type, 0);
