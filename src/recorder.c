@@ -139,10 +139,16 @@ struct sw_profiler {
 
 /* ---- the clock ------------------------------------------------------------------------ */
 
-uint64_t sw_now_ns(void) {
+/* The clock, inlined into the hot path (a call to the exported sw_now_ns may go through the
+ * PLT of a shared library). */
+SW__INLINE uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sw_now_ns(void) {
+    return now_ns();
 }
 
 /* ---- every live profiler, so fork can reset them --------------------------------------- */
@@ -367,7 +373,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     p->origin_unix_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
-    p->origin_ns = sw_now_ns();
+    p->origin_ns = now_ns();
 
     pthread_once(&atfork_once, install_atfork);
     pthread_mutex_lock(&live_lock);
@@ -776,11 +782,11 @@ void sw_begin(sw_profiler *p, sw_id id) {
     sw__thread *t = thread_of(p);
     if (SW__UNLIKELY(t == NULL))
         return;
-    push_frame(p, t, id, sw_now_ns());
+    push_frame(p, t, id, now_ns());
 }
 
 void sw_end(sw_profiler *p, sw_id id) {
-    uint64_t now = sw_now_ns();
+    uint64_t now = now_ns();
     if (SW__UNLIKELY(p == NULL))
         return;
     sw__thread *t = thread_of(p);
@@ -839,13 +845,13 @@ void sw_phase_begin(sw_profiler *p, sw_phase phase) {
         return;
     }
     /* The phase's span belongs to the enclosing phase, so push it before switching. */
-    push_frame(p, t, p->phase_action[phase], sw_now_ns());
+    push_frame(p, t, p->phase_action[phase], now_ns());
     t->phase_stack[t->phase_depth++] = phase;
     atomic_store_explicit(&p->current_phase, phase, memory_order_relaxed);
 }
 
 void sw_phase_end(sw_profiler *p, sw_phase phase) {
-    uint64_t now = sw_now_ns();
+    uint64_t now = now_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -894,7 +900,7 @@ void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
     t->step_open = 1;
-    uint64_t now = sw_now_ns();
+    uint64_t now = now_ns();
     push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
 }
 
@@ -904,7 +910,7 @@ void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
 }
 
 void sw_step_end(sw_profiler *p) {
-    uint64_t now = sw_now_ns();
+    uint64_t now = now_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -981,7 +987,7 @@ void sw_counter(sw_profiler *p, sw_id counter, double value) {
         atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
         return;
     }
-    uint64_t now = sw_now_ns();
+    uint64_t now = now_ns();
     pthread_mutex_lock(&p->counter_lock);
     sw_counter_summary *s = &p->counters[counter].summary;
     s->count++;
@@ -1103,7 +1109,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->rank = p->opts.rank;
         s->world_size = p->opts.world_size;
         s->start_unix_ns = p->origin_unix_ns;
-        s->elapsed_ns = sw_now_ns() - p->origin_ns;
+        s->elapsed_ns = now_ns() - p->origin_ns;
         s->steps = atomic_load(&p->steps_begun);
         s->warmup_steps = p->opts.warmup_steps;
         s->dropped_events = atomic_load(&p->events_dropped);
@@ -1246,5 +1252,5 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_step_overlap, 0);
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
-    p->origin_ns = sw_now_ns();
+    p->origin_ns = now_ns();
 }

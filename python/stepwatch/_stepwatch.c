@@ -7,8 +7,8 @@
  * Types
  *   Profiler  owns one sw_profiler; hands out Action, Phase and Step objects.
  *   Action    a pre-made action: `with a:` is one C call into sw_begin on entry and one into
- *             sw_end on exit (METH_NOARGS / METH_FASTCALL, no argument parsing). Calling it
- *             with a function gives a Timed wrapper (the decorator form).
+ *             sw_end on exit, with no allocation (see Prebound). Calling it with a function
+ *             gives a Timed wrapper (the decorator form).
  *   Timed     a function wrapped by an action (vectorcall: begin, call, end).
  *   Phase     a phase as a context manager (sw_phase_begin / sw_phase_end).
  *   Step      one step as a context manager, with its batch size.
@@ -119,7 +119,100 @@ typedef struct {
 } TimerObject;
 
 /* ------------------------------------------------------------------------------------------
- * Action: the hot path
+ * Prebound: `with` without an allocation
+ *
+ * `with a:` looks __enter__ and __exit__ up on a's type on every statement, and for methods
+ * written in C each lookup allocates a bound method object: about half of what an empty
+ * `with` costs (85 ns of 145 here). So an Action (or Phase) binds its two methods once, when
+ * it is made (NamedObject.enter/.exit), and its type's __enter__ and __exit__ are Prebound
+ * descriptors that hand those out. A `with` then allocates nothing and makes one C call on
+ * entry and one on exit. (Member descriptors would do the same, a few ns slower.)
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *owner; /* Action or Phase */
+    int exits;           /* __exit__, else __enter__ */
+} PreboundObject;
+
+static PyObject *Prebound_get(PyObject *self, PyObject *obj, PyObject *type) {
+    PreboundObject *slot = (PreboundObject *)self;
+    const char *name = slot->exits ? "__exit__" : "__enter__";
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    if (!PyObject_TypeCheck(obj, slot->owner))
+        return PyErr_Format(PyExc_TypeError, "%s.%s needs a %s, not %s", slot->owner->tp_name,
+                            name, slot->owner->tp_name, Py_TYPE(obj)->tp_name);
+    PyObject *bound = slot->exits ? ((NamedObject *)obj)->exit : ((NamedObject *)obj)->enter;
+    if (bound == NULL) /* only while the collector clears a dead cycle */
+        return PyErr_Format(PyExc_AttributeError, "%R has no %s", obj, name);
+    return Py_NewRef(bound);
+}
+
+static int Prebound_traverse(PreboundObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static int Prebound_clear(PreboundObject *self) {
+    Py_CLEAR(self->owner);
+    return 0;
+}
+
+static void Prebound_dealloc(PreboundObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Prebound_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot Prebound_slots[] = {
+    {Py_tp_doc, "__enter__/__exit__ of Action and Phase: the method bound when it was made."},
+    {Py_tp_descr_get, Prebound_get},
+    {Py_tp_traverse, Prebound_traverse},
+    {Py_tp_clear, Prebound_clear},
+    {Py_tp_dealloc, Prebound_dealloc},
+    {0, NULL},
+};
+
+static PyType_Spec Prebound_spec = {
+    .name = "stepwatch.Prebound",
+    .basicsize = sizeof(PreboundObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Prebound_slots,
+};
+
+/* Make owner's __enter__ and __exit__ Prebound descriptors (once, at module init). */
+static int add_prebound(PyTypeObject *prebound_type, PyTypeObject *owner) {
+    for (int exits = 0; exits <= 1; exits++) {
+        PreboundObject *slot = PyObject_GC_New(PreboundObject, prebound_type);
+        if (!slot)
+            return -1;
+        slot->owner = (PyTypeObject *)Py_NewRef(owner);
+        slot->exits = exits;
+        PyObject_GC_Track(slot);
+        int rc = PyDict_SetItemString(owner->tp_dict, exits ? "__exit__" : "__enter__",
+                                      (PyObject *)slot);
+        Py_DECREF(slot);
+        if (rc < 0)
+            return -1;
+    }
+    PyType_Modified(owner);
+    return 0;
+}
+
+/* Bind o's __enter__ and __exit__ (methods[0] and [1]) for its Prebound descriptors. */
+static int bind_with_methods(NamedObject *o, PyMethodDef methods[2]) {
+    o->enter = PyCFunction_NewEx(&methods[0], (PyObject *)o, NULL);
+    o->exit = PyCFunction_NewEx(&methods[1], (PyObject *)o, NULL);
+    return o->enter && o->exit ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Action
  * ---------------------------------------------------------------------------------------- */
 
 static PyObject *Action_enter(ActionObject *self, PyObject *unused) {
@@ -135,6 +228,12 @@ static PyObject *Action_exit(ActionObject *self, PyObject *const *args, Py_ssize
         sw_end(p, self->id);
     Py_RETURN_FALSE; /* never swallow the user's exception */
 }
+
+static PyMethodDef Action_with_methods[2] = {
+    {"__enter__", (PyCFunction)Action_enter, METH_NOARGS, "Begin the span; returns the action."},
+    {"__exit__", (PyCFunction)(void (*)(void))Action_exit, METH_FASTCALL,
+     "End the span; never suppresses an exception."},
+};
 
 static PyObject *Timed_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                   PyObject *kwnames);
@@ -179,11 +278,16 @@ static PyObject *Action_repr(ActionObject *self) {
 static int Named_traverse(NamedObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->owner);
+    Py_VISIT(self->enter);
+    Py_VISIT(self->exit);
     return 0;
 }
 
 static int Named_clear(NamedObject *self) {
-    /* owner stays: the hot path reads it unconditionally; the profiler side breaks cycles. */
+    /* owner stays: the hot path reads it unconditionally; the profiler side breaks that
+     * cycle. The bound __enter__/__exit__ refer back to self and have no clear of their own. */
+    Py_CLEAR(self->enter);
+    Py_CLEAR(self->exit);
     return 0;
 }
 
@@ -192,6 +296,8 @@ static void Named_dealloc(NamedObject *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->name);
+    Py_CLEAR(self->enter);
+    Py_CLEAR(self->exit);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -229,9 +335,6 @@ static PyObject *Action_record(ActionObject *self, PyObject *const *args, Py_ssi
 }
 
 static PyMethodDef Action_methods[] = {
-    {"__enter__", (PyCFunction)Action_enter, METH_NOARGS, "Begin the span; returns the action."},
-    {"__exit__", (PyCFunction)(void (*)(void))Action_exit, METH_FASTCALL,
-     "End the span; never suppresses an exception."},
     {"begin", (PyCFunction)Action_begin, METH_NOARGS, "Begin a span of this action."},
     {"end", (PyCFunction)Action_end, METH_NOARGS, "End the innermost span of this action."},
     {"record", (PyCFunction)(void (*)(void))Action_record, METH_FASTCALL,
@@ -380,13 +483,16 @@ static PyObject *Phase_exit(PhaseObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_FALSE;
 }
 
+static PyMethodDef Phase_with_methods[2] = {
+    {"__enter__", (PyCFunction)Phase_enter, METH_NOARGS, "Enter the phase."},
+    {"__exit__", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL, "Leave the phase."},
+};
+
 static PyObject *Phase_repr(PhaseObject *self) {
     return PyUnicode_FromFormat("<stepwatch.Phase %R id=%u>", self->name, (unsigned)self->id);
 }
 
 static PyMethodDef Phase_methods[] = {
-    {"__enter__", (PyCFunction)Phase_enter, METH_NOARGS, "Enter the phase."},
-    {"__exit__", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL, "Leave the phase."},
     {"begin", (PyCFunction)Phase_enter, METH_NOARGS, "Enter the phase."},
     {"end", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL, "Leave the phase."},
     {NULL, NULL, 0, NULL},
@@ -831,8 +937,10 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     o->owner = (ProfilerObject *)Py_NewRef(self);
     o->id = id;
     o->name = Py_NewRef(name);
+    o->enter = o->exit = NULL;
     PyObject_GC_Track(o);
-    if (PyDict_SetItem(cache, name, (PyObject *)o) < 0) {
+    if (bind_with_methods(o, is_phase ? Phase_with_methods : Action_with_methods) < 0 ||
+        PyDict_SetItem(cache, name, (PyObject *)o) < 0) {
         Py_DECREF(o);
         return NULL;
     }
@@ -912,6 +1020,7 @@ static PyObject *Profiler_step(ProfilerObject *self, PyObject *const *args, Py_s
     o->owner = (ProfilerObject *)Py_NewRef(self);
     o->batch_size = bs;
     o->name = NULL;
+    o->enter = o->exit = NULL;
     PyObject_GC_Track(o);
     return (PyObject *)o;
 }
@@ -1374,13 +1483,16 @@ static int module_exec(PyObject *module) {
     module_state *st = state_of_module(module);
     if (add_type(module, &Profiler_spec, &st->profiler_type) < 0 ||
         add_type(module, &Action_spec, &st->action_type) < 0 ||
+        add_type(module, &Prebound_spec, &st->prebound_type) < 0 ||
         add_type(module, &Timed_spec, &st->timed_type) < 0 ||
         add_type(module, &Phase_spec, &st->phase_type) < 0 ||
         add_type(module, &Step_spec, &st->step_type) < 0 ||
         add_type(module, &Snapshot_spec, &st->snapshot_type) < 0 ||
         add_type(module, &Timer_spec, &st->timer_type) < 0 ||
         add_type(module, &sw_py_loop_spec, &st->loop_type) < 0 ||
-        add_type(module, &sw_py_hook_spec, &st->hook_type) < 0)
+        add_type(module, &sw_py_hook_spec, &st->hook_type) < 0 ||
+        add_prebound(st->prebound_type, st->action_type) < 0 ||
+        add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
     st->error = PyErr_NewExceptionWithDoc(
         "stepwatch.Error", "A stepwatch call failed; .code is the SW_E* code, .name its name.",
@@ -1404,6 +1516,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     module_state *st = state_of_module(module);
     Py_VISIT(st->profiler_type);
     Py_VISIT(st->action_type);
+    Py_VISIT(st->prebound_type);
     Py_VISIT(st->timed_type);
     Py_VISIT(st->phase_type);
     Py_VISIT(st->step_type);
@@ -1420,6 +1533,7 @@ static int module_clear(PyObject *module) {
     module_state *st = state_of_module(module);
     Py_CLEAR(st->profiler_type);
     Py_CLEAR(st->action_type);
+    Py_CLEAR(st->prebound_type);
     Py_CLEAR(st->timed_type);
     Py_CLEAR(st->phase_type);
     Py_CLEAR(st->step_type);

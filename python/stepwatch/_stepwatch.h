@@ -16,6 +16,7 @@
 typedef struct {
     PyTypeObject *profiler_type;
     PyTypeObject *action_type;
+    PyTypeObject *prebound_type;
     PyTypeObject *timed_type;
     PyTypeObject *phase_type;
     PyTypeObject *step_type;
@@ -50,6 +51,8 @@ typedef struct {
         uint32_t batch_size; /* Step */
     };
     PyObject *name;        /* NULL for a Step */
+    PyObject *enter;       /* Action, Phase: their __enter__ and __exit__, bound once (see */
+    PyObject *exit;        /* Prebound in _stepwatch.c); NULL for a Step */
 } NamedObject;
 typedef NamedObject ActionObject;
 typedef NamedObject PhaseObject;

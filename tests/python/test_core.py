@@ -46,6 +46,41 @@ def test_exit_does_not_swallow_exceptions():
     assert rows_by(p)["x"]["count"] == 1
 
 
+def test_with_methods_are_bound_once_and_collected():
+    # `with` takes an Action's (and a Phase's) __enter__/__exit__ bound when it was made, so
+    # no bound method is allocated per statement; they must still behave like methods.
+    p = Profiler()
+    a, ph = p.action("x"), p.phase("train")
+    assert a.__enter__ is a.__enter__ and a.__exit__ is a.__exit__
+    with ph as got_phase, a as got_action:
+        pass
+    assert got_phase is ph and got_action is a
+    assert a.__exit__(None, None, None) is False  # no span open: counted, not raised
+    assert rows_by(p, "train")["x"]["count"] == 1
+    with pytest.raises(TypeError, match="needs a stepwatch.Action"):
+        type(a).__dict__["__enter__"].__get__(ph)
+    # A bound method may outlive its action and profiler: calling it is then a no-op.
+    exit_ = p.action("late").__exit__
+    p.close()
+    del p, a, ph
+    gc.collect()
+    assert exit_(None, None, None) is False
+
+    def live_actions():
+        gc.collect()
+        return sum(isinstance(o, stepwatch.Action) for o in gc.get_objects())
+
+    # Each action and its bound methods form a cycle: the collector must free it.
+    before = live_actions()
+    for _ in range(20):
+        q = Profiler()
+        with q.action("y"):
+            pass
+        q.close()
+    del q
+    assert live_actions() == before
+
+
 def test_decorator_functions_and_methods():
     p = Profiler()
 
