@@ -137,15 +137,16 @@ typedef struct {
 
 static PyObject *Prebound_get(PyObject *self, PyObject *obj, PyObject *type) {
     PreboundObject *slot = (PreboundObject *)self;
-    const char *name = slot->exits ? "__exit__" : "__enter__";
     if (obj == NULL || obj == Py_None)
         return Py_NewRef(self);
     if (!PyObject_TypeCheck(obj, slot->owner))
         return PyErr_Format(PyExc_TypeError, "%s.%s needs a %s, not %s", slot->owner->tp_name,
-                            name, slot->owner->tp_name, Py_TYPE(obj)->tp_name);
+                            slot->exits ? "__exit__" : "__enter__", slot->owner->tp_name,
+                            Py_TYPE(obj)->tp_name);
     PyObject *bound = slot->exits ? ((NamedObject *)obj)->exit : ((NamedObject *)obj)->enter;
     if (bound == NULL) /* only while the collector clears a dead cycle */
-        return PyErr_Format(PyExc_AttributeError, "%R has no %s", obj, name);
+        return PyErr_Format(PyExc_AttributeError, "%R has no %s", obj,
+                            slot->exits ? "__exit__" : "__enter__");
     return Py_NewRef(bound);
 }
 
