@@ -7,8 +7,9 @@
    a closed profiler: same calls, no sw_begin/sw_end). Budget: <= 100 ns, >= 8x cheaper.
 2. per-iteration overhead on a trivial Ignite engine: Ignite's BasicTimeProfiler vs
    stepwatch.ignite.BasicTimeProfiler (overhead = run time with profiler minus without).
+   Budget: <= 2 us per iteration (the issue's "trivial loop" budget).
 3. per-step overhead of stepwatch.torch.instrument() (step, data, forward, loss, backward,
-   optimizer, zero_grad) on a trivial loop. Budget: <= 2 us per step.
+   optimizer, zero_grad) on a trivial torch loop, held to the same 2 us.
 4. slowdown of a real CPU training step (an MLP classifier, ~0.7 ms here) under instrument()
    vs none. Budget: <= 1 %. The same for a twice larger step (~1.1 ms), for comparison.
    3 and 4 switch the instrumentation on and off every 25 steps of one pass and compare the
@@ -179,7 +180,8 @@ def main():
     budgets = {
         "with_le_100ns": w["stepwatch_with_ns"] <= 100,
         "with_ge_8x_cheaper_than_simple": w["speedup_vs_simple"] >= 8,
-        "trivial_step_le_2us": tt["overhead_ns"] <= 2000,
+        "ignite_trivial_engine_le_2us": ig["stepwatch_basic_overhead_ns"] <= 2000,
+        "torch_trivial_loop_le_2us": tt["overhead_ns"] <= 2000,
         "real_step_le_1pct": tr["slowdown_pct"] <= 1.0,
     }
     figures["budgets_met"] = budgets
@@ -194,11 +196,11 @@ def main():
          budgets["with_ge_8x_cheaper_than_simple"]),
         ("ignite: BasicTimeProfiler overhead/iter", f"{ig['ignite_basic_overhead_ns']:.0f} ns", "",
          None),
-        ("ignite: stepwatch Basic overhead/iter", f"{ig['stepwatch_basic_overhead_ns']:.0f} ns", "",
-         None),
+        ("ignite: stepwatch Basic overhead/iter", f"{ig['stepwatch_basic_overhead_ns']:.0f} ns",
+         "<= 2000 ns", budgets["ignite_trivial_engine_le_2us"]),
         ("torch trivial loop: step", f"{tt['step_ns'] / 1e3:.1f} us", "", None),
         ("torch trivial loop: instrument() overhead", f"{tt['overhead_ns']:.0f} ns", "<= 2000 ns",
-         budgets["trivial_step_le_2us"]),
+         budgets["torch_trivial_loop_le_2us"]),
         ("torch real step", f"{tr['step_ns'] / 1e3:.0f} us", "", None),
         ("torch real step: instrument() slowdown", f"{tr['slowdown_pct']:.2f} %", "<= 1 %",
          budgets["real_step_le_1pct"]),

@@ -71,43 +71,6 @@ typedef struct {
  * The step's bookkeeping
  * ---------------------------------------------------------------------------------------- */
 
-/* Samples in a batch: the first dimension of its first array-like, looking through a few
- * levels of tuples, lists and dicts; 0 when it cannot be told (never an exception). */
-static uint32_t batch_size_of(LoopObject *loop, PyObject *batch) {
-    for (int level = 0; level < 4; level++) {
-        if (PyTuple_Check(batch) || PyList_Check(batch)) {
-            if (PySequence_Fast_GET_SIZE(batch) == 0)
-                return 0;
-            batch = PySequence_Fast_GET_ITEM(batch, 0);
-            continue;
-        }
-        if (PyDict_Check(batch)) {
-            Py_ssize_t pos = 0;
-            PyObject *key, *value;
-            if (!PyDict_Next(batch, &pos, &key, &value))
-                return 0;
-            batch = value;
-            continue;
-        }
-        PyObject *shape = NULL;
-#if PY_VERSION_HEX >= 0x030D0000
-        int found = PyObject_GetOptionalAttr(batch, loop->shape, &shape);
-#else
-        int found = _PyObject_LookupAttr(batch, loop->shape, &shape);
-#endif
-        unsigned long size = 0;
-        if (found > 0 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
-            size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, 0));
-        Py_XDECREF(shape);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        return size > UINT32_MAX ? 0 : (uint32_t)size;
-    }
-    return 0;
-}
-
 /* End what the step in progress left open (an exception may have skipped a hook), then the
  * step itself. */
 static void loop_boundary(LoopObject *loop, sw_profiler *p) {
@@ -194,7 +157,7 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     uint64_t arrived = sw_now_ns();
     p = loop->owner->p;
     if (p != NULL) {
-        sw_step_begin_at(p, batch_size_of(loop, batch), fetch);
+        sw_step_begin_at(p, sw_py_batch_size(batch, loop->shape), fetch);
         sw_record(p, loop->data, fetch, arrived);
         loop->step_open = 1;
     }
@@ -328,18 +291,6 @@ PyType_Spec sw_py_hook_spec = {
  * Loop
  * ---------------------------------------------------------------------------------------- */
 
-/* The id of an Action or Phase of profiler. */
-static int named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler,
-                    const char *what, uint32_t *id) {
-    if (!PyObject_TypeCheck(obj, type) || ((NamedObject *)obj)->owner != profiler) {
-        PyErr_Format(PyExc_TypeError, "Loop: %s must be a %s of the same Profiler", what,
-                     type->tp_name);
-        return -1;
-    }
-    *id = ((NamedObject *)obj)->id;
-    return 0;
-}
-
 static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"profiler", "data", "forward", "loss", "backward", "optimizer",
                                "train", "valid", "loss_type", "grad_enabled", NULL};
@@ -365,11 +316,13 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     uint32_t ids[5], phases[2] = {SW_PHASE_NONE, SW_PHASE_NONE};
     PyObject *const actions[5] = {data, forward, loss, backward, optimizer};
     for (int i = 0; i < 5; i++)
-        if (named_id(actions[i], st->action_type, owner, keywords[i + 1], &ids[i]) < 0)
+        if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1],
+                           &ids[i]) < 0)
             return NULL;
     int phases_on = train != Py_None && valid != Py_None;
-    if (phases_on && (named_id(train, st->phase_type, owner, "train", &phases[0]) < 0 ||
-                      named_id(valid, st->phase_type, owner, "valid", &phases[1]) < 0))
+    if (phases_on &&
+        (sw_py_named_id(train, st->phase_type, owner, "Loop", "train", &phases[0]) < 0 ||
+         sw_py_named_id(valid, st->phase_type, owner, "Loop", "valid", &phases[1]) < 0))
         return NULL;
 
     LoopObject *self = (LoopObject *)type->tp_alloc(type, 0);

@@ -15,6 +15,7 @@
  *   Snapshot  a sw_snapshot: report text, plain records (list of dicts), run metadata.
  *   Timer     Ignite's Timer over sw_timer.
  *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
+ *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c).
  *
  * The hot path (Action/Phase/Step enter and exit, Timed calls) never raises: a closed
  * profiler turns them into no-ops and misuse is counted by the core.
@@ -399,6 +400,57 @@ PyObject *bind_as_method(PyObject *self, PyObject *obj, PyObject *type) {
     if (obj == NULL || obj == Py_None)
         return Py_NewRef(self);
     return PyMethod_New(self, obj);
+}
+
+/* Samples in a batch: the first dimension of its first array-like, looking through a few
+ * levels of tuples, lists and dicts; 0 when it cannot be told (never an exception). shape is
+ * the interned string "shape" (the caller keeps it, to spare a lookup per batch). */
+uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name) {
+    for (int level = 0; level < 4; level++) {
+        if (PyTuple_Check(batch) || PyList_Check(batch)) {
+            if (PySequence_Fast_GET_SIZE(batch) == 0)
+                return 0;
+            batch = PySequence_Fast_GET_ITEM(batch, 0);
+            continue;
+        }
+        if (PyDict_Check(batch)) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            if (!PyDict_Next(batch, &pos, &key, &value))
+                return 0;
+            batch = value;
+            continue;
+        }
+        PyObject *shape = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+        int found = PyObject_GetOptionalAttr(batch, shape_name, &shape);
+#else
+        int found = _PyObject_LookupAttr(batch, shape_name, &shape);
+#endif
+        unsigned long size = 0;
+        if (found > 0 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
+            size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, 0));
+        Py_XDECREF(shape);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return size > UINT32_MAX ? 0 : (uint32_t)size;
+    }
+    return 0;
+}
+
+/* The id of obj, which must be an Action or Phase (type) of profiler; else a TypeError
+ * "<who>: <what> must be ...". */
+int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,
+                   const char *what, uint32_t *id) {
+    if (!PyObject_TypeCheck(obj, type) || ((NamedObject *)obj)->owner != profiler) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a %s of the same Profiler", who, what,
+                     type->tp_name);
+        return -1;
+    }
+    *id = ((NamedObject *)obj)->id;
+    return 0;
 }
 
 static int Timed_traverse(TimedObject *self, visitproc visit, void *arg) {
@@ -1492,6 +1544,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &Timer_spec, &st->timer_type) < 0 ||
         add_type(module, &sw_py_loop_spec, &st->loop_type) < 0 ||
         add_type(module, &sw_py_hook_spec, &st->hook_type) < 0 ||
+        add_type(module, &sw_py_marks_spec, &st->marks_type) < 0 ||
         add_prebound(st->prebound_type, st->action_type) < 0 ||
         add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
@@ -1525,6 +1578,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->timer_type);
     Py_VISIT(st->loop_type);
     Py_VISIT(st->hook_type);
+    Py_VISIT(st->marks_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     return 0;
@@ -1542,6 +1596,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->timer_type);
     Py_CLEAR(st->loop_type);
     Py_CLEAR(st->hook_type);
+    Py_CLEAR(st->marks_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     return 0;

@@ -4,6 +4,7 @@
  *
  *   _stepwatch.c  the module and its general types (Profiler, Action, Timed, Phase, ...)
  *   _loop.c       the per-step hot path of stepwatch.torch (Loop and its Hooks)
+ *   _marks.c      the per-iteration marks of stepwatch.ignite (Marks)
  */
 #ifndef SW_PY_STEPWATCH_H
 #define SW_PY_STEPWATCH_H
@@ -24,6 +25,7 @@ typedef struct {
     PyTypeObject *timer_type;
     PyTypeObject *loop_type;
     PyTypeObject *hook_type;
+    PyTypeObject *marks_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
 } module_state;
@@ -61,8 +63,18 @@ typedef NamedObject StepObject;
 /* tp_descr_get of callables that bind like functions (a method gets its instance). */
 PyObject *bind_as_method(PyObject *self, PyObject *obj, PyObject *type);
 
-/* The Loop type (_loop.c). */
+/* Samples in a batch (first dimension of its first array-like); 0 when unknown, never an
+ * exception. shape_name: the interned string "shape". */
+uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name);
+
+/* The id of obj, an Action or Phase (type) of profiler, into *id; else -1 and a TypeError
+ * that starts with who. */
+int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,
+                   const char *what, uint32_t *id);
+
+/* The Loop type (_loop.c) and the Marks type (_marks.c). */
 extern PyType_Spec sw_py_loop_spec;
 extern PyType_Spec sw_py_hook_spec;
+extern PyType_Spec sw_py_marks_spec;
 
 #endif

@@ -10,12 +10,17 @@ Differences from Ignite's profilers, all on purpose:
   * memory is bounded: statistics live in the C core (per action, never per iteration);
     write_results keeps the last ``max_rows`` iterations (default 100 000) for its CSV and
     counts in ``dropped_rows`` how many older ones it let go;
-  * data of unknown length works (no ``len()``, no ``epoch_length`` needed); the fetch that
-    finds the end of such data in the first epoch is counted as one more (data-only) step;
+  * data of unknown length works (no ``len()``, no ``epoch_length`` needed); a step begins
+    when its batch arrived (at the time its fetch began), so the fetch that finds the end of
+    the data opens none;
   * "Dataflow" is the ``next(iterator)`` call itself (between the GET_BATCH_STARTED and
     GET_BATCH_COMPLETED handlers), "Processing" the process function (between the
     ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
 Results use Ignite's layout: seconds; min/index and max/index with 0-based iteration index.
+
+Cost: the marks that run every iteration are C methods registered directly as Ignite
+handlers (``stepwatch._stepwatch.Marks``), 4 per iteration on an engine without handlers of
+its own; see docs/python.md "Overhead" for the figures.
 """
 import collections
 import csv
@@ -24,7 +29,6 @@ import functools
 from ignite.engine import Engine, Events
 
 import stepwatch as _sw
-from stepwatch._batch import batch_size as _batch_size
 
 __all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer"]
 
@@ -65,24 +69,34 @@ def _handler_name(handler):
     return getattr(handler, "__qualname__", handler.__class__.__name__)
 
 
+# The per-iteration events whose user handlers BasicTimeProfiler times in C (Marks slots).
+_SLOT_EVENTS = (Events.ITERATION_STARTED, Events.ITERATION_COMPLETED,
+                Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
+
+
 class _Base:
     """What both profilers share: the stepwatch profiler, step and phase marks, the bounded
-    per-iteration rows for write_results."""
+    per-iteration rows for write_results.
 
-    def __init__(self, profiler, phase, max_rows):
+    The marks that run every iteration are the bound methods of a C ``Marks``
+    (python/stepwatch/_marks.c), registered directly as Ignite handlers: one C call per
+    event, the rows kept in a C ring. Only epoch-level work runs in Python."""
+
+    def __init__(self, profiler, phase, max_rows, slots=()):
         if max_rows < 1:
             raise ValueError("max_rows must be >= 1")
         self.profiler = profiler if profiler is not None else _sw.Profiler(name="ignite")
         p = self.profiler
         self._fit, self._epoch, self._phase = p.phase("fit"), p.phase("epoch"), p.phase(phase)
-        self._data = p.action("data")
-        self._processing = p.action("processing")
-        self._rows = collections.deque(maxlen=max_rows)
-        self.dropped_rows = 0
+        self._marks = _sw._stepwatch.Marks(p, p.action("data"), p.action("processing"),
+                                           tuple(slots), max_rows)
         self._installed = []
         self._engine = None
-        self._t_data = 0
-        self._t_proc = 0
+
+    @property
+    def dropped_rows(self):
+        """Iterations whose CSV row was let go (more than max_rows ran)."""
+        return self._marks.dropped
 
     @staticmethod
     def _check_engine(engine):
@@ -90,9 +104,9 @@ class _Base:
             raise TypeError(f"Argument engine should be ignite.engine.Engine, "
                             f"but given {type(engine)}")
 
-    def _insert(self, event, fn, first):
+    def _insert(self, event, fn, first, args=()):
         handlers = self._engine._event_handlers[event]
-        entry = (fn, (), {})
+        entry = (fn, args, {})
         if first:
             handlers.insert(0, entry)
         else:
@@ -108,52 +122,28 @@ class _Base:
                     break
         self._installed = []
 
-    def _keep_row(self, row):
-        if len(self._rows) == self._rows.maxlen:
-            self.dropped_rows += 1
-        self._rows.append(row)
-
-    # The loop's own marks: data is next(iterator), processing the process function.
-    def _get_batch_started_last(self):
-        self.profiler.step_begin()
-        self._t_data = _sw.now_ns()
-
-    def _get_batch_completed_first(self):
-        t = _sw.now_ns()
-        self._data.record(self._t_data, t)
-        self._dataflow_s = (t - self._t_data) / 1e9
-        size = _batch_size(self._engine.state.batch)
-        if size:
-            self.profiler.set_batch_size(size)
-
-    def _iteration_started_last(self):
-        self._t_proc = _sw.now_ns()
-
-    def _iteration_completed_first(self):
-        t = _sw.now_ns()
-        self._processing.record(self._t_proc, t)
-        self._processing_s = (t - self._t_proc) / 1e9
-
-    def _stop_iteration(self):
-        # data without len(): the fetch that found the end had opened a step already
-        self.profiler.step_end()
-
     def _epoch_started_first(self):
         self._epoch.begin()
         self._phase.begin()
 
     def _epoch_completed_last(self):
+        self._marks.close()  # an iteration the engine left unfinished (terminate)
         self._phase.end()
         self._epoch.end()
 
-    def _loop_marks(self):
-        self._insert(Events.GET_BATCH_STARTED, self._get_batch_started_last, first=False)
-        self._insert(Events.GET_BATCH_COMPLETED, self._get_batch_completed_first, first=True)
-        self._insert(Events.ITERATION_STARTED, self._iteration_started_last, first=False)
-        self._insert(Events.ITERATION_COMPLETED, self._iteration_completed_first, first=True)
+    def _loop_marks(self, timed_events=()):
+        """Insert the marks around next() and the process function, innermost (next to them).
+        timed_events: the per-iteration events whose user handlers are timed (Marks slots)."""
+        m, eng = self._marks, (self._engine,)
+        self._insert(Events.GET_BATCH_STARTED, m.fetch_begin, first=False)
+        self._insert(Events.GET_BATCH_COMPLETED, m.fetch_end, first=True, args=eng)
+        self._insert(Events.ITERATION_STARTED, m.work_begin, first=False)
+        if self._engine._event_handlers[Events.ITERATION_COMPLETED]:
+            self._insert(Events.ITERATION_COMPLETED, m.work_end, first=True)
+        # iteration_end ends the work too: with no other handler, one mark does both.
+        self._insert(Events.ITERATION_COMPLETED, m.iteration_end, first=False, args=eng)
         self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
         self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
-        self._insert(Events.DATALOADER_STOP_ITERATION, self._stop_iteration, first=True)
 
     def records(self, phase=None):
         """The stepwatch rows as a list of dicts (pandas.DataFrame(records))."""
@@ -180,12 +170,13 @@ class BasicTimeProfiler(_Base):
                    Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
 
     def __init__(self, profiler=None, phase="train", max_rows=100_000):
-        super().__init__(profiler, phase, max_rows)
-        self.event_handlers_names = {}
-        self._event_actions = {e: self.profiler.action(f"callback:Events.{e.name}")
+        p = profiler if profiler is not None else _sw.Profiler(name="ignite")
+        self._event_actions = {e: p.action(f"callback:Events.{e.name}")
                                for e in self._CSV_EVENTS}
+        super().__init__(p, phase, max_rows,
+                         slots=[self._event_actions[e] for e in _SLOT_EVENTS])
+        self.event_handlers_names = {}
         self._event_start = {}
-        self._last = {}           # event -> seconds its handlers took last time
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
 
     def attach(self, engine):
@@ -202,18 +193,25 @@ class BasicTimeProfiler(_Base):
             for e in Events if e not in self.events_to_ignore}
         self._fit.begin()
         # Every profiled event's handlers are timed from a first to a last marker; an event
-        # with no user handlers costs nothing (its time is 0 by definition).
+        # with no user handlers costs nothing (its time is 0 by definition). The
+        # per-iteration events are timed by the C marks, the epoch-level ones here.
         for event in self._CSV_EVENTS:
             if event is Events.STARTED:
                 self._event_start[event] = _sw.now_ns()
-            elif self.event_handlers_names.get(event):
-                self._insert(event, functools.partial(self._event_first, event), first=True)
-            if event is Events.STARTED or self.event_handlers_names.get(event):
+            elif not self.event_handlers_names.get(event):
+                continue
+            if event in _SLOT_EVENTS:
+                slot = _SLOT_EVENTS.index(event)
+                self._insert(event, functools.partial(self._marks.slot_begin, slot), first=True)
+                self._insert(event, functools.partial(self._marks.slot_end, slot), first=False)
+            else:
+                if event is not Events.STARTED:
+                    self._insert(event, functools.partial(self._event_first, event),
+                                 first=True)
                 self._insert(event, functools.partial(self._event_last, event), first=False)
         # after the event markers: the loop's marks sit innermost, next to next() and the
         # process function
         self._loop_marks()
-        self._insert(Events.ITERATION_COMPLETED, self._iteration_done, first=False)
         self._insert(Events.COMPLETED, self._completed, first=False)
 
     def _event_first(self, event):
@@ -225,23 +223,10 @@ class BasicTimeProfiler(_Base):
             return
         t = _sw.now_ns()
         self._event_actions[event].record(start, t)
-        seconds = (t - start) / 1e9
-        self._last[event] = seconds
-        if event in (Events.EPOCH_STARTED, Events.EPOCH_COMPLETED, Events.STARTED,
-                     Events.COMPLETED):
-            self._per_epoch[(event, self._engine.state.epoch)] = seconds
-
-    def _iteration_done(self):
-        last = self._last
-        state = self._engine.state
-        self._keep_row((state.epoch, state.iteration, self._processing_s, self._dataflow_s,
-                        last.pop(Events.ITERATION_STARTED, 0.0),
-                        last.pop(Events.ITERATION_COMPLETED, 0.0),
-                        last.pop(Events.GET_BATCH_STARTED, 0.0),
-                        last.pop(Events.GET_BATCH_COMPLETED, 0.0)))
-        self.profiler.step_end()
+        self._per_epoch[(event, self._engine.state.epoch)] = (t - start) / 1e9
 
     def _completed(self):
+        self._marks.close()
         self._fit.end()
         self._remove()
 
@@ -306,7 +291,7 @@ class BasicTimeProfiler(_Base):
         started = per_epoch.get((Events.STARTED, 0), 0.0)
         completed = next((v for (e, _), v in per_epoch.items() if e is Events.COMPLETED), 0.0)
         out = []
-        for epoch, it, proc, data, its, itc, gbs, gbc in self._rows:
+        for epoch, it, data, proc, its, itc, gbs, gbc in self._marks.rows():
             out.append([float(epoch), float(it), proc, data, started, completed,
                         per_epoch.get((Events.EPOCH_STARTED, epoch), 0.0),
                         per_epoch.get((Events.EPOCH_COMPLETED, epoch), 0.0),
@@ -369,14 +354,10 @@ class HandlersTimeProfiler(_Base):
                     engine._event_handlers[e][i] = (self._wrap(func, e), args, kwargs)
         self._fit.begin()
         self._loop_marks()
-        self._insert(Events.ITERATION_COMPLETED, self._iteration_done, first=False)
         self._insert(Events.COMPLETED, self._detach, first=False)
 
-    def _iteration_done(self):
-        self._keep_row((self._processing_s, self._dataflow_s))
-        self.profiler.step_end()
-
     def _detach(self):
+        self._marks.close()
         engine = self._engine
         for e in engine._event_handlers:
             for i, (func, args, kwargs) in enumerate(engine._event_handlers[e]):
@@ -433,7 +414,8 @@ class HandlersTimeProfiler(_Base):
 
     def write_results(self, output_path):
         """Ignite's CSV: '#', processing, dataflow, one column per handler (zero-padded)."""
-        cols = [[r[0] for r in self._rows], [r[1] for r in self._rows]]
+        rows = self._marks.rows()
+        cols = [[r[3] for r in rows], [r[2] for r in rows]]
         header = ["#", "processing_stats", "dataflow_stats"]
         for (name, event_name), (_action, times) in self._handlers.items():
             header.append(f"{name} ({event_name})")

@@ -56,6 +56,9 @@ def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     assert len(rows) == 16
     assert [float(r["iteration"]) for r in rows] == [float(i) for i in range(1, 17)]
     assert float(rows[-1]["epoch"]) == 2.0
+    # the user's ITERATION_COMPLETED handler is timed per row; no handler on ITERATION_STARTED
+    assert all(float(r["Event_ITERATION_COMPLETED"]) > 0 for r in rows)
+    assert all(float(r["Event_ITERATION_STARTED"]) == 0 for r in rows)
     assert sum(float(r["dataflow_stats"]) for r in rows) == pytest.approx(
         data["total_ns"] / 1e9, rel=1e-6)
     # the profiler's own handlers are gone after the run
@@ -64,7 +67,7 @@ def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     assert left == [prof._as_first_started]  # kept, as Ignite does, to profile a rerun
 
 
-def test_basic_works_without_len_and_bounds_memory():
+def test_basic_works_without_len_and_bounds_memory(tmp_path):
     def gen():
         for _ in range(50):
             yield torch.zeros(2, 3)
@@ -75,11 +78,17 @@ def test_basic_works_without_len_and_bounds_memory():
     eng.run(gen(), max_epochs=1)
     rows = {r["action"]: r for r in prof.records("all")}
     assert rows["processing"]["count"] == 50 and rows["data"]["count"] == 50
-    # the fetch that found the end is one more, data-only, step
-    assert rows["step"]["count"] == 51
+    # a step per batch: the fetch that found the end opens none
+    assert rows["step"]["count"] == 50
     assert rows["step"]["samples"] == 100  # batch size read from the batch
-    assert prof.profiler.snapshot().info()["misuse"]["open_at_snapshot"] == 0
-    assert len(prof._rows) == 10 and prof.dropped_rows == 40
+    info = prof.profiler.snapshot().info()["misuse"]
+    assert info["open_at_snapshot"] == 0 and info["step_overlap"] == 0, info
+    assert len(prof._marks) == 10 and prof.dropped_rows == 40
+    # the kept rows are the last ten iterations, oldest first
+    out = tmp_path / "basic.csv"
+    prof.write_results(str(out))
+    its = [float(r["iteration"]) for r in csv.DictReader(open(out))]
+    assert its == [float(i) for i in range(41, 51)]
 
 
 def test_handlers_profiler(sleepy, tmp_path):
@@ -112,6 +121,32 @@ def test_attach_rejects_non_engines():
         BasicTimeProfiler().attach(object())
     with pytest.raises(TypeError):
         HandlersTimeProfiler().attach(object())
+
+
+def test_marks_reject_bad_arguments():
+    p = stepwatch.Profiler()
+    data, work = p.action("data"), p.action("processing")
+    Marks = stepwatch._stepwatch.Marks
+    with pytest.raises(TypeError, match="Marks: data must be"):
+        Marks(p, "data", work)
+    with pytest.raises(TypeError, match="Marks: work must be"):
+        Marks(p, data, stepwatch.Profiler().action("processing"))
+    with pytest.raises(ValueError, match="max_rows"):
+        Marks(p, data, work, (), 0)
+    with pytest.raises(TypeError, match="at most 4"):
+        Marks(p, data, work, (data,) * 5)
+    m = Marks(p, data, work, (p.action("callback:x"),), 3)
+    with pytest.raises(IndexError, match="slot 1 out of range"):
+        m.slot_begin(1)
+    # an engine whose state cannot be read: zeros, never an exception
+    m.fetch_begin()
+    m.fetch_end(object())
+    m.iteration_end(object())
+    assert m.rows()[0][:2] == (0, 0) and len(m) == 1
+    p.close()
+    m.fetch_begin()
+    m.fetch_end(object())  # a closed profiler: no-ops
+    assert len(m) == 1
 
 
 def test_timer_attach_like_ignite():

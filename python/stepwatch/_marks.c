@@ -1,0 +1,404 @@
+/*
+ * _marks.c — the per-iteration marks of an event-driven loop, in C (stepwatch._stepwatch.Marks).
+ *
+ * PyTorch-Ignite announces each iteration by events (GET_BATCH_STARTED, GET_BATCH_COMPLETED,
+ * ITERATION_STARTED, ITERATION_COMPLETED) and calls each handler through its own dispatch,
+ * which alone costs about 250 ns per handler here. stepwatch.ignite registers a Marks' bound
+ * methods as those handlers, so each mark is one C call: no Python frame, and no float or
+ * tuple made per iteration. The last max_rows iterations are kept for Ignite's
+ * per-iteration CSV in a ring of C rows (memory bounded, the overwritten ones counted).
+ *
+ *   fetch_begin()          the last GET_BATCH_STARTED handler: the fetch begins.
+ *   fetch_end(engine)      the first GET_BATCH_COMPLETED handler: the step begins at the time
+ *                          its fetch began, with engine.state.batch's size, and the fetch is
+ *                          recorded as "data". A fetch that ends the data (StopIteration)
+ *                          reaches no fetch_end, so it opens no step; the next batch's data
+ *                          wait then counts from that fetch (Ignite restarts the iterator
+ *                          without a new GET_BATCH_STARTED).
+ *   work_begin()           the last ITERATION_STARTED handler: the process function begins
+ *                          (and the step, when the engine runs without data).
+ *   work_end()             the first ITERATION_COMPLETED handler: "processing" ends.
+ *   slot_begin(i), slot_end(i)
+ *                          around the user's handlers of an iteration event: recorded as the
+ *                          slot's action (callback:Events.X) and kept in the row.
+ *   iteration_end(engine)  the last ITERATION_COMPLETED handler: ends the work if still open,
+ *                          keeps the row (engine.state.epoch and .iteration), ends the step.
+ *
+ * Like the rest of the hot path, marks never raise on the loop's account: a closed profiler
+ * makes them no-ops, and an engine state that cannot be read gives zeros.
+ */
+#include "_stepwatch.h"
+
+#include <structmember.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MARKS_SLOTS 4
+
+typedef struct {
+    uint64_t epoch, iteration;
+    uint64_t data_ns, work_ns;
+    uint64_t slot_ns[MARKS_SLOTS];
+} marks_row;
+
+typedef struct {
+    PyObject_HEAD
+    ProfilerObject *owner;
+    sw_id data, work;
+    sw_id slot[MARKS_SLOTS];
+    int nslots;
+    /* interned attribute names read from the engine */
+    PyObject *state_name, *batch_name, *epoch_name, *iteration_name, *shape_name;
+    /* The iteration in progress (the engine's thread; the GIL orders the marks). */
+    int step_open;
+    uint64_t fetch_start;              /* 0: no fetch pending */
+    uint64_t work_start;               /* 0: no work in progress */
+    uint64_t slot_start[MARKS_SLOTS];  /* 0: slot not open */
+    marks_row row;
+    /* The kept rows: a ring holding the last `capacity` iterations. */
+    marks_row *rows;
+    Py_ssize_t capacity, kept, next;
+    unsigned long long dropped;
+} MarksObject;
+
+/* ------------------------------------------------------------------------------------------
+ * Reading the engine's state (zeros when it cannot be read)
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *engine_state_attr(MarksObject *self, PyObject *engine, PyObject *name) {
+    PyObject *state = PyObject_GetAttr(engine, self->state_name);
+    if (state == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *value = PyObject_GetAttr(state, name);
+    Py_DECREF(state);
+    if (value == NULL)
+        PyErr_Clear();
+    return value;
+}
+
+static uint64_t engine_state_count(MarksObject *self, PyObject *engine, PyObject *name) {
+    PyObject *value = engine_state_attr(self, engine, name);
+    if (value == NULL)
+        return 0;
+    unsigned long long n = PyLong_Check(value) ? PyLong_AsUnsignedLongLong(value) : 0;
+    Py_DECREF(value);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The marks
+ * ---------------------------------------------------------------------------------------- */
+
+static void marks_step_end(MarksObject *self, sw_profiler *p) {
+    if (self->step_open) {
+        sw_step_end(p);
+        self->step_open = 0;
+    }
+}
+
+static PyObject *Marks_fetch_begin(MarksObject *self, PyObject *unused) {
+    self->fetch_start = sw_now_ns();
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
+    uint64_t now = sw_now_ns();
+    sw_profiler *p = self->owner->p;
+    if (p == NULL)
+        Py_RETURN_NONE;
+    uint64_t start = self->fetch_start != 0 && self->fetch_start <= now ? self->fetch_start : now;
+    self->fetch_start = 0;
+    marks_step_end(self, p); /* the previous iteration did not finish (terminated, raised) */
+    uint32_t size = 0;
+    PyObject *batch = engine_state_attr(self, engine, self->batch_name);
+    if (batch != NULL) {
+        size = sw_py_batch_size(batch, self->shape_name);
+        Py_DECREF(batch);
+    }
+    sw_step_begin_at(p, size, start);
+    sw_record(p, self->data, start, now);
+    self->step_open = 1;
+    self->row.data_ns = now - start;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_work_begin(MarksObject *self, PyObject *unused) {
+    sw_profiler *p = self->owner->p;
+    if (p == NULL)
+        Py_RETURN_NONE;
+    if (!self->step_open) { /* engine.run(data=None): no fetch marks the step */
+        sw_step_begin(p, 0);
+        self->step_open = 1;
+    }
+    self->work_start = sw_now_ns();
+    Py_RETURN_NONE;
+}
+
+static void marks_work_end(MarksObject *self, sw_profiler *p) {
+    uint64_t now = sw_now_ns();
+    if (self->work_start == 0 || self->work_start > now)
+        return;
+    sw_record(p, self->work, self->work_start, now);
+    self->row.work_ns = now - self->work_start;
+    self->work_start = 0;
+}
+
+static PyObject *Marks_work_end(MarksObject *self, PyObject *unused) {
+    if (self->owner->p != NULL)
+        marks_work_end(self, self->owner->p);
+    Py_RETURN_NONE;
+}
+
+static int slot_index(MarksObject *self, PyObject *arg) {
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred())
+        return -1;
+    if (i < 0 || i >= self->nslots) {
+        PyErr_Format(PyExc_IndexError, "Marks: slot %ld out of range (%d slots)", i,
+                     self->nslots);
+        return -1;
+    }
+    return (int)i;
+}
+
+static PyObject *Marks_slot_begin(MarksObject *self, PyObject *arg) {
+    int i = slot_index(self, arg);
+    if (i < 0)
+        return NULL;
+    self->slot_start[i] = sw_now_ns();
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_slot_end(MarksObject *self, PyObject *arg) {
+    uint64_t now = sw_now_ns();
+    int i = slot_index(self, arg);
+    if (i < 0)
+        return NULL;
+    uint64_t start = self->slot_start[i];
+    self->slot_start[i] = 0;
+    sw_profiler *p = self->owner->p;
+    if (p == NULL || start == 0 || start > now)
+        Py_RETURN_NONE;
+    sw_record(p, self->slot[i], start, now);
+    self->row.slot_ns[i] = now - start;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_iteration_end(MarksObject *self, PyObject *engine) {
+    sw_profiler *p = self->owner->p;
+    if (p == NULL)
+        Py_RETURN_NONE;
+    marks_work_end(self, p);
+    self->row.epoch = engine_state_count(self, engine, self->epoch_name);
+    self->row.iteration = engine_state_count(self, engine, self->iteration_name);
+    if (self->kept == self->capacity)
+        self->dropped++;
+    else
+        self->kept++;
+    self->rows[self->next] = self->row;
+    self->next = (self->next + 1) % self->capacity;
+    memset(&self->row, 0, sizeof self->row);
+    marks_step_end(self, p);
+    Py_RETURN_NONE;
+}
+
+/* close(): end the step in progress (the run ended or raised inside an iteration). */
+static PyObject *Marks_close(MarksObject *self, PyObject *unused) {
+    sw_profiler *p = self->owner->p;
+    if (p != NULL)
+        marks_step_end(self, p);
+    self->fetch_start = self->work_start = 0;
+    memset(self->slot_start, 0, sizeof self->slot_start);
+    memset(&self->row, 0, sizeof self->row);
+    Py_RETURN_NONE;
+}
+
+/* rows(): the kept rows, oldest first, as tuples (epoch, iteration, data_s, work_s,
+ * slot_s...) with one slot_s per slot. */
+static PyObject *Marks_rows(MarksObject *self, PyObject *unused) {
+    PyObject *out = PyList_New(self->kept);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t first = (self->next - self->kept + self->capacity) % self->capacity;
+    for (Py_ssize_t k = 0; k < self->kept; k++) {
+        const marks_row *r = &self->rows[(first + k) % self->capacity];
+        PyObject *item = PyTuple_New(4 + self->nslots);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, item);
+        PyObject *values[4 + MARKS_SLOTS] = {
+            PyLong_FromUnsignedLongLong(r->epoch), PyLong_FromUnsignedLongLong(r->iteration),
+            PyFloat_FromDouble((double)r->data_ns / 1e9),
+            PyFloat_FromDouble((double)r->work_ns / 1e9)};
+        for (int i = 0; i < self->nslots; i++)
+            values[4 + i] = PyFloat_FromDouble((double)r->slot_ns[i] / 1e9);
+        int failed = 0;
+        for (int i = 0; i < 4 + self->nslots; i++) {
+            failed |= values[i] == NULL;
+            PyTuple_SET_ITEM(item, i, values[i]); /* a NULL item is fine in a tuple we drop */
+        }
+        if (failed) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The type
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *intern(const char *s, int *failed) {
+    PyObject *name = PyUnicode_InternFromString(s);
+    *failed |= name == NULL;
+    return name;
+}
+
+static PyObject *Marks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"profiler", "data", "work", "slots", "max_rows", NULL};
+    PyObject *profiler, *data, *work, *slots = NULL;
+    Py_ssize_t max_rows = 100000;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|On:Marks", keywords, &profiler, &data,
+                                     &work, &slots, &max_rows))
+        return NULL;
+    module_state *st = state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (!PyObject_TypeCheck(profiler, st->profiler_type)) {
+        PyErr_SetString(PyExc_TypeError, "Marks: profiler must be a stepwatch.Profiler");
+        return NULL;
+    }
+    if (max_rows < 1 || (size_t)max_rows > SIZE_MAX / sizeof(marks_row)) {
+        PyErr_SetString(PyExc_ValueError, "Marks: max_rows must be >= 1");
+        return NULL;
+    }
+    ProfilerObject *owner = (ProfilerObject *)profiler;
+    sw_id ids[2 + MARKS_SLOTS];
+    if (sw_py_named_id(data, st->action_type, owner, "Marks", "data", &ids[0]) < 0 ||
+        sw_py_named_id(work, st->action_type, owner, "Marks", "work", &ids[1]) < 0)
+        return NULL;
+    Py_ssize_t nslots = 0;
+    if (slots != NULL && slots != Py_None) {
+        if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) > MARKS_SLOTS) {
+            PyErr_Format(PyExc_TypeError, "Marks: slots must be a tuple of at most %d Actions",
+                         MARKS_SLOTS);
+            return NULL;
+        }
+        nslots = PyTuple_GET_SIZE(slots);
+        for (Py_ssize_t i = 0; i < nslots; i++)
+            if (sw_py_named_id(PyTuple_GET_ITEM(slots, i), st->action_type, owner, "Marks",
+                               "each slot", &ids[2 + i]) < 0)
+                return NULL;
+    }
+
+    MarksObject *self = (MarksObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->rows = calloc((size_t)max_rows, sizeof *self->rows);
+    if (self->rows == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    int failed = 0;
+    self->state_name = intern("state", &failed);
+    self->batch_name = intern("batch", &failed);
+    self->epoch_name = intern("epoch", &failed);
+    self->iteration_name = intern("iteration", &failed);
+    self->shape_name = intern("shape", &failed);
+    if (failed) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->owner = (ProfilerObject *)Py_NewRef(profiler);
+    self->data = ids[0];
+    self->work = ids[1];
+    for (Py_ssize_t i = 0; i < nslots; i++)
+        self->slot[i] = ids[2 + i];
+    self->nslots = (int)nslots;
+    self->capacity = max_rows;
+    return (PyObject *)self;
+}
+
+static int Marks_traverse(MarksObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    return 0;
+}
+
+static void Marks_dealloc(MarksObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->state_name);
+    Py_CLEAR(self->batch_name);
+    Py_CLEAR(self->epoch_name);
+    Py_CLEAR(self->iteration_name);
+    Py_CLEAR(self->shape_name);
+    free(self->rows);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef Marks_methods[] = {
+    {"fetch_begin", (PyCFunction)Marks_fetch_begin, METH_NOARGS,
+     "The fetch of a batch begins (last GET_BATCH_STARTED handler)."},
+    {"fetch_end", (PyCFunction)Marks_fetch_end, METH_O,
+     "fetch_end(engine): the batch arrived (first GET_BATCH_COMPLETED handler): the step "
+     "begins at its fetch, with engine.state.batch's size; the fetch is 'data'."},
+    {"work_begin", (PyCFunction)Marks_work_begin, METH_NOARGS,
+     "The process function begins (last ITERATION_STARTED handler)."},
+    {"work_end", (PyCFunction)Marks_work_end, METH_NOARGS,
+     "The process function ended (first ITERATION_COMPLETED handler)."},
+    {"slot_begin", (PyCFunction)Marks_slot_begin, METH_O,
+     "slot_begin(i): the user's handlers of slot i's event begin."},
+    {"slot_end", (PyCFunction)Marks_slot_end, METH_O,
+     "slot_end(i): they ended: recorded as slot i's action and kept in the row."},
+    {"iteration_end", (PyCFunction)Marks_iteration_end, METH_O,
+     "iteration_end(engine): keep the iteration's row and end the step (last "
+     "ITERATION_COMPLETED handler)."},
+    {"close", (PyCFunction)Marks_close, METH_NOARGS, "End the step in progress."},
+    {"rows", (PyCFunction)Marks_rows, METH_NOARGS,
+     "The kept rows, oldest first: (epoch, iteration, data_s, work_s, slot_s...)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Marks_members[] = {
+    {"dropped", T_ULONGLONG, offsetof(MarksObject, dropped), READONLY,
+     "Rows let go because more than max_rows iterations ran."},
+    {"max_rows", T_PYSSIZET, offsetof(MarksObject, capacity), READONLY,
+     "How many iterations' rows are kept."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static Py_ssize_t Marks_len(MarksObject *self) {
+    return self->kept;
+}
+
+static PyType_Slot Marks_slots[] = {
+    {Py_tp_doc, "Marks(profiler, data, work, slots=(), max_rows=100000): the per-iteration "
+                "marks of an event-driven loop (stepwatch.ignite), as C handlers. len() is "
+                "the number of rows kept."},
+    {Py_tp_new, Marks_new},
+    {Py_tp_methods, Marks_methods},
+    {Py_tp_members, Marks_members},
+    {Py_sq_length, Marks_len},
+    {Py_tp_traverse, Marks_traverse},
+    {Py_tp_dealloc, Marks_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec sw_py_marks_spec = {
+    .name = "stepwatch.Marks",
+    .basicsize = sizeof(MarksObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = Marks_slots,
+};

@@ -1,0 +1,33 @@
+"""bench/bench_python.py still runs (--quick) and writes every figure `make bench` reports.
+
+Only a smoke run: the figures of a quick run on a loaded test machine prove nothing about
+the budgets (those are `make bench`'s job); this catches a benchmark broken by a change."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("ignite")
+pytest.importorskip("lightning")
+
+
+def test_bench_python_quick_writes_every_figure(tmp_path):
+    root = os.environ.get("SW_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    out = tmp_path / "python.json"
+    run = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_python.py"),
+                          "--quick", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ignite: stepwatch Basic overhead/iter" in run.stdout
+    fig = json.loads(out.read_text())
+    w = fig["with"]
+    assert 0 < w["floor_with_ns"] < w["stepwatch_with_ns"] < w["lightning_simple_with_ns"]
+    assert fig["ignite"]["ignite_basic_overhead_ns"] > fig["ignite"]["stepwatch_basic_overhead_ns"]
+    for kind in ("torch_trivial", "torch_real", "torch_real_1ms"):
+        assert fig[kind]["steps_each"] > 0 and fig[kind]["step_ns"] > 0, fig[kind]
+    assert set(fig["budgets_met"]) == {
+        "with_le_100ns", "with_ge_8x_cheaper_than_simple", "ignite_trivial_engine_le_2us",
+        "torch_trivial_loop_le_2us", "real_step_le_1pct"}
