@@ -384,12 +384,6 @@ static PyObject *Loop_hook(LoopObject *self, PyObject *args, PyObject *kwargs) {
     return (PyObject *)hook;
 }
 
-static PyObject *Loop_boundary(LoopObject *self, PyObject *unused) {
-    if (self->owner->p != NULL)
-        loop_boundary(self, self->owner->p);
-    Py_RETURN_NONE;
-}
-
 /* close(): end the step in progress and leave the train/valid phase (uninstrument). */
 static PyObject *Loop_close(LoopObject *self, PyObject *unused) {
     sw_profiler *p = self->owner->p;
@@ -412,10 +406,6 @@ static PyObject *Loop_module_begin(LoopObject *self, PyObject *module) {
 static PyObject *Loop_module_end(LoopObject *self, PyObject *unused) {
     loop_module_end(self);
     Py_RETURN_NONE;
-}
-
-static PyObject *Loop_get_step_open(LoopObject *self, void *closure) {
-    return PyBool_FromLong(self->step_open);
 }
 
 static int Loop_traverse(LoopObject *self, visitproc visit, void *arg) {
@@ -450,8 +440,6 @@ static PyMethodDef Loop_methods[] = {
      "hook(kind, original=None): a callable to patch in for original. kind: 'next' "
      "(DataLoader iterator __next__), 'call' (nn.Module.__call__), 'backward' "
      "(torch.autograd.backward), 'optimizer_pre'/'optimizer_post' (global step hooks)."},
-    {"boundary", (PyCFunction)Loop_boundary, METH_NOARGS,
-     "End what the step in progress left open, and the step."},
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
      "End the step in progress and leave the train/valid phase."},
     {"module_begin", (PyCFunction)Loop_module_begin, METH_O,
@@ -461,18 +449,12 @@ static PyMethodDef Loop_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyGetSetDef Loop_getset[] = {
-    {"step_open", (getter)Loop_get_step_open, NULL, "Whether a step is in progress.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
 static PyType_Slot Loop_slots[] = {
     {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, train, valid, "
                 "loss_type, grad_enabled): the per-step state of stepwatch.torch and the C "
                 "hooks that keep it. train/valid None: no phases."},
     {Py_tp_new, Loop_new},
     {Py_tp_methods, Loop_methods},
-    {Py_tp_getset, Loop_getset},
     {Py_tp_traverse, Loop_traverse},
     {Py_tp_clear, Loop_clear},
     {Py_tp_dealloc, Loop_dealloc},

@@ -65,25 +65,21 @@ typedef struct {
  * Reading the engine's state (zeros when it cannot be read)
  * ---------------------------------------------------------------------------------------- */
 
-static PyObject *engine_state_attr(MarksObject *self, PyObject *engine, PyObject *name) {
+/* engine.state, or NULL (no exception) when it cannot be read. */
+static PyObject *engine_state(MarksObject *self, PyObject *engine) {
     PyObject *state = PyObject_GetAttr(engine, self->state_name);
-    if (state == NULL) {
+    if (state == NULL)
         PyErr_Clear();
-        return NULL;
-    }
-    PyObject *value = PyObject_GetAttr(state, name);
-    Py_DECREF(state);
-    if (value == NULL)
-        PyErr_Clear();
-    return value;
+    return state;
 }
 
-static uint64_t engine_state_count(MarksObject *self, PyObject *engine, PyObject *name) {
-    PyObject *value = engine_state_attr(self, engine, name);
-    if (value == NULL)
-        return 0;
-    unsigned long long n = PyLong_Check(value) ? PyLong_AsUnsignedLongLong(value) : 0;
-    Py_DECREF(value);
+/* state.<name> as a count; 0 when it cannot be read. */
+static uint64_t state_count(PyObject *state, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(state, name);
+    unsigned long long n = 0;
+    if (value != NULL && PyLong_Check(value))
+        n = PyLong_AsUnsignedLongLong(value);
+    Py_XDECREF(value);
     if (PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
@@ -116,10 +112,15 @@ static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
     self->fetch_start = 0;
     marks_step_end(self, p); /* the previous iteration did not finish (terminated, raised) */
     uint32_t size = 0;
-    PyObject *batch = engine_state_attr(self, engine, self->batch_name);
-    if (batch != NULL) {
-        size = sw_py_batch_size(batch, self->shape_name);
-        Py_DECREF(batch);
+    PyObject *state = engine_state(self, engine);
+    if (state != NULL) {
+        PyObject *batch = PyObject_GetAttr(state, self->batch_name);
+        if (batch != NULL)
+            size = sw_py_batch_size(batch, self->shape_name);
+        else
+            PyErr_Clear();
+        Py_XDECREF(batch);
+        Py_DECREF(state);
     }
     sw_step_begin_at(p, size, start);
     sw_record(p, self->data, start, now);
@@ -195,8 +196,12 @@ static PyObject *Marks_iteration_end(MarksObject *self, PyObject *engine) {
     if (p == NULL)
         Py_RETURN_NONE;
     marks_work_end(self, p);
-    self->row.epoch = engine_state_count(self, engine, self->epoch_name);
-    self->row.iteration = engine_state_count(self, engine, self->iteration_name);
+    PyObject *state = engine_state(self, engine);
+    if (state != NULL) {
+        self->row.epoch = state_count(state, self->epoch_name);
+        self->row.iteration = state_count(state, self->iteration_name);
+        Py_DECREF(state);
+    }
     if (self->kept == self->capacity)
         self->dropped++;
     else

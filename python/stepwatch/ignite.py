@@ -82,14 +82,14 @@ class _Base:
     (python/stepwatch/_marks.c), registered directly as Ignite handlers: one C call per
     event, the rows kept in a C ring. Only epoch-level work runs in Python."""
 
-    def __init__(self, profiler, phase, max_rows, slots=()):
+    def __init__(self, profiler, phase, max_rows, slot_actions=()):
         if max_rows < 1:
             raise ValueError("max_rows must be >= 1")
         self.profiler = profiler if profiler is not None else _sw.Profiler(name="ignite")
         p = self.profiler
         self._fit, self._epoch, self._phase = p.phase("fit"), p.phase("epoch"), p.phase(phase)
         self._marks = _sw._stepwatch.Marks(p, p.action("data"), p.action("processing"),
-                                           tuple(slots), max_rows)
+                                           tuple(p.action(a) for a in slot_actions), max_rows)
         self._installed = []
         self._engine = None
 
@@ -170,11 +170,10 @@ class BasicTimeProfiler(_Base):
                    Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
 
     def __init__(self, profiler=None, phase="train", max_rows=100_000):
-        p = profiler if profiler is not None else _sw.Profiler(name="ignite")
-        self._event_actions = {e: p.action(f"callback:Events.{e.name}")
+        super().__init__(profiler, phase, max_rows,
+                         slot_actions=[f"callback:Events.{e.name}" for e in _SLOT_EVENTS])
+        self._event_actions = {e: self.profiler.action(f"callback:Events.{e.name}")
                                for e in self._CSV_EVENTS}
-        super().__init__(p, phase, max_rows,
-                         slots=[self._event_actions[e] for e in _SLOT_EVENTS])
         self.event_handlers_names = {}
         self._event_start = {}
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
