@@ -31,6 +31,7 @@ from ._stepwatch import (
     Timed,
     Timer,
     __version__,
+    batch_size,
     category_of,
     load,
     load_steps,
@@ -40,7 +41,7 @@ from ._stepwatch import (
 
 __all__ = [
     "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
-    "JSON_SCHEMA_VERSION", "__version__", "category_of", "load", "load_steps", "now_ns",
+    "JSON_SCHEMA_VERSION", "__version__", "batch_size", "category_of", "load", "load_steps", "now_ns",
     "strerror", "profiler", "set_profiler", "action", "report", "records",
     "torch", "lightning", "ignite", "fastai",
 ]

@@ -1510,6 +1510,10 @@ static PyObject *mod_category_of(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(sw_category_name(sw_category_of(name)));
 }
 
+static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
+    return PyLong_FromUnsignedLong(sw_py_batch_size(batch, state_of_module(module)->shape_name));
+}
+
 static PyMethodDef module_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> int: the profiler clock (CLOCK_MONOTONIC)."},
     {"load", mod_load, METH_O, "load(path) -> Snapshot of a run file (all ranks merged)."},
@@ -1517,6 +1521,9 @@ static PyMethodDef module_methods[] = {
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
     {"category_of", mod_category_of, METH_O, "category_of(action_name) -> str."},
+    {"batch_size", mod_batch_size, METH_O,
+     "batch_size(batch) -> int: samples in a batch, the first dimension of its first "
+     "array-like (through tuples, lists and dicts); 0 when it cannot be told."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1560,6 +1567,9 @@ static int module_exec(PyObject *module) {
     Py_DECREF(functools);
     if (!st->update_wrapper)
         return -1;
+    st->shape_name = PyUnicode_InternFromString("shape");
+    if (!st->shape_name)
+        return -1;
     if (PyModule_AddStringConstant(module, "__version__", SW_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(module, "JSON_SCHEMA_VERSION", SW_JSON_SCHEMA_VERSION) < 0)
         return -1;
@@ -1581,6 +1591,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->marks_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
+    Py_VISIT(st->shape_name);
     return 0;
 }
 
@@ -1599,6 +1610,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->marks_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
+    Py_CLEAR(st->shape_name);
     return 0;
 }
 

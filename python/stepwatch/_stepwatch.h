@@ -28,6 +28,7 @@ typedef struct {
     PyTypeObject *marks_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
+    PyObject *shape_name;     /* the interned string "shape", for batch_size() */
 } module_state;
 
 /* The state of the module that defined tp (or one of its bases). NULL with an exception set

@@ -13,6 +13,8 @@ Differences from Ignite's profilers, all on purpose:
   * data of unknown length works (no ``len()``, no ``epoch_length`` needed); a step begins
     when its batch arrived (at the time its fetch began), so the fetch that finds the end of
     the data opens none;
+  * a run that fails (exception or Ctrl-C) is closed like a completed one and the profiler's
+    handlers come off the engine; the exception propagates as without the profiler;
   * "Dataflow" is the ``next(iterator)`` call itself (between the GET_BATCH_STARTED and
     GET_BATCH_COMPLETED handlers), "Processing" the process function (between the
     ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
@@ -92,6 +94,8 @@ class _Base:
                                            tuple(p.action(a) for a in slot_actions), max_rows)
         self._installed = []
         self._engine = None
+        self._running = False     # between a run's STARTED and its COMPLETED (or exception)
+        self._in_epoch = False
 
     @property
     def dropped_rows(self):
@@ -114,26 +118,61 @@ class _Base:
         self._installed.append((event, fn))
 
     def _remove(self):
+        """Take our handlers off the engine. Each event gets a new list, because the run ends
+        from a COMPLETED or EXCEPTION_RAISED handler: Ignite is iterating over the old one."""
+        handlers = self._engine._event_handlers
+        ours = {}
         for event, fn in self._installed:
-            handlers = self._engine._event_handlers[event]
-            for i, (h, _a, _k) in enumerate(handlers):
-                if h is fn:
-                    del handlers[i]
-                    break
+            ours.setdefault(event, set()).add(id(fn))
+        for event, ids in ours.items():
+            rest = [entry for entry in handlers[event] if id(entry[0]) not in ids]
+            if rest:
+                handlers[event] = rest
+            else:  # Ignite re-raises an exception only when EXCEPTION_RAISED has no key
+                del handlers[event]
         self._installed = []
+
+    def _run_started(self, engine):
+        """A run begins (first STARTED handler). What a failed run left is cleared first."""
+        if self._running:
+            self._run_finished()
+        self._engine = engine
+        self._running = True
+        self._fit.begin()
+
+    def _run_finished(self):
+        """The run completed or failed: close what is open, take our handlers off."""
+        self._marks.close()  # an iteration the engine left unfinished
+        if self._in_epoch:
+            self._epoch_completed_last()
+        self._fit.end()
+        self._running = False
+        self._remove()
+
+    def _on_exception(self, exc):
+        """EXCEPTION_RAISED (Ctrl-C included): the run is over. Ignite raises the exception
+        itself only when no handler is registered for the event, so when ours is the only
+        one it is raised here; otherwise the user's handlers keep their say."""
+        alone = len(self._engine._event_handlers[Events.EXCEPTION_RAISED]) == 1
+        if self._running:
+            self._run_finished()
+        if alone:
+            raise exc
 
     def _epoch_started_first(self):
         self._epoch.begin()
         self._phase.begin()
+        self._in_epoch = True
 
     def _epoch_completed_last(self):
         self._marks.close()  # an iteration the engine left unfinished (terminate)
         self._phase.end()
         self._epoch.end()
+        self._in_epoch = False
 
-    def _loop_marks(self, timed_events=()):
-        """Insert the marks around next() and the process function, innermost (next to them).
-        timed_events: the per-iteration events whose user handlers are timed (Marks slots)."""
+    def _loop_marks(self):
+        """Insert the marks around next() and the process function, innermost (next to them),
+        and the ones that end the run."""
         m, eng = self._marks, (self._engine,)
         self._insert(Events.GET_BATCH_STARTED, m.fetch_begin, first=False)
         self._insert(Events.GET_BATCH_COMPLETED, m.fetch_end, first=True, args=eng)
@@ -144,6 +183,8 @@ class _Base:
         self._insert(Events.ITERATION_COMPLETED, m.iteration_end, first=False, args=eng)
         self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
         self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
+        self._insert(Events.COMPLETED, self._run_finished, first=False)
+        self._insert(Events.EXCEPTION_RAISED, self._on_exception, first=False)
 
     def records(self, phase=None):
         """The stepwatch rows as a list of dicts (pandas.DataFrame(records))."""
@@ -185,12 +226,11 @@ class BasicTimeProfiler(_Base):
             engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
 
     def _as_first_started(self, engine):
-        self._engine = engine
+        self._run_started(engine)
         self.event_handlers_names = {
             e: [_handler_name(h) for (h, _, _) in engine._event_handlers[e]
                 if "BasicTimeProfiler." not in repr(h)]
             for e in Events if e not in self.events_to_ignore}
-        self._fit.begin()
         # Every profiled event's handlers are timed from a first to a last marker; an event
         # with no user handlers costs nothing (its time is 0 by definition). The
         # per-iteration events are timed by the C marks, the epoch-level ones here.
@@ -211,7 +251,6 @@ class BasicTimeProfiler(_Base):
         # after the event markers: the loop's marks sit innermost, next to next() and the
         # process function
         self._loop_marks()
-        self._insert(Events.COMPLETED, self._completed, first=False)
 
     def _event_first(self, event):
         self._event_start[event] = _sw.now_ns()
@@ -223,11 +262,6 @@ class BasicTimeProfiler(_Base):
         t = _sw.now_ns()
         self._event_actions[event].record(start, t)
         self._per_epoch[(event, self._engine.state.epoch)] = (t - start) / 1e9
-
-    def _completed(self):
-        self._marks.close()
-        self._fit.end()
-        self._remove()
 
     def get_results(self):
         """Ignite's result dict (seconds), computed from the stepwatch statistics."""
@@ -346,25 +380,21 @@ class HandlersTimeProfiler(_Base):
         return _timeit_handler
 
     def _as_first_started(self, engine):
-        self._engine = engine
+        self._run_started(engine)
         for e in engine._allowed_events:
             for i, (func, args, kwargs) in enumerate(engine._event_handlers[e]):
                 if not self._is_internal_handler(func):
                     engine._event_handlers[e][i] = (self._wrap(func, e), args, kwargs)
-        self._fit.begin()
         self._loop_marks()
-        self._insert(Events.COMPLETED, self._detach, first=False)
 
-    def _detach(self):
-        self._marks.close()
-        engine = self._engine
-        for e in engine._event_handlers:
-            for i, (func, args, kwargs) in enumerate(engine._event_handlers[e]):
+    def _run_finished(self):
+        """Put the user's handlers back unwrapped, then as every profiler."""
+        for handlers in self._engine._event_handlers.values():
+            for i, (func, args, kwargs) in enumerate(handlers):
                 original = getattr(func, "_profiler_original", None)
                 if original is not None:
-                    engine._event_handlers[e][i] = (original, args, kwargs)
-        self._fit.end()
-        self._remove()
+                    handlers[i] = (original, args, kwargs)
+        super()._run_finished()
 
     def get_results(self):
         """Ignite's rows: [handler, event, total, (min, idx), (max, idx), mean, std] (s)."""

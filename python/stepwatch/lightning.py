@@ -11,11 +11,13 @@ common meaning are also timed under the shared vocabulary around it: ``*_next`` 
 ``[Strategy]*.training_step`` (and validation/test/predict) -> forward, ``[Strategy]*.backward``
 -> backward, ``*.optimizer_zero_grad`` -> zero_grad. (``optimizer_step`` runs the closure, i.e.
 forward and backward, inside it, so it keeps its Lightning name only: its self time is the
-optimizer's.) Steps begin at each ``*_next``; phases fit > epoch > train / valid.
+optimizer's.) Steps begin at each ``*_next``; phases fit > epoch > train / valid. A step's
+batch size (for samples/s) is read from its batch (``stepwatch.batch_size``) by a callback the
+profiler adds to the Trainer at ``setup``: Lightning hands profilers no batches.
 
 An unbalanced ``stop`` (or a second ``start``) is counted in ``unbalanced``, never raised. The
 report is written at ``describe()``; if training stops by an exception or Ctrl-C (Lightning
-then skips ``describe``), an ``on_exception`` callback added at ``setup`` writes it instead.
+then skips ``describe``), that callback's ``on_exception`` writes it instead.
 """
 import atexit
 import re
@@ -38,12 +40,30 @@ _COMMON = [
 _TRAIN_NEXT = "train_dataloader_next"
 
 
-class _ReportOnException(Callback):
-    """Added by Profiler.setup: Lightning calls on_exception (also for Ctrl-C) but then skips
-    the profiler's describe(); write the report here."""
+class _ProfilerEvents(Callback):
+    """Added by Profiler.setup, for what Lightning tells callbacks but not profilers: each
+    step's batch (its batch size, for samples/s), and an exception or Ctrl-C, after which
+    Lightning skips the profiler's describe() (the report is written here instead)."""
 
     def __init__(self, profiler):
         self._profiler = weakref.ref(profiler)
+
+    def _batch(self, batch):
+        prof = self._profiler()
+        if prof is not None and prof._step_open:
+            prof.profiler.set_batch_size(_sw.batch_size(batch))
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self._batch(batch)
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self._batch(batch)
+
+    def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self._batch(batch)
+
+    def on_predict_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self._batch(batch)
 
     def on_exception(self, trainer, pl_module, exception):
         # Lightning times this hook as "[Callback]..on_exception": the report is written
@@ -93,9 +113,9 @@ class Profiler(_LightningProfiler):
         self._described = False
         trainer = _trainer_of(self)
         if trainer is not None and not any(
-                isinstance(cb, _ReportOnException) and cb._profiler() is self
+                isinstance(cb, _ProfilerEvents) and cb._profiler() is self
                 for cb in trainer.callbacks):
-            trainer.callbacks.append(_ReportOnException(self))
+            trainer.callbacks.append(_ProfilerEvents(self))
         if not self._fit_open:
             self._fit.begin()
             self._fit_open = True

@@ -293,3 +293,15 @@ def test_default_profiler_helpers():
         stepwatch.set_profiler(None)
     with pytest.raises(TypeError):
         stepwatch.set_profiler(object())
+
+
+def test_batch_size_reads_the_first_array_like():
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(5, 3)
+    assert stepwatch.batch_size(x) == 5
+    assert stepwatch.batch_size((x, torch.zeros(5))) == 5
+    assert stepwatch.batch_size([{"image": np.zeros((7, 2)), "label": 1}]) == 7
+    # unknown: 0, never an exception
+    for unknown in (None, 3, "text", (), {}, [1, 2], torch.tensor(1.0), object()):
+        assert stepwatch.batch_size(unknown) == 0, unknown

@@ -62,9 +62,7 @@ def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     assert sum(float(r["dataflow_stats"]) for r in rows) == pytest.approx(
         data["total_ns"] / 1e9, rel=1e-6)
     # the profiler's own handlers are gone after the run
-    left = [h for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e]
-            if "stepwatch" in repr(h)]
-    assert left == [prof._as_first_started]  # kept, as Ignite does, to profile a rerun
+    assert stepwatch_handlers(eng) == [prof._as_first_started]  # kept to profile a rerun
 
 
 def test_basic_works_without_len_and_bounds_memory(tmp_path):
@@ -114,6 +112,61 @@ def test_handlers_profiler(sleepy, tmp_path):
     assert all(not hasattr(h, "_profiler_original")
                for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
     assert calls["it"] == 6
+
+
+def stepwatch_handlers(eng):
+    return [h for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e]
+            if "stepwatch" in repr(h)]
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_failed_run_reraises_and_leaves_nothing_open(make, error):
+    fail_at = {"it": 3}
+
+    def step(engine, batch):
+        if engine.state.iteration == fail_at["it"]:
+            raise error("boom")
+
+    eng = Engine(step)
+    ran = []
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: ran.append(e.state.iteration))
+    prof = make()
+    prof.attach(eng)
+    with pytest.raises(error, match="boom"):  # as Ignite does without the profiler
+        eng.run([torch.zeros(2)] * 5, max_epochs=1)
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 2 and rows["step"]["count"] == 3
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+    assert Events.EXCEPTION_RAISED not in eng._event_handlers  # the next failure raises too
+    if make is HandlersTimeProfiler:
+        assert all(not hasattr(h, "_profiler_original")
+                   for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
+    misuse = prof.profiler.snapshot().info()["misuse"]
+    assert sum(misuse.values()) == 0, misuse
+    # a second run is profiled once, not twice
+    fail_at["it"] = None
+    eng.state.max_epochs = None  # Ignite's way to run again from the start
+    eng.run([torch.zeros(2)] * 5, max_epochs=1)
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 2 + 5 == len(ran)
+    misuse = prof.profiler.snapshot().info()["misuse"]
+    assert sum(misuse.values()) == 0, misuse
+
+
+def test_a_users_exception_handler_keeps_its_say():
+    def step(engine, batch):
+        raise ValueError("handled")
+
+    eng = Engine(step)
+    seen = []
+    eng.add_event_handler(Events.EXCEPTION_RAISED, lambda e, exc: seen.append(str(exc)))
+    prof = BasicTimeProfiler()
+    prof.attach(eng)
+    eng.run([1, 2], max_epochs=1)  # the user's handler swallows it, as without the profiler
+    assert seen == ["handled"]
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+    assert len(eng._event_handlers[Events.EXCEPTION_RAISED]) == 1
 
 
 def test_attach_rejects_non_engines():

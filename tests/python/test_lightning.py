@@ -68,8 +68,13 @@ def test_report_file_follows_lightning_naming(tmp_path):
     assert [os.path.basename(f) for f in files] == ["fit-perf.txt"]
     text = open(files[0]).read()
     assert "Mean duration" in text and "run_training_epoch" in text
-    r = {(x["action"], x["phase"]) for x in prof.records()}
+    r = {(x["action"], x["phase"]): x for x in prof.records()}
     assert ("step", "valid") in r and ("step", "train") in r
+    # each step's batch size is read from its batch: 4 batches of 4 samples, then 2 of 4
+    train, valid = r[("step", "train")], r[("step", "valid")]
+    assert (train["count"], train["samples"]) == (4, 16)
+    assert (valid["count"], valid["samples"]) == (2, 8)
+    assert train["samples_per_s"] > 0
     assert prof.unbalanced == 0
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
