@@ -270,7 +270,8 @@ static int sw__next_batch(sw_engine *e, sw__loop *loop, int known_length)
 }
 
 /* One loop over a source: the training loop (training = 1, up to length batches) or the
- * validation loop. Each batch is one profiler step. */
+ * validation loop. Each batch is one profiler step, begun when the batch has arrived at the
+ * time its fetch began: the fetch that finds the pass over opens no step. */
 static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t length)
 {
     sw_profiler *p = e->profiler;
@@ -283,14 +284,11 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
     sw_phase_begin(p, training ? SW_PHASE_TRAIN : SW_PHASE_VALID);
     while (!e->terminate && !e->terminate_epoch &&
            (!known || (int64_t)e->state.epoch_iteration < length)) {
-        sw_step_begin(p, 0);
         rc = sw__fire(e, SW_EVENT_GET_BATCH_STARTED);
         if (rc < 0)
             break;
         uint64_t t0 = sw_now_ns();
-        sw_begin(p, e->data_action);
         int got = sw__next_batch(e, loop, known);
-        sw_end(p, e->data_action);
         uint64_t t1 = sw_now_ns();
         if (got < 0) {
             rc = sw__fail(e, got);
@@ -298,9 +296,10 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
         }
         if (got == 0)
             break;
+        sw_step_begin_at(p, e->state.batch_size, t0);
+        sw_record(p, e->data_action, t0, t1);
         uint64_t dataflow = t1 - t0;
         downtime += dataflow;
-        sw_step_set_batch_size(p, e->state.batch_size);
         e->state.epoch_iteration++;
         if (training)
             e->state.iteration++;
@@ -328,7 +327,7 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
         if (training && e->csv.file)
             sw__csv_row(&e->csv, e, sw__seconds(processing), sw__seconds(dataflow));
     }
-    /* The step is still open after an error or the pass's end (its data wait is kept). */
+    /* A step is still open after an error in its processing or handlers. */
     if (sw_step_index(p) >= 0)
         sw_step_end(p);
     if (rc == 0 && e->terminate_epoch) {

@@ -204,7 +204,14 @@ static void test_unknown_length(void **state)
     assert_int_equal(l.calls[SW_EVENT_GET_BATCH_COMPLETED], 8);
     assert_int_equal(l.calls[SW_EVENT_ITERATION_COMPLETED], 8);
     assert_int_equal(l.calls[SW_EVENT_EPOCH_COMPLETED], 2);
-    sw_snapshot_free(check_complete_report(e));
+    sw_snapshot *s = check_complete_report(e);
+    /* A step per batch: the fetch that finds the pass over opens none. */
+    const sw_row *step = sw_snapshot_find(s, "step", "train");
+    assert_non_null(step);
+    assert_int_equal(step->stats.count + step->warmup.count, 8);
+    assert_int_equal(step->stats.samples + step->warmup.samples, 8 * 8);
+    assert_int_equal(sw_snapshot_find(s, "data", "train")->stats.count, 8);
+    sw_snapshot_free(s);
     sw_engine_free(e);
 }
 
