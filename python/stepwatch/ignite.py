@@ -102,11 +102,14 @@ class _Base:
         """Iterations whose CSV row was let go (more than max_rows ran)."""
         return self._marks.dropped
 
-    @staticmethod
-    def _check_engine(engine):
+    def attach(self, engine):
+        """Attach to engine (its handlers are timed from the next run on)."""
         if not isinstance(engine, Engine):
             raise TypeError(f"Argument engine should be ignite.engine.Engine, "
                             f"but given {type(engine)}")
+        # first STARTED handler: the subclass sets the run up (_as_first_started)
+        if not engine.has_event_handler(self._as_first_started):
+            engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
 
     def _insert(self, event, fn, first, args=()):
         handlers = self._engine._event_handlers[event]
@@ -218,12 +221,6 @@ class BasicTimeProfiler(_Base):
         self.event_handlers_names = {}
         self._event_start = {}
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
-
-    def attach(self, engine):
-        """Attach to engine (its handlers are timed from the next run on)."""
-        self._check_engine(engine)
-        if not engine.has_event_handler(self._as_first_started):
-            engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
 
     def _as_first_started(self, engine):
         self._run_started(engine)
@@ -342,12 +339,6 @@ class HandlersTimeProfiler(_Base):
         super().__init__(profiler, phase, max_rows)
         self._handlers = {}   # (handler name, event name) -> (action, deque of seconds)
         self._max_rows = max_rows
-
-    def attach(self, engine):
-        """Attach to engine (its handlers are timed from the next run on)."""
-        self._check_engine(engine)
-        if not engine.has_event_handler(self._as_first_started):
-            engine._event_handlers[Events.STARTED].insert(0, (self._as_first_started, (engine,), {}))
 
     @staticmethod
     def _is_internal_handler(handler):
