@@ -15,6 +15,8 @@ optimizer's.) Steps begin at each ``*_next``; phases fit > epoch > train / valid
 batch size (for samples/s) is read from its batch (``stepwatch.batch_size``) by a callback the
 profiler adds to the Trainer at ``setup``: Lightning hands profilers no batches.
 
+That callback's own hooks are not timed (they are the profiler's work, not the user's).
+
 An unbalanced ``stop`` (or a second ``start``) is counted in ``unbalanced``, never raised. The
 report is written at ``describe()``; if training stops by an exception or Ctrl-C (Lightning
 then skips ``describe``), that callback's ``on_exception`` writes it instead.
@@ -38,6 +40,7 @@ _COMMON = [
     (re.compile(r"\.optimizer_zero_grad$"), "zero_grad"),
 ]
 _TRAIN_NEXT = "train_dataloader_next"
+_UNTIMED = object()  # the entry of an action the profiler does not time
 
 
 class _ProfilerEvents(Callback):
@@ -66,11 +69,11 @@ class _ProfilerEvents(Callback):
         self._batch(batch)
 
     def on_exception(self, trainer, pl_module, exception):
-        # Lightning times this hook as "[Callback]..on_exception": the report is written
-        # when that span ends (Profiler.stop), so every span is closed in it.
+        # The exception has left every profiled block, and this callback's own spans are not
+        # recorded: nothing is open, the report is complete.
         prof = self._profiler()
         if prof is not None:
-            prof._report_on_stop = True
+            prof.describe()
 
 
 class Profiler(_LightningProfiler):
@@ -102,8 +105,8 @@ class Profiler(_LightningProfiler):
         self._valid = self.profiler.phase("valid")
         self._fit_open = False
         self._epoch_open = False
-        self._report_on_stop = False
         self._described = False
+        self._own_prefix = None      # "[Callback]<our callback>.": its hooks are not timed
         atexit.register(_describe_at_exit, weakref.ref(self))
 
     # ---- the Profiler contract -----------------------------------------------------------
@@ -112,10 +115,13 @@ class Profiler(_LightningProfiler):
         super().setup(stage, local_rank=local_rank, log_dir=log_dir)
         self._described = False
         trainer = _trainer_of(self)
-        if trainer is not None and not any(
-                isinstance(cb, _ProfilerEvents) and cb._profiler() is self
-                for cb in trainer.callbacks):
-            trainer.callbacks.append(_ProfilerEvents(self))
+        if trainer is not None:
+            events = next((cb for cb in trainer.callbacks
+                           if isinstance(cb, _ProfilerEvents) and cb._profiler() is self), None)
+            if events is None:
+                events = _ProfilerEvents(self)
+                trainer.callbacks.append(events)
+            self._own_prefix = f"[Callback]{events.state_key}."
         if not self._fit_open:
             self._fit.begin()
             self._fit_open = True
@@ -124,6 +130,8 @@ class Profiler(_LightningProfiler):
         entry = self._entries.get(action_name)
         if entry is None:
             entry = self._entry(action_name)
+        if entry is _UNTIMED:
+            return
         if entry[2]:
             self.unbalanced += 1
         entry[2] += 1
@@ -135,6 +143,8 @@ class Profiler(_LightningProfiler):
 
     def stop(self, action_name):
         entry = self._entries.get(action_name)
+        if entry is _UNTIMED:
+            return
         if entry is None or not entry[2]:
             self.unbalanced += 1
             return
@@ -147,9 +157,6 @@ class Profiler(_LightningProfiler):
         if action_name == "run_training_epoch" and self._epoch_open:
             self._epoch.end()
             self._epoch_open = False
-        if self._report_on_stop and action_name.endswith(".on_exception"):
-            self._report_on_stop = False
-            self.describe()
 
     def summary(self):
         self._close_steps()
@@ -169,6 +176,9 @@ class Profiler(_LightningProfiler):
     # ---- helpers -------------------------------------------------------------------------
 
     def _entry(self, name):
+        if self._own_prefix is not None and name.startswith(self._own_prefix):
+            self._entries[name] = _UNTIMED  # the profiler's own work, not the user's
+            return _UNTIMED
         common = None
         for pattern, common_name in _COMMON:
             if pattern.search(name):

@@ -35,6 +35,10 @@ class Model(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
+class UsersCallback(L.Callback):
+    pass
+
+
 def trainer(**kw):
     args = dict(max_epochs=1, logger=False, enable_checkpointing=False,
                 enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
@@ -63,7 +67,8 @@ def test_data_wait_matches_a_known_sleep(sleepy, tmp_path):
 
 def test_report_file_follows_lightning_naming(tmp_path):
     prof = Profiler(dirpath=str(tmp_path), filename="perf", format="lightning")
-    trainer(profiler=prof, limit_val_batches=2).fit(Model(), small(), small())
+    trainer(profiler=prof, limit_val_batches=2,
+            callbacks=[UsersCallback()]).fit(Model(), small(), small())
     files = glob.glob(os.path.join(str(tmp_path), "*.txt"))
     assert [os.path.basename(f) for f in files] == ["fit-perf.txt"]
     text = open(files[0]).read()
@@ -75,6 +80,10 @@ def test_report_file_follows_lightning_naming(tmp_path):
     assert (train["count"], train["samples"]) == (4, 16)
     assert (valid["count"], valid["samples"]) == (2, 8)
     assert train["samples_per_s"] > 0
+    # the profiler's own callback is not timed; the user's callbacks are
+    names = {x["action"] for x in prof.records("all")}
+    assert not [n for n in names if "_ProfilerEvents" in n], names
+    assert "[Callback]UsersCallback.on_train_batch_start" in names, names
     assert prof.unbalanced == 0
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
@@ -87,6 +96,7 @@ def test_report_written_when_training_fails(tmp_path):
     (path,) = glob.glob(os.path.join(str(tmp_path), "*crash*.txt"))
     text = open(path).read()
     assert "data" in text and "forward" in text and "Misuse" not in text
+    assert "_ProfilerEvents" not in text
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
 
