@@ -179,6 +179,12 @@ void sw__store_close(sw__store *st) {
     sqlite3_finalize(st->span_chunk);
     sqlite3_finalize(st->counter);
     sqlite3_finalize(st->name);
+    /* A finished file is one self-contained file: leaving WAL mode checkpoints the WAL into
+     * it, and later readers (read-only) then create no empty -wal and -shm beside it. This
+     * needs the only connection; when a reader has the file open it stays in WAL mode (no
+     * waiting: the process is ending). */
+    sqlite3_busy_timeout(st->db, 0);
+    sqlite3_exec(st->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
     sqlite3_close(st->db);
     free(st);
 }

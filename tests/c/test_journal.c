@@ -164,8 +164,14 @@ static void test_round_trip(void **state) {
     char reason[64];
     query_text(path, "SELECT end_reason FROM ranks", reason, sizeof reason);
     assert_string_equal(reason, "exit");
+    /* finished: one self-contained file, and reading it (above) left nothing beside it */
     query_text(path, "PRAGMA journal_mode", reason, sizeof reason);
-    assert_string_equal(reason, "wal");
+    assert_string_equal(reason, "delete");
+    char side[320];
+    snprintf(side, sizeof side, "%s-wal", path);
+    assert_int_equal(access(side, F_OK), -1);
+    snprintf(side, sizeof side, "%s-shm", path);
+    assert_int_equal(access(side, F_OK), -1);
 }
 
 /* Shared with the child: steps it completed, updated after each step. */
@@ -356,12 +362,33 @@ static void test_replaces_old_run_file(void **state) {
     assert_int_equal(query_int(path, "SELECT count(*) FROM steps"), 6);
 }
 
+/* A reader open when the run ends keeps the file in WAL mode (leaving it needs the only
+ * connection); the file stays whole and readable. */
+static void test_reader_open_at_the_end(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "watched.db");
+    SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 10);
+    for (int i = 0; i < 5; i++) {
+        sw_step_begin(p, 1);
+        sw_step_end(p);
+    }
+    sw_run *watching = NULL;
+    assert_int_equal(sw_run_open(path, &watching), 0);
+    sw_profiler_free(p);
+    char mode[16];
+    query_text(path, "PRAGMA journal_mode", mode, sizeof mode);
+    assert_string_equal(mode, "wal");
+    sw_run_close(watching);
+    assert_int_equal(query_int(path, "SELECT complete FROM ranks"), 1);
+    assert_int_equal(query_int(path, "SELECT count(*) FROM steps"), 5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_sigkill_recovery),
         cmocka_unit_test(test_sigterm_chains),    cmocka_unit_test(test_sigint_default),
         cmocka_unit_test(test_completed_at_exit), cmocka_unit_test(test_refuses_foreign_file),
-        cmocka_unit_test(test_replaces_old_run_file),
+        cmocka_unit_test(test_replaces_old_run_file), cmocka_unit_test(test_reader_open_at_the_end),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
