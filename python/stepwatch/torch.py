@@ -34,6 +34,7 @@ The patches and hooks that run every step are C callables (``stepwatch._stepwatc
 python/stepwatch/_loop.c) holding the step's state; this file only installs them.
 """
 import functools
+import inspect
 import threading
 import warnings
 import weakref
@@ -119,6 +120,11 @@ class Instrumentation:
                     lambda original: self._loop.hook("next", original))
 
     def _install_forward(self):
+        # The end hook must run even when the forward raises (always_call, torch >= 2.0):
+        # without it a failed forward would leave "forward" open. Checked here, since a
+        # TypeError at the first forward would fail the user's script.
+        if "always_call" not in inspect.signature(torch.nn.Module.register_forward_hook).parameters:
+            raise RuntimeError("register_forward_hook has no always_call; use forward='patch'")
         st, loop = self, self._loop
 
         def post_hook(module, args, output):

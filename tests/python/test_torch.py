@@ -113,6 +113,41 @@ def test_uninstrument_restores_everything(prof, forward):
     assert swtorch.uninstrument() is None
 
 
+def test_a_torch_without_a_hook_degrades_and_says_so(prof, monkeypatch):
+    # torch < 2.0 had no global optimizer step hooks: take them away
+    from torch.optim import optimizer as omod
+    monkeypatch.delattr(omod, "register_optimizer_step_pre_hook")
+    monkeypatch.delattr(omod, "register_optimizer_step_post_hook")
+    model, opt = model_and_opt()
+    with pytest.warns(RuntimeWarning, match="optimizer step not timed"):
+        inst = swtorch.instrument(prof)
+    train(DataLoader(TensorDataset(torch.randn(12, 8), torch.randn(12, 1)), batch_size=4),
+          model, opt, torch.nn.MSELoss())
+    swtorch.uninstrument()
+    assert len(inst.missing) == 1 and inst.missing[0].startswith("optimizer step:")
+    r = rows(prof, "train")
+    assert "optimizer" not in r  # not timed, and nothing else lost
+    for name in ("step", "data", "forward", "loss", "backward", "zero_grad"):
+        assert r[name]["count"] == 3, name
+    assert sum(prof.snapshot().info()["misuse"].values()) == 0
+
+
+def test_forward_hooks_need_always_call(prof, monkeypatch):
+    # torch < 2.0: register_forward_hook(hook) without always_call
+    original = torch.nn.Module.register_forward_hook
+    monkeypatch.setattr(torch.nn.Module, "register_forward_hook",
+                        lambda self, hook: original(self, hook))
+    model, opt = model_and_opt()
+    with pytest.warns(RuntimeWarning, match="forward and loss not timed"):
+        inst = swtorch.instrument(prof, forward="hooks")
+    train(DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=4),
+          model, opt, torch.nn.MSELoss())  # the script runs on
+    swtorch.uninstrument()
+    assert "always_call" in inst.missing[0]
+    r = rows(prof, "train")
+    assert "forward" not in r and r["backward"]["count"] == 2
+
+
 @pytest.mark.parametrize("forward", ["patch", "hooks"])
 def test_an_exception_in_forward_does_not_break_later_steps(prof, forward):
     class Flaky(torch.nn.Module):
