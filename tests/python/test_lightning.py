@@ -2,6 +2,9 @@
 import glob
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -158,3 +161,55 @@ def test_profiler_usable_by_itself_and_rejects_bad_format():
     prof.start("x")
     prof.stop("x")
     assert any(r["action"] == "x" for r in shared.records())
+
+
+DDP_SCRIPT = """
+import os, sys, torch, lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+from stepwatch.lightning import Profiler
+
+class Model(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 1)
+    def training_step(self, batch, i):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.lin(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+out = sys.argv[1]
+prof = Profiler(dirpath=out, filename="perf", run_file=os.path.join(out, "run-{rank}.db"))
+data = DataLoader(TensorDataset(torch.randn(32, 8), torch.randn(32, 1)), batch_size=4)
+L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, logger=False,
+          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+          profiler=prof).fit(Model(), data)
+"""
+
+
+def test_ddp_under_torchrun_gives_each_rank_its_files(tmp_path, build_dir):
+    """Two real ranks (torchrun, gloo): a report per rank named as Lightning names them, a run
+    file per rank that knows its rank, and the C command merges them."""
+    script = tmp_path / "train_ddp.py"
+    script.write_text(textwrap.dedent(DDP_SCRIPT))
+    out = tmp_path / "out"
+    out.mkdir()
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", str(script), str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    files = sorted(os.listdir(out))
+    assert files == ["fit-perf-0.txt", "fit-perf-1.txt", "run-0.db", "run-1.db"], files
+    for rank in (0, 1):
+        assert "forward" in (out / f"fit-perf-{rank}.txt").read_text()
+        info = stepwatch.load(str(out / f"run-{rank}.db")).info()
+        # 32 samples, 2 ranks, batches of 4 (DistributedSampler): 4 steps each
+        assert (info["rank"], info["world_size"], info["steps"]) == (rank, 2, 4)
+    exe = os.path.join(build_dir or "", "stepwatch")
+    if build_dir and os.access(exe, os.X_OK):
+        merged = str(out / "all.db")
+        m = subprocess.run([exe, "merge", "-o", merged, str(out / "run-0.db"),
+                            str(out / "run-1.db")], capture_output=True, text=True)
+        assert m.returncode == 0, m.stderr
+        r = subprocess.run([exe, "report", merged], capture_output=True, text=True)
+        assert r.returncode == 0 and "8 steps" in r.stdout and "2 ranks" in r.stdout, r.stdout
