@@ -13,7 +13,9 @@
 4. slowdown of a real CPU training step (an MLP classifier, ~0.7 ms here) under instrument()
    vs none. Budget: <= 1 %. The same for a twice larger step (~1.1 ms), for comparison.
    3 and 4 switch the instrumentation on and off every 25 steps of one pass and compare the
-   medians of the per-step times (see bench_torch).
+   medians of the per-step times (see bench_torch). The slowdowns come with a 95 % interval
+   from a block bootstrap: on a shared VM the step time wanders, and the interval says how
+   far one run's figure can be trusted.
 
 Timings are medians over repeats; the variants of one measurement alternate so that machine
 load hits them alike. Prints a table; writes the figures as JSON.
@@ -21,6 +23,7 @@ load hits them alike. Prints a table; writes the figures as JSON.
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -128,7 +131,7 @@ def bench_torch(kind, steps, block=25):
     prof = stepwatch.Profiler(name="bench")
 
     def run(total):
-        times = {False: [], True: []}
+        times = {False: [[]], True: [[]]}  # per set, its blocks of per-step times
         on, n = False, 0
         while n < total:
             t0 = time.perf_counter_ns()
@@ -139,10 +142,11 @@ def bench_torch(kind, steps, block=25):
                 loss.backward()
                 opt.step()
                 t1 = time.perf_counter_ns()
-                times[on].append(t1 - t0)
+                times[on][-1].append(t1 - t0)
                 n += 1
                 if n % block == 0:
                     on = not on
+                    times[on].append([])
                     swtorch.instrument(prof) if on else swtorch.uninstrument()
                 if n == total:
                     break
@@ -154,11 +158,33 @@ def bench_torch(kind, steps, block=25):
     before = {r["action"]: r["count"] for r in prof.records("all")}
     times = run(steps)
     counts = {r["action"]: r["count"] - before.get(r["action"], 0) for r in prof.records("all")}
-    timed = len(times[True])
+    blocks = {on: [b for b in times[on] if b] for on in times}
+    timed = sum(len(b) for b in blocks[True])
     assert counts.get("forward") == timed and counts.get("optimizer") == timed, (counts, timed)
-    b, i = statistics.median(times[False]), statistics.median(times[True])
+    b, i = (statistics.median(t for blk in blocks[on] for t in blk) for on in (False, True))
     return {"step_ns": b, "instrumented_step_ns": i, "overhead_ns": i - b,
-            "slowdown_pct": 100.0 * (i - b) / b, "steps_each": timed, "block": block}
+            "slowdown_pct": 100.0 * (i - b) / b,
+            "slowdown_ci95_pct": slowdown_ci95(blocks[False], blocks[True]),
+            "steps_each": timed, "block": block}
+
+
+def slowdown_ci95(off_blocks, on_blocks, resamples=400):
+    """A 95 % interval for the slowdown: the blocks of each set are drawn again with
+    replacement (a block bootstrap: steps next to each other share machine state, blocks
+    far apart much less) and the slowdown of the medians taken each time."""
+    rng = random.Random(0)
+    found = []
+    for _ in range(resamples):
+        med = [statistics.median(t for blk in rng.choices(blocks, k=len(blocks)) for t in blk)
+               for blocks in (off_blocks, on_blocks)]
+        found.append(100.0 * (med[1] - med[0]) / med[0])
+    found.sort()
+    return [found[int(0.025 * resamples)], found[int(0.975 * resamples) - 1]]
+
+
+def ci(fig):
+    lo, hi = fig["slowdown_ci95_pct"]
+    return f"{lo:.2f} to {hi:.2f} %"
 
 
 def main():
@@ -204,9 +230,11 @@ def main():
         ("torch real step", f"{tr['step_ns'] / 1e3:.0f} us", "", None),
         ("torch real step: instrument() slowdown", f"{tr['slowdown_pct']:.2f} %", "<= 1 %",
          budgets["real_step_le_1pct"]),
+        ("torch real step: slowdown, 95 % interval", ci(tr), "", None),
         ("torch 2x larger step", f"{tr1['step_ns'] / 1e3:.0f} us", "", None),
         ("torch 2x larger step: instrument() slowdown", f"{tr1['slowdown_pct']:.2f} %", "",
          None),
+        ("torch 2x larger step: slowdown, 95 % interval", ci(tr1), "", None),
     ]
     print(f"{'stepwatch Python benchmark':46} {'measured':>12} {'budget':>11}  ok")
     for name, value, budget, ok in rows:
