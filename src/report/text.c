@@ -13,6 +13,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 size_t sw__text_clean(const char *in, char *out, size_t size) {
     if (size == 0)
@@ -155,13 +157,21 @@ double sw__percent(const sw_snapshot *s, uint64_t ns) {
 
 size_t sw__term_width(void) {
     const char *env = getenv("COLUMNS");
-    if (env == NULL || *env == '\0')
-        return 80;
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end != '\0' || v < 40 || v > 1000)
-        return 80;
-    return (size_t)v;
+    if (env != NULL && *env != '\0') {
+        char *end;
+        long v = strtol(env, &end, 10);
+        return *end == '\0' && v >= 40 && v <= 1000 ? (size_t)v : 80;
+    }
+    /* Most shells do not export COLUMNS: ask the terminal the report is likely shown on.
+     * A file or a pipe keeps 80, so saved reports do not depend on who ran them. */
+    const int fds[2] = {STDOUT_FILENO, STDERR_FILENO};
+    for (int i = 0; i < 2; i++) {
+        struct winsize ws;
+        if (isatty(fds[i]) && ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 &&
+            ws.ws_col <= 1000)
+            return ws.ws_col;
+    }
+    return 80;
 }
 
 void sw__with_commas(uint64_t v, char *out, size_t size) {

@@ -56,8 +56,8 @@ long sw__rows_select(const sw_snapshot *s, int rollups, const sw_row ***out);
 
 /* Percent of the snapshot's wall time; 0 when the wall time is 0. */
 double sw__percent(const sw_snapshot *s, uint64_t ns);
-/* The terminal width the tables aim for: $COLUMNS when it is a number in 40..1000,
- * else 80. */
+/* The terminal width the tables aim for: $COLUMNS when it is a number in 40..1000, else
+ * the width of the terminal on stdout or stderr (in the same range), else 80. */
 size_t sw__term_width(void);
 /* A number with thousands separators: 82977 -> "82,977". */
 void sw__with_commas(uint64_t v, char *out, size_t size);

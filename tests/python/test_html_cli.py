@@ -137,3 +137,46 @@ def test_html_renders_in_chromium(runs, tmp_path):
         assert f'data-chart="{chart}"' in dom
     assert 'data-marker="p99"' in dom
     assert 'data-finding="input-bound"' in dom
+
+
+def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
+    """Without COLUMNS (shells seldom export it) the table asks the terminal for its width:
+    a real pseudo-terminal 200 columns wide gets every column and whole names; a pipe keeps
+    80 columns, so saved reports do not depend on who ran them."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    long_name = "forward/a_rather_long_action_name_that_does_not_fit_in_80_columns"
+    p = stepwatch.Profiler(name="wide", run_file=str(tmp_path / "wide.sqlite"))
+    with p.phase("train"):
+        with p.step(1):
+            with p.action(long_name):
+                pass
+    p.close()
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = [cli(), "report", str(tmp_path / "wide.sqlite")]
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    proc = subprocess.Popen(args, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the command exited and closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    on_terminal = b"".join(chunks).decode()
+    assert long_name in on_terminal and "p50" in on_terminal, on_terminal
+
+    piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert piped.returncode == 0
+    assert long_name not in piped.stdout and "\u2026" in piped.stdout
+    assert max(len(line) for line in piped.stdout.splitlines()[2:]) <= 80
