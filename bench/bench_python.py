@@ -161,11 +161,16 @@ def bench_torch(kind, steps, block=25):
     blocks = {on: [b for b in times[on] if b] for on in times}
     timed = sum(len(b) for b in blocks[True])
     assert counts.get("forward") == timed and counts.get("optimizer") == timed, (counts, timed)
-    b, i = (statistics.median(t for blk in blocks[on] for t in blk) for on in (False, True))
+    b, i = pooled_median(blocks[False]), pooled_median(blocks[True])
     return {"step_ns": b, "instrumented_step_ns": i, "overhead_ns": i - b,
             "slowdown_pct": 100.0 * (i - b) / b,
             "slowdown_ci95_pct": slowdown_ci95(blocks[False], blocks[True]),
             "steps_each": timed, "block": block}
+
+
+def pooled_median(blocks):
+    """The median of every step time of these blocks."""
+    return statistics.median(t for blk in blocks for t in blk)
 
 
 def slowdown_ci95(off_blocks, on_blocks, resamples=400):
@@ -175,7 +180,7 @@ def slowdown_ci95(off_blocks, on_blocks, resamples=400):
     rng = random.Random(0)
     found = []
     for _ in range(resamples):
-        med = [statistics.median(t for blk in rng.choices(blocks, k=len(blocks)) for t in blk)
+        med = [pooled_median(rng.choices(blocks, k=len(blocks)))
                for blocks in (off_blocks, on_blocks)]
         found.append(100.0 * (med[1] - med[0]) / med[0])
     found.sort()

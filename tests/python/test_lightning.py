@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -191,7 +190,7 @@ def test_ddp_under_torchrun_gives_each_rank_its_files(tmp_path, build_dir):
     """Two real ranks (torchrun, gloo): a report per rank named as Lightning names them, a run
     file per rank that knows its rank, and the C command merges them."""
     script = tmp_path / "train_ddp.py"
-    script.write_text(textwrap.dedent(DDP_SCRIPT))
+    script.write_text(DDP_SCRIPT)
     out = tmp_path / "out"
     out.mkdir()
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
