@@ -12,8 +12,10 @@
    optimizer, zero_grad) on a trivial torch loop, held to the same 2 us.
 4. slowdown of a real CPU training step (an MLP classifier, ~0.7 ms here) under instrument()
    vs none. Budget: <= 1 %. The same for a twice larger step (~1.1 ms), for comparison.
-   3 and 4 switch the instrumentation on and off every 25 steps of one pass and compare the
-   medians of the per-step times (see bench_torch). The slowdowns come with a 95 % interval
+   3 and 4 also measure what the interception alone costs: stepwatch's hooks recording
+   nothing, and the floor, do-nothing Python wrappers at the same points (what any profiler
+   hooking them pays before it records anything). They move between these states every 25
+   steps of one pass and compare the medians of the per-step times (see bench_torch). The slowdowns come with a 95 % interval
    from a block bootstrap: on a shared VM the step time wanders, and the interval says how
    far one run's figure can be trusted.
 
@@ -100,10 +102,13 @@ def bench_ignite(iters, repeat):
 
 
 def bench_torch(kind, steps, block=25):
-    """Per-step overhead of instrument() in one pass over a standard loop: the instrumentation
-    is switched on and off every `block` steps, and the medians of the per-step times of the
-    two sets are compared. Alternating small blocks puts both under the same machine state
-    (a noisy neighbour, frequency changes), which whole-pass comparisons do not."""
+    """Per-step overhead of instrument() in one pass over a standard loop. Every `block` steps
+    the loop moves on to the next of four states: uninstrumented; instrument(); stepwatch's
+    hooks recording nothing (instrument() on a profiler closed at once: every hook calls
+    straight through); and the floor (do-nothing Python wrappers at the same interception
+    points, see passthrough()). The medians of the per-step times of the states are compared.
+    Alternating small blocks puts all four under the same machine state (a noisy neighbour,
+    frequency changes), which whole-pass comparisons do not."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -129,10 +134,25 @@ def bench_torch(kind, steps, block=25):
         loss_fn = torch.nn.MSELoss()
         batches = [(torch.randn(batch, feats), torch.randn(batch, 1)) for _ in range(epoch)]
     prof = stepwatch.Profiler(name="bench")
+    states = ("off", "stepwatch", "hooks_only", "floor")
+    floor = []  # the floor's undo callables while it is installed
+
+    def enter(state):
+        swtorch.uninstrument()
+        while floor:
+            floor.pop()()
+        if state == "stepwatch":
+            swtorch.instrument(prof)
+        elif state == "hooks_only":
+            closed = stepwatch.Profiler(name="closed")
+            swtorch.instrument(closed, phases=False)
+            closed.close()
+        elif state == "floor":
+            floor.extend(passthrough(torch))
 
     def run(total):
-        times = {False: [[]], True: [[]]}  # per set, its blocks of per-step times
-        on, n = False, 0
+        times = {s: [[]] for s in states}  # per state, its blocks of per-step times
+        state, n = 0, 0
         while n < total:
             t0 = time.perf_counter_ns()
             # a real DataLoader over the pre-made batches (collation off)
@@ -142,30 +162,70 @@ def bench_torch(kind, steps, block=25):
                 loss.backward()
                 opt.step()
                 t1 = time.perf_counter_ns()
-                times[on][-1].append(t1 - t0)
+                times[states[state]][-1].append(t1 - t0)
                 n += 1
                 if n % block == 0:
-                    on = not on
-                    times[on].append([])
-                    swtorch.instrument(prof) if on else swtorch.uninstrument()
+                    state = (state + 1) % len(states)
+                    times[states[state]].append([])
+                    enter(states[state])
                 if n == total:
                     break
                 t0 = time.perf_counter_ns()
-        swtorch.uninstrument()
+        enter("off")
         return times
 
-    run(min(steps, 500))  # warm up
+    untouched = [owner.__dict__[name] for owner, name in patched_points(torch)]
+    run(min(steps, 600))  # warm up
     before = {r["action"]: r["count"] for r in prof.records("all")}
     times = run(steps)
     counts = {r["action"]: r["count"] - before.get(r["action"], 0) for r in prof.records("all")}
-    blocks = {on: [b for b in times[on] if b] for on in times}
-    timed = sum(len(b) for b in blocks[True])
+    blocks = {s: [b for b in times[s] if b] for s in states}
+    timed = sum(len(b) for b in blocks["stepwatch"])
+    assert [owner.__dict__[name] for owner, name in patched_points(torch)] == untouched
     assert counts.get("forward") == timed and counts.get("optimizer") == timed, (counts, timed)
-    b, i = pooled_median(blocks[False]), pooled_median(blocks[True])
+    b, i, h, f = (pooled_median(blocks[s]) for s in states)
     return {"step_ns": b, "instrumented_step_ns": i, "overhead_ns": i - b,
             "slowdown_pct": 100.0 * (i - b) / b,
-            "slowdown_ci95_pct": slowdown_ci95(blocks[False], blocks[True]),
+            "slowdown_ci95_pct": slowdown_ci95(blocks["off"], blocks["stepwatch"]),
+            "hooks_only_overhead_ns": h - b, "hooks_only_slowdown_pct": 100.0 * (h - b) / b,
+            "floor_overhead_ns": f - b, "floor_slowdown_pct": 100.0 * (f - b) / b,
+            "floor_slowdown_ci95_pct": slowdown_ci95(blocks["off"], blocks["floor"]),
             "steps_each": timed, "block": block}
+
+
+def passthrough(torch):
+    """The floor of interception: at every point instrument() hooks (DataLoader next, module
+    call, autograd backward, both zero_grads, the global optimizer step hooks), a Python
+    wrapper or hook that does nothing but call through. What it costs, any profiler hooking
+    these points pays before it records anything. Returns the undo callables, in the order
+    of installing (undo from the last)."""
+    from torch.optim import optimizer as optim
+
+    def through(original):
+        def wrapper(*args, **kwargs):
+            return original(*args, **kwargs)
+        return wrapper
+
+    def nothing(*args):
+        return None
+
+    undo = []
+    for owner, name in patched_points(torch):
+        original = owner.__dict__[name]
+        setattr(owner, name, through(original))
+        undo.append(lambda owner=owner, name=name, original=original:
+                    setattr(owner, name, original))
+    undo.append(optim.register_optimizer_step_pre_hook(nothing).remove)
+    undo.append(optim.register_optimizer_step_post_hook(nothing).remove)
+    return undo
+
+
+def patched_points(torch):
+    """The (owner, attribute) pairs instrument() patches: torch has no hook for them."""
+    from torch.utils.data import dataloader
+    return ((dataloader._BaseDataLoaderIter, "__next__"), (torch.nn.Module, "__call__"),
+            (torch.autograd, "backward"), (torch.optim.Optimizer, "zero_grad"),
+            (torch.nn.Module, "zero_grad"))
 
 
 def pooled_median(blocks):
@@ -187,8 +247,8 @@ def slowdown_ci95(off_blocks, on_blocks, resamples=400):
     return [found[int(0.025 * resamples)], found[int(0.975 * resamples) - 1]]
 
 
-def ci(fig):
-    lo, hi = fig["slowdown_ci95_pct"]
+def ci(fig, prefix=""):
+    lo, hi = fig[prefix + "slowdown_ci95_pct"]
     return f"{lo:.2f} to {hi:.2f} %"
 
 
@@ -202,9 +262,9 @@ def main():
     figures = {"python": sys.version.split()[0], "stepwatch": stepwatch.__version__}
     figures["with"] = bench_with(number=20_000 if q else 200_000, repeat=3 if q else 9)
     figures["ignite"] = bench_ignite(iters=2_000 if q else 20_000, repeat=3 if q else 7)
-    figures["torch_trivial"] = bench_torch("trivial", steps=2_000 if q else 40_000)
-    figures["torch_real"] = bench_torch("real", steps=1_000 if q else 24_000)
-    figures["torch_real_1ms"] = bench_torch("real_1ms", steps=1_000 if q else 16_000)
+    figures["torch_trivial"] = bench_torch("trivial", steps=4_000 if q else 80_000)
+    figures["torch_real"] = bench_torch("real", steps=2_000 if q else 48_000)
+    figures["torch_real_1ms"] = bench_torch("real_1ms", steps=2_000 if q else 32_000)
 
     w, ig = figures["with"], figures["ignite"]
     tt, tr, tr1 = figures["torch_trivial"], figures["torch_real"], figures["torch_real_1ms"]
@@ -232,14 +292,25 @@ def main():
         ("torch trivial loop: step", f"{tt['step_ns'] / 1e3:.1f} us", "", None),
         ("torch trivial loop: instrument() overhead", f"{tt['overhead_ns']:.0f} ns", "<= 2000 ns",
          budgets["torch_trivial_loop_le_2us"]),
+        ("torch trivial loop: hooks, recording nothing",
+         f"{tt['hooks_only_overhead_ns']:.0f} ns", "", None),
+        ("torch trivial loop: floor (do-nothing wrappers)", f"{tt['floor_overhead_ns']:.0f} ns",
+         "", None),
         ("torch real step", f"{tr['step_ns'] / 1e3:.0f} us", "", None),
         ("torch real step: instrument() slowdown", f"{tr['slowdown_pct']:.2f} %", "<= 1 %",
          budgets["real_step_le_1pct"]),
         ("torch real step: slowdown, 95 % interval", ci(tr), "", None),
+        ("torch real step: hooks, recording nothing",
+         f"{tr['hooks_only_slowdown_pct']:.2f} %", "", None),
+        ("torch real step: floor (do-nothing wrappers)", f"{tr['floor_slowdown_pct']:.2f} %",
+         "", None),
+        ("torch real step: floor, 95 % interval", ci(tr, "floor_"), "", None),
         ("torch 2x larger step", f"{tr1['step_ns'] / 1e3:.0f} us", "", None),
         ("torch 2x larger step: instrument() slowdown", f"{tr1['slowdown_pct']:.2f} %", "",
          None),
         ("torch 2x larger step: slowdown, 95 % interval", ci(tr1), "", None),
+        ("torch 2x larger step: floor (do-nothing wrappers)",
+         f"{tr1['floor_slowdown_pct']:.2f} %", "", None),
     ]
     print(f"{'stepwatch Python benchmark':46} {'measured':>12} {'budget':>11}  ok")
     for name, value, budget, ok in rows:

@@ -28,8 +28,12 @@ def test_bench_python_quick_writes_every_figure(tmp_path):
     assert fig["ignite"]["ignite_basic_overhead_ns"] > fig["ignite"]["stepwatch_basic_overhead_ns"]
     for kind in ("torch_trivial", "torch_real", "torch_real_1ms"):
         assert fig[kind]["steps_each"] > 0 and fig[kind]["step_ns"] > 0, fig[kind]
-        lo, hi = fig[kind]["slowdown_ci95_pct"]
-        assert lo <= hi, fig[kind]
+        for prefix in ("", "floor_"):
+            lo, hi = fig[kind][prefix + "slowdown_ci95_pct"]
+            assert lo <= hi, fig[kind]
+        for key in ("floor_overhead_ns", "floor_slowdown_pct", "hooks_only_overhead_ns",
+                    "hooks_only_slowdown_pct"):
+            assert key in fig[kind], (key, fig[kind])
     assert set(fig["budgets_met"]) == {
         "with_le_100ns", "with_ge_8x_cheaper_than_simple", "ignite_trivial_engine_le_2us",
         "torch_trivial_loop_le_2us", "real_step_le_1pct"}
