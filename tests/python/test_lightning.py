@@ -1,4 +1,5 @@
 """stepwatch.lightning: Trainer(profiler=Profiler()) and the TimeProfiler callback."""
+import csv
 import glob
 import os
 import signal
@@ -212,3 +213,58 @@ def test_ddp_under_torchrun_gives_each_rank_its_files(tmp_path, build_dir):
         assert m.returncode == 0, m.stderr
         r = subprocess.run([exe, "report", merged], capture_output=True, text=True)
         assert r.returncode == 0 and "8 steps" in r.stdout and "2 ranks" in r.stdout, r.stdout
+
+
+PLAIN_SCRIPT = """
+import torch, lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
+class Model(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                       torch.nn.Linear(16, 1))
+    def training_step(self, batch, i):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+    def validation_step(self, batch, i):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y))
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+data = TensorDataset(torch.randn(48, 8), torch.randn(48, 1))
+trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False,
+                    num_sanity_val_steps=0)
+trainer.fit(Model(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=16))
+print("global_step", trainer.global_step)
+"""
+
+
+def test_stepwatch_run_times_an_unmodified_lightning_script(tmp_path):
+    """Zero-code instrumentation on Lightning's own loop: every training and validation batch
+    is a step in its phase, and Lightning's closure sits inside "optimizer" (docs/python.md)."""
+    script = tmp_path / "train.py"
+    script.write_text(PLAIN_SCRIPT)
+    report = tmp_path / "report.csv"
+    run = subprocess.run([sys.executable, "-m", "stepwatch", "run", "--format", "csv",
+                          "--output", str(report), "--", "python", str(script)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "global_step 12" in run.stdout
+    assert "stepwatch.torch:" not in run.stderr  # nothing degraded on this torch
+    with open(report, newline="") as f:
+        rows = {(r["action"], r["phase"]): r for r in csv.DictReader(f)}
+    count = {key: int(r["count"]) for key, r in rows.items()}
+    # 2 epochs: 48 samples in batches of 8 to train, of 16 to validate
+    for action in ("step", "data", "forward", "loss", "backward", "optimizer"):
+        assert count[(action, "train")] == 12, (action, count)
+    assert count[("step", "valid")] == count[("forward", "valid")] == 6, count
+    assert ("backward", "valid") not in count and ("optimizer", "valid") not in count
+    assert count[("zero_grad", "train")] >= 12, count
+    assert int(rows[("step", "train")]["samples"]) == 96
+    # Lightning runs forward and backward in the closure that optimizer.step() calls
+    optimizer = rows[("optimizer", "train")]
+    assert float(optimizer["self_s"]) < float(optimizer["total_s"])
+    assert float(rows[("backward", "train")]["total_s"]) < float(optimizer["total_s"])
