@@ -3,7 +3,8 @@
  *
  *   train_mlp [--mnist DIR] [--epochs N] [--batch N] [--hidden N] [--sgd] [--lr F]
  *             [--delay-ms F] [--train N] [--valid N] [--seed N]
- *             [--json PATH] [--csv PATH] [--run-file PATH] [--timeline] [--quiet]
+ *             [--json PATH] [--csv PATH] [--handlers-csv PATH] [--run-file PATH]
+ *             [--timeline] [--quiet]
  *
  * With --mnist DIR it reads DIR/train-images-idx3-ubyte, train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (gunzipped); otherwise it generates a
@@ -21,7 +22,7 @@
 #include <string.h>
 
 typedef struct args {
-    const char *mnist, *json, *csv, *run_file;
+    const char *mnist, *json, *csv, *handlers_csv, *run_file;
     int epochs, batch, hidden, adam, ntrain, nvalid, quiet, timeline;
     double lr, delay_ms;
     unsigned long long seed;
@@ -33,7 +34,8 @@ static int usage(const char *msg)
             "train_mlp: %s\n"
             "usage: train_mlp [--mnist DIR] [--epochs N] [--batch N] [--hidden N] [--sgd]\n"
             "                 [--lr F] [--delay-ms F] [--train N] [--valid N] [--seed N]\n"
-            "                 [--json PATH] [--csv PATH] [--run-file PATH] [--timeline] [--quiet]\n",
+            "                 [--json PATH] [--csv PATH] [--handlers-csv PATH] [--run-file PATH]\n"
+            "                 [--timeline] [--quiet]\n",
             msg);
     return 2;
 }
@@ -64,6 +66,7 @@ static int parse_args(int argc, char **argv, args *a)
         if (!strcmp(o, "--mnist")) a->mnist = v;
         else if (!strcmp(o, "--json")) a->json = v;
         else if (!strcmp(o, "--csv")) a->csv = v;
+        else if (!strcmp(o, "--handlers-csv")) a->handlers_csv = v;
         else if (!strcmp(o, "--run-file")) a->run_file = v;
         else if (num < 0) return usage("option values must be non-negative numbers");
         else if (!strcmp(o, "--epochs")) a->epochs = (int)num;
@@ -137,17 +140,30 @@ static int log_progress(sw_engine *e, sw_event ev, void *user)
     return 0;
 }
 
-static int write_json(sw_profiler *p, const char *path)
+static int write_json(sw_engine *e, FILE *f)
+{
+    return sw_report(sw_engine_profiler(e), SW_FORMAT_JSON, f);
+}
+
+/* Write a file with one of the engine's writers; 0 or a negative SW_E* code (said on stderr). */
+static int write_file(sw_engine *e, const char *path, int (*write)(sw_engine *, FILE *))
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
         return SW_EIO;
     }
-    int rc = sw_report(p, SW_FORMAT_JSON, f);
+    int rc = write(e, f);
     if (fclose(f) != 0 && rc == 0)
         rc = SW_EIO;
+    if (rc < 0)
+        fprintf(stderr, "train_mlp: writing %s: %s\n", path, sw_strerror(rc));
     return rc;
+}
+
+static int write_handlers_csv(sw_engine *e, FILE *f)
+{
+    return sw_engine_write_handlers_csv(e, f);
 }
 
 static void section(const char *title)
@@ -190,6 +206,7 @@ int main(int argc, char **argv)
     eo.profiler_options = &po;
     eo.max_epochs = (uint64_t)a.epochs;
     eo.csv_path = a.csv;
+    eo.handler_rows = a.handlers_csv ? 100000 : 0; /* the last 100,000 per column */
     sw_engine *e = NULL;
     rc = sw_engine_new(&eo, &e);
     if (rc < 0) {
@@ -249,9 +266,9 @@ int main(int argc, char **argv)
                                         : 0.0);
         }
     }
-    int wrc = a.json ? write_json(p, a.json) : 0;
-    if (wrc < 0)
-        fprintf(stderr, "train_mlp: writing %s: %s\n", a.json, sw_strerror(wrc));
+    int wrc = a.json ? write_file(e, a.json, write_json) : 0;
+    if (a.handlers_csv && write_file(e, a.handlers_csv, write_handlers_csv) < 0)
+        wrc = SW_EIO;
 
     sw_engine_free(e);
     loader_free(&train_loader);

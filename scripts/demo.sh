@@ -21,6 +21,7 @@ rm -f "$run_file" "$run_file-wal" "$run_file-shm"
 args=(--epochs 3 --delay-ms 2
       --json "$out/report.json"
       --csv "$out/ignite_iterations.csv"
+      --handlers-csv "$out/ignite_handlers.csv"
       --run-file "$run_file" --timeline)
 if [ -n "${SW_MNIST_DIR:-}" ]; then
     args+=(--mnist "$SW_MNIST_DIR")
@@ -44,6 +45,7 @@ echo
 echo "==== files ===="
 echo "JSON report              $out/report.json"
 echo "Ignite per-iteration CSV $out/ignite_iterations.csv"
+echo "Ignite per-handler CSV   $out/ignite_handlers.csv"
 if [ -f "$run_file" ]; then
     echo "run file (SQLite)        $run_file"
     [ -f "$trace" ] && echo "Chrome trace (Perfetto)  $trace"

@@ -83,6 +83,8 @@ int sw_engine_new(const sw_engine_options *opts, sw_engine **out)
     }
     e->data_action = sw_action(e->profiler, "data");
     sw__reset_timing(e);
+    sw__history_init(&e->processing_history, e->opts.handler_rows);
+    sw__history_init(&e->dataflow_history, e->opts.handler_rows);
     e->state.epoch_length = -1;
     e->state.error_event = -1;
     *out = e;
@@ -93,9 +95,13 @@ void sw_engine_free(sw_engine *e)
 {
     if (!e)
         return;
-    for (int i = 0; i < e->nhandlers; i++)
+    for (int i = 0; i < e->nhandlers; i++) {
         free(e->handlers[i].name);
+        sw__history_free(&e->handlers[i].history);
+    }
     free(e->handlers);
+    sw__history_free(&e->processing_history);
+    sw__history_free(&e->dataflow_history);
     if (e->csv.file)
         fclose(e->csv.file);
     if (e->owns_profiler)
@@ -165,6 +171,7 @@ int sw_engine_on(sw_engine *e, sw_event ev, const char *name, sw_handler_fn fn, 
     h->action = sw_action(e->profiler, action);
     free(action);
     sw_stats_init(&h->stats);
+    sw__history_init(&h->history, e->opts.handler_rows);
     return e->nhandlers++;
 }
 
@@ -217,6 +224,7 @@ static int sw__fire(sw_engine *e, sw_event ev)
         sw_end(e->profiler, h->action);
         uint64_t dt = sw_now_ns() - t0;
         sw_stats_add(&h->stats, dt, dt, (int64_t)h->stats.count, 0);
+        sw__history_add(&h->history, dt);
     }
     uint64_t total = sw_now_ns() - start;
     sw_stats_add(&e->event_stats[kind][ev], total, total, (int64_t)index, 0);
@@ -308,6 +316,8 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
         int64_t index = (int64_t)(training ? e->state.iteration : e->state.valid_iteration) - 1;
         sw_stats_add(&e->measure[training ? SW_MEASURE_DATAFLOW : SW_MEASURE_VALID_DATAFLOW],
                      dataflow, dataflow, index, e->state.batch_size);
+        if (training)
+            sw__history_add(&e->dataflow_history, dataflow);
         if ((rc = sw__fire(e, SW_EVENT_GET_BATCH_COMPLETED)) < 0)
             break;
         if ((rc = sw__fire(e, SW_EVENT_ITERATION_STARTED)) < 0)
@@ -317,6 +327,8 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
         uint64_t processing = sw_now_ns() - t2;
         sw_stats_add(&e->measure[training ? SW_MEASURE_PROCESSING : SW_MEASURE_VALID_PROCESSING],
                      processing, processing, index, e->state.batch_size);
+        if (training)
+            sw__history_add(&e->processing_history, processing);
         if (rc < 0) {
             rc = sw__fail(e, rc);
             break;

@@ -1,12 +1,22 @@
 /*
  * engine_internal.h — what the engine's files share: the struct behind sw_engine.
  * engine.c runs the loop; engine_views.c prints the Ignite/fastxtend views;
- * engine_csv.c streams Ignite's per-iteration CSV; engine_thunder.c has thunder's keys.
+ * engine_csv.c streams Ignite's per-iteration CSV; engine_handlers_csv.c keeps the handler
+ * times and writes HandlersTimeProfiler's CSV; engine_thunder.c has thunder's keys.
  */
 #ifndef SW_ENGINE_INTERNAL_H
 #define SW_ENGINE_INTERNAL_H
 
 #include "internal.h"
+
+/* The last cap durations (ns) of one column of the handlers CSV, a ring grown on demand up
+ * to cap (engine_handlers_csv.c). */
+typedef struct sw__history {
+    uint64_t *values;
+    uint32_t cap;       /* most values kept; 0 = none */
+    uint32_t allocated; /* room in values */
+    uint64_t count;     /* values added so far: the ring holds the last min(count, cap) */
+} sw__history;
 
 typedef struct sw__handler {
     char *name;
@@ -17,6 +27,7 @@ typedef struct sw__handler {
     uint64_t occurrences; /* firings of its event seen, for the every-N filter */
     sw_id action;         /* "callback:<name>" in the profiler */
     sw_stats stats;
+    sw__history history;  /* its last durations, for the handlers CSV */
 } sw__handler;
 
 typedef struct sw__loop {
@@ -53,6 +64,7 @@ struct sw_engine {
     sw_stats measure[SW_MEASURE_COUNT];
     double last_event_s[SW_EVENT_COUNT];     /* the latest firing's handler time */
     sw__csv csv;
+    sw__history processing_history, dataflow_history; /* training loop, handlers CSV */
 };
 
 /* engine_csv.c */
@@ -60,5 +72,10 @@ int sw__csv_open(sw__csv *c, const char *path);
 void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dataflow_s);
 void sw__csv_epoch_done(sw__csv *c, double epoch_completed_s);
 int sw__csv_close(sw__csv *c, double completed_s);
+
+/* engine_handlers_csv.c */
+void sw__history_init(sw__history *h, uint32_t cap);
+void sw__history_add(sw__history *h, uint64_t ns);
+void sw__history_free(sw__history *h);
 
 #endif /* SW_ENGINE_INTERNAL_H */

@@ -110,6 +110,10 @@ typedef struct sw_engine_options {
     uint32_t validate_every;   /* run the validation loop every N epochs; 0 = 1 */
     const char *csv_path;      /* Ignite's BasicTimeProfiler.write_results CSV, streamed
                                   here one row per training iteration; NULL = none */
+    uint32_t handler_rows;     /* for Ignite's HandlersTimeProfiler.write_results CSV
+                                  (sw_engine_write_handlers_csv): keep the last N durations
+                                  of the training loop's processing function and dataflow and
+                                  of each handler; 0 = keep none (no memory) */
 } sw_engine_options;
 
 /* Create an engine. opts may be NULL (defaults). 0, SW_EINVAL, SW_ENOMEM, or the code of
@@ -178,6 +182,12 @@ SW_API int sw_engine_handler_count(const sw_engine *e);
 SW_API int sw_engine_print_basic(const sw_engine *e, FILE *out);
 /* Ignite's HandlersTimeProfiler.print_results: one row per handler. */
 SW_API int sw_engine_print_handlers(const sw_engine *e, FILE *out);
+/* Ignite's HandlersTimeProfiler.write_results CSV: columns "#", processing_stats,
+ * dataflow_stats, then "<handler> (<EVENT>)" per handler in the order attached; row k holds
+ * each column's k-th kept duration (seconds), oldest first, and 0 past a column's end. A
+ * column keeps its last options.handler_rows values. 0, SW_EINVAL (NULL), SW_ESTATE (the
+ * engine was made with handler_rows = 0: nothing was kept), SW_ENOMEM or SW_EIO. */
+SW_API int sw_engine_write_handlers_csv(const sw_engine *e, FILE *out);
 /* fastxtend's show_training_loop: the loop's events in order with their handlers. */
 SW_API int sw_engine_show_training_loop(const sw_engine *e, FILE *out);
 

@@ -8,8 +8,6 @@
  */
 #include "writer.h"
 
-#include "utf8.h"
-
 #include <inttypes.h>
 #include <string.h>
 
@@ -17,30 +15,6 @@ static const char header[] =
     "action,phase,category,count,total_s,self_s,mean_s,std_s,pstd_s,min_s,min_step,max_s,"
     "max_step,p50_s,p90_s,p99_s,samples,samples_per_s,percent,warmup_count,warmup_total_s,"
     "warmup_mean_s";
-
-static void put_text(FILE *out, const char *s) {
-    if (s == NULL)
-        s = "";
-    size_t len = strlen(s);
-    int quote = len > 0 && (s[0] == ' ' || s[len - 1] == ' ');
-    quote = quote || strpbrk(s, ",\"\r\n") != NULL;
-    if (quote)
-        fputc('"', out);
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t n = sw__utf8_decode(p + i, len - i, &cp);
-        if (cp == '"')
-            fputs("\"\"", out);
-        else if (cp == SW__UTF8_REPLACEMENT && n == 1)
-            fputs("\xEF\xBF\xBD", out);
-        else
-            fwrite(p + i, 1, n, out);
-        i += n;
-    }
-    if (quote)
-        fputc('"', out);
-}
 
 static void put_seconds(FILE *out, uint64_t ns) {
     char buf[40];
@@ -59,20 +33,20 @@ static int write_csv(const sw_snapshot *s, FILE *out) {
         const sw_row *r = &s->rows[i];
         const sw_stats *st = &r->stats;
         if (r->action_name != NULL) {
-            put_text(out, r->action_name);
+            sw__csv_put_text(out, r->action_name);
         } else {
             snprintf(id, sizeof id, "#%" PRIu32, r->action);
-            put_text(out, id);
+            sw__csv_put_text(out, id);
         }
         fputc(',', out);
         if (r->phase == SW_PHASE_ALL)
-            put_text(out, "all");
+            sw__csv_put_text(out, "all");
         else if (r->phase == SW_PHASE_NONE && r->phase_name == NULL)
-            put_text(out, "none");
+            sw__csv_put_text(out, "none");
         else
-            put_text(out, r->phase_name);
+            sw__csv_put_text(out, r->phase_name);
         fputc(',', out);
-        put_text(out, sw_category_name(r->category));
+        sw__csv_put_text(out, sw_category_name(r->category));
         fprintf(out, ",%" PRIu64, st->count);
         put_seconds(out, st->total_ns);
         put_seconds(out, st->self_ns);

@@ -191,3 +191,27 @@ void sw__with_commas(uint64_t v, char *out, size_t size) {
 void sw__seconds_text(uint64_t ns, char *out, size_t size) {
     snprintf(out, size, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
 }
+
+void sw__csv_put_text(FILE *out, const char *s) {
+    if (s == NULL)
+        s = "";
+    size_t len = strlen(s);
+    int quote = len > 0 && (s[0] == ' ' || s[len - 1] == ' ');
+    quote = quote || strpbrk(s, ",\"\r\n") != NULL;
+    if (quote)
+        fputc('"', out);
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = sw__utf8_decode(p + i, len - i, &cp);
+        if (cp == '"')
+            fputs("\"\"", out);
+        else if (cp == SW__UTF8_REPLACEMENT && n == 1)
+            fputs("\xEF\xBF\xBD", out);
+        else
+            fwrite(p + i, 1, n, out);
+        i += n;
+    }
+    if (quote)
+        fputc('"', out);
+}

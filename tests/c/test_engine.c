@@ -93,6 +93,14 @@ static int process_noop(sw_engine *e, void *batch, uint32_t size, void *user)
     return 0;
 }
 
+/* Slow (1 ms) from the 4th batch on: tells the newest processing times from the oldest. */
+static int process_slow_after_3(sw_engine *e, void *batch, uint32_t size, void *user)
+{
+    if (*(int *)batch > 3)
+        sleep_ms(1);
+    return 0;
+}
+
 static sw_engine *new_engine(uint64_t epochs, const char *csv)
 {
     sw_engine_options o = {0};
@@ -469,6 +477,16 @@ static char *slurp(const char *path)
     return buf;
 }
 
+/* The numbers of one CSV data line (no quoted fields) into v; returns how many. */
+static int csv_numbers(char *line, double *v, int max)
+{
+    int k = 0;
+    char *save = NULL;
+    for (char *f = strtok_r(line, ",", &save); f && k < max; f = strtok_r(NULL, ",", &save))
+        v[k++] = strtod(f, NULL);
+    return k;
+}
+
 static void test_csv_streamed(void **state)
 {
     char path[] = "/tmp/sw_engine_csv_XXXXXX";
@@ -495,11 +513,7 @@ static void test_csv_streamed(void **state)
     int rows = 0;
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
         double v[12];
-        int k = 0;
-        char *fsave = NULL;
-        for (char *f = strtok_r(line, ",", &fsave); f && k < 12; f = strtok_r(NULL, ",", &fsave))
-            v[k++] = strtod(f, NULL);
-        assert_int_equal(k, 12);
+        assert_int_equal(csv_numbers(line, v, 12), 12);
         assert_int_equal((int)v[0], rows / 3 + 1); /* epoch */
         assert_int_equal((int)v[1], rows + 1);     /* iteration */
         assert_true(v[5] >= 0.004 && v[5] < 1.0);  /* Event_COMPLETED, patched at the end */
@@ -526,6 +540,78 @@ static char *capture(int (*fn)(const sw_engine *, FILE *), const sw_engine *e)
     assert_int_equal(fn(e, f), 0);
     fclose(f);
     return buf;
+}
+
+/* Ignite's HandlersTimeProfiler CSV: a column per handler, zero-padded to the longest column,
+ * each column bounded to the last handler_rows values. */
+static void test_handlers_csv(void **state)
+{
+    counting_source ts;
+    sw_data_source td = source_of(&ts, 3, 1);
+    sw_engine_options o = {0};
+    o.max_epochs = 2;
+    o.handler_rows = 4;
+    sw_engine *e = NULL;
+    assert_int_equal(sw_engine_new(&o, &e), 0);
+    sw_engine_set_train(e, &td, process_noop, NULL);
+    double epoch_ms = 2, iteration_ms = 0.2;
+    sw_engine_on(e, SW_EVENT_EPOCH_COMPLETED, "log, \"epoch\"", sleepy, &epoch_ms, 1);
+    sw_engine_on(e, SW_EVENT_ITERATION_COMPLETED, "every_iteration", sleepy, &iteration_ms, 1);
+    assert_int_equal(sw_engine_run(e), 0);
+
+    char *text = capture(sw_engine_write_handlers_csv, e);
+    char *save = NULL;
+    char *line = strtok_r(text, "\n", &save);
+    /* The name with a comma and quotes is one quoted field (RFC 4180). */
+    assert_string_equal(line, "#,processing_stats,dataflow_stats,"
+                              "\"log, \"\"epoch\"\" (EPOCH_COMPLETED)\","
+                              "every_iteration (ITERATION_COMPLETED)");
+    /* 6 iterations, 4 kept: rows 1..4; the epoch handler ran twice, then zeros. */
+    int rows = 0;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        double v[5];
+        assert_int_equal(csv_numbers(line, v, 5), 5);
+        assert_true(v[0] == rows + 1);
+        assert_true(v[1] >= 0 && v[1] < 1.0 && v[2] >= 0 && v[2] < 1.0);
+        if (rows < 2)
+            assert_true(v[3] >= 0.002 && v[3] < 1.0);
+        else
+            assert_true(v[3] == 0);
+        assert_true(v[4] >= 0.0002 && v[4] < 1.0);
+        rows++;
+    }
+    assert_int_equal(rows, 4);
+    free(text);
+    sw_engine_free(e);
+
+    /* The ring keeps the newest: the processing column holds the last 2 of 5 iterations. */
+    counting_source slow;
+    sw_data_source sd = source_of(&slow, 5, 1);
+    o.max_epochs = 1;
+    o.handler_rows = 2;
+    assert_int_equal(sw_engine_new(&o, &e), 0);
+    sw_engine_set_train(e, &sd, process_slow_after_3, NULL);
+    assert_int_equal(sw_engine_run(e), 0);
+    char *kept = capture(sw_engine_write_handlers_csv, e);
+    char *ksave = NULL;
+    int krows = 0;
+    strtok_r(kept, "\n", &ksave); /* the header */
+    for (char *k = strtok_r(NULL, "\n", &ksave); k; k = strtok_r(NULL, "\n", &ksave)) {
+        double v[2];
+        assert_int_equal(csv_numbers(k, v, 2), 2);
+        assert_true(v[0] == krows + 1 && v[1] >= 0.001);
+        krows++;
+    }
+    assert_int_equal(krows, 2);
+    free(kept);
+    sw_engine_free(e);
+
+    /* Nothing kept without handler_rows: a clear state error, not an empty file. */
+    e = new_engine(1, NULL);
+    assert_int_equal(sw_engine_write_handlers_csv(e, stdout), SW_ESTATE);
+    assert_int_equal(sw_engine_write_handlers_csv(e, NULL), SW_EINVAL);
+    assert_int_equal(sw_engine_write_handlers_csv(NULL, stdout), SW_EINVAL);
+    sw_engine_free(e);
 }
 
 static void test_views(void **state)
@@ -695,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_error_in_data_source),
         cmocka_unit_test(test_handler_timing),
         cmocka_unit_test(test_csv_streamed),
+        cmocka_unit_test(test_handlers_csv),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_thunder_keys),
         cmocka_unit_test(test_bad_arguments),
