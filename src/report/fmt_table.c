@@ -145,7 +145,7 @@ static int write_table(const sw_snapshot *s, FILE *out) {
     sw__cells total;
     sw__cells_total(s, calls, &total);
     widen(&l, &total);
-    fit(&l, natural, sw__term_width());
+    fit(&l, natural, sw__term_width(out));
 
     char name[SW__LABEL_MAX], summary[256];
     sw__text_clean(s->name ? s->name : "stepwatch", name, sizeof name);

@@ -155,23 +155,34 @@ double sw__percent(const sw_snapshot *s, uint64_t ns) {
     return 100.0 * (double)ns / (double)s->wall_ns;
 }
 
-size_t sw__term_width(void) {
+/* The width of the terminal on fd; 0 when fd is not one (or an odd size). */
+static size_t terminal_width(int fd) {
+    struct winsize ws;
+    if (fd >= 0 && isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 &&
+        ws.ws_col <= 1000)
+        return ws.ws_col;
+    return 0;
+}
+
+size_t sw__term_width(FILE *out) {
     const char *env = getenv("COLUMNS");
     if (env != NULL && *env != '\0') {
         char *end;
         long v = strtol(env, &end, 10);
         return *end == '\0' && v >= 40 && v <= 1000 ? (size_t)v : 80;
     }
-    /* Most shells do not export COLUMNS: ask the terminal the report is likely shown on.
-     * A file or a pipe keeps 80, so saved reports do not depend on who ran them. */
-    const int fds[2] = {STDOUT_FILENO, STDERR_FILENO};
-    for (int i = 0; i < 2; i++) {
-        struct winsize ws;
-        if (isatty(fds[i]) && ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 &&
-            ws.ws_col <= 1000)
-            return ws.ws_col;
+    /* Most shells do not export COLUMNS: ask the terminal. A stream with a descriptor is
+     * shown where it goes: a terminal gets its width, a file or a pipe 80, so saved reports
+     * do not depend on who ran them. A stream without one (a string in memory, as Python's
+     * report() returns) is most likely shown on the process's terminal. */
+    int fd = fileno(out);
+    size_t width = terminal_width(fd);
+    if (width == 0 && fd < 0) {
+        width = terminal_width(STDOUT_FILENO);
+        if (width == 0)
+            width = terminal_width(STDERR_FILENO);
     }
-    return 80;
+    return width ? width : 80;
 }
 
 void sw__with_commas(uint64_t v, char *out, size_t size) {

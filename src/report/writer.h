@@ -56,9 +56,10 @@ long sw__rows_select(const sw_snapshot *s, int rollups, const sw_row ***out);
 
 /* Percent of the snapshot's wall time; 0 when the wall time is 0. */
 double sw__percent(const sw_snapshot *s, uint64_t ns);
-/* The terminal width the tables aim for: $COLUMNS when it is a number in 40..1000, else
- * the width of the terminal on stdout or stderr (in the same range), else 80. */
-size_t sw__term_width(void);
+/* The width a table written to out aims for: $COLUMNS when it is a number in 40..1000; else
+ * the width of out's terminal when out is one, 80 when it is a file or a pipe; for a stream
+ * in memory, the terminal on stdout or stderr, else 80. */
+size_t sw__term_width(FILE *out);
 /* A number with thousands separators: 82977 -> "82,977". */
 void sw__with_commas(uint64_t v, char *out, size_t size);
 /* Exact seconds of a duration in ns: "1.250000000". */

@@ -141,8 +141,8 @@ def test_html_renders_in_chromium(runs, tmp_path):
 
 def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
     """Without COLUMNS (shells seldom export it) the table asks the terminal for its width:
-    a real pseudo-terminal 200 columns wide gets every column and whole names; a pipe keeps
-    80 columns, so saved reports do not depend on who ran them."""
+    a real pseudo-terminal 200 columns wide gets every column and whole names; a file or a
+    pipe keeps 80 columns, so saved reports do not depend on who ran them."""
     import fcntl
     import pty
     import struct
@@ -163,6 +163,11 @@ def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
     except OSError as exc:  # a machine without pseudo-terminals (no devpts)
         pytest.skip(f"no pseudo-terminal: {exc}")
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    # stdout to a file, stderr still on the terminal: the saved report keeps 80 columns
+    with open(tmp_path / "saved.txt", "w") as saved:
+        assert subprocess.run(args, stdout=saved, stderr=slave, env=env, timeout=60).returncode == 0
+    text = (tmp_path / "saved.txt").read_text()
+    assert long_name not in text and max(len(line) for line in text.splitlines()[2:]) <= 80
     proc = subprocess.Popen(args, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     chunks = []
