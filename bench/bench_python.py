@@ -15,9 +15,9 @@
    3 and 4 also measure what the interception alone costs: stepwatch's hooks recording
    nothing, and the floor, do-nothing Python wrappers at the same points (what any profiler
    hooking them pays before it records anything). They move between these states every 25
-   steps of one pass and compare the medians of the per-step times (see bench_torch). The slowdowns come with a 95 % interval
-   from a block bootstrap: on a shared VM the step time wanders, and the interval says how
-   far one run's figure can be trusted.
+   steps of one pass and compare the medians of the per-step times (see bench_torch). The
+   slowdowns come with a 95 % interval from a block bootstrap: on a shared VM the step time
+   wanders, and the interval says how far one run's figure can be trusted.
 
 Timings are medians over repeats; the variants of one measurement alternate so that machine
 load hits them alike. Prints a table; writes the figures as JSON.
