@@ -134,6 +134,7 @@ def bench_torch(kind, steps, block=25):
         loss_fn = torch.nn.MSELoss()
         batches = [(torch.randn(batch, feats), torch.randn(batch, 1)) for _ in range(epoch)]
     prof = stepwatch.Profiler(name="bench")
+    points = patched_points()
     states = ("off", "stepwatch", "hooks_only", "floor")
     floor = []  # the floor's undo callables while it is installed
 
@@ -148,7 +149,7 @@ def bench_torch(kind, steps, block=25):
             swtorch.instrument(closed, phases=False)
             closed.close()
         elif state == "floor":
-            floor.extend(passthrough(torch))
+            floor.extend(passthrough(points))
 
     def run(total):
         times = {s: [[]] for s in states}  # per state, its blocks of per-step times
@@ -174,14 +175,14 @@ def bench_torch(kind, steps, block=25):
         enter("off")
         return times
 
-    untouched = [owner.__dict__[name] for owner, name in patched_points(torch)]
+    untouched = [owner.__dict__[name] for owner, name in points]
     run(min(steps, 600))  # warm up
     before = {r["action"]: r["count"] for r in prof.records("all")}
     times = run(steps)
     counts = {r["action"]: r["count"] - before.get(r["action"], 0) for r in prof.records("all")}
     blocks = {s: [b for b in times[s] if b] for s in states}
     timed = sum(len(b) for b in blocks["stepwatch"])
-    assert [owner.__dict__[name] for owner, name in patched_points(torch)] == untouched
+    assert [owner.__dict__[name] for owner, name in points] == untouched
     assert counts.get("forward") == timed and counts.get("optimizer") == timed, (counts, timed)
     b, i, h, f = (pooled_median(blocks[s]) for s in states)
     return {"step_ns": b, "instrumented_step_ns": i, "overhead_ns": i - b,
@@ -193,7 +194,7 @@ def bench_torch(kind, steps, block=25):
             "steps_each": timed, "block": block}
 
 
-def passthrough(torch):
+def passthrough(points):
     """The floor of interception: at every point instrument() hooks (DataLoader next, module
     call, autograd backward, both zero_grads, the global optimizer step hooks), a Python
     wrapper or hook that does nothing but call through. What it costs, any profiler hooking
@@ -210,7 +211,7 @@ def passthrough(torch):
         return None
 
     undo = []
-    for owner, name in patched_points(torch):
+    for owner, name in points:
         original = owner.__dict__[name]
         setattr(owner, name, through(original))
         undo.append(lambda owner=owner, name=name, original=original:
@@ -220,12 +221,16 @@ def passthrough(torch):
     return undo
 
 
-def patched_points(torch):
-    """The (owner, attribute) pairs instrument() patches: torch has no hook for them."""
-    from torch.utils.data import dataloader
-    return ((dataloader._BaseDataLoaderIter, "__next__"), (torch.nn.Module, "__call__"),
-            (torch.autograd, "backward"), (torch.optim.Optimizer, "zero_grad"),
-            (torch.nn.Module, "zero_grad"))
+def patched_points():
+    """The (owner, attribute) pairs instrument() patches (torch has no hook for them), read
+    from an Instrumentation installed for a moment, so the floor wraps the same places."""
+    import stepwatch.torch as swtorch
+    scratch = stepwatch.Profiler(name="points")
+    inst = swtorch.Instrumentation(scratch, phases=False).install()
+    points = [(owner, name) for owner, name, _original in inst._patches]
+    inst.remove()
+    scratch.close()
+    return points
 
 
 def pooled_median(blocks):
