@@ -3,6 +3,7 @@
  * Ignite-style per-iteration CSV.
  */
 #include "report/json_out.h"
+#include "report/writer.h"
 #include "run_store.h"
 
 #include <stdlib.h>
@@ -215,23 +216,6 @@ typedef struct csv_ctx {
 
 static void seconds(FILE *out, uint64_t ns) { fprintf(out, ",%.9f", (double)ns / 1e9); }
 
-/* A CSV field: quoted when it holds a comma, quote or line break (RFC 4180). */
-static void csv_field(FILE *out, const char *s) {
-    if (s == NULL)
-        s = "";
-    if (strpbrk(s, ",\"\r\n") == NULL) {
-        fprintf(out, ",%s", s);
-        return;
-    }
-    fputs(",\"", out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static int on_csv_step(void *ctx, int rank, const sw_step_record *s) {
     csv_ctx *c = ctx;
     /* Epochs are not recorded per step: a new one begins when training resumes after
@@ -247,7 +231,8 @@ static int on_csv_step(void *ctx, int rank, const sw_step_record *s) {
     seconds(c->out, processing);
     seconds(c->out, data);
     fprintf(c->out, ",%d,%llu", rank, (unsigned long long)s->step);
-    csv_field(c->out, sw_run_phase_name(c->run, rank, s->phase));
+    fputc(',', c->out);
+    sw__csv_put_text(c->out, sw_run_phase_name(c->run, rank, s->phase));
     fprintf(c->out, ",%u,%d", s->batch_size, s->warmup != 0);
     seconds(c->out, s->start_ns);
     seconds(c->out, s->duration_ns);

@@ -592,36 +592,33 @@ int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
     return rc;
 }
 
-/* Spans are stored in packed chunks whose order is the order they ended; to visit them by
- * start time they are decoded into memory (40 bytes a span) and sorted. */
-typedef struct ranked_span {
-    int rank;
-    sw_span_record span;
-} ranked_span;
-
-static int by_start(const void *a, const void *b) {
-    const ranked_span *x = a, *y = b;
-    if (x->span.start_ns != y->span.start_ns)
-        return x->span.start_ns < y->span.start_ns ? -1 : 1;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    if (x->span.thread != y->span.thread)
-        return x->span.thread < y->span.thread ? -1 : 1;
-    return x->span.depth < y->span.depth ? -1 : x->span.depth > y->span.depth;
-}
-
-static int load_spans(sw_run *run, int rank, ranked_span **out, size_t *count) {
-    sqlite3_stmt *q = NULL;
-    int rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks",
+/* Spans are stored in packed chunks, each thread's in the order they ended (a parent after
+ * its children). To visit them by start time they are decoded into a temporary table and
+ * read back through SQLite's sorter, which spills to temporary files: memory stays bounded
+ * however long the timeline. */
+static int spans_to_temp_table(sw_run *run, int rank) {
+    sqlite3_stmt *q = NULL, *insert = NULL;
+    int rc = sw__sqlite_rc(sqlite3_exec(
+        run->db,
+        "PRAGMA temp_store = FILE;"
+        "DROP TABLE IF EXISTS temp.sw_sorted_spans;"
+        "CREATE TEMP TABLE sw_sorted_spans(rank INTEGER, thread INTEGER, depth INTEGER,"
+        " start_ns INTEGER, duration_ns INTEGER, action INTEGER, phase INTEGER, step INTEGER);"
+        "BEGIN",
+        NULL, NULL, NULL));
+    if (rc == 0)
+        rc = sw__sqlite_rc(sqlite3_prepare_v2(
+            run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)", -1, &insert,
+            NULL));
+    if (rc == 0)
+        rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks",
                             "rank, rowid", rank, &q);
-    ranked_span *all = NULL;
     sw_span_record *chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *chunk);
-    size_t n = 0, cap = 0;
-    int step = SQLITE_DONE;
-    if (chunk == NULL)
+    if (chunk == NULL && rc == 0)
         rc = SW_ENOMEM;
+    int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        int r = sqlite3_column_int(q, 0);
+        int chunk_rank = sqlite3_column_int(q, 0);
         int64_t thread = sqlite3_column_int64(q, 1);
         size_t got = 0;
         if (thread < 0 || thread > UINT32_MAX) {
@@ -632,42 +629,55 @@ static int load_spans(sw_run *run, int rank, ranked_span **out, size_t *count) {
                               (uint32_t)thread, chunk, SW__SPAN_CHUNK_MAX, &got);
         if (rc == 0 && got != (size_t)sqlite3_column_int64(q, 2))
             rc = SW_ECORRUPT;
-        if (rc == 0 && n + got > cap) {
-            size_t grow = cap ? cap * 2 : 4096;
-            while (grow < n + got)
-                grow *= 2;
-            ranked_span *bigger = realloc(all, grow * sizeof *bigger);
-            if (bigger == NULL)
-                rc = SW_ENOMEM;
-            else
-                all = bigger, cap = grow;
+        for (size_t i = 0; rc == 0 && i < got; i++) {
+            const sw_span_record *s = &chunk[i];
+            sqlite3_bind_int(insert, 1, chunk_rank);
+            sqlite3_bind_int64(insert, 2, s->thread);
+            sqlite3_bind_int64(insert, 3, s->depth);
+            sqlite3_bind_int64(insert, 4, (int64_t)s->start_ns);
+            sqlite3_bind_int64(insert, 5, (int64_t)s->duration_ns);
+            sqlite3_bind_int64(insert, 6, s->action);
+            sqlite3_bind_int64(insert, 7, s->phase);
+            sqlite3_bind_int64(insert, 8, s->step);
+            rc = sw__sqlite_rc(sqlite3_step(insert));
+            sqlite3_reset(insert);
         }
-        for (size_t i = 0; rc == 0 && i < got; i++)
-            all[n++] = (ranked_span){.rank = r, .span = chunk[i]};
     }
     if (rc == 0 && step != SQLITE_DONE)
         rc = sw__sqlite_rc(step);
-    sqlite3_finalize(q);
     free(chunk);
-    if (rc != 0) {
-        free(all);
-        return rc;
-    }
-    if (n > 1)
-        qsort(all, n, sizeof *all, by_start);
-    *out = all;
-    *count = n;
-    return 0;
+    sqlite3_finalize(q);
+    sqlite3_finalize(insert);
+    int committed = sw__sqlite_rc(sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL));
+    return rc ? rc : committed;
 }
 
 int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
-    ranked_span *spans = NULL;
-    size_t n = 0;
-    int rc = load_spans(run, rank, &spans, &n);
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = fn(ctx, spans[i].rank, &spans[i].span);
-    free(spans);
+    int rc = spans_to_temp_table(run, rank);
+    sqlite3_stmt *q = NULL;
+    if (rc == 0)
+        rc = sw__sqlite_rc(sqlite3_prepare_v2(
+            run->db,
+            "SELECT rank, thread, depth, start_ns, duration_ns, action, phase, step"
+            " FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread, depth",
+            -1, &q, NULL));
+    int step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),
+                            .depth = (uint32_t)sqlite3_column_int64(q, 2),
+                            .start_ns = (uint64_t)sqlite3_column_int64(q, 3),
+                            .duration_ns = (uint64_t)sqlite3_column_int64(q, 4),
+                            .action = (sw_id)sqlite3_column_int64(q, 5),
+                            .phase = (sw_phase)sqlite3_column_int64(q, 6),
+                            .step = sqlite3_column_int64(q, 7)};
+        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    /* The sorted copy lives in a temporary file until dropped. */
+    sqlite3_exec(run->db, "DROP TABLE IF EXISTS temp.sw_sorted_spans", NULL, NULL, NULL);
     return rc;
 }

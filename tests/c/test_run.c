@@ -92,6 +92,10 @@ static int stop_at_three(void *ctx, int rank, const sw_step_record *step) {
     return ++*(int *)ctx == 3 ? 77 : 0;
 }
 
+static int stop_span_at_three(void *ctx, int rank, const sw_span_record *span) {
+    return ++*(int *)ctx == 3 ? 77 : 0;
+}
+
 static void test_merge_two_ranks(void **state) {
     char merged[300];
     path_in_dir(merged, sizeof merged, "merged.db");
@@ -132,6 +136,15 @@ static void test_merge_two_ranks(void **state) {
     assert_true(sp.sorted);
     assert_int_equal(sp.ranks[0], 40);
     assert_int_equal(sp.ranks[1], 40);
+    /* A walk stopped early leaves nothing behind: the next one (of one rank) is whole. */
+    int spans_visited = 0;
+    assert_int_equal(sw_run_foreach_span(run, 0, stop_span_at_three, &spans_visited), 77);
+    assert_int_equal(spans_visited, 3);
+    seen one_rank = {.sorted = 1};
+    assert_int_equal(sw_run_foreach_span(run, 1, on_span, &one_rank), 0);
+    assert_int_equal(one_rank.n, 40);
+    assert_int_equal(one_rank.ranks[1], 40);
+    assert_true(one_rank.sorted);
     int visited = 0;
     assert_int_equal(sw_run_foreach_step(run, 1, stop_at_three, &visited), 77);
     sw_snapshot_free(all);
