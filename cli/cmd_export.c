@@ -8,7 +8,8 @@ static const char HELP[] =
     "Write a run file's records in other tools' formats (OUT '-' is standard output).\n\n"
     "  --chrome OUT     Chrome Trace Event JSON: spans per thread, counter tracks, one\n"
     "                   process per rank; open it in https://ui.perfetto.dev or\n"
-    "                   chrome://tracing (spans need the run's timeline: run --timeline)\n"
+    "                   chrome://tracing (spans need the run's timeline: run --timeline);\n"
+    "                   on a terminal, a progress line shows on standard error\n"
     "  --steps-csv OUT  one row per step, Ignite's write_results columns (epoch, iteration,\n"
     "                   processing_stats, dataflow_stats) then stepwatch's breakdown\n"
     "  -h, --help       this help\n";
@@ -19,7 +20,10 @@ static int export_to(sw_run *run, export_fn fn, const char *path) {
     FILE *out = sw__cli_open_output(path);
     if (out == NULL)
         return SW_EXIT_IO;
+    sw__cli_progress progress;
+    sw__cli_progress_begin(&progress, run, "export");
     int rc = fn(run, out);
+    sw__cli_progress_end(&progress);
     int code = sw__cli_close_output(out, path);
     if (rc != 0 && code == SW_EXIT_OK) {
         sw__cli_error("cannot export to %s: %s", path, sw_strerror(rc));

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 void sw__cli_error(const char *fmt, ...) {
     va_list ap;
@@ -69,6 +70,31 @@ int sw__cli_close_output(FILE *f, const char *path) {
         return SW_EXIT_OK;
     sw__cli_error("error writing %s", strcmp(path, "-") == 0 ? "standard output" : path);
     return SW_EXIT_IO;
+}
+
+static void draw_progress(void *ctx, const char *stage, uint64_t done, uint64_t total) {
+    sw__cli_progress *pr = ctx;
+    uint64_t now = sw_now_ns();
+    if (pr->drawn_ns != 0 && now - pr->drawn_ns < 100000000u && done != 0 && done != total)
+        return;
+    pr->drawn_ns = now;
+    /* \r back to the line's start; \033[K erases what a longer line left after it. */
+    fprintf(stderr, "\rstepwatch %s: %s %3llu%% (%llu of %llu)\033[K", pr->command, stage,
+            (unsigned long long)(done * 100 / total), (unsigned long long)done,
+            (unsigned long long)total);
+    fflush(stderr);
+}
+
+void sw__cli_progress_begin(sw__cli_progress *pr, sw_run *run, const char *command) {
+    *pr = (sw__cli_progress){.run = run, .command = command};
+    if (isatty(STDERR_FILENO))
+        sw_run_set_progress(run, draw_progress, pr);
+}
+
+void sw__cli_progress_end(sw__cli_progress *pr) {
+    sw_run_set_progress(pr->run, NULL, NULL);
+    if (pr->drawn_ns != 0)
+        fputs("\r\033[K", stderr);
 }
 
 int sw__cli_usage_error(const char *command) {

@@ -24,6 +24,17 @@ FILE *sw__cli_open_output(const char *path);
 /* Close it (not stdout) and report a write error; returns an exit code. */
 int sw__cli_close_output(FILE *f, const char *path);
 
+/* A progress line for the long walks over a run file (sw_run_set_progress), redrawn in place
+ * on stderr at most ten times a second, and only when stderr is a terminal: logs and pipes
+ * get nothing. _end clears the line and detaches it from the run. */
+typedef struct sw__cli_progress {
+    sw_run *run;
+    const char *command;
+    uint64_t drawn_ns; /* when the line was last drawn; 0 = never */
+} sw__cli_progress;
+void sw__cli_progress_begin(sw__cli_progress *pr, sw_run *run, const char *command);
+void sw__cli_progress_end(sw__cli_progress *pr);
+
 /* "Try 'stepwatch CMD --help'." on stderr; returns SW_EXIT_USAGE. */
 int sw__cli_usage_error(const char *command);
 

@@ -27,6 +27,8 @@ struct sw_run {
     sqlite3 *db;
     int nranks;
     rank_info *ranks;
+    sw_progress_fn progress;
+    void *progress_ctx;
 };
 
 /* ---- validation ---- */
@@ -596,7 +598,38 @@ int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
  * its children). To visit them by start time they are decoded into a temporary table and
  * read back through SQLite's sorter, which spills to temporary files: memory stays bounded
  * however long the timeline. */
-static int spans_to_temp_table(sw_run *run, int rank) {
+void sw_run_set_progress(sw_run *run, sw_progress_fn fn, void *ctx) {
+    if (run == NULL)
+        return;
+    run->progress = fn;
+    run->progress_ctx = ctx;
+}
+
+#define PROGRESS_EVERY 65536u
+
+/* Tell the progress callback, every PROGRESS_EVERY spans and when done == total. */
+static void progress(const sw_run *run, const char *stage, uint64_t done, uint64_t total) {
+    if (run->progress != NULL && total > 0 && (done % PROGRESS_EVERY == 0 || done == total))
+        run->progress(run->progress_ctx, stage, done, total);
+}
+
+/* How many spans the file holds (of one rank, or all with rank -1). */
+static int count_spans(sw_run *run, int rank, uint64_t *total) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare_ranked(run, "SELECT coalesce(sum(count), 0) FROM span_chunks", "1", rank,
+                            &q);
+    if (rc == 0) {
+        int step = sqlite3_step(q);
+        if (step == SQLITE_ROW)
+            *total = (uint64_t)sqlite3_column_int64(q, 0);
+        else
+            rc = step == SQLITE_DONE ? SW_ECORRUPT : sw__sqlite_rc(step);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
     sqlite3_stmt *q = NULL, *insert = NULL;
     int rc = sw__sqlite_rc(sqlite3_exec(
         run->db,
@@ -606,6 +639,10 @@ static int spans_to_temp_table(sw_run *run, int rank) {
         " start_ns INTEGER, duration_ns INTEGER, action INTEGER, phase INTEGER, step INTEGER);"
         "BEGIN",
         NULL, NULL, NULL));
+    /* Counted in the same read transaction as the copy: a run still writing the file adds
+     * chunks to neither. */
+    if (rc == 0)
+        rc = count_spans(run, rank, total);
     if (rc == 0)
         rc = sw__sqlite_rc(sqlite3_prepare_v2(
             run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)", -1, &insert,
@@ -616,6 +653,7 @@ static int spans_to_temp_table(sw_run *run, int rank) {
     sw_span_record *chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *chunk);
     if (chunk == NULL && rc == 0)
         rc = SW_ENOMEM;
+    uint64_t done = 0;
     int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         int chunk_rank = sqlite3_column_int(q, 0);
@@ -641,6 +679,7 @@ static int spans_to_temp_table(sw_run *run, int rank) {
             sqlite3_bind_int64(insert, 8, s->step);
             rc = sw__sqlite_rc(sqlite3_step(insert));
             sqlite3_reset(insert);
+            progress(run, "reading spans", ++done, *total);
         }
     }
     if (rc == 0 && step != SQLITE_DONE)
@@ -655,8 +694,10 @@ static int spans_to_temp_table(sw_run *run, int rank) {
 int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
-    int rc = spans_to_temp_table(run, rank);
+    uint64_t total = 0, done = 0;
+    int rc = spans_to_temp_table(run, rank, &total);
     sqlite3_stmt *q = NULL;
+    progress(run, "sorting spans", 0, total); /* SQLite sorts at the first row it returns */
     if (rc == 0)
         rc = sw__sqlite_rc(sqlite3_prepare_v2(
             run->db,
@@ -673,6 +714,7 @@ int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
                             .phase = (sw_phase)sqlite3_column_int64(q, 6),
                             .step = sqlite3_column_int64(q, 7)};
         rc = fn(ctx, sqlite3_column_int(q, 0), &r);
+        progress(run, "writing spans", ++done, total);
     }
     if (rc == 0 && step != SQLITE_DONE)
         rc = sw__sqlite_rc(step);

@@ -34,6 +34,14 @@ SW_API int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx);
 SW_API int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx);
 SW_API int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx);
 
+/* Progress of the long walk behind sw_run_foreach_span (a Chrome export of a long timeline
+ * takes seconds per million spans). fn gets the stage ("reading spans", "sorting spans",
+ * "writing spans"), the spans done and their total: every 65536 spans, when a stage is
+ * complete, and once as the sort starts (done 0). It runs on the calling thread, inside the
+ * walk. NULL turns it off (the default). */
+typedef void (*sw_progress_fn)(void *ctx, const char *stage, uint64_t done, uint64_t total);
+SW_API void sw_run_set_progress(sw_run *run, sw_progress_fn fn, void *ctx);
+
 /* Names of ids as stored in the file (NULL for unknown). */
 SW_API const char *sw_run_action_name(const sw_run *run, int rank, sw_id action);
 SW_API const char *sw_run_phase_name(const sw_run *run, int rank, sw_phase phase);

@@ -139,36 +139,21 @@ def test_html_renders_in_chromium(runs, tmp_path):
     assert 'data-finding="input-bound"' in dom
 
 
-def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
-    """Without COLUMNS (shells seldom export it) the table asks the terminal for its width:
-    a real pseudo-terminal 200 columns wide gets every column and whole names; a file or a
-    pipe keeps 80 columns, so saved reports do not depend on who ran them."""
+def on_terminal(args, env, stdout=None, columns=200):
+    """Run args with stderr (and stdout, unless given) on a real pseudo-terminal `columns`
+    wide; returns (exit code, what the terminal showed)."""
     import fcntl
     import pty
     import struct
     import termios
 
-    long_name = "forward/a_rather_long_action_name_that_does_not_fit_in_80_columns"
-    p = stepwatch.Profiler(name="wide", run_file=str(tmp_path / "wide.sqlite"))
-    with p.phase("train"):
-        with p.step(1):
-            with p.action(long_name):
-                pass
-    p.close()
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    args = [cli(), "report", str(tmp_path / "wide.sqlite")]
-
     try:
         master, slave = pty.openpty()
     except OSError as exc:  # a machine without pseudo-terminals (no devpts)
         pytest.skip(f"no pseudo-terminal: {exc}")
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
-    # stdout to a file, stderr still on the terminal: the saved report keeps 80 columns
-    with open(tmp_path / "saved.txt", "w") as saved:
-        assert subprocess.run(args, stdout=saved, stderr=slave, env=env, timeout=60).returncode == 0
-    text = (tmp_path / "saved.txt").read_text()
-    assert long_name not in text and max(len(line) for line in text.splitlines()[2:]) <= 80
-    proc = subprocess.Popen(args, stdout=slave, stderr=slave, env=env)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    proc = subprocess.Popen(args, stdout=slave if stdout is None else stdout, stderr=slave,
+                            env=env)
     os.close(slave)
     chunks = []
     while True:
@@ -180,11 +165,66 @@ def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
             break
         chunks.append(chunk)
     os.close(master)
-    assert proc.wait(timeout=60) == 0
-    on_terminal = b"".join(chunks).decode()
-    assert long_name in on_terminal and "p50" in on_terminal, on_terminal
+    return proc.wait(timeout=120), b"".join(chunks).decode()
+
+
+def test_report_fits_the_terminal_it_is_shown_on(tmp_path):
+    """Without COLUMNS (shells seldom export it) the table asks the terminal for its width:
+    a real pseudo-terminal 200 columns wide gets every column and whole names; a file or a
+    pipe keeps 80 columns, so saved reports do not depend on who ran them."""
+
+    long_name = "forward/a_rather_long_action_name_that_does_not_fit_in_80_columns"
+    p = stepwatch.Profiler(name="wide", run_file=str(tmp_path / "wide.sqlite"))
+    with p.phase("train"):
+        with p.step(1):
+            with p.action(long_name):
+                pass
+    p.close()
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = [cli(), "report", str(tmp_path / "wide.sqlite")]
+
+    # stdout to a file, stderr still on the terminal: the saved report keeps 80 columns
+    with open(tmp_path / "saved.txt", "w") as saved:
+        assert on_terminal(args, env, stdout=saved)[0] == 0
+    text = (tmp_path / "saved.txt").read_text()
+    assert long_name not in text and max(len(line) for line in text.splitlines()[2:]) <= 80
+    rc, shown = on_terminal(args, env)
+    assert rc == 0
+    assert long_name in shown and "p50" in shown, shown
 
     piped = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
     assert piped.returncode == 0
     assert long_name not in piped.stdout and "\u2026" in piped.stdout
     assert max(len(line) for line in piped.stdout.splitlines()[2:]) <= 80
+
+
+def test_export_shows_progress_on_a_terminal_only(tmp_path):
+    """A Chrome export of a long timeline takes seconds: on a terminal, stderr shows a line
+    redrawn in place (reading, sorting, writing the spans) and erased at the end; piped, stderr
+    stays empty. The trace is the same either way."""
+    p = stepwatch.Profiler(name="long", run_file=str(tmp_path / "long.sqlite"), timeline=True)
+    data, forward = p.action("data"), p.action("forward")
+    with p.phase("train"):
+        for i in range(25_000):  # 75,001 spans with the steps and the phase
+            if i % 4000 == 0:
+                time.sleep(0.3)  # let the flusher drain the ring (it drops when full)
+            with p.step(1):
+                with data:
+                    pass
+                with forward:
+                    pass
+    p.close()
+    run_file = str(tmp_path / "long.sqlite")
+
+    rc, shown = on_terminal([cli(), "export", run_file, "--chrome", str(tmp_path / "t.json")],
+                            os.environ)
+    assert rc == 0, shown
+    assert "stepwatch export: reading spans" in shown and "of 75001)" in shown, shown
+    assert "writing spans 100% (75001 of 75001)" in shown, shown
+    assert shown.endswith("\r\x1b[K"), repr(shown[-80:])
+
+    piped = run("export", run_file, "--chrome", tmp_path / "p.json", check_rc=0)
+    assert piped.stderr == ""
+    assert (tmp_path / "t.json").read_bytes() == (tmp_path / "p.json").read_bytes()
+    events = json.loads((tmp_path / "p.json").read_text())["traceEvents"]
+    assert sum(e.get("ph") == "X" for e in events) == 75_001
