@@ -3,7 +3,8 @@
  *
  * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
  * which instruments the script (the Python package). Any other program gets the run file's
- * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1) for a program built with stepwatch.
+ * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
+ * STEPWATCH_RING_CAPACITY) for a program built with stepwatch.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "common.h"
@@ -19,13 +20,18 @@
 #include <unistd.h>
 
 static const char HELP[] =
-    "usage: stepwatch run [--run-file P] [--timeline] [--format F] -- CMD ARGS...\n\n"
+    "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
+    "                     [--ring-capacity N] -- CMD ARGS...\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
     "  -f, --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
     "      --format F    the report the Python command prints at exit (STEPWATCH_FORMAT)\n"
+    "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
+    "                    are counted, training never waits) or block (nothing dropped)\n"
+    "      --ring-capacity N\n"
+    "                    events buffered per thread (default 65536, 112 bytes each)\n"
     "  -h, --help        this help\n";
 
 /* python, python3, python3.11, ... */
@@ -89,10 +95,12 @@ int sw_cmd_run(int argc, char **argv) {
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, 'F'},
+                                            {"on-full", required_argument, NULL, 'o'},
+                                            {"ring-capacity", required_argument, NULL, 'r'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL;
+    const char *format = NULL, *on_full = NULL, *ring = NULL;
     int timeline = 0;
     optind = 1;
     /* '+': stop at the first non-option, the program's name. */
@@ -111,6 +119,26 @@ int sw_cmd_run(int argc, char **argv) {
                 return SW_EXIT_USAGE;
             }
             format = optarg;
+            break;
+        }
+        case 'o':
+            if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0) {
+                sw__cli_error("--on-full takes drop or block, not '%s'", optarg);
+                return sw__cli_usage_error("run");
+            }
+            on_full = optarg;
+            break;
+        case 'r': {
+            char *end;
+            errno = 0;
+            unsigned long n = strtoul(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' || n == 0 ||
+                n > SW_MAX_RING_CAPACITY) {
+                sw__cli_error("--ring-capacity takes a number of events from 1 to %u, not '%s'",
+                              SW_MAX_RING_CAPACITY, optarg);
+                return sw__cli_usage_error("run");
+            }
+            ring = optarg;
             break;
         }
         case 'h':
@@ -137,6 +165,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_TIMELINE", "1", 1);
     if (format)
         setenv("STEPWATCH_FORMAT", format, 1);
+    if (on_full)
+        setenv("STEPWATCH_ON_FULL", on_full, 1);
+    if (ring)
+        setenv("STEPWATCH_RING_CAPACITY", ring, 1);
 
     fflush(NULL);
     g_child = fork();

@@ -126,6 +126,9 @@ typedef enum sw_full_policy {
     SW_FULL_BLOCK = 1 /* wait for the flusher (never drops, may slow training) */
 } sw_full_policy;
 
+/* The largest ring_capacity: 4,194,304 events, about 470 MB per recording thread. */
+#define SW_MAX_RING_CAPACITY (1u << 22)
+
 typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
@@ -134,7 +137,8 @@ typedef struct sw_options {
                                 environment's STEPWATCH_RUN_FILE (set by `stepwatch run`),
                                 else none; STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
-    uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536 */
+    uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536;
+                                at most SW_MAX_RING_CAPACITY (112 bytes an event) */
     sw_full_policy on_full;  /* when the flusher cannot keep up */
     uint32_t flush_interval_ms;  /* run file flush period; 0 = 200 */
     int no_signal_handlers;  /* nonzero: do not chain SIGINT/SIGTERM to complete the file */
@@ -144,8 +148,9 @@ typedef struct sw_options {
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
- * on error *out is NULL and a negative code is returned (SW_EINVAL, SW_ENOMEM, or an
- * SW_EIO/SW_ESQLITE from opening the run file). The caller owns *out. */
+ * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
+ * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM, or an SW_EIO/SW_ESQLITE from opening
+ * the run file). The caller owns *out. */
 SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as

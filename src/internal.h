@@ -89,6 +89,9 @@ typedef struct sw__journal sw__journal;
 int sw__journal_open(sw_profiler *p, const char *path, sw__journal **out);
 /* Drain what is left, write the final aggregates and close. NULL is a no-op. */
 void sw__journal_close(sw__journal *j);
+/* Make the flusher drain now instead of at its next period (a thread waits on a full ring
+ * under SW_FULL_BLOCK). NULL is a no-op. */
+void sw__journal_wake(sw__journal *j);
 /* After fork(), in the child: forget the journal without touching the parent's file. */
 void sw__journal_abandon(sw__journal *j);
 

@@ -312,6 +312,13 @@ int sw__journal_open(sw_profiler *p, const char *path, sw__journal **out) {
     return 0;
 }
 
+void sw__journal_wake(sw__journal *j) {
+    if (j != NULL && j->wake[1] >= 0) {
+        ssize_t n = write(j->wake[1], "x", 1); /* a full pipe already holds a wake-up */
+        (void)n;
+    }
+}
+
 void sw__journal_finish(sw__journal *j, const char *reason) {
     sw__journal_unwatch(j);
     if (j->thread_running) {

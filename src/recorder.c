@@ -316,6 +316,9 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     if (opts == NULL)
         opts = &defaults;
 
+    if (opts->ring_capacity > SW_MAX_RING_CAPACITY ||
+        (opts->on_full != SW_FULL_DROP && opts->on_full != SW_FULL_BLOCK))
+        return SW_EINVAL;
     sw_profiler *p = calloc(1, sizeof *p);
     if (p == NULL)
         return SW_ENOMEM;
@@ -334,6 +337,15 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         const char *env_timeline = getenv("STEPWATCH_TIMELINE");
         if (env_timeline != NULL && env_timeline[0] != '\0' && strcmp(env_timeline, "0") != 0)
             p->opts.timeline = 1;
+        /* The event ring, for timelines too fast for the default (the command checked them). */
+        const char *env_ring = getenv("STEPWATCH_RING_CAPACITY");
+        char *end = NULL;
+        unsigned long ring = env_ring ? strtoul(env_ring, &end, 10) : 0;
+        if (end != NULL && end != env_ring && *end == '\0' && ring > 0 && ring <= SW_MAX_RING_CAPACITY)
+            p->opts.ring_capacity = (uint32_t)ring;
+        const char *env_full = getenv("STEPWATCH_ON_FULL");
+        if (env_full != NULL && strcmp(env_full, "block") == 0)
+            p->opts.on_full = SW_FULL_BLOCK;
     } else {
         p->opts.run_file = sw__strdup(opts->run_file);
     }
@@ -614,10 +626,16 @@ static sw__event *ring_reserve(sw_profiler *p, sw__thread *t) {
         }
     }
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    int woke = 0;
     while (head - atomic_load_explicit(&r->tail, memory_order_acquire) > r->mask) {
         if (p->opts.on_full != SW_FULL_BLOCK || !atomic_load(&p->events_on)) {
             atomic_fetch_add_explicit(&p->events_dropped, 1, memory_order_relaxed);
             return NULL;
+        }
+        /* Full: have the flusher drain now rather than at its next period. */
+        if (!woke) {
+            sw__journal_wake(p->journal);
+            woke = 1;
         }
         sched_yield();
     }

@@ -22,6 +22,7 @@ import threading
 
 from ._stepwatch import (
     JSON_SCHEMA_VERSION,
+    MAX_RING_CAPACITY,
     Action,
     Error,
     Phase,
@@ -41,7 +42,8 @@ from ._stepwatch import (
 
 __all__ = [
     "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
-    "JSON_SCHEMA_VERSION", "__version__", "batch_size", "category_of", "load", "load_steps", "now_ns",
+    "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
+    "load_steps", "now_ns",
     "strerror", "profiler", "set_profiler", "action", "report", "records",
     "torch", "lightning", "ignite", "fastai",
 ]

@@ -869,14 +869,22 @@ static PyType_Spec Snapshot_spec = {
 
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
-                             "rank", "world_size", "command", "enabled", NULL};
-    const char *name = NULL, *run_file = NULL, *command = NULL;
-    unsigned int warmup = 0, max_depth = 0;
+                             "rank", "world_size", "command", "enabled", "ring_capacity",
+                             "on_full", NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
+    unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizp:Profiler", kwlist, &name,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIs:Profiler", kwlist, &name,
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
-                                     &world_size, &command, &enabled))
+                                     &world_size, &command, &enabled, &ring_capacity, &on_full))
         return NULL;
+    if (strcmp(on_full, "drop") != 0 && strcmp(on_full, "block") != 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: on_full must be 'drop' or 'block', not '%s'", on_full);
+    if (ring_capacity > SW_MAX_RING_CAPACITY)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: ring_capacity %u is over the limit of %u events",
+                            ring_capacity, SW_MAX_RING_CAPACITY);
     module_state *st = state_of_type(type);
     if (!st)
         return NULL;
@@ -900,6 +908,8 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.rank = rank;
     opts.world_size = world_size;
     opts.command = command;
+    opts.ring_capacity = ring_capacity;
+    opts.on_full = strcmp(on_full, "block") == 0 ? SW_FULL_BLOCK : SW_FULL_DROP;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);
@@ -1258,8 +1268,11 @@ static PyMemberDef Profiler_members[] = {
 static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
-     "         world_size=0, command=None, enabled=True)\n\n"
-     "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C."},
+     "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop')\n\n"
+     "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
+     "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
+     "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
+     "waits), 'block' waits for the writer (a complete timeline, may slow training)."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},
@@ -1571,7 +1584,8 @@ static int module_exec(PyObject *module) {
     if (!st->shape_name)
         return -1;
     if (PyModule_AddStringConstant(module, "__version__", SW_VERSION_STRING) < 0 ||
-        PyModule_AddIntConstant(module, "JSON_SCHEMA_VERSION", SW_JSON_SCHEMA_VERSION) < 0)
+        PyModule_AddIntConstant(module, "JSON_SCHEMA_VERSION", SW_JSON_SCHEMA_VERSION) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_RING_CAPACITY", SW_MAX_RING_CAPACITY) < 0)
         return -1;
     return 0;
 }

@@ -11,6 +11,9 @@ Options (each also read from the environment, for the C command to pass on):
   --run-file PATH   also write a run file; "{rank}" expands (STEPWATCH_RUN_FILE)
   --warmup N        warm-up steps kept out of the statistics (STEPWATCH_WARMUP, default 0)
   --timeline        keep every span in the run file (STEPWATCH_TIMELINE=1)
+  --on-full P       drop (default) or block when the run file's writer falls behind
+                    (STEPWATCH_ON_FULL)
+  --ring-capacity N events buffered per thread for the run file (STEPWATCH_RING_CAPACITY)
 """
 import argparse
 import os
@@ -32,6 +35,9 @@ def _parser():
     ap.add_argument("--warmup", type=int, default=int(env("STEPWATCH_WARMUP", "0")))
     ap.add_argument("--timeline", action="store_true",
                     default=env("STEPWATCH_TIMELINE", "") not in ("", "0"))
+    ap.add_argument("--on-full", default=env("STEPWATCH_ON_FULL", "drop"),
+                    choices=["drop", "block"])
+    ap.add_argument("--ring-capacity", type=int, default=int(env("STEPWATCH_RING_CAPACITY", "0")))
     ap.add_argument("-m", dest="module", help="run a module, like python -m")
     ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
@@ -57,8 +63,11 @@ def main(argv=None):
         _parser().error("nothing to run: give script.py or -m module")
     if args.warmup < 0:
         _parser().error("--warmup must be >= 0")
+    if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
+        _parser().error(f"--ring-capacity must be 1 to {stepwatch.MAX_RING_CAPACITY}")
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
-                              run_file=args.run_file, timeline=args.timeline)
+                              run_file=args.run_file, timeline=args.timeline,
+                              on_full=args.on_full, ring_capacity=args.ring_capacity)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch

@@ -476,7 +476,8 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s)
             snprintf(f->sentence, sizeof f->sentence,
                      "The run file's writer could not keep up and dropped %llu events, so the "
                      "timeline and per-step records have holes (the aggregates are complete); "
-                     "raise ring_capacity or choose the blocking policy.",
+                     "rerun with a larger ring or the blocking policy (stepwatch run --on-full "
+                     "block --ring-capacity N; Profiler(on_full='block')).",
                      (unsigned long long)s->dropped_events);
             add_number(f, "dropped events", (double)s->dropped_events, "");
         }

@@ -383,8 +383,45 @@ static void test_reader_open_at_the_end(void **state) {
     assert_int_equal(query_int(path, "SELECT count(*) FROM steps"), 5);
 }
 
+/* `stepwatch run --on-full block --ring-capacity N` reaches a program through the
+ * environment: with a ring of 8 events that blocks when full, a timeline many times larger
+ * than the ring arrives whole. Values out of range are refused by sw_profiler_new. */
+static void test_blocking_ring_from_the_environment(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "blocking.db");
+    setenv("STEPWATCH_RUN_FILE", path, 1);
+    setenv("STEPWATCH_TIMELINE", "1", 1);
+    setenv("STEPWATCH_ON_FULL", "block", 1);
+    setenv("STEPWATCH_RING_CAPACITY", "8", 1);
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(NULL, &p), 0);
+    unsetenv("STEPWATCH_RUN_FILE");
+    unsetenv("STEPWATCH_TIMELINE");
+    unsetenv("STEPWATCH_ON_FULL");
+    unsetenv("STEPWATCH_RING_CAPACITY");
+    sw_id ids[4], counter;
+    intern(p, ids, &counter);
+    for (int i = 0; i < 500; i++)
+        one_step(p, ids, counter, 0);
+    sw_profiler_free(p);
+    char options[320];
+    query_text(path, "SELECT options FROM ranks", options, sizeof options);
+    assert_non_null(strstr(options, "\"ring_capacity\":8,\"on_full\":\"block\""));
+    assert_int_equal(query_int(path, "SELECT dropped_events FROM ranks"), 0);
+    assert_int_equal(query_int(path, "SELECT count(*) FROM steps"), 500);
+    assert_int_equal(query_int(path, "SELECT sum(count) FROM span_chunks"), 500 * 5);
+
+    sw_options too_big = {.ring_capacity = SW_MAX_RING_CAPACITY + 1};
+    sw_options unknown_policy = {.on_full = (sw_full_policy)2};
+    assert_int_equal(sw_profiler_new(&too_big, &p), SW_EINVAL);
+    assert_null(p);
+    assert_int_equal(sw_profiler_new(&unknown_policy, &p), SW_EINVAL);
+    assert_null(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blocking_ring_from_the_environment),
         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_sigkill_recovery),
         cmocka_unit_test(test_sigterm_chains),    cmocka_unit_test(test_sigint_default),
         cmocka_unit_test(test_completed_at_exit), cmocka_unit_test(test_refuses_foreign_file),

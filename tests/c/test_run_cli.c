@@ -171,16 +171,19 @@ static void test_run_command(void **state) {
     char out[600], args[1200];
     snprintf(out, sizeof out, "%s/run_env.txt", g_dir);
     snprintf(args, sizeof args,
-             "run --run-file '%s/r{rank}.db' --timeline -- sh -c "
-             "'echo $STEPWATCH_RUN_FILE $STEPWATCH_TIMELINE; exit 7'",
+             "run --run-file '%s/r{rank}.db' --timeline --on-full block --ring-capacity 512"
+             " -- sh -c 'echo $STEPWATCH_RUN_FILE $STEPWATCH_TIMELINE $STEPWATCH_ON_FULL"
+             " $STEPWATCH_RING_CAPACITY; exit 7'",
              g_dir);
     assert_int_equal(cli(out, args), 7);
     char *got = slurp(out);
     char want[700];
-    snprintf(want, sizeof want, "%s/r{rank}.db 1\n", g_dir);
+    snprintf(want, sizeof want, "%s/r{rank}.db 1 block 512\n", g_dir);
     assert_string_equal(got, want);
     free(got);
     assert_int_equal(cli(NULL, "run"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run --ring-capacity 99999999 -- true"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run --ring-capacity 12x -- true"), SW_EXIT_USAGE);
     assert_int_equal(cli(NULL, "run -- /nonexistent/program"), 127);
 }
 

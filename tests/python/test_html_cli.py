@@ -202,17 +202,18 @@ def test_export_shows_progress_on_a_terminal_only(tmp_path):
     """A Chrome export of a long timeline takes seconds: on a terminal, stderr shows a line
     redrawn in place (reading, sorting, writing the spans) and erased at the end; piped, stderr
     stays empty. The trace is the same either way."""
-    p = stepwatch.Profiler(name="long", run_file=str(tmp_path / "long.sqlite"), timeline=True)
+    # A ring far smaller than the timeline, blocking when full: nothing may be dropped.
+    p = stepwatch.Profiler(name="long", run_file=str(tmp_path / "long.sqlite"), timeline=True,
+                           ring_capacity=1024, on_full="block")
     data, forward = p.action("data"), p.action("forward")
     with p.phase("train"):
-        for i in range(25_000):  # 75,001 spans with the steps and the phase
-            if i % 4000 == 0:
-                time.sleep(0.3)  # let the flusher drain the ring (it drops when full)
+        for _ in range(25_000):  # 75,001 spans with the steps and the phase
             with p.step(1):
                 with data:
                     pass
                 with forward:
                     pass
+    assert p.snapshot().info()["dropped_events"] == 0
     p.close()
     run_file = str(tmp_path / "long.sqlite")
 
@@ -228,3 +229,14 @@ def test_export_shows_progress_on_a_terminal_only(tmp_path):
     assert (tmp_path / "t.json").read_bytes() == (tmp_path / "p.json").read_bytes()
     events = json.loads((tmp_path / "p.json").read_text())["traceEvents"]
     assert sum(e.get("ph") == "X" for e in events) == 75_001
+
+
+def test_ring_options_are_checked():
+    with pytest.raises(ValueError, match="on_full must be 'drop' or 'block'"):
+        stepwatch.Profiler(on_full="wait")
+    with pytest.raises(ValueError, match="ring_capacity .* over the limit"):
+        stepwatch.Profiler(ring_capacity=stepwatch.MAX_RING_CAPACITY + 1)
+    bad = run("run", "--on-full", "wait", "--", "true", check_rc=2)
+    assert "--on-full takes drop or block" in bad.stderr
+    bad = run("run", "--ring-capacity", "0", "--", "true", check_rc=2)
+    assert "--ring-capacity takes a number of events from 1 to" in bad.stderr
