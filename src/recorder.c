@@ -308,6 +308,24 @@ static int detect_rank(const char *const *names, int fallback) {
     return fallback;
 }
 
+/* The run file's options that `stepwatch run` passes along with STEPWATCH_RUN_FILE. The
+ * command checked the values; one malformed here (set by hand) is ignored. */
+static void run_file_options_from_env(sw_options *o) {
+    const char *timeline = getenv("STEPWATCH_TIMELINE");
+    if (timeline != NULL && timeline[0] != '\0' && strcmp(timeline, "0") != 0)
+        o->timeline = 1;
+    const char *ring = getenv("STEPWATCH_RING_CAPACITY");
+    if (ring != NULL && ring[0] >= '1' && ring[0] <= '9') {
+        char *end;
+        unsigned long events = strtoul(ring, &end, 10);
+        if (*end == '\0' && events <= SW_MAX_RING_CAPACITY)
+            o->ring_capacity = (uint32_t)events;
+    }
+    const char *on_full = getenv("STEPWATCH_ON_FULL");
+    if (on_full != NULL && strcmp(on_full, "block") == 0)
+        o->on_full = SW_FULL_BLOCK;
+}
+
 int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     if (out == NULL)
         return SW_EINVAL;
@@ -334,18 +352,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     const char *env_run_file = getenv("STEPWATCH_RUN_FILE");
     if (opts->run_file == NULL && env_run_file != NULL && env_run_file[0] != '\0') {
         p->opts.run_file = sw__strdup(env_run_file);
-        const char *env_timeline = getenv("STEPWATCH_TIMELINE");
-        if (env_timeline != NULL && env_timeline[0] != '\0' && strcmp(env_timeline, "0") != 0)
-            p->opts.timeline = 1;
-        /* The event ring, for timelines too fast for the default (the command checked them). */
-        const char *env_ring = getenv("STEPWATCH_RING_CAPACITY");
-        char *end = NULL;
-        unsigned long ring = env_ring ? strtoul(env_ring, &end, 10) : 0;
-        if (end != NULL && end != env_ring && *end == '\0' && ring > 0 && ring <= SW_MAX_RING_CAPACITY)
-            p->opts.ring_capacity = (uint32_t)ring;
-        const char *env_full = getenv("STEPWATCH_ON_FULL");
-        if (env_full != NULL && strcmp(env_full, "block") == 0)
-            p->opts.on_full = SW_FULL_BLOCK;
+        run_file_options_from_env(&p->opts);
     } else {
         p->opts.run_file = sw__strdup(opts->run_file);
     }
