@@ -594,10 +594,6 @@ int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
     return rc;
 }
 
-/* Spans are stored in packed chunks, each thread's in the order they ended (a parent after
- * its children). To visit them by start time they are decoded into a temporary table and
- * read back through SQLite's sorter, which spills to temporary files: memory stays bounded
- * however long the timeline. */
 void sw_run_set_progress(sw_run *run, sw_progress_fn fn, void *ctx) {
     if (run == NULL)
         return;
@@ -629,6 +625,10 @@ static int count_spans(sw_run *run, int rank, uint64_t *total) {
     return rc;
 }
 
+/* Spans are stored in packed chunks, each thread's in the order they ended (a parent after
+ * its children). To visit them by start time they are decoded into a temporary table and
+ * read back through SQLite's sorter, which spills to temporary files: memory stays bounded
+ * however long the timeline. */
 static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
     sqlite3_stmt *q = NULL, *insert = NULL;
     int rc = sw__sqlite_rc(sqlite3_exec(

@@ -878,7 +878,8 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full))
         return NULL;
-    if (strcmp(on_full, "drop") != 0 && strcmp(on_full, "block") != 0)
+    int block = strcmp(on_full, "block") == 0;
+    if (!block && strcmp(on_full, "drop") != 0)
         return PyErr_Format(PyExc_ValueError,
                             "Profiler: on_full must be 'drop' or 'block', not '%s'", on_full);
     if (ring_capacity > SW_MAX_RING_CAPACITY)
@@ -909,7 +910,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.world_size = world_size;
     opts.command = command;
     opts.ring_capacity = ring_capacity;
-    opts.on_full = strcmp(on_full, "block") == 0 ? SW_FULL_BLOCK : SW_FULL_DROP;
+    opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);

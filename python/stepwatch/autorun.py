@@ -64,7 +64,8 @@ def main(argv=None):
     if args.warmup < 0:
         _parser().error("--warmup must be >= 0")
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
-        _parser().error(f"--ring-capacity must be 1 to {stepwatch.MAX_RING_CAPACITY}")
+        _parser().error(f"--ring-capacity must be 0 (the default) to "
+                        f"{stepwatch.MAX_RING_CAPACITY}")
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
                               on_full=args.on_full, ring_capacity=args.ring_capacity)
