@@ -5,7 +5,7 @@
 #ifndef SW_JOURNAL_H
 #define SW_JOURNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* Track j so that exit() completes it and, when signals is nonzero, a SIGINT/SIGTERM wakes
  * its flusher (by a byte on wake_fd) and waits for the file to be completed before the

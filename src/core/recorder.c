@@ -16,7 +16,7 @@
  * Fork. A pthread_atfork child handler empties every profiler in the child and forgets its
  * journal, so DataLoader workers never write into the parent's run file.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -7,7 +7,7 @@
 #ifndef SW_ENGINE_INTERNAL_H
 #define SW_ENGINE_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* The last cap durations (ns) of one column of the handlers CSV, a ring grown on demand up
  * to cap (engine_handlers_csv.c). */
