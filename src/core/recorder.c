@@ -19,6 +19,7 @@
  * Fork. A pthread_atfork child handler empties every profiler in the child and lets go of
  * its sinks, so DataLoader workers never write into the parent's run file.
  */
+#include "clock.h"
 #include "sink.h"
 
 #include <pthread.h>
@@ -140,20 +141,6 @@ struct sw_profiler {
     struct sw_profiler *next_live; /* in the process-wide list, for fork */
 };
 
-/* ---- the clock ------------------------------------------------------------------------ */
-
-/* The clock, inlined into the hot path (a call to the exported sw_now_ns may go through the
- * PLT of a shared library). */
-SW__INLINE uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t sw_now_ns(void) {
-    return now_ns();
-}
-
 /* ---- every live profiler, so fork and exit reach them -------------------------------------- */
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -204,26 +191,6 @@ static void install_process_hooks(void) {
 }
 
 /* ---- names ------------------------------------------------------------------------------ */
-
-static const char *const category_names[SW_CAT_COUNT] = {
-    "data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback", "other"};
-
-const char *sw_category_name(sw_category cat) {
-    if ((unsigned)cat >= SW_CAT_COUNT)
-        return NULL;
-    return category_names[cat];
-}
-
-sw_category sw_category_of(const char *name) {
-    if (name == NULL)
-        return SW_CAT_OTHER;
-    if (strncmp(name, "callback:", 9) == 0)
-        return SW_CAT_CALLBACK;
-    for (int c = 0; c < SW_CAT_CALLBACK; c++)
-        if (strcmp(name, category_names[c]) == 0)
-            return (sw_category)c;
-    return SW_CAT_OTHER;
-}
 
 /* Intern under p->lock. Names longer than SW__NAME_MAX are cut. */
 static sw_id intern_locked(sw_profiler *p, const char *name) {
@@ -381,7 +348,7 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     p->origin_unix_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
-    p->origin_ns = now_ns();
+    p->origin_ns = sw__clock_ns();
 
     pthread_once(&process_hooks_once, install_process_hooks);
     pthread_mutex_lock(&live_lock);
@@ -812,11 +779,11 @@ void sw_begin(sw_profiler *p, sw_id id) {
     sw__thread *t = thread_of(p);
     if (SW__UNLIKELY(t == NULL))
         return;
-    push_frame(p, t, id, now_ns());
+    push_frame(p, t, id, sw__clock_ns());
 }
 
 void sw_end(sw_profiler *p, sw_id id) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (SW__UNLIKELY(p == NULL))
         return;
     sw__thread *t = thread_of(p);
@@ -875,13 +842,13 @@ void sw_phase_begin(sw_profiler *p, sw_phase phase) {
         return;
     }
     /* The phase's span belongs to the enclosing phase, so push it before switching. */
-    push_frame(p, t, p->phase_action[phase], now_ns());
+    push_frame(p, t, p->phase_action[phase], sw__clock_ns());
     t->phase_stack[t->phase_depth++] = phase;
     atomic_store_explicit(&p->current_phase, phase, memory_order_relaxed);
 }
 
 void sw_phase_end(sw_profiler *p, sw_phase phase) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -930,7 +897,7 @@ void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
     t->step_open = 1;
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
 }
 
@@ -940,7 +907,7 @@ void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
 }
 
 void sw_step_end(sw_profiler *p) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -1017,7 +984,7 @@ void sw_counter(sw_profiler *p, sw_id counter, double value) {
         atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
         return;
     }
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     pthread_mutex_lock(&p->counter_lock);
     sw_counter_summary *s = &p->counters[counter].summary;
     s->count++;
@@ -1139,7 +1106,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->rank = p->opts.rank;
         s->world_size = p->opts.world_size;
         s->start_unix_ns = p->origin_unix_ns;
-        s->elapsed_ns = now_ns() - p->origin_ns;
+        s->elapsed_ns = sw__clock_ns() - p->origin_ns;
         s->steps = atomic_load(&p->steps_begun);
         s->warmup_steps = p->opts.warmup_steps;
         s->dropped_events = atomic_load(&p->events_dropped);
@@ -1200,17 +1167,6 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
     }
     *out = s;
     return 0;
-}
-
-int sw_report(sw_profiler *p, sw_format fmt, FILE *out) {
-    if (p == NULL || out == NULL)
-        return SW_EINVAL;
-    sw_snapshot *s = NULL;
-    int rc = sw_snapshot_take(p, &s);
-    if (rc == 0)
-        rc = sw_snapshot_write(s, fmt, out);
-    sw_snapshot_free(s);
-    return rc;
 }
 
 /* ---- accessors for the layers above (core.h) ------------------------------------------------ */
@@ -1287,5 +1243,5 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_step_overlap, 0);
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
-    p->origin_ns = now_ns();
+    p->origin_ns = sw__clock_ns();
 }
