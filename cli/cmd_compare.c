@@ -1,8 +1,10 @@
 /* cmd_compare.c — stepwatch compare A B [--format F] [--fail-on-regression] [-o OUT] */
-#include "common.h"
+#include "options.h"
 
-#include <getopt.h>
-#include <string.h>
+/* The formats a comparison is written in. */
+#define COMPARE_FORMATS                                                                        \
+    (SW_CLI_FORMAT(SW_FORMAT_TABLE) | SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |                      \
+     SW_CLI_FORMAT(SW_FORMAT_CSV) | SW_CLI_FORMAT(SW_FORMAT_JSON))
 
 static const char HELP[] =
     "usage: stepwatch compare BASELINE NEW [--format F] [--fail-on-regression] [-o OUT]\n\n"
@@ -18,8 +20,7 @@ static const char HELP[] =
     "3 unreadable run file, 4 cannot write the output.\n";
 
 /* The snapshot of a run file; an exit code (and a message) on error. */
-static int load(const char *path, sw_snapshot **snap)
-{
+static int load(const char *path, sw_snapshot **snap) {
     sw_run *run = NULL;
     int code = sw__cli_open_run(path, &run);
     if (code != SW_EXIT_OK)
@@ -33,58 +34,41 @@ static int load(const char *path, sw_snapshot **snap)
     return SW_EXIT_OK;
 }
 
-int sw_cmd_compare(int argc, char **argv)
-{
+int sw_cmd_compare(int argc, char **argv) {
     enum { OPT_FAIL = 1000 };
-    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
+    static const struct option options[] = {SW_CLI_OPTION_FORMAT,
                                             {"fail-on-regression", no_argument, NULL, OPT_FAIL},
-                                            {"output", required_argument, NULL, 'o'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    sw_format format = SW_FORMAT_TABLE;
-    const char *output = "-";
-    int fail_on_regression = 0;
+                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
+                                            SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "compare", .help = HELP, .formats = COMPARE_FORMATS,
+                         .format = SW_FORMAT_TABLE, .output = "-"};
+    int fail_on_regression = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
         switch (opt) {
-        case 'f':
-            if (sw_format_parse(optarg, &format) != 0 ||
-                (format != SW_FORMAT_TABLE && format != SW_FORMAT_MARKDOWN &&
-                 format != SW_FORMAT_CSV && format != SW_FORMAT_JSON)) {
-                sw__cli_error("compare cannot write format '%s' (table, md, csv, json)", optarg);
-                return SW_EXIT_USAGE;
-            }
-            break;
         case OPT_FAIL:
             fail_on_regression = 1;
             break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
         default:
-            return sw__cli_usage_error("compare");
+            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+                return code;
         }
     }
-    if (argc - optind != 2) {
-        sw__cli_error("compare needs two run files: the baseline and the new run");
-        return sw__cli_usage_error("compare");
-    }
+    if (argc - optind != 2)
+        return sw__cli_usage(&args, "compare needs two run files: the baseline and the new run");
     sw_snapshot *a = NULL, *b = NULL;
-    int code = load(argv[optind], &a);
+    code = load(argv[optind], &a);
     if (code == SW_EXIT_OK)
         code = load(argv[optind + 1], &b);
     size_t regressions = 0;
     if (code == SW_EXIT_OK && sw_compare_regressions(a, b, &regressions) != 0)
         code = SW_EXIT_DATA;
-    FILE *out = code == SW_EXIT_OK ? sw__cli_open_output(output) : NULL;
+    FILE *out = code == SW_EXIT_OK ? sw__cli_open_output(args.output) : NULL;
     if (code == SW_EXIT_OK && !out)
         code = SW_EXIT_IO;
     if (out) {
-        int rc = sw_compare_write(a, b, format, out);
-        code = sw__cli_close_output(out, output);
+        int rc = sw_compare_write(a, b, args.format, out);
+        code = sw__cli_close_output(out, args.output);
         if (rc != 0 && code == SW_EXIT_OK) {
             sw__cli_error("cannot write the comparison: %s", sw_strerror(rc));
             code = sw__cli_exit_code(rc);

@@ -1,7 +1,10 @@
 /* cmd_diagnose.c — stepwatch diagnose RUN [--format F] [--check] [-o OUT] */
-#include "common.h"
+#include "options.h"
 
-#include <getopt.h>
+/* The formats the findings are written in. */
+#define DIAGNOSE_FORMATS                                                                       \
+    (SW_CLI_FORMAT(SW_FORMAT_TABLE) | SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |                      \
+     SW_CLI_FORMAT(SW_FORMAT_JSON))
 
 static const char HELP[] =
     "usage: stepwatch diagnose RUN [--format F] [--check] [-o OUT]\n\n"
@@ -16,61 +19,45 @@ static const char HELP[] =
     "Exit status: 0 done, 1 problems found (with --check), 2 bad usage, 3 unreadable run\n"
     "file, 4 cannot write the output.\n";
 
-int sw_cmd_diagnose(int argc, char **argv)
-{
+int sw_cmd_diagnose(int argc, char **argv) {
     enum { OPT_CHECK = 1000 };
-    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
+    static const struct option options[] = {SW_CLI_OPTION_FORMAT,
                                             {"check", no_argument, NULL, OPT_CHECK},
-                                            {"output", required_argument, NULL, 'o'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    sw_format format = SW_FORMAT_TABLE;
-    const char *output = "-";
-    int check = 0;
+                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
+                                            SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "diagnose", .help = HELP, .formats = DIAGNOSE_FORMATS,
+                         .format = SW_FORMAT_TABLE, .output = "-"};
+    int check = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
         switch (opt) {
-        case 'f':
-            if (sw_format_parse(optarg, &format) != 0 ||
-                (format != SW_FORMAT_TABLE && format != SW_FORMAT_MARKDOWN &&
-                 format != SW_FORMAT_JSON)) {
-                sw__cli_error("diagnose cannot write format '%s' (table, md, json)", optarg);
-                return SW_EXIT_USAGE;
-            }
-            break;
         case OPT_CHECK:
             check = 1;
             break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
         default:
-            return sw__cli_usage_error("diagnose");
+            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+                return code;
         }
     }
-    if (argc - optind != 1) {
-        sw__cli_error(argc == optind ? "diagnose needs a run file" : "diagnose takes one run file");
-        return sw__cli_usage_error("diagnose");
-    }
+    if (argc - optind != 1)
+        return sw__cli_usage(&args, argc == optind ? "diagnose needs a run file"
+                                                   : "diagnose takes one run file");
     const char *path = argv[optind];
     sw_run *run = NULL;
-    int code = sw__cli_open_run(path, &run);
+    code = sw__cli_open_run(path, &run);
     if (code != SW_EXIT_OK)
         return code;
     size_t problems = 0;
     int rc = check ? sw_diagnose_count(run, &problems) : 0;
-    FILE *out = rc == 0 ? sw__cli_open_output(output) : NULL;
+    FILE *out = rc == 0 ? sw__cli_open_output(args.output) : NULL;
     if (rc != 0) {
         sw__cli_error("%s: %s", path, sw_strerror(rc));
         code = sw__cli_exit_code(rc);
     } else if (!out) {
         code = SW_EXIT_IO;
     } else {
-        rc = sw_diagnose_write(run, format, out);
-        code = sw__cli_close_output(out, output);
+        rc = sw_diagnose_write(run, args.format, out);
+        code = sw__cli_close_output(out, args.output);
         if (rc != 0 && code == SW_EXIT_OK) {
             sw__cli_error("%s: %s", path, sw_strerror(rc));
             code = sw__cli_exit_code(rc);

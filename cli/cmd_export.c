@@ -1,7 +1,5 @@
 /* cmd_export.c — stepwatch export RUN --chrome OUT.json | --steps-csv OUT.csv */
-#include "common.h"
-
-#include <getopt.h>
+#include "options.h"
 
 static const char HELP[] =
     "usage: stepwatch export RUN [--chrome OUT.json] [--steps-csv OUT.csv]\n\n"
@@ -33,34 +31,33 @@ static int export_to(sw_run *run, export_fn fn, const char *path) {
 }
 
 int sw_cmd_export(int argc, char **argv) {
-    static const struct option options[] = {{"chrome", required_argument, NULL, 'c'},
-                                            {"steps-csv", required_argument, NULL, 's'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
+    enum { OPT_CHROME = 1000, OPT_STEPS_CSV };
+    static const struct option options[] = {{"chrome", required_argument, NULL, OPT_CHROME},
+                                            {"steps-csv", required_argument, NULL, OPT_STEPS_CSV},
+                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "export", .help = HELP};
     const char *chrome = NULL, *csv = NULL;
+    int code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
         switch (opt) {
-        case 'c':
+        case OPT_CHROME:
             chrome = optarg;
             break;
-        case 's':
+        case OPT_STEPS_CSV:
             csv = optarg;
             break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
         default:
-            return sw__cli_usage_error("export");
+            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+                return code;
         }
     }
-    if (argc - optind != 1 || (chrome == NULL && csv == NULL)) {
-        sw__cli_error(argc - optind != 1 ? "export takes one run file"
-                                         : "export needs --chrome OUT or --steps-csv OUT");
-        return sw__cli_usage_error("export");
-    }
+    if (argc - optind != 1)
+        return sw__cli_usage(&args, "export takes one run file");
+    if (chrome == NULL && csv == NULL)
+        return sw__cli_usage(&args, "export needs --chrome OUT or --steps-csv OUT");
     sw_run *run = NULL;
-    int code = sw__cli_open_run(argv[optind], &run);
+    code = sw__cli_open_run(argv[optind], &run);
     if (code == SW_EXIT_OK && chrome != NULL)
         code = export_to(run, sw_run_export_chrome, chrome);
     if (code == SW_EXIT_OK && csv != NULL)

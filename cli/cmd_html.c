@@ -1,7 +1,6 @@
 /* cmd_html.c — stepwatch html RUN -o OUT.html */
-#include "common.h"
+#include "options.h"
 
-#include <getopt.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -15,30 +14,21 @@ static const char HELP[] =
     "  -h, --help       this help\n\n"
     "Exit status: 0 done, 2 bad usage, 3 unreadable run file, 4 cannot write the output.\n";
 
-int sw_cmd_html(int argc, char **argv)
-{
-    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    const char *output = NULL;
+int sw_cmd_html(int argc, char **argv) {
+    static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
+                                            SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "html", .help = HELP};
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
-        switch (opt) {
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
-        default:
-            return sw__cli_usage_error("html");
-        }
+        int code = sw__cli_option(&args, opt, optarg);
+        if (code != SW_CLI_NEXT)
+            return code;
     }
-    if (argc - optind != 1 || !output) {
-        sw__cli_error(argc - optind != 1 ? "html takes one run file"
-                                         : "html needs an output file: -o OUT.html");
-        return sw__cli_usage_error("html");
-    }
+    if (argc - optind != 1)
+        return sw__cli_usage(&args, "html takes one run file");
+    const char *output = args.output;
+    if (output == NULL)
+        return sw__cli_usage(&args, "html needs an output file: -o OUT.html");
     const char *path = argv[optind];
     sw_run *run = NULL;
     int code = sw__cli_open_run(path, &run);

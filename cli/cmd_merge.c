@@ -1,7 +1,6 @@
 /* cmd_merge.c — stepwatch merge RUN... -o OUT */
-#include "common.h"
+#include "options.h"
 
-#include <getopt.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,36 +13,32 @@ static const char HELP[] =
     "  -h, --help       this help\n";
 
 int sw_cmd_merge(int argc, char **argv) {
-    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
-                                            {"force", no_argument, NULL, 'F'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    const char *output = NULL;
-    int force = 0;
+    enum { OPT_FORCE = 1000 };
+    static const struct option options[] = {SW_CLI_OPTION_OUTPUT,
+                                            {"force", no_argument, NULL, OPT_FORCE},
+                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "merge", .help = HELP};
+    int force = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
         switch (opt) {
-        case 'o':
-            output = optarg;
-            break;
-        case 'F':
+        case OPT_FORCE:
             force = 1;
             break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
         default:
-            return sw__cli_usage_error("merge");
+            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+                return code;
         }
     }
-    if (output == NULL || optind == argc) {
-        sw__cli_error(output == NULL ? "merge needs -o OUT" : "merge needs run files");
-        return sw__cli_usage_error("merge");
-    }
+    const char *output = args.output;
+    if (output == NULL)
+        return sw__cli_usage(&args, "merge needs -o OUT");
+    if (optind == argc)
+        return sw__cli_usage(&args, "merge needs run files");
     /* Check each input first, so the error names the file at fault. */
     for (int i = optind; i < argc; i++) {
         sw_run *run = NULL;
-        int code = sw__cli_open_run(argv[i], &run);
+        code = sw__cli_open_run(argv[i], &run);
         sw_run_close(run);
         if (code != SW_EXIT_OK)
             return code;

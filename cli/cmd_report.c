@@ -1,8 +1,5 @@
 /* cmd_report.c — stepwatch report RUN [--format F] [--rank N] [-o OUT] */
-#include "common.h"
-
-#include <getopt.h>
-#include <stdlib.h>
+#include "options.h"
 
 static const char HELP[] =
     "usage: stepwatch report RUN [--format F] [--rank N] [-o OUT]\n\n"
@@ -13,68 +10,41 @@ static const char HELP[] =
     "  -h, --help       this help\n";
 
 int sw_cmd_report(int argc, char **argv) {
-    static const struct option options[] = {{"format", required_argument, NULL, 'f'},
-                                            {"rank", required_argument, NULL, 'r'},
-                                            {"output", required_argument, NULL, 'o'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
-    sw_format format = SW_FORMAT_TABLE;
-    const char *output = "-";
-    int rank = -1;
+    static const struct option options[] = {SW_CLI_OPTION_FORMAT, SW_CLI_OPTION_RANK,
+                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
+                                            SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "report", .help = HELP, .format = SW_FORMAT_TABLE,
+                         .rank = -1 /* all ranks */, .output = "-"};
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:r:o:h", options, NULL)) != -1;) {
-        switch (opt) {
-        case 'f':
-            if (sw_format_parse(optarg, &format) != 0) {
-                sw__cli_error("unknown format '%s' (table, lightning, fastxtend, ignite, md, "
-                              "csv, json)", optarg);
-                return SW_EXIT_USAGE;
-            }
-            break;
-        case 'r': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || v < 0 || v > 1000000) {
-                sw__cli_error("--rank wants a rank number, not '%s'", optarg);
-                return SW_EXIT_USAGE;
-            }
-            rank = (int)v;
-            break;
-        }
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
-        default:
-            return sw__cli_usage_error("report");
-        }
+        int code = sw__cli_option(&args, opt, optarg);
+        if (code != SW_CLI_NEXT)
+            return code;
     }
-    if (argc - optind != 1) {
-        sw__cli_error(argc == optind ? "report needs a run file" : "report takes one run file");
-        return sw__cli_usage_error("report");
-    }
+    if (argc - optind != 1)
+        return sw__cli_usage(&args, argc == optind ? "report needs a run file"
+                                                   : "report takes one run file");
     const char *path = argv[optind];
     sw_run *run = NULL;
     int code = sw__cli_open_run(path, &run);
     if (code != SW_EXIT_OK)
         return code;
     sw_snapshot *snap = NULL;
-    int rc = rank < 0 ? sw_run_snapshot(run, &snap) : sw_run_rank_snapshot(run, rank, &snap);
+    int rc = args.rank < 0 ? sw_run_snapshot(run, &snap)
+                           : sw_run_rank_snapshot(run, args.rank, &snap);
     if (rc != 0) {
         if (rc == SW_ENOTFOUND)
-            sw__cli_error("%s: no rank %d in this run file", path, rank);
+            sw__cli_error("%s: no rank %d in this run file", path, args.rank);
         else
             sw__cli_error("%s: %s", path, sw_strerror(rc));
         sw_run_close(run);
         return SW_EXIT_DATA;
     }
-    FILE *out = sw__cli_open_output(output);
+    FILE *out = sw__cli_open_output(args.output);
     code = SW_EXIT_IO;
     if (out != NULL) {
-        rc = sw_snapshot_write(snap, format, out);
-        code = sw__cli_close_output(out, output);
+        rc = sw_snapshot_write(snap, args.format, out);
+        code = sw__cli_close_output(out, args.output);
         if (rc != 0 && code == SW_EXIT_OK) {
             sw__cli_error("cannot write the report: %s", sw_strerror(rc));
             code = sw__cli_exit_code(rc);

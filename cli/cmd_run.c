@@ -7,10 +7,9 @@
  * STEPWATCH_RING_CAPACITY) for a program built with stepwatch.
  * The exit status is the program's (128 + N when killed by signal N).
  */
-#include "common.h"
+#include "options.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -92,16 +91,18 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
+    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
-                                            {"format", required_argument, NULL, 'F'},
-                                            {"on-full", required_argument, NULL, 'o'},
-                                            {"ring-capacity", required_argument, NULL, 'r'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
+                                            {"format", required_argument, NULL, OPT_FORMAT},
+                                            {"on-full", required_argument, NULL, OPT_ON_FULL},
+                                            {"ring-capacity", required_argument, NULL,
+                                             OPT_RING_CAPACITY},
+                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
+    sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
     const char *format = NULL, *on_full = NULL, *ring = NULL;
-    int timeline = 0;
+    int timeline = 0, code;
     optind = 1;
     /* '+': stop at the first non-option, the program's name. */
     for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
@@ -112,7 +113,7 @@ int sw_cmd_run(int argc, char **argv) {
         case 't':
             timeline = 1;
             break;
-        case 'F': {
+        case OPT_FORMAT: { /* checked here, passed on as written */
             sw_format parsed;
             if (sw_format_parse(optarg, &parsed) != 0) {
                 sw__cli_error("unknown format '%s'", optarg);
@@ -121,37 +122,28 @@ int sw_cmd_run(int argc, char **argv) {
             format = optarg;
             break;
         }
-        case 'o':
-            if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0) {
-                sw__cli_error("--on-full takes drop or block, not '%s'", optarg);
-                return sw__cli_usage_error("run");
-            }
+        case OPT_ON_FULL:
+            if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0)
+                return sw__cli_usage(&args, "--on-full takes drop or block, not '%s'", optarg);
             on_full = optarg;
             break;
-        case 'r': {
-            char *end;
-            errno = 0;
-            unsigned long n = strtoul(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-' || n == 0 ||
-                n > SW_MAX_RING_CAPACITY) {
-                sw__cli_error("--ring-capacity takes a number of events from 1 to %u, not '%s'",
-                              SW_MAX_RING_CAPACITY, optarg);
-                return sw__cli_usage_error("run");
-            }
+        case OPT_RING_CAPACITY: { /* checked here, passed on as written */
+            long events;
+            if (sw__cli_parse_number(optarg, 1, SW_MAX_RING_CAPACITY, &events) != 0)
+                return sw__cli_usage(&args,
+                                     "--ring-capacity takes a number of events from 1 to %u, "
+                                     "not '%s'",
+                                     SW_MAX_RING_CAPACITY, optarg);
             ring = optarg;
             break;
         }
-        case 'h':
-            fputs(HELP, stdout);
-            return SW_EXIT_OK;
         default:
-            return sw__cli_usage_error("run");
+            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+                return code;
         }
     }
-    if (optind == argc) {
-        sw__cli_error("run needs a command: stepwatch run -- CMD ARGS...");
-        return sw__cli_usage_error("run");
-    }
+    if (optind == argc)
+        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS...");
     char **cmd = argv + optind;
     int ncmd = argc - optind;
     char *path = absolute(run_file);
@@ -186,7 +178,7 @@ int sw_cmd_run(int argc, char **argv) {
     int status = 0;
     while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
     }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
         fprintf(stderr, "stepwatch: run file: %s\n", path);
     if (exec_argv != cmd)

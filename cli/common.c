@@ -6,12 +6,16 @@
 #include <string.h>
 #include <unistd.h>
 
-void sw__cli_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+void sw__cli_verror(const char *fmt, va_list ap) {
     fputs("stepwatch: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+}
+
+void sw__cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sw__cli_verror(fmt, ap);
     va_end(ap);
 }
 
@@ -95,9 +99,4 @@ void sw__cli_progress_end(sw__cli_progress *pr) {
     sw_run_set_progress(pr->run, NULL, NULL);
     if (pr->drawn_ns != 0)
         fputs("\r\033[K", stderr);
-}
-
-int sw__cli_usage_error(const char *command) {
-    fprintf(stderr, "Try 'stepwatch %s --help'.\n", command);
-    return SW_EXIT_USAGE;
 }

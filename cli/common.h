@@ -1,16 +1,19 @@
 /*
- * common.h — what the stepwatch subcommands share: error messages, exit codes, files.
+ * common.h — what the stepwatch subcommands share: error messages, exit codes, files
+ * (their options: options.h).
  */
 #ifndef SW_CLI_COMMON_H
 #define SW_CLI_COMMON_H
 
 #include "commands.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stepwatch.h>
 
 /* "stepwatch: " + message + newline on stderr. */
 void sw__cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sw__cli_verror(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* The exit code for an SW_E* code: SW_EXIT_DATA for bad input files, SW_EXIT_IO for
  * output errors, SW_EXIT_USAGE for bad arguments. */
@@ -34,8 +37,5 @@ typedef struct sw__cli_progress {
 } sw__cli_progress;
 void sw__cli_progress_begin(sw__cli_progress *pr, sw_run *run, const char *command);
 void sw__cli_progress_end(sw__cli_progress *pr);
-
-/* "Try 'stepwatch CMD --help'." on stderr; returns SW_EXIT_USAGE. */
-int sw__cli_usage_error(const char *command);
 
 #endif /* SW_CLI_COMMON_H */

@@ -1,6 +1,7 @@
 /*
  * report.c — sw_snapshot_write and the format names: picks the writer for a format (one
  * file per format, see writer.h), handles the empty snapshot, and reports write errors.
+ * sw_report is a snapshot of a live profiler written the same way.
  */
 #include "writer.h"
 
@@ -56,5 +57,16 @@ int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out) {
      * stream's error flag once the buffer is flushed. */
     if (fflush(out) != 0 || ferror(out))
         return rc != 0 ? rc : SW_EIO;
+    return rc;
+}
+
+int sw_report(sw_profiler *p, sw_format fmt, FILE *out) {
+    if (p == NULL || out == NULL)
+        return SW_EINVAL;
+    sw_snapshot *s = NULL;
+    int rc = sw_snapshot_take(p, &s);
+    if (rc == 0)
+        rc = sw_snapshot_write(s, fmt, out);
+    sw_snapshot_free(s);
     return rc;
 }

@@ -187,12 +187,119 @@ static void test_run_command(void **state) {
     assert_int_equal(cli(NULL, "run -- /nonexistent/program"), 127);
 }
 
+/* "stepwatch ARGS" (printf's fmt and what follows) ends with exit code rc and exactly
+ * stderr_text on standard error. */
+static void expect(int rc, const char *stderr_text, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void expect(int rc, const char *stderr_text, const char *fmt, ...) {
+    char args[2000], path[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    int got = cli(NULL, args);
+    snprintf(path, sizeof path, "%s/stderr.txt", g_dir);
+    char *err = slurp(path);
+    assert_non_null(err);
+    if (got != rc || strcmp(err, stderr_text) != 0)
+        fail_msg("stepwatch %s: exit %d, stderr:\n%s\nwanted exit %d, stderr:\n%s", args, got,
+                 err, rc, stderr_text);
+    free(err);
+}
+
+#define TRY(cmd) "Try 'stepwatch " cmd " --help'.\n"
+
+/* The options the subcommands share (cli/options.c) with their exact messages: help, unknown
+ * options, the operands, --rank, --format, and the number checks. */
+static void test_common_options(void **state) {
+    static const char *const commands[] = {"run",  "report",  "export",  "merge",
+                                           "html", "compare", "diagnose"};
+    char args[1000], out[600], want[1000], merged[600];
+    snprintf(out, sizeof out, "%s/help.txt", g_dir);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        static const char *const forms[] = {"%s --help", "%s -h", "help %s"};
+        for (size_t f = 0; f < 3; f++) {
+            snprintf(args, sizeof args, forms[f], commands[i]);
+            assert_int_equal(cli(out, args), SW_EXIT_OK);
+            char *help = slurp(out);
+            snprintf(want, sizeof want, "usage: stepwatch %s ", commands[i]);
+            assert_true(strncmp(help, want, strlen(want)) == 0);
+            free(help);
+        }
+        /* getopt_long names the bad option; the subcommand points at its help. */
+        snprintf(want, sizeof want,
+                 "%s: unrecognized option '--no-such-option'\nTry 'stepwatch %s --help'.\n",
+                 commands[i], commands[i]);
+        expect(SW_EXIT_USAGE, want, "%s --no-such-option", commands[i]);
+    }
+    expect(SW_EXIT_USAGE, "report: option '--output' requires an argument\n" TRY("report"),
+           "report '%s' --output", g_rank0);
+
+    /* The operands each subcommand wants, and its required options. */
+    expect(2, "stepwatch: report needs a run file\n" TRY("report"), "report");
+    expect(2, "stepwatch: report takes one run file\n" TRY("report"), "report '%s' '%s'",
+           g_rank0, g_rank0);
+    expect(2, "stepwatch: diagnose needs a run file\n" TRY("diagnose"), "diagnose");
+    expect(2, "stepwatch: diagnose takes one run file\n" TRY("diagnose"), "diagnose '%s' '%s'",
+           g_rank0, g_rank0);
+    expect(2, "stepwatch: compare needs two run files: the baseline and the new run\n"
+              TRY("compare"), "compare '%s'", g_rank0);
+    expect(2, "stepwatch: html takes one run file\n" TRY("html"), "html -o x.html");
+    expect(2, "stepwatch: html needs an output file: -o OUT.html\n" TRY("html"), "html '%s'",
+           g_rank0);
+    expect(2, "stepwatch: export takes one run file\n" TRY("export"), "export --chrome -");
+    expect(2, "stepwatch: export needs --chrome OUT or --steps-csv OUT\n" TRY("export"),
+           "export '%s'", g_rank0);
+    expect(2, "stepwatch: merge needs -o OUT\n" TRY("merge"), "merge '%s'", g_rank0);
+    expect(2, "stepwatch: merge needs run files\n" TRY("merge"), "merge -o m.db");
+    expect(2, "stepwatch: run needs a command: stepwatch run -- CMD ARGS...\n" TRY("run"), "run");
+
+    /* --rank: a number from 0 to 1000000. */
+    static const char *const bad_ranks[] = {"x", "-1", "1000001", "1x", "", "1.0",
+                                            "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
+        snprintf(want, sizeof want, "stepwatch: --rank wants a rank number, not '%s'\n",
+                 bad_ranks[i]);
+        expect(SW_EXIT_USAGE, want, "report '%s' --rank '%s'", g_rank0, bad_ranks[i]);
+    }
+    snprintf(merged, sizeof merged, "%s/merged.db", g_dir); /* test_merge_and_export's */
+    snprintf(want, sizeof want, "stepwatch: %s: no rank 1000000 in this run file\n", merged);
+    expect(SW_EXIT_DATA, want, "report '%s' -r 1000000", merged);
+
+    /* --format: what each subcommand writes, named in the message. */
+    expect(2, "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
+              "json)\n", "report '%s' --format nope", g_rank0);
+    expect(2, "stepwatch: compare cannot write format 'ignite' (table, md, csv, json)\n",
+           "compare '%s' '%s' -f ignite", g_rank0, g_rank0);
+    expect(2, "stepwatch: diagnose cannot write format 'csv' (table, md, json)\n",
+           "diagnose '%s' --format=csv", g_rank0);
+    expect(2, "stepwatch: unknown format 'nope'\n", "run --format nope -- true");
+    snprintf(out, sizeof out, "%s/diagnose.md", g_dir);
+    snprintf(args, sizeof args, "diagnose '%s' --format markdown", g_rank0);
+    assert_int_equal(cli(out, args), SW_EXIT_OK);
+
+    /* run's checked values. */
+    static const unsigned bad_capacities[] = {0, SW_MAX_RING_CAPACITY + 1};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(want, sizeof want,
+                 "stepwatch: --ring-capacity takes a number of events from 1 to %u, not '%u'\n"
+                 TRY("run"), SW_MAX_RING_CAPACITY, bad_capacities[i]);
+        expect(2, want, "run --ring-capacity %u -- true", bad_capacities[i]);
+    }
+    expect(2, "stepwatch: --on-full takes drop or block, not 'wait'\n" TRY("run"),
+           "run --on-full wait -- true");
+    snprintf(args, sizeof args, "run --ring-capacity %u --run-file '%s/r.db' -- true",
+             SW_MAX_RING_CAPACITY, g_dir);
+    assert_int_equal(cli(NULL, args), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_formats),
         cmocka_unit_test(test_merge_and_export),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_run_command),
+        cmocka_unit_test(test_common_options),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

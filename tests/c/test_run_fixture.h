@@ -5,7 +5,7 @@
 #ifndef SW_TEST_RUN_FIXTURE_H
 #define SW_TEST_RUN_FIXTURE_H
 
-#include "run_store.h"
+#include "runfile/run_store.h"
 
 #include <string.h>
 

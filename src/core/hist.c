@@ -5,7 +5,7 @@
  * the bucket is (e - S + 1) * 2^S + the S bits below the leading one: each power of two is
  * split into 2^S equal buckets, so a bucket is at most 1/2^S of its lower bound wide.
  */
-#include "internal.h"
+#include "core.h"
 
 #define SUB_COUNT (1u << SW_HIST_SUB_BITS)
 

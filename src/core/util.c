@@ -1,5 +1,5 @@
 /* util.c — small helpers the library's files share (strings, host, command line). */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,9 +4,9 @@
  * Columns (as Ignite): "#", processing_stats, dataflow_stats, then "<handler> (<EVENT>)" per
  * handler. Row k holds the k-th duration of each column, in seconds, and 0 where a column has
  * fewer values (an epoch-level handler runs less often than the iterations). Ignite keeps
- * every duration until the end; here each column keeps its last options.handler_rows, in a
- * ring that grows as values come, so memory is bounded and nothing is allocated when the
- * option is 0. Durations are written as exact decimal seconds, as the CSV report writes them.
+ * every duration until the end; here each column keeps its last options.handler_rows
+ * (engine_history.c), so memory is bounded. Durations are written as exact decimal seconds,
+ * as the CSV report writes them.
  */
 #include "engine_internal.h"
 #include "report/writer.h"
@@ -14,50 +14,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-void sw__history_init(sw__history *h, uint32_t cap)
-{
-    memset(h, 0, sizeof *h);
-    h->cap = cap;
-}
-
-void sw__history_add(sw__history *h, uint64_t ns)
-{
-    if (h->cap == 0)
-        return;
-    uint32_t slot = (uint32_t)(h->count % h->cap);
-    if (slot >= h->allocated) {
-        /* Still filling up: grow by doubling, up to cap. Out of memory drops the value. */
-        uint32_t grown = h->allocated ? h->allocated * 2 : 64;
-        if (grown > h->cap)
-            grown = h->cap;
-        uint64_t *values = realloc(h->values, (size_t)grown * sizeof *values);
-        if (values == NULL)
-            return;
-        h->values = values;
-        h->allocated = grown;
-    }
-    h->values[slot] = ns;
-    h->count++;
-}
-
-void sw__history_free(sw__history *h)
-{
-    free(h->values);
-    memset(h, 0, sizeof *h);
-}
-
-static uint64_t sw__history_len(const sw__history *h)
-{
-    return h->count < h->cap ? h->count : h->cap;
-}
-
-/* The k-th kept value, oldest first (k < sw__history_len). */
-static uint64_t sw__history_at(const sw__history *h, uint64_t k)
-{
-    uint64_t first = h->count < h->cap ? 0 : h->count % h->cap;
-    return h->values[(first + k) % h->cap];
-}
 
 static void sw__put_value(FILE *out, const sw__history *h, uint64_t row)
 {

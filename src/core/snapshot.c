@@ -2,7 +2,7 @@
  * snapshot.c — building and freeing snapshots. A snapshot owns every string it points to, so
  * it outlives the profiler or run file it came from.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 #include <string.h>

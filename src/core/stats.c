@@ -2,7 +2,7 @@
  * stats.c — running statistics of durations: Welford's update for one value and Chan's
  * formula for merging two partial results (per-thread buffers, ranks, run files).
  */
-#include "internal.h"
+#include "core.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /*
- * journal.c — the run file writer: a background flusher thread that drains the recorder's
- * event rings into SQLite, one transaction per flush.
+ * journal.c — the run file writer: a sink (core/sink.h) whose background flusher thread
+ * drains the recorder's event rings into SQLite, one transaction per flush.
  *
  * Every flush_interval_ms the flusher writes new names, every drained step/counter/span, and
  * once a second (and at the end) the aggregates of a fresh snapshot. A SIGKILL therefore
@@ -27,12 +27,14 @@ typedef struct span_buffer {
     sw_span_record spans[SW__SPAN_CHUNK_MAX];
 } span_buffer;
 
-struct sw__journal {
+typedef struct sw__journal {
+    sw__sink sink;             /* first: the core hands this back to the ops below */
     sw_profiler *p;
     sw__store *store;
     int rank;
     uint32_t flush_ms;
     int wake[2];               /* a byte here wakes the flusher early */
+    int signals_watched;       /* a SIGINT/SIGTERM writes on wake[1] (signals.c) */
     pthread_t thread;
     int thread_running;
     atomic_int stop;
@@ -47,7 +49,7 @@ struct sw__journal {
     span_buffer **buffers;
     sw__event *events;         /* what the last drain handed over */
     size_t nevents, events_cap;
-};
+} sw__journal;
 
 /* ---- writing one flush ---- */
 
@@ -180,13 +182,13 @@ static void *flusher_main(void *arg) {
         }
         if (atomic_load(&j->stop))
             break;
-        unsigned signals = sw__journal_signal_count();
+        unsigned signals = sw__signal_count();
         pthread_mutex_lock(&j->lock);
         if (signals != j->signals_seen) {
             /* A SIGINT/SIGTERM handler waits for this: complete the file now. */
             j->signals_seen = signals;
-            flush(j, 1, 1, signal_reason(sw__journal_last_signal()));
-            sw__journal_signal_done();
+            flush(j, 1, 1, signal_reason(sw__signal_last()));
+            sw__signal_done();
         } else {
             int due = sw_now_ns() - j->last_aggregate_ns >= AGGREGATE_PERIOD_NS;
             flush(j, due, 0, NULL);
@@ -277,54 +279,24 @@ static int start_flusher(sw__journal *j) {
     return 0;
 }
 
-int sw__journal_open(sw_profiler *p, const char *path, sw__journal **out) {
-    if (p == NULL || path == NULL || out == NULL)
-        return SW_EINVAL;
-    *out = NULL;
-    sw__journal *j = calloc(1, sizeof *j);
-    if (j == NULL)
-        return SW_ENOMEM;
-    j->p = p;
-    j->wake[0] = j->wake[1] = -1;
-    const sw_options *o = sw__options(p);
-    j->flush_ms = o->flush_interval_ms ? o->flush_interval_ms : 200;
-    pthread_mutex_init(&j->lock, NULL);
-    int rc = pipe2(j->wake, O_NONBLOCK | O_CLOEXEC) == 0 ? 0 : SW_EIO;
-    if (rc == 0)
-        rc = sw__store_create(path, &j->store);
-    if (rc == 0)
-        rc = write_start(j);
-    if (rc == 0)
-        rc = sw__journal_watch(j, j->wake[1], !o->no_signal_handlers);
-    if (rc == 0) {
-        sw__events_enable(p);
-        rc = start_flusher(j);
-        if (rc != 0)
-            sw__journal_unwatch(j);
-    }
-    if (rc != 0) {
-        sw__store_close(j->store);
-        pthread_mutex_destroy(&j->lock);
-        free_journal(j);
-        return rc;
-    }
-    *out = j;
-    return 0;
+/* The sink's wake op (a thread waits on a full ring), and how finish stops the flusher:
+ * drain now instead of at the next period. */
+static void wake_flusher(sw__sink *sink) {
+    sw__journal *j = (sw__journal *)sink;
+    ssize_t n = write(j->wake[1], "x", 1); /* a full pipe already holds a wake-up */
+    (void)n;
 }
 
-void sw__journal_wake(sw__journal *j) {
-    if (j != NULL && j->wake[1] >= 0) {
-        ssize_t n = write(j->wake[1], "x", 1); /* a full pipe already holds a wake-up */
-        (void)n;
+/* Complete the file now (final aggregates, complete=1) and stop the flusher; the struct
+ * stays valid until it is freed. */
+static void finish(sw__journal *j, const char *reason) {
+    if (j->signals_watched) {
+        sw__signal_unwatch(j->wake[1]);
+        j->signals_watched = 0;
     }
-}
-
-void sw__journal_finish(sw__journal *j, const char *reason) {
-    sw__journal_unwatch(j);
     if (j->thread_running) {
         atomic_store(&j->stop, 1);
-        ssize_t n = write(j->wake[1], "x", 1);
-        (void)n;
+        wake_flusher(&j->sink);
         pthread_join(j->thread, NULL);
         j->thread_running = 0;
     }
@@ -338,19 +310,66 @@ void sw__journal_finish(sw__journal *j, const char *reason) {
     pthread_mutex_unlock(&j->lock);
 }
 
-void sw__journal_close(sw__journal *j) {
-    if (j == NULL)
-        return;
-    sw__journal_finish(j, "exit");
+/* ---- the sink's other ops ---- */
+
+static void exit_unfreed(sw__sink *sink) {
+    finish((sw__journal *)sink, "exit (profiler not freed)");
+}
+
+static void close_sink(sw__sink *sink) {
+    sw__journal *j = (sw__journal *)sink;
+    finish(j, "exit");
     pthread_mutex_destroy(&j->lock);
     free_journal(j);
 }
 
-void sw__journal_abandon(sw__journal *j) {
+static void forget_in_child(sw__sink *sink) {
+    /* The parent's SQLite connection must not be used or closed here (closing could
+     * checkpoint or remove the parent's WAL); the store's memory is leaked on purpose. The
+     * flusher thread does not exist in the child. */
+    free_journal((sw__journal *)sink);
+}
+
+static const sw__sink_ops journal_ops = {
+    .wake = wake_flusher,
+    .on_exit = exit_unfreed,
+    .on_close = close_sink,
+    .on_fork_child = forget_in_child,
+};
+
+int sw__journal_open(sw_profiler *p, const char *path) {
+    if (p == NULL || path == NULL)
+        return SW_EINVAL;
+    sw__journal *j = calloc(1, sizeof *j);
     if (j == NULL)
-        return;
-    /* In a fork child: the parent's SQLite connection must not be used or closed here
-     * (closing could checkpoint or remove the parent's WAL); its memory is leaked on
-     * purpose. The flusher thread does not exist in the child. */
-    free_journal(j);
+        return SW_ENOMEM;
+    j->sink.ops = &journal_ops;
+    j->p = p;
+    j->wake[0] = j->wake[1] = -1;
+    const sw_options *o = sw__options(p);
+    j->flush_ms = o->flush_interval_ms ? o->flush_interval_ms : 200;
+    pthread_mutex_init(&j->lock, NULL);
+    int rc = pipe2(j->wake, O_NONBLOCK | O_CLOEXEC) == 0 ? 0 : SW_EIO;
+    if (rc == 0)
+        rc = sw__store_create(path, &j->store);
+    if (rc == 0)
+        rc = write_start(j);
+    if (rc == 0 && !o->no_signal_handlers) {
+        rc = sw__signal_watch(j->wake[1]);
+        j->signals_watched = rc == 0;
+    }
+    if (rc == 0) {
+        sw__events_enable(p);
+        rc = start_flusher(j);
+    }
+    if (rc != 0) {
+        if (j->signals_watched)
+            sw__signal_unwatch(j->wake[1]);
+        sw__store_close(j->store);
+        pthread_mutex_destroy(&j->lock);
+        free_journal(j);
+        return rc;
+    }
+    sw__sink_attach(p, &j->sink);
+    return 0;
 }

@@ -1,16 +1,17 @@
 /*
  * engine_internal.h — what the engine's files share: the struct behind sw_engine.
  * engine.c runs the loop; engine_views.c prints the Ignite/fastxtend views;
- * engine_csv.c streams Ignite's per-iteration CSV; engine_handlers_csv.c keeps the handler
- * times and writes HandlersTimeProfiler's CSV; engine_thunder.c has thunder's keys.
+ * engine_csv.c streams Ignite's per-iteration CSV; engine_history.c keeps the last handler
+ * times, which engine_handlers_csv.c writes as HandlersTimeProfiler's CSV; engine_thunder.c
+ * has thunder's keys.
  */
 #ifndef SW_ENGINE_INTERNAL_H
 #define SW_ENGINE_INTERNAL_H
 
-#include "internal.h"
+#include "core/core.h"
 
 /* The last cap durations (ns) of one column of the handlers CSV, a ring grown on demand up
- * to cap (engine_handlers_csv.c). */
+ * to cap (engine_history.c). */
 typedef struct sw__history {
     uint64_t *values;
     uint32_t cap;       /* most values kept; 0 = none */
@@ -73,9 +74,12 @@ void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dat
 void sw__csv_epoch_done(sw__csv *c, double epoch_completed_s);
 int sw__csv_close(sw__csv *c, double completed_s);
 
-/* engine_handlers_csv.c */
+/* engine_history.c */
 void sw__history_init(sw__history *h, uint32_t cap);
 void sw__history_add(sw__history *h, uint64_t ns);
 void sw__history_free(sw__history *h);
+/* Values kept (min(count, cap)), and the k-th of them, oldest first (k < sw__history_len). */
+uint64_t sw__history_len(const sw__history *h);
+uint64_t sw__history_at(const sw__history *h, uint64_t k);
 
 #endif /* SW_ENGINE_INTERNAL_H */

@@ -7,7 +7,7 @@
 #ifndef SW_RUN_STORE_H
 #define SW_RUN_STORE_H
 
-#include "internal.h"
+#include "core/core.h"
 
 #include <sqlite3.h>
 

@@ -1,13 +1,13 @@
 /*
- * journal_signals.c — completing run files when the process ends abnormally or forgets to.
+ * signals.c — completing run files when the process gets SIGINT or SIGTERM.
  *
- * SIGINT/SIGTERM: the handler never touches SQLite. It wakes every watched flusher through
- * its pipe, waits (bounded, 2 s) until each wrote its final transaction, then hands the
- * signal to whatever handler was installed before ours: calls it, ignores the signal if it
- * was ignored, or restores the default and re-raises so the exit status is the usual one.
+ * The handler never touches SQLite. It wakes every watched flusher through its pipe, waits
+ * (bounded, 2 s) until each wrote its final transaction, then hands the signal to whatever
+ * handler was installed before ours: calls it, ignores the signal if it was ignored, or
+ * restores the default and re-raises so the exit status is the usual one.
  *
- * exit(): an atexit hook completes the files of profilers that were never freed.
- * fork(): the child forgets every journal (they belong to the parent).
+ * fork(): the child forgets every watched pipe (they belong to the parent's flushers).
+ * exit() is not handled here: the core's atexit hook reaches every sink (core/sink.h).
  */
 #include "journal.h"
 
@@ -17,7 +17,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,9 +24,8 @@
 #define MAX_WATCHED 64
 #define SIGNAL_WAIT_MS 2000
 
-/* Journals to complete at exit, under a lock (never used from a signal handler). */
+/* Watching and unwatching take this lock (never the signal handler). */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static sw__journal *g_watched[MAX_WATCHED];
 
 /* What the signal handler may touch: lock-free slots holding wake fds (-1 = empty). */
 static atomic_int g_wake_fds[MAX_WATCHED];
@@ -39,10 +37,10 @@ static const int HANDLED[2] = {SIGINT, SIGTERM};
 static struct sigaction g_previous[2];
 static volatile sig_atomic_t g_in_handler;
 
-unsigned sw__journal_signal_count(void) { return atomic_load(&g_signal_count); }
-int sw__journal_last_signal(void) { return g_last_signal; }
+unsigned sw__signal_count(void) { return atomic_load(&g_signal_count); }
+int sw__signal_last(void) { return g_last_signal; }
 
-void sw__journal_signal_done(void) {
+void sw__signal_done(void) {
     char byte = 'd';
     ssize_t n = write(g_done_pipe[1], &byte, 1);
     (void)n; /* a full pipe means the handler already has more than it waits for */
@@ -110,23 +108,9 @@ static void on_signal(int signo, siginfo_t *info, void *ucontext) {
     errno = saved_errno;
 }
 
-static void at_exit(void) {
-    /* Copy under the lock, finish outside it: finishing joins the flusher thread. */
-    sw__journal *todo[MAX_WATCHED];
-    int n = 0;
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < MAX_WATCHED; i++)
-        if (g_watched[i])
-            todo[n++] = g_watched[i];
-    pthread_mutex_unlock(&g_lock);
-    for (int i = 0; i < n; i++)
-        sw__journal_finish(todo[i], "exit (profiler not freed)");
-}
-
 static void in_child(void) {
-    /* The parent's journals are not ours: forget them without touching their files. */
+    /* The parent's flushers are not ours: forget their pipes. */
     pthread_mutex_init(&g_lock, NULL);
-    memset(g_watched, 0, sizeof g_watched);
     for (int i = 0; i < MAX_WATCHED; i++)
         atomic_store(&g_wake_fds[i], -1);
 }
@@ -144,7 +128,7 @@ static void setup_once(void) {
     for (int i = 0; i < MAX_WATCHED; i++)
         atomic_store(&g_wake_fds[i], -1);
     g_once_rc = make_pipe(g_done_pipe);
-    if (g_once_rc == 0 && (atexit(at_exit) != 0 || pthread_atfork(NULL, NULL, in_child) != 0))
+    if (g_once_rc == 0 && pthread_atfork(NULL, NULL, in_child) != 0)
         g_once_rc = SW_ENOMEM;
 }
 
@@ -168,33 +152,28 @@ static int install_handlers(void) {
     return 0;
 }
 
-int sw__journal_watch(sw__journal *j, int wake_fd, int signals) {
+int sw__signal_watch(int wake_fd) {
     pthread_once(&g_once, setup_once);
     if (g_once_rc != 0)
         return g_once_rc;
     pthread_mutex_lock(&g_lock);
-    int rc = signals ? install_handlers() : 0;
+    int rc = install_handlers();
     int slot = -1;
     for (int i = 0; rc == 0 && i < MAX_WATCHED && slot < 0; i++)
-        if (g_watched[i] == NULL)
+        if (atomic_load(&g_wake_fds[i]) < 0)
             slot = i;
     if (rc == 0 && slot < 0)
         rc = SW_ELIMIT;
-    if (rc == 0) {
-        g_watched[slot] = j;
-        atomic_store(&g_wake_fds[slot], signals ? wake_fd : -1);
-    }
+    if (rc == 0)
+        atomic_store(&g_wake_fds[slot], wake_fd);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }
 
-void sw__journal_unwatch(sw__journal *j) {
+void sw__signal_unwatch(int wake_fd) {
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < MAX_WATCHED; i++) {
-        if (g_watched[i] == j) {
-            g_watched[i] = NULL;
+    for (int i = 0; i < MAX_WATCHED; i++)
+        if (atomic_load(&g_wake_fds[i]) == wake_fd)
             atomic_store(&g_wake_fds[i], -1);
-        }
-    }
     pthread_mutex_unlock(&g_lock);
 }

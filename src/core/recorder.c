@@ -10,13 +10,17 @@
  * read with relaxed atomic builtins (plain moves on x86), so there is no data race.
  *
  * Memory. Cells are allocated the first time a thread begins a span of an (action, phase):
- * memory grows with the distinct actions, never with the number of spans. Event rings for
- * the run file are allocated once per thread when the journal is on.
+ * memory grows with the distinct actions, never with the number of spans. Event rings are
+ * allocated once per thread when a sink turned events on.
  *
- * Fork. A pthread_atfork child handler empties every profiler in the child and forgets its
- * journal, so DataLoader workers never write into the parent's run file.
+ * Sinks (sink.h). The recorder knows its consumers only through their ops: a full ring under
+ * SW_FULL_BLOCK wakes them, sw_profiler_free closes them, an atexit hook completes them.
+ *
+ * Fork. A pthread_atfork child handler empties every profiler in the child and lets go of
+ * its sinks, so DataLoader workers never write into the parent's run file.
  */
-#include "internal.h"
+#include "clock.h"
+#include "sink.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -133,30 +137,16 @@ struct sw_profiler {
 
     _Atomic int events_on;
     _Atomic uint64_t events_dropped;
-    sw__journal *journal;
+    sw__sink *sinks;               /* attached sinks, newest first (see sink.h) */
     struct sw_profiler *next_live; /* in the process-wide list, for fork */
 };
 
-/* ---- the clock ------------------------------------------------------------------------ */
-
-/* The clock, inlined into the hot path (a call to the exported sw_now_ns may go through the
- * PLT of a shared library). */
-SW__INLINE uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t sw_now_ns(void) {
-    return now_ns();
-}
-
-/* ---- every live profiler, so fork can reset them --------------------------------------- */
+/* ---- every live profiler, so fork and exit reach them -------------------------------------- */
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_profiler *live_profilers;
 static _Atomic uint64_t next_generation = 1;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
 static void reset_after_fork(sw_profiler *p);
 
@@ -185,31 +175,22 @@ static void atfork_child(void) {
     }
 }
 
-static void install_atfork(void) {
+/* The process exits with profilers never freed: their sinks complete their output. */
+static void at_exit(void) {
+    pthread_mutex_lock(&live_lock);
+    for (sw_profiler *p = live_profilers; p; p = p->next_live)
+        for (sw__sink *s = p->sinks; s; s = s->next)
+            if (s->ops->on_exit)
+                s->ops->on_exit(s);
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void install_process_hooks(void) {
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atexit(at_exit);
 }
 
 /* ---- names ------------------------------------------------------------------------------ */
-
-static const char *const category_names[SW_CAT_COUNT] = {
-    "data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback", "other"};
-
-const char *sw_category_name(sw_category cat) {
-    if ((unsigned)cat >= SW_CAT_COUNT)
-        return NULL;
-    return category_names[cat];
-}
-
-sw_category sw_category_of(const char *name) {
-    if (name == NULL)
-        return SW_CAT_OTHER;
-    if (strncmp(name, "callback:", 9) == 0)
-        return SW_CAT_CALLBACK;
-    for (int c = 0; c < SW_CAT_CALLBACK; c++)
-        if (strcmp(name, category_names[c]) == 0)
-            return (sw_category)c;
-    return SW_CAT_OTHER;
-}
 
 /* Intern under p->lock. Names longer than SW__NAME_MAX are cut. */
 static sw_id intern_locked(sw_profiler *p, const char *name) {
@@ -308,25 +289,7 @@ static int detect_rank(const char *const *names, int fallback) {
     return fallback;
 }
 
-/* The run file's options that `stepwatch run` passes along with STEPWATCH_RUN_FILE. The
- * command checked the values; one malformed here (set by hand) is ignored. */
-static void run_file_options_from_env(sw_options *o) {
-    const char *timeline = getenv("STEPWATCH_TIMELINE");
-    if (timeline != NULL && timeline[0] != '\0' && strcmp(timeline, "0") != 0)
-        o->timeline = 1;
-    const char *ring = getenv("STEPWATCH_RING_CAPACITY");
-    if (ring != NULL && ring[0] >= '1' && ring[0] <= '9') {
-        char *end;
-        unsigned long events = strtoul(ring, &end, 10);
-        if (*end == '\0' && events <= SW_MAX_RING_CAPACITY)
-            o->ring_capacity = (uint32_t)events;
-    }
-    const char *on_full = getenv("STEPWATCH_ON_FULL");
-    if (on_full != NULL && strcmp(on_full, "block") == 0)
-        o->on_full = SW_FULL_BLOCK;
-}
-
-int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
+int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     if (out == NULL)
         return SW_EINVAL;
     *out = NULL;
@@ -348,14 +311,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     if (p->opts.flush_interval_ms == 0)
         p->opts.flush_interval_ms = 200;
     p->opts.name = sw__strdup(opts->name ? opts->name : "stepwatch");
-    /* `stepwatch run -- ./program` asks for a run file through the environment. */
-    const char *env_run_file = getenv("STEPWATCH_RUN_FILE");
-    if (opts->run_file == NULL && env_run_file != NULL && env_run_file[0] != '\0') {
-        p->opts.run_file = sw__strdup(env_run_file);
-        run_file_options_from_env(&p->opts);
-    } else {
-        p->opts.run_file = sw__strdup(opts->run_file);
-    }
+    p->opts.run_file = sw__strdup(opts->run_file);
     p->command = opts->command ? sw__strdup(opts->command) : sw__command_line();
     p->opts.command = p->command;
     if (opts->world_size <= 0) {
@@ -392,23 +348,13 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     p->origin_unix_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
-    p->origin_ns = now_ns();
+    p->origin_ns = sw__clock_ns();
 
-    pthread_once(&atfork_once, install_atfork);
+    pthread_once(&process_hooks_once, install_process_hooks);
     pthread_mutex_lock(&live_lock);
     p->next_live = live_profilers;
     live_profilers = p;
     pthread_mutex_unlock(&live_lock);
-
-    if (p->opts.run_file != NULL) {
-        char *path = sw__expand_rank(p->opts.run_file, p->opts.rank);
-        int rc = path ? sw__journal_open(p, path, &p->journal) : SW_ENOMEM;
-        free(path);
-        if (rc != 0) {
-            sw_profiler_free(p);
-            return rc;
-        }
-    }
     *out = p;
     return 0;
 }
@@ -416,10 +362,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
 void sw_profiler_free(sw_profiler *p) {
     if (p == NULL)
         return;
-    /* The journal's last act reads the profiler (drain, snapshot), so it goes first. */
-    sw__journal_close(p->journal);
-    p->journal = NULL;
-
+    /* Out of the process-wide list first: the exit hook no longer reaches p's sinks. */
     pthread_mutex_lock(&live_lock);
     for (sw_profiler **link = &live_profilers; *link; link = &(*link)->next_live) {
         if (*link == p) {
@@ -428,6 +371,13 @@ void sw_profiler_free(sw_profiler *p) {
         }
     }
     pthread_mutex_unlock(&live_lock);
+    /* A sink's last act reads the profiler (drain, snapshot), so sinks go before the rest. */
+    while (p->sinks != NULL) {
+        sw__sink *s = p->sinks;
+        sw__sink_detach(p, s);
+        if (s->ops->on_close)
+            s->ops->on_close(s);
+    }
 
     /* No destructor may run for this key after this: threads still alive leak nothing. */
     pthread_key_delete(p->thread_key);
@@ -614,7 +564,33 @@ SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t se
     atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
 }
 
-/* ---- event rings (for the run file) -------------------------------------------------------- */
+/* ---- sinks and event rings ---------------------------------------------------------------- */
+
+void sw__sink_attach(sw_profiler *p, sw__sink *sink) {
+    pthread_mutex_lock(&p->lock);
+    sink->next = p->sinks;
+    /* Release: a recording thread that finds the sink (wake_sinks) sees it whole. */
+    __atomic_store_n(&p->sinks, sink, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void sw__sink_detach(sw_profiler *p, sw__sink *sink) {
+    pthread_mutex_lock(&p->lock);
+    for (sw__sink **link = &p->sinks; *link; link = &(*link)->next) {
+        if (*link == sink) {
+            *link = sink->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    sink->next = NULL;
+}
+
+static __attribute__((noinline)) void wake_sinks(sw_profiler *p) {
+    for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next)
+        if (s->ops->wake)
+            s->ops->wake(s);
+}
 
 static sw__event *ring_reserve(sw_profiler *p, sw__thread *t) {
     sw__ring *r = &t->ring;
@@ -639,9 +615,9 @@ static sw__event *ring_reserve(sw_profiler *p, sw__thread *t) {
             atomic_fetch_add_explicit(&p->events_dropped, 1, memory_order_relaxed);
             return NULL;
         }
-        /* Full: have the flusher drain now rather than at its next period. */
+        /* Full: have the consumer drain now rather than at its next period. */
         if (!woke) {
-            sw__journal_wake(p->journal);
+            wake_sinks(p);
             woke = 1;
         }
         sched_yield();
@@ -656,10 +632,6 @@ static void ring_commit(sw__thread *t) {
 
 void sw__events_enable(sw_profiler *p) {
     atomic_store(&p->events_on, 1);
-}
-
-uint64_t sw__events_dropped(const sw_profiler *p) {
-    return atomic_load_explicit(&p->events_dropped, memory_order_relaxed);
 }
 
 size_t sw__drain(sw_profiler *p, sw__event_fn fn, void *ctx) {
@@ -712,7 +684,7 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
     SW__PUT(t->depth, t->depth + 1);
 }
 
-/* The timeline event of one finished span (only with the timeline option and a journal). */
+/* The timeline event of one finished span (only with the timeline option and events on). */
 static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, sw_id id,
                                                 sw_phase phase, uint64_t start,
                                                 uint64_t duration, uint32_t depth,
@@ -807,11 +779,11 @@ void sw_begin(sw_profiler *p, sw_id id) {
     sw__thread *t = thread_of(p);
     if (SW__UNLIKELY(t == NULL))
         return;
-    push_frame(p, t, id, now_ns());
+    push_frame(p, t, id, sw__clock_ns());
 }
 
 void sw_end(sw_profiler *p, sw_id id) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (SW__UNLIKELY(p == NULL))
         return;
     sw__thread *t = thread_of(p);
@@ -870,13 +842,13 @@ void sw_phase_begin(sw_profiler *p, sw_phase phase) {
         return;
     }
     /* The phase's span belongs to the enclosing phase, so push it before switching. */
-    push_frame(p, t, p->phase_action[phase], now_ns());
+    push_frame(p, t, p->phase_action[phase], sw__clock_ns());
     t->phase_stack[t->phase_depth++] = phase;
     atomic_store_explicit(&p->current_phase, phase, memory_order_relaxed);
 }
 
 void sw_phase_end(sw_profiler *p, sw_phase phase) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -925,7 +897,7 @@ void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
     t->step_open = 1;
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
 }
 
@@ -935,7 +907,7 @@ void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
 }
 
 void sw_step_end(sw_profiler *p) {
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -1012,7 +984,7 @@ void sw_counter(sw_profiler *p, sw_id counter, double value) {
         atomic_fetch_add_explicit(&p->misuse_bad_id, 1, memory_order_relaxed);
         return;
     }
-    uint64_t now = now_ns();
+    uint64_t now = sw__clock_ns();
     pthread_mutex_lock(&p->counter_lock);
     sw_counter_summary *s = &p->counters[counter].summary;
     s->count++;
@@ -1134,7 +1106,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->rank = p->opts.rank;
         s->world_size = p->opts.world_size;
         s->start_unix_ns = p->origin_unix_ns;
-        s->elapsed_ns = now_ns() - p->origin_ns;
+        s->elapsed_ns = sw__clock_ns() - p->origin_ns;
         s->steps = atomic_load(&p->steps_begun);
         s->warmup_steps = p->opts.warmup_steps;
         s->dropped_events = atomic_load(&p->events_dropped);
@@ -1197,18 +1169,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
     return 0;
 }
 
-int sw_report(sw_profiler *p, sw_format fmt, FILE *out) {
-    if (p == NULL || out == NULL)
-        return SW_EINVAL;
-    sw_snapshot *s = NULL;
-    int rc = sw_snapshot_take(p, &s);
-    if (rc == 0)
-        rc = sw_snapshot_write(s, fmt, out);
-    sw_snapshot_free(s);
-    return rc;
-}
-
-/* ---- accessors for the journal ------------------------------------------------------------- */
+/* ---- accessors for the layers above (core.h) ------------------------------------------------ */
 
 const sw_options *sw__options(const sw_profiler *p) {
     return &p->opts;
@@ -1243,10 +1204,15 @@ uint32_t sw__counter_count(const sw_profiler *p) {
 /* ---- fork ------------------------------------------------------------------------------------ */
 
 /* In the child: the only thread left is the one that forked. Start from empty statistics,
- * keep the names, and forget the parent's journal. */
+ * keep the names, and let go of the sinks (what they hold is the parent's). */
 static void reset_after_fork(sw_profiler *p) {
-    sw__journal_abandon(p->journal);
-    p->journal = NULL;
+    while (p->sinks != NULL) {
+        sw__sink *s = p->sinks;
+        p->sinks = s->next;
+        s->next = NULL;
+        if (s->ops->on_fork_child)
+            s->ops->on_fork_child(s);
+    }
     atomic_store(&p->events_on, 0);
     sw__thread *t = p->threads;
     while (t) {
@@ -1277,5 +1243,5 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_step_overlap, 0);
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
-    p->origin_ns = now_ns();
+    p->origin_ns = sw__clock_ns();
 }

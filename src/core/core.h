@@ -1,12 +1,12 @@
 /*
- * internal.h — what the library's files share and users never see.
- *
- * The recorder (recorder.c) owns struct sw_profiler and the per-thread records. Other layers
- * reach the profiler only through the functions below: the journal (journal.c) drains
- * events and reads names; reports work on snapshots.
+ * core.h — what the core offers the layers above it and users never see (README.md here
+ * says what the core owns). The recorder (recorder.c) owns struct sw_profiler and the
+ * per-thread records; everything else reaches a profiler through the functions below, and
+ * sinks (sink.h) receive its events. Snapshots are built with the sw__snapshot_* calls by
+ * the recorder and by the run-file reader alike.
  */
-#ifndef SW_INTERNAL_H
-#define SW_INTERNAL_H
+#ifndef SW_CORE_H
+#define SW_CORE_H
 
 #include "stepwatch.h"
 
@@ -35,36 +35,11 @@ static inline uint32_t sw__hist_bucket(uint64_t ns) {
     return ((e - SW_HIST_SUB_BITS + 1) << SW_HIST_SUB_BITS) + sub;
 }
 
-/* ---- events for the run file: one tagged record per span, step or counter sample ---- */
+/* ---- the profiler (recorder.c): made without sinks, read by the layers above ---- */
 
-typedef enum sw__event_kind {
-    SW__EVENT_SPAN = 1,
-    SW__EVENT_STEP = 2,
-    SW__EVENT_COUNTER = 3
-} sw__event_kind;
-
-typedef struct sw__event {
-    sw__event_kind kind;
-    union {
-        sw_span_record span;
-        sw_step_record step;
-        sw_counter_record counter;
-    } u;
-} sw__event;
-
-typedef void (*sw__event_fn)(void *ctx, const sw__event *event);
-
-/* Called by the journal's flusher thread (the single consumer): hands every buffered event
- * of every thread to fn, oldest first per thread, and frees their room. Returns how many.
- * Safe while other threads record. */
-size_t sw__drain(sw_profiler *p, sw__event_fn fn, void *ctx);
-
-/* Turn event buffering on (the journal calls this once it is ready) — spans only when the
- * timeline option is on; steps and counters always. */
-void sw__events_enable(sw_profiler *p);
-
-/* Events dropped because a buffer was full (SW_FULL_DROP). */
-uint64_t sw__events_dropped(const sw_profiler *p);
+/* Make a profiler from opts (NULL: defaults) without any sink: what sw_profiler_new does
+ * before it attaches the sinks the options ask for (src/profiler_new.c). 0 or SW_E*. */
+int sw__profiler_new(const sw_options *opts, sw_profiler **out);
 
 /* The options the profiler was made with (strings owned by the profiler). */
 const sw_options *sw__options(const sw_profiler *p);
@@ -79,21 +54,6 @@ const char *sw__counter_name(const sw_profiler *p, sw_id counter);
 uint32_t sw__action_count(const sw_profiler *p);
 uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
-
-/* ---- the journal (journal.c): the run file writer, started by sw_profiler_new ---- */
-
-typedef struct sw__journal sw__journal;
-
-/* Open the run file at path for p (path already has {rank} expanded), write the metadata,
- * start the flusher thread and enable events. */
-int sw__journal_open(sw_profiler *p, const char *path, sw__journal **out);
-/* Drain what is left, write the final aggregates and close. NULL is a no-op. */
-void sw__journal_close(sw__journal *j);
-/* Make the flusher drain now instead of at its next period (a thread waits on a full ring
- * under SW_FULL_BLOCK). NULL is a no-op. */
-void sw__journal_wake(sw__journal *j);
-/* After fork(), in the child: forget the journal without touching the parent's file. */
-void sw__journal_abandon(sw__journal *j);
 
 /* ---- building snapshots (snapshot.c): every snapshot, from the recorder or from a run file,
  * is built with these so that sw_snapshot_free can free any of them ---- */
@@ -121,4 +81,4 @@ char *sw__command_line(void);
 /* Replace every "{rank}" in pattern with rank; caller frees. */
 char *sw__expand_rank(const char *pattern, int rank);
 
-#endif /* SW_INTERNAL_H */
+#endif /* SW_CORE_H */

@@ -1,0 +1,35 @@
+/*
+ * journal.h — the run-file writer (journal.c) and the signal handling it uses (signals.c).
+ *
+ * The writer is a sink (core/sink.h): sw__journal_open attaches it to a profiler, and from
+ * then on the core drives it — a full ring under SW_FULL_BLOCK wakes its flusher,
+ * sw_profiler_free completes and frees it, an atexit hook completes the file of a profiler
+ * never freed, a fork child lets go of it without touching the parent's file.
+ */
+#ifndef SW_RUNFILE_JOURNAL_H
+#define SW_RUNFILE_JOURNAL_H
+
+#include "core/sink.h"
+
+/* Open the run file at path for p (path already has {rank} expanded), write the metadata,
+ * start the flusher thread, enable events and attach the writer to p. 0 or SW_E*. */
+int sw__journal_open(sw_profiler *p, const char *path);
+
+/* ---- signals.c: completing files on SIGINT/SIGTERM ---- */
+
+/* Install the SIGINT/SIGTERM handlers (once per process; again when another handler was
+ * installed over ours) and have a signal write a byte on wake_fd, then wait until the owner
+ * of wake_fd called sw__signal_done before the previous handler runs. 0 or SW_E*
+ * (SW_ELIMIT past 64 watched descriptors). */
+int sw__signal_watch(int wake_fd);
+/* Stop writing to wake_fd (before closing it). */
+void sw__signal_unwatch(int wake_fd);
+
+/* How many SIGINT/SIGTERM arrived so far, and the last one. The flusher compares the count
+ * with what it saw to know that a signal asks for completion. */
+unsigned sw__signal_count(void);
+int sw__signal_last(void);
+/* The flusher tells the waiting handler that its file is complete. */
+void sw__signal_done(void);
+
+#endif /* SW_RUNFILE_JOURNAL_H */
