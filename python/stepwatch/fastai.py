@@ -68,7 +68,9 @@ _THROUGHPUT_ACTIONS = ["step", "draw", "batch"]
 _SIMPLE_ACTIONS = {"train": _THROUGHPUT_ACTIONS + ["forward", "loss", "backward", "opt_step",
                                                    "zero_grad"],
                    "valid": _THROUGHPUT_ACTIONS + ["predict", "loss"]}
-_LOGGERS = ("wandb", "tensorboard", "csv_logger")
+# logger_callback names -> the fastai logger callbacks' classes
+_LOGGERS = {"wandb": "WandbCallback", "tensorboard": "TensorBoardCallback",
+            "csv_logger": "CSVLogger"}
 
 
 class ProfileMode(str, enum.Enum):
@@ -268,7 +270,11 @@ class _Loggers:
     def __init__(self, learn, only):
         names = _LOGGERS if only is None else [only] if isinstance(only, str) else list(only)
         self.learn = learn
-        self.names = [n for n in names if getattr(learn, n, None) is not None]
+        self.cbs = {}
+        for cb in learn.cbs:
+            kinds = {k.__name__ for k in type(cb).__mro__}
+            self.cbs.update({n: cb for n in names if _LOGGERS[n] in kinds and n not in self.cbs})
+        self.names = list(self.cbs)
         self.csv = None
 
     def rolling(self, values):
@@ -278,12 +284,12 @@ class _Loggers:
 
     def _log_wandb(self, values):
         import wandb
-        step = getattr(self.learn.wandb, "_wandb_step", None)
+        step = getattr(self.cbs["wandb"], "_wandb_step", None)
         # WandbCallback (Recorder.order + 1) logs this batch at _wandb_step + 1 after us
         wandb.log(values, step=None if step is None else step + 1)
 
     def _tensorboard_writer(self):
-        cb = self.learn.tensorboard
+        cb = self.cbs["tensorboard"]
         return getattr(cb, "writer", None) if cb.run else None
 
     def _log_tensorboard(self, values):
@@ -292,7 +298,7 @@ class _Loggers:
             writer.add_scalar(k, v, self.learn.train_iter)
 
     def _csv_path(self, suffix):
-        p = self.learn.path / self.learn.csv_logger.fname
+        p = self.learn.path / self.cbs["csv_logger"].fname
         return p.with_name(f"{p.stem}_{suffix}.csv")
 
     def _log_csv_logger(self, values):
