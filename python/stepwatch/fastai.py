@@ -537,14 +537,9 @@ class ThroughputPostCallback(_MarkedCallback):
 
 
 class SimpleProfilerCallback(ThroughputCallback):
-    """
-    Adds a simple profiler to the fastai `Learner`. Optionally showing formatted report or
-    saving unformatted results as csv.
-
-    Pair with SimpleProfilerPostCallback to profile training performance.
-
-    Post fit, access report & results via `Learner.profile_report` & `Learner.profile_results`.
-    """
+    """fastxtend's simple profiler: ThroughputCallback's rows and every part of the batch
+    (forward, loss, backward, opt_step, zero_grad; valid: predict, loss). Pair with
+    SimpleProfilerPostCallback."""
     order, remove_on_fetch = TrainEvalCallback.order + 1, True
     _simple, _csv_name = True, "simpleprofiler.csv"
     _marks_events = {"before_draw": "before_draw", "before_batch": "before_batch",
