@@ -1,5 +1,6 @@
 """stepwatch.ignite: Ignite's BasicTimeProfiler / HandlersTimeProfiler API on the C core."""
 import csv
+import logging
 import time
 
 import pytest
@@ -146,6 +147,7 @@ def test_a_failed_run_reraises_and_leaves_nothing_open(make, error):
     assert rows["processing"]["count"] == 2 and rows["step"]["count"] == 3
     assert stepwatch_handlers(eng) == [prof._as_first_started]
     assert Events.EXCEPTION_RAISED not in eng._event_handlers  # the next failure raises too
+    assert "_fire_event" not in vars(eng)  # Ignite's own again
     if make is HandlersTimeProfiler:
         assert all(not hasattr(h, "_profiler_original")
                    for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
@@ -273,3 +275,171 @@ def test_timer_is_ignites_timer():
     assert t.running
     names = {r[0] for r in prof.get_results()}
     assert not any("Timer" in n for n in names), names  # Timer's own methods are no rows
+
+
+def fire_trace(make, caplog):
+    """What every handler of a busy engine sees, and Ignite's per-event debug log, with
+    make() attached (None: Ignite alone). Returns (trace, debug messages, the _fire_event
+    types seen during the run)."""
+    trace, seen_fire = [], set()
+    eng = Engine(lambda e, b: trace.append(("process", e.state.epoch, e.state.iteration, b)))
+    eng.register_events("custom")
+
+    def note(*what):
+        trace.append((*what, eng.last_event_name, eng.state.epoch, eng.state.iteration))
+
+    @eng.on(Events.EPOCH_STARTED)
+    def add_late(e):
+        if e.state.epoch == 1:  # appended to the list being fired: runs in this firing
+            e.add_event_handler(Events.EPOCH_STARTED, late)
+
+    def late(e):
+        note("late")
+        e.remove_event_handler(late, Events.EPOCH_STARTED)  # a new list; this firing goes on
+
+    def no_engine():  # Ignite calls it without the engine
+        note("no_engine")
+
+    def with_args(e, a, b, key=None):
+        note("with_args", e is eng, a, b, key)
+        seen_fire.add(type(vars(e).get("_fire_event")).__name__)
+
+    def on_custom(e, x):
+        note("custom", x)
+
+    def on_terminate(e, iter_counter=None):  # Ignite passes iter_counter as a kwarg
+        note("terminate_epoch", iter_counter)
+
+    eng.add_event_handler(Events.GET_BATCH_COMPLETED, no_engine)
+    eng.add_event_handler(Events.ITERATION_COMPLETED, with_args, 1, 2, key="k")
+    eng.add_event_handler(Events.ITERATION_STARTED(every=2), lambda e: note("every2"))
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: e.fire_event("custom"))
+    eng.add_event_handler("custom", on_custom, "x")
+    eng.add_event_handler(Events.TERMINATE_SINGLE_EPOCH, on_terminate)
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def stop_epoch(e):
+        if e.state.epoch == 2 and e.state.iteration == 5:
+            e.terminate_epoch()
+
+    if make is not None:
+        make().attach(eng)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="ignite.engine.engine.Engine"):
+        eng.run([10, 20, 30], max_epochs=3)
+    log = [r.getMessage() for r in caplog.records if "Firing handlers" in r.getMessage()]
+    return trace, log, seen_fire
+
+
+def test_a_profiled_engine_fires_its_events_as_ignite(caplog):
+    """The profilers fire the engine's events themselves during a run (FireEvent): every
+    handler sees what it sees under Ignite alone, in the same order, and Ignite's debug log
+    says the same."""
+    trace, log, seen = fire_trace(None, caplog)
+    assert seen == {"NoneType"}
+    assert ("late", Events.EPOCH_STARTED, 1, 0) in trace
+    assert ("terminate_epoch", 2, Events.TERMINATE_SINGLE_EPOCH, 2, 5) in trace  # 2nd of epoch 2
+    assert log and log[0] == "0 | 0, Firing handlers for event Events.STARTED"
+    for make in (BasicTimeProfiler, HandlersTimeProfiler):
+        trace_p, log_p, seen_p = fire_trace(make, caplog)
+        assert seen_p == {"FireEvent"}
+        assert trace_p == trace
+        assert log_p == log
+
+
+class EngineWithItsOwnFireEvent(Engine):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fired = []
+
+    def _fire_event(self, event_name, *event_args, **event_kwargs):
+        self.fired.append(event_name)
+        super()._fire_event(event_name, *event_args, **event_kwargs)
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+@pytest.mark.parametrize("own", ["subclass", "instance"])
+def test_an_engine_with_its_own_fire_event_keeps_it(make, own, sleepy):
+    """An engine that fires its events itself (a subclass, or a _fire_event set on the
+    instance) keeps doing so; the marks are then handlers, with the same results."""
+    ds = sleepy(4, sleep_s=0.02)
+    if own == "subclass":
+        eng = EngineWithItsOwnFireEvent(lambda e, b: time.sleep(0.002))
+    else:
+        eng = Engine(lambda e, b: time.sleep(0.002))
+        eng.fired = []
+        ignites = eng._fire_event
+
+        def fire(event_name, *args, **kwargs):
+            eng.fired.append(event_name)
+            ignites(event_name, *args, **kwargs)
+        eng._fire_event = fire
+    theirs = eng._fire_event
+    used = []
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: used.append(e._fire_event))
+    prof = make()
+    prof.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    assert eng.fired.count(Events.ITERATION_COMPLETED) == 4
+    assert used == [theirs] * 4 and eng._fire_event == theirs
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
+    assert within(rows["data"]["total_ns"], ds.slept_ns)
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_two_profilers_on_one_engine(make, sleepy):
+    """Two profilers on one engine: one fires the events, the other's marks are handlers;
+    both see every iteration."""
+    ds = sleepy(4, sleep_s=0.02)
+    eng, calls = engine_with_handlers()
+    first, second = make(), BasicTimeProfiler()
+    first.attach(eng)
+    second.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    for prof in (first, second):
+        rows = {r["action"]: r for r in prof.records("all")}
+        assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
+        assert within(rows["data"]["total_ns"], ds.slept_ns)
+    assert calls["it"] == 4 and "_fire_event" not in vars(eng)
+
+
+def test_fire_event_rejects_bad_arguments():
+    p = stepwatch.Profiler()
+    data, work = p.action("data"), p.action("processing")
+    FireEvent, Marks = stepwatch._stepwatch.FireEvent, stepwatch._stepwatch.Marks
+    eng = Engine(lambda e, b: None)
+    events = (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED, Events.ITERATION_STARTED,
+              Events.ITERATION_COMPLETED)
+    with pytest.raises(TypeError, match="marks must be"):
+        FireEvent(eng, data, events)
+    with pytest.raises(TypeError, match="events must be"):
+        FireEvent(eng, None, events[:3])
+    with pytest.raises(ValueError, match=r"timed\[1\] needs a Marks with at least 2 slots"):
+        FireEvent(eng, Marks(p, data, work, (p.action("callback:x"),)), events,
+                  (True, True, False, False))
+    fire = FireEvent(eng, None, events)
+    with pytest.raises(TypeError, match="event_name"):
+        fire()
+    eng._event_handlers[Events.STARTED].append(("not", "an entry"))
+    with pytest.raises(ValueError, match=r"must be \(func, args, kwargs\)"):
+        fire(Events.STARTED)  # where Ignite's loop fails too (it cannot unpack it)
+
+
+def test_an_engine_firing_through_fire_event_is_freed_without_the_collector():
+    """FireEvent holds its engine weakly (as Ignite's handlers do): no reference cycle."""
+    import gc
+    import weakref
+    eng = Engine(lambda e, b: None)
+    eng._fire_event = stepwatch._stepwatch.FireEvent(eng, None, (
+        Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED, Events.ITERATION_STARTED,
+        Events.ITERATION_COMPLETED))
+    eng.run([1, 2], max_epochs=1)
+    gone = weakref.ref(eng)
+    gc.disable()
+    try:
+        del eng
+        assert gone() is None
+    finally:
+        gc.enable()
