@@ -5,20 +5,22 @@
 A real Learner.fit (fastai's core: a linear model, in-memory batches through torch's
 DataLoader, the default callbacks) run bare, with fastxtend 0.1.7's Throughput and Simple
 profilers and with stepwatch's. The variants alternate fit by fit so machine load hits them
-alike; overhead = (median fit time - the bare fit's) / batches. Both profilers add fastai's
+alike; overhead = (median fit time - the bare fit's) / batches; the ratio's range is over
+the rounds. Both profilers add fastai's
 before_draw event (each imports its own batch loop; stepwatch's is imported last, so every
 variant, the bare one included, runs the same loop). Budget: stepwatch at most 1/5 of
 fastxtend's overhead. Without fastxtend installed, the anchor is skipped with a message.
 Prints a table; writes the figures as JSON.
 """
-import argparse
 import contextlib
 import io
-import json
 import os
 import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench_util as bu  # noqa: E402
 
 
 def bench(batches, repeat):
@@ -59,49 +61,43 @@ def bench(batches, repeat):
             learn.fit(1)
             return (time.perf_counter_ns() - t0) / (len(train) + len(valid))
 
-    times = {k: [] for k in variants}
-    for _ in range(repeat):
-        for name, attach in variants.items():
-            times[name].append(fit(attach))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    times = bu.in_turns(variants, fit, repeat)
     out = {"batches_per_fit": len(train) + len(valid), "repeat": repeat,
-           "batch_ns": med["bare"], "fastxtend": fx is not None}
+           "batch_ns": statistics.median(times["bare"]), "fastxtend": fx is not None}
     for name in variants:
         if name != "bare":
-            out[f"{name}_overhead_ns"] = med[name] - med["bare"]
+            out[f"{name}_overhead_ns"] = bu.overhead(times, name)
     if fx is not None:
         for mode in ("throughput", "simple"):
             out[f"{mode}_ratio"] = (out[f"stepwatch_{mode}_overhead_ns"]
                                     / out[f"fastxtend_{mode}_overhead_ns"])
+            out[f"{mode}_ratio_range"] = bu.ratio_range(times, f"stepwatch_{mode}",
+                                                        f"fastxtend_{mode}")
     return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.environ.get("SW_BENCH_DIR", "build/bench"),
-                                                  "fastai.json"))
-    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
-    args = ap.parse_args()
+    args = bu.parse_args("fastai")
     fig = bench(batches=100 if args.quick else 400, repeat=3 if args.quick else 9)
     if fig["fastxtend"]:
         fig["budgets_met"] = {f"{m}_le_fifth_of_fastxtend": fig[f"{m}_ratio"] <= 0.2
                               for m in ("throughput", "simple")}
-    print(f"{'stepwatch.fastai benchmark (per batch)':46} {'measured':>12} {'budget':>11}  ok")
-    print(f"{'Learner.fit batch, bare':46} {fig['batch_ns'] / 1e3:>9.1f} us")
+    rows = [("Learner.fit batch, bare", f"{fig['batch_ns'] / 1e3:.1f} us", "", None)]
     for mode in ("throughput", "simple"):
-        if fig["fastxtend"]:
-            print(f"{'fastxtend ' + mode + ' overhead':46} "
-                  f"{fig[f'fastxtend_{mode}_overhead_ns'] / 1e3:>9.1f} us")
-        ok = "yes" if fig.get("budgets_met", {}).get(f"{mode}_le_fifth_of_fastxtend") else (
-            "NO" if fig["fastxtend"] else "")
-        print(f"{'stepwatch ' + mode + ' overhead':46} "
-              f"{fig[f'stepwatch_{mode}_overhead_ns'] / 1e3:>9.1f} us {'<= 1/5':>11}  {ok}")
-        if fig["fastxtend"]:
-            print(f"{'  ratio stepwatch/fastxtend':46} {fig[f'{mode}_ratio']:>12.2f}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(fig, f, indent=2)
-    print(f"figures: {args.out}")
+        ours = (f"stepwatch {mode} overhead",
+                f"{fig[f'stepwatch_{mode}_overhead_ns'] / 1e3:.1f} us")
+        if not fig["fastxtend"]:
+            rows.append((*ours, "", None))
+            continue
+        lo, hi = fig[f"{mode}_ratio_range"] or (float("nan"), float("nan"))
+        rows += [(f"fastxtend {mode} overhead",
+                  f"{fig[f'fastxtend_{mode}_overhead_ns'] / 1e3:.1f} us", "", None),
+                 (*ours, "", None),
+                 ("  ratio stepwatch/fastxtend", f"{fig[f'{mode}_ratio']:.2f}", "<= 1/5",
+                  fig["budgets_met"][f"{mode}_le_fifth_of_fastxtend"]),
+                 ("  ratio, range over the rounds", f"{lo:.2f} to {hi:.2f}", "", None)]
+    bu.print_table("stepwatch.fastai benchmark (per batch)", rows)
+    bu.write_json(args.out, fig)
     return 0
 
 

@@ -1,0 +1,54 @@
+"""What the Python benchmarks share: the command line, variants run in turns, the medians and
+spread of their overheads, the table and the JSON file of figures."""
+import argparse
+import json
+import os
+import statistics
+
+
+def parse_args(name):
+    """The benchmarks' command line: --out (default $SW_BENCH_DIR/<name>.json, else
+    build/bench/<name>.json) and --quick (a smoke run)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("SW_BENCH_DIR", "build/bench"),
+                                                  f"{name}.json"))
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    return ap.parse_args()
+
+
+def in_turns(variants, run, repeat):
+    """run(variant) for each of variants (a dict name -> variant), round after round, so
+    that machine load hits them alike. Returns {name: [one value per round]}."""
+    times = {name: [] for name in variants}
+    for _ in range(repeat):
+        for name, variant in variants.items():
+            times[name].append(run(variant))
+    return times
+
+
+def overhead(times, name, base="bare"):
+    """The median of times[name] minus the median of times[base]."""
+    return statistics.median(times[name]) - statistics.median(times[base])
+
+
+def ratio_range(times, ours, theirs, base="bare"):
+    """[min, max] over the rounds of (ours - base) / (theirs - base): how far the ratio of one
+    round's overheads strays (None for a round where theirs costs nothing)."""
+    ratios = [(o - b) / (t - b) for o, t, b in zip(times[ours], times[theirs], times[base])
+              if t != b]
+    return [min(ratios), max(ratios)] if ratios else None
+
+
+def print_table(title, rows):
+    """rows: (label, measured text, budget text, ok: True/False/None for no budget)."""
+    print(f"{title:46} {'measured':>12} {'budget':>11}  ok")
+    for label, value, budget, ok in rows:
+        mark = "" if ok is None else ("yes" if ok else "NO")
+        print(f"{label:46} {value:>12} {budget:>11}  {mark}")
+
+
+def write_json(path, figures):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(figures, f, indent=2)
+    print(f"figures: {path}")
