@@ -385,6 +385,12 @@ def test_an_engine_with_its_own_fire_event_keeps_it(make, own, sleepy):
     rows = {r["action"]: r for r in prof.records("all")}
     assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
     assert within(rows["data"]["total_ns"], ds.slept_ns)
+    res = prof.get_results()  # the user's handler is timed as with FireEvent
+    if make is BasicTimeProfiler:
+        assert res["event_handlers_stats"]["ITERATION_COMPLETED"]["total"] > 0
+    else:
+        assert [r["count"] for a, r in rows.items()
+                if a.endswith("(ITERATION_COMPLETED)")] == [4], rows
     assert stepwatch_handlers(eng) == [prof._as_first_started]
 
 
