@@ -121,9 +121,13 @@ _FIRE_EVENT_COPIED = (0, 5, 3) <= _IGNITE_VERSION < (0, 6)
 
 def _fires_events_as_ignite(engine):
     """Whether engine fires its events with the Engine._fire_event FireEvent copies (not one
-    of a subclass, nor one set on the instance)."""
-    return (_FIRE_EVENT_COPIED and "_fire_event" not in vars(engine)
-            and getattr(type(engine), "_fire_event", None) is _IGNITE_FIRE_EVENT)
+    of a subclass, nor one set on the instance). Asked of the bound method, not of
+    vars(engine): in CPython 3.11+ reading an object's __dict__ makes it a real dict, which
+    slows every attribute access of Ignite's loop on the engine (by ~0.6 us per iteration
+    here)."""
+    fire = getattr(engine, "_fire_event", None)
+    return (_FIRE_EVENT_COPIED and getattr(fire, "__func__", None) is _IGNITE_FIRE_EVENT
+            and getattr(fire, "__self__", None) is engine)
 
 
 class _Base:
@@ -215,7 +219,7 @@ class _Base:
         self._installed = []
         if self._fire_event is not None:  # the engine's own _fire_event again
             self._fire_event.close()
-            if vars(self._engine).get("_fire_event") is self._fire_event:
+            if getattr(self._engine, "_fire_event", None) is self._fire_event:
                 del self._engine._fire_event
             self._fire_event = None
 
