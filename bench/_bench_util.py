@@ -1,9 +1,11 @@
 """What the Python benchmarks share: the command line, variants run in turns, the medians and
 spread of their overheads, the table and the JSON file of figures."""
 import argparse
+import gc
 import json
 import os
 import statistics
+import time
 
 
 def parse_args(name):
@@ -16,13 +18,27 @@ def parse_args(name):
     return ap.parse_args()
 
 
+def timed(fn, per=1):
+    """fn() timed, divided by per: {"cpu": this thread's CPU time, "wall": wall time}, in ns.
+    A full garbage collection comes first, so that no earlier run's garbage is collected on
+    this run's time. CPU time leaves out the waits for a core on a shared machine, which
+    wall time adds (a single-threaded loop on a machine of its own has both alike)."""
+    gc.collect()
+    cpu, wall = time.thread_time_ns(), time.perf_counter_ns()
+    fn()
+    return {"cpu": (time.thread_time_ns() - cpu) / per,
+            "wall": (time.perf_counter_ns() - wall) / per}
+
+
 def in_turns(variants, run, repeat):
-    """run(variant) for each of variants (a dict name -> variant), round after round, so
-    that machine load hits them alike. Returns {name: [one value per round]}."""
-    times = {name: [] for name in variants}
+    """run(variant) (a timed() result) for each of variants (a dict name -> variant), round
+    after round, so that machine load hits them alike. Returns {clock: {name: [one value per
+    round]}}."""
+    times = {"cpu": {name: [] for name in variants}, "wall": {name: [] for name in variants}}
     for _ in range(repeat):
         for name, variant in variants.items():
-            times[name].append(run(variant))
+            for clock, value in run(variant).items():
+                times[clock][name].append(value)
     return times
 
 
