@@ -24,7 +24,7 @@ Cost: no handler of the profiler runs per iteration. For the length of a run the
 ``_fire_event`` (which Ignite calls for every event) is a C copy of Ignite's own that makes
 the marks around the iteration events' handlers (``stepwatch._stepwatch.FireEvent``); it is
 restored when the run ends. On an engine that fires its events otherwise (a subclass or an
-instance with its own ``_fire_event``, an Ignite older than 0.5.3) the marks are C methods
+instance with its own ``_fire_event``, an Ignite outside 0.5.3-0.5.x) the marks are C methods
 registered as handlers (``stepwatch._stepwatch.Marks``). See docs/python.md "Overhead".
 """
 import collections
@@ -241,6 +241,16 @@ class _Base:
         self._running = False
         self._remove()
 
+    def _run_completed(self):
+        """COMPLETED (last handler): the run is over."""
+        self._run_finished()
+
+    def _terminated(self):
+        """TERMINATE (last handler): after terminate(skip_completed=True) no COMPLETED comes,
+        so the run is over here."""
+        if getattr(self._engine, "should_terminate", None) == "skip_completed":
+            self._run_finished()
+
     def _on_exception(self, exc):
         """EXCEPTION_RAISED (Ctrl-C included): the run is over. Ignite raises the exception
         itself only when no handler is registered for the event, so when ours is the only
@@ -278,7 +288,8 @@ class _Base:
             self._handler_marks(timed)
         self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
         self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
-        self._insert(Events.COMPLETED, self._run_finished, first=False)
+        self._insert(Events.COMPLETED, self._run_completed, first=False)
+        self._insert(Events.TERMINATE, self._terminated, first=False)
         self._insert(Events.EXCEPTION_RAISED, self._on_exception, first=False)
 
     def _handler_marks(self, timed):
@@ -334,9 +345,9 @@ class BasicTimeProfiler(_Base):
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
         self._completed = False
 
-    def _run_finished(self):
+    def _run_completed(self):
         self._completed = True
-        super()._run_finished()
+        super()._run_completed()
 
     def _as_first_started(self, engine):
         self._run_started(engine)

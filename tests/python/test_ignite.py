@@ -449,3 +449,27 @@ def test_an_engine_firing_through_fire_event_is_freed_without_the_collector():
         assert gone() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_a_run_terminated_without_completed_ends_there(make):
+    """terminate(skip_completed=True): no COMPLETED comes, so the run ends at TERMINATE, with
+    the engine's own _fire_event back and the user's handlers unwrapped."""
+    eng, calls = engine_with_handlers()
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def stop(e):
+        if e.state.iteration == 3:
+            e.terminate(skip_completed=True)
+
+    prof = make()
+    prof.attach(eng)
+    eng.run([torch.zeros(2)] * 5, max_epochs=2)
+    assert calls["it"] == 3
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["step"]["count"] == 3 and rows["processing"]["count"] == 3
+    assert sum(prof.profiler.snapshot().info()["misuse"].values()) == 0
+    assert eng._fire_event.__func__ is Engine._fire_event
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+    assert all(not hasattr(h, "_profiler_original")
+               for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
