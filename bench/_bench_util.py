@@ -31,20 +31,21 @@ def timed(fn, per=1):
 
 
 def in_turns(variants, run, repeat):
-    """run(variant) (a timed() result) for each of variants (a dict name -> variant), round
-    after round, so that machine load hits them alike. Returns {clock: {name: [one value per
-    round]}}."""
-    times = {"cpu": {name: [] for name in variants}, "wall": {name: [] for name in variants}}
+    """run(variant) for each of variants (a dict name -> variant), round after round, so
+    that machine load hits them alike; run returns {clock: value} (as timed()). Returns
+    {clock: {name: [one value per round]}}."""
+    times = {}
     for _ in range(repeat):
         for name, variant in variants.items():
             for clock, value in run(variant).items():
-                times[clock][name].append(value)
+                times.setdefault(clock, {}).setdefault(name, []).append(value)
     return times
 
 
 def overhead(times, name, base="bare"):
-    """The median of times[name] minus the median of times[base]."""
-    return statistics.median(times[name]) - statistics.median(times[base])
+    """The median over the rounds of times[name] - times[base]: each round's difference is
+    taken within the round, where both saw about the same machine."""
+    return statistics.median(t - b for t, b in zip(times[name], times[base]))
 
 
 def ratio_range(times, ours, theirs, base="bare"):
