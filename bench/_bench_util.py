@@ -48,6 +48,12 @@ def overhead(times, name, base="bare"):
     return statistics.median(t - b for t, b in zip(times[name], times[base]))
 
 
+def lowest_overhead(times, name, base="bare"):
+    """The lowest round of times[name] minus the lowest of times[base]: on a shared machine
+    contention only ever adds time, so the lowest rounds come nearest the unloaded cost."""
+    return min(times[name]) - min(times[base])
+
+
 def ratio_range(times, ours, theirs, base="bare"):
     """[min, max] over the rounds of (ours - base) / (theirs - base): how far the ratio of one
     round's overheads strays (None for a round where theirs costs nothing)."""
