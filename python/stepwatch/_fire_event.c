@@ -96,8 +96,9 @@ static PyObject *debug_message(FireEventObject *self, PyObject *engine, PyObject
     return msg;
 }
 
-/* self.logger.debug(message) when engine.logger is enabled for DEBUG. 0, or -1 with an
- * exception set. */
+/* self.logger.debug(message) when engine.logger is enabled for DEBUG (a logger without
+ * isEnabledFor is always given the message, as Ignite gives it). 0, or -1 with an exception
+ * set. */
 static int log_debug(FireEventObject *self, PyObject *engine, PyObject *event) {
     PyObject *logger = PyObject_GetAttr(engine, self->names[NAME_LOGGER]);
     if (logger == NULL)
@@ -106,6 +107,10 @@ static int log_debug(FireEventObject *self, PyObject *engine, PyObject *event) {
                                              self->debug_level);
     int enabled = on != NULL ? PyObject_IsTrue(on) : -1;
     Py_XDECREF(on);
+    if (enabled < 0 && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        enabled = 1;
+    }
     if (enabled > 0) {
         PyObject *msg = debug_message(self, engine, event);
         PyObject *r = msg ? PyObject_CallMethodOneArg(logger, self->names[NAME_DEBUG], msg)

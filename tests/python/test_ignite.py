@@ -473,3 +473,29 @@ def test_a_run_terminated_without_completed_ends_there(make):
     assert stepwatch_handlers(eng) == [prof._as_first_started]
     assert all(not hasattr(h, "_profiler_original")
                for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
+
+
+def test_an_engine_logger_without_is_enabled_for_still_gets_the_message():
+    """Ignite calls engine.logger.debug(message) on every event; a logger object of the
+    user's that has only debug() still gets each message under the profiler."""
+    class DebugOnly:
+        def __init__(self):
+            self.messages = []
+
+        def debug(self, msg):
+            self.messages.append(msg)
+
+        def info(self, msg):
+            pass
+
+        error = warning = info
+
+    logs = []
+    for make in (None, HandlersTimeProfiler):
+        eng = Engine(lambda e, b: None)
+        eng.logger = DebugOnly()
+        if make is not None:
+            make().attach(eng)
+        eng.run([1, 2], max_epochs=1)
+        logs.append(eng.logger.messages)
+    assert logs[0] and logs[1] == logs[0]
