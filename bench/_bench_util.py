@@ -54,11 +54,12 @@ def lowest_overhead(times, name, base="bare"):
     return min(times[name]) - min(times[base])
 
 
-def ratio_range(times, ours, theirs, base="bare"):
-    """[min, max] over the rounds of (ours - base) / (theirs - base): how far the ratio of one
-    round's overheads strays (None for a round where theirs costs nothing)."""
-    ratios = [(o - b) / (t - b) for o, t, b in zip(times[ours], times[theirs], times[base])
-              if t != b]
+def ratio_range(times, ours, theirs, base="bare", ours_base=None):
+    """[min, max] over the rounds of (ours - ours_base) / (theirs - base) (ours_base: base
+    unless given): how far the ratio of one round's overheads strays (a round where theirs
+    costs nothing is left out; None when all are)."""
+    ratios = [(o - ob) / (t - b) for o, ob, t, b in zip(times[ours], times[ours_base or base],
+                                                        times[theirs], times[base]) if t != b]
     return [min(ratios), max(ratios)] if ratios else None
 
 
