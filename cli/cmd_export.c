@@ -12,22 +12,24 @@ static const char HELP[] =
     "                   processing_stats, dataflow_stats) then stepwatch's breakdown\n"
     "  -h, --help       this help\n";
 
-typedef int (*export_fn)(sw_run *run, FILE *out);
+typedef struct export_job {
+    sw_run *run;
+    int (*fn)(sw_run *run, FILE *out);
+} export_job;
 
-static int export_to(sw_run *run, export_fn fn, const char *path) {
-    FILE *out = sw__cli_open_output(path);
-    if (out == NULL)
-        return SW_EXIT_IO;
+static int write_export(void *ctx, FILE *out) {
+    export_job *job = ctx;
     sw__cli_progress progress;
-    sw__cli_progress_begin(&progress, run, "export");
-    int rc = fn(run, out);
+    sw__cli_progress_begin(&progress, job->run, "export");
+    int rc = job->fn(job->run, out);
     sw__cli_progress_end(&progress);
-    int code = sw__cli_close_output(out, path);
-    if (rc != 0 && code == SW_EXIT_OK) {
-        sw__cli_error("cannot export to %s: %s", path, sw_strerror(rc));
-        code = sw__cli_exit_code(rc);
-    }
-    return code;
+    return rc;
+}
+
+static int export_to(sw_run *run, const char *input, int (*fn)(sw_run *, FILE *),
+                     const char *path) {
+    export_job job = {.run = run, .fn = fn};
+    return sw__cli_write_output(path, input, write_export, &job);
 }
 
 int sw_cmd_export(int argc, char **argv) {
@@ -59,9 +61,9 @@ int sw_cmd_export(int argc, char **argv) {
     sw_run *run = NULL;
     code = sw__cli_open_run(argv[optind], &run);
     if (code == SW_EXIT_OK && chrome != NULL)
-        code = export_to(run, sw_run_export_chrome, chrome);
+        code = export_to(run, argv[optind], sw_run_export_chrome, chrome);
     if (code == SW_EXIT_OK && csv != NULL)
-        code = export_to(run, sw_run_export_steps_csv, csv);
+        code = export_to(run, argv[optind], sw_run_export_steps_csv, csv);
     sw_run_close(run);
     return code;
 }

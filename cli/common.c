@@ -58,22 +58,35 @@ int sw__cli_open_run(const char *path, sw_run **out) {
     return rc == SW_EIO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
 }
 
-FILE *sw__cli_open_output(const char *path) {
-    if (strcmp(path, "-") == 0)
-        return stdout;
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        sw__cli_error("cannot write %s: %s", path, strerror(errno));
-    return f;
-}
-
-int sw__cli_close_output(FILE *f, const char *path) {
-    int failed = ferror(f) != 0;
-    failed |= f == stdout ? fflush(f) != 0 : fclose(f) != 0;
-    if (!failed)
-        return SW_EXIT_OK;
-    sw__cli_error("error writing %s", strcmp(path, "-") == 0 ? "standard output" : path);
-    return SW_EXIT_IO;
+int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx) {
+    sw_output *o = NULL;
+    int rc = sw_output_open(path, &o);
+    if (rc != 0) {
+        sw__cli_error("cannot write %s", *sw_last_error() ? sw_last_error() : path);
+        return SW_EXIT_IO;
+    }
+    FILE *out = sw_output_stream(o);
+    errno = 0;
+    rc = write(ctx, out);
+    int err = errno;
+    if (rc != 0 && ferror(out)) {
+        sw_output_abort(o);
+        sw__cli_error("cannot write %s: %s", path, strerror(err ? err : EIO));
+        return SW_EXIT_IO;
+    }
+    if (rc != 0) {
+        sw_output_abort(o);
+        if (*sw_last_error())
+            sw__cli_error("%s", sw_last_error());
+        else
+            sw__cli_error("%s: %s", input, sw_strerror(rc));
+        return sw__cli_exit_code(rc) == SW_EXIT_IO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
+    }
+    if (sw_output_commit(o) != 0) {
+        sw__cli_error("cannot write %s", sw_last_error());
+        return SW_EXIT_IO;
+    }
+    return SW_EXIT_OK;
 }
 
 static void draw_progress(void *ctx, const char *stage, uint64_t done, uint64_t total) {

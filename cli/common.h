@@ -22,10 +22,14 @@ int sw__cli_exit_code(int rc);
 /* Open a run file; on error print "stepwatch: PATH: why" and return the exit code. */
 int sw__cli_open_run(const char *path, sw_run **out);
 
-/* An output file, "-" meaning stdout. NULL after printing why. */
-FILE *sw__cli_open_output(const char *path);
-/* Close it (not stdout) and report a write error; returns an exit code. */
-int sw__cli_close_output(FILE *f, const char *path);
+/* Write an output file all or nothing (stepwatch/output.h: "-" is standard output, a
+ * device or FIFO is written as a stream, a regular file is replaced only once complete):
+ * write(ctx, stream) writes it and returns 0 or SW_E*. On failure the old file is untouched
+ * and one line says whose fault it was: the output's ("cannot write OUT: why") or, for a
+ * write that failed without an output error, the input's ("INPUT: why"). Returns the exit
+ * code. */
+typedef int (*sw__cli_writer)(void *ctx, FILE *out);
+int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx);
 
 /* A progress line for the long walks over a run file (sw_run_set_progress), redrawn in place
  * on stderr at most ten times a second, and only when stderr is a terminal: logs and pipes

@@ -76,6 +76,12 @@ typedef enum sw_errno {
 SW_API const char *sw_strerror(int rc);
 /* The code's name without prefix, e.g. "INVAL"; "OK" for 0. Static string. */
 SW_API const char *sw_err_name(int rc);
+/* Why the last failed call on this thread failed, in one sentence naming the file or name
+ * at fault and the cause ("out.html: No space left on device"), or "" when there is nothing
+ * to add to sw_strerror. The calls that open or write files (sw_profiler_new with a run
+ * file, sw_run_open and the sw_run_* readers, sw_run_merge, sw_output_*) clear it when they
+ * begin and set it when they fail. Thread-local; never NULL. */
+SW_API const char *sw_last_error(void);
 
 /* ------------------------------------------------------------------------------------------
  * Identifiers and vocabulary
@@ -486,5 +492,6 @@ typedef struct sw_counter_record {
 #include "stepwatch/engine.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
+#include "stepwatch/output.h"
 
 #endif /* STEPWATCH_H */

@@ -70,6 +70,19 @@ int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter);
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);
 
+/* ---- why a call failed (errors.c; sw_last_error) ---- */
+
+/* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",
+ * path, strerror(errno));`. */
+int sw__error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forget it: the calls that set it clear it when they begin. */
+void sw__error_clear(void);
+
+/* One line on stderr, "stepwatch: " + message: for what a running program must hear about
+ * (a run file that cannot be written) and that no return code can carry. Never on the hot
+ * path. One write(2), so lines of several threads do not interleave. */
+void sw__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- small shared helpers (util.c) ---- */
 
 /* strdup that returns NULL on NULL. */

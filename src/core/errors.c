@@ -28,3 +28,27 @@ const char *sw_err_name(int rc) {
         return "UNKNOWN";
     }
 }
+
+/* ---- the sentence behind the last error (sw_last_error) ---- */
+
+#include "core.h"
+
+#include <stdarg.h>
+
+static _Thread_local char last_error[640];
+
+const char *sw_last_error(void) {
+    return last_error;
+}
+
+void sw__error_clear(void) {
+    last_error[0] = '\0';
+}
+
+int sw__error(int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return rc;
+}

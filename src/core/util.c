@@ -1,6 +1,7 @@
 /* util.c — small helpers the library's files share (strings, host, command line). */
 #include "core.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,4 +63,17 @@ char *sw__expand_rank(const char *pattern, int rank) {
     }
     *w = '\0';
     return out;
+}
+
+void sw__warn(const char *fmt, ...) {
+    char line[1024] = "stepwatch: ";
+    size_t used = strlen(line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + used, sizeof line - used - 1, fmt, ap);
+    va_end(ap);
+    used = strlen(line);
+    line[used++] = '\n';
+    ssize_t n = write(STDERR_FILENO, line, used);
+    (void)n; /* nowhere left to say that stderr failed */
 }
