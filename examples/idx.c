@@ -159,9 +159,11 @@ int idx_write_u8(const char *path, const uint32_t *dims, int ndims, const uint8_
 {
     if (!path || !dims || ndims < 1 || ndims > IDX_MAX_DIMS || !data)
         return SW_EINVAL;
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return SW_EIO;
+    sw_output *out = NULL; /* all or nothing: a failed write leaves no half dataset */
+    int rc = sw_output_open(path, &out);
+    if (rc != 0)
+        return rc;
+    FILE *f = sw_output_stream(out);
     uint8_t head[4] = {0, 0, 0x08, (uint8_t)ndims};
     int ok = fwrite(head, 1, 4, f) == 4;
     size_t count = 1;
@@ -173,7 +175,9 @@ int idx_write_u8(const char *path, const uint32_t *dims, int ndims, const uint8_
     }
     if (ok)
         ok = fwrite(data, 1, count, f) == count;
-    if (fclose(f) != 0)
-        ok = 0;
-    return ok ? 0 : SW_EIO;
+    if (!ok) {
+        sw_output_abort(out);
+        return SW_EIO;
+    }
+    return sw_output_commit(out);
 }
