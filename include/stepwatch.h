@@ -64,7 +64,8 @@ extern "C" {
     X(NOTFOUND, -10, "no such item")                                           \
     X(SQLITE, -11, "SQLite error")                                             \
     X(UNSUPPORTED, -12, "not supported on this platform or build")             \
-    X(EXISTS, -13, "file exists")
+    X(EXISTS, -13, "file exists")                                              \
+    X(BUSY, -14, "file in use by another run")
 
 typedef enum sw_errno {
 #define SW__ERRNO_ENUM(name, value, message) SW_E##name = (value),
@@ -139,9 +140,12 @@ typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
     uint32_t max_depth;      /* open spans per thread; 0 = 64 */
-    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands. NULL = the
-                                environment's STEPWATCH_RUN_FILE (set by `stepwatch run`),
-                                else none; STEPWATCH_TIMELINE=1 then turns the timeline on */
+    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands to the
+                                rank, "{pid}" to the process id. NULL = the environment's
+                                STEPWATCH_RUN_FILE (set by `stepwatch run`) if this is the
+                                first profiler of the process that owns it (children leave
+                                it alone unless it has "{pid}"), else none;
+                                STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
     uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536;
                                 at most SW_MAX_RING_CAPACITY (112 bytes an event) */
@@ -155,9 +159,21 @@ typedef struct sw_options {
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
  * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
- * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM, or an SW_EIO/SW_ESQLITE from opening
- * the run file). The caller owns *out. */
+ * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM). The caller owns *out.
+ * A run file that cannot be created never fails this call: the profiler works without one,
+ * one line on stderr says why, and sw_profiler_run_file tells it too. A run file replaces
+ * only an earlier stepwatch run file that no live process writes; anything else at the path
+ * is left alone (docs/reliability.md). */
 SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
+
+/* The run file p writes. 0 while it is written; SW_ENOTFOUND when p writes none (none was
+ * asked for, or the environment's file belongs to another process or profiler); else the
+ * SW_E* code of why it is not written now: SW_EEXISTS (something that is not an old run
+ * file is at the path), SW_EBUSY (a live process writes that file), SW_EIO (it could not be
+ * created, or writing it fails now: full disk, I/O error; writing resumes by itself and the
+ * events meanwhile are counted as dropped). *path (if path is not NULL) gets the file's path
+ * after {rank}/{pid} expansion, or NULL; valid until sw_profiler_free. Thread-safe. */
+SW_API int sw_profiler_run_file(sw_profiler *p, const char **path);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as
  * misuse in the run file's last snapshot). No other thread may use p during or after this

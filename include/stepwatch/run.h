@@ -47,8 +47,14 @@ SW_API const char *sw_run_action_name(const sw_run *run, int rank, sw_id action)
 SW_API const char *sw_run_phase_name(const sw_run *run, int rank, sw_phase phase);
 SW_API const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counter);
 
-/* Merge run files (one per rank) into one new file at out_path (SW_EEXISTS if present). */
+/* Merge run files (one per rank) into one new file at out_path: SW_EEXISTS if anything is
+ * there, SW_EINVAL when two inputs hold the same rank, an input's sw_run_open error. The
+ * merged file is built under a temporary name beside out_path and appears whole or not at
+ * all. sw_last_error() says why a merge failed. */
 SW_API int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path);
+/* The same, replacing out_path when it is an earlier stepwatch run file that no live process
+ * writes (in one rename); anything else there is left alone (SW_EEXISTS, SW_EBUSY). */
+SW_API int sw_run_merge_replace(const char *const *paths, size_t npaths, const char *out_path);
 
 /* Exports. */
 SW_API int sw_run_export_chrome(sw_run *run, FILE *out);     /* Chrome Trace Event JSON */

@@ -91,7 +91,7 @@ char *sw__strdup(const char *s);
 void sw__hostname(char *buf, size_t size);
 /* The process's command line, arguments joined by spaces; caller frees. */
 char *sw__command_line(void);
-/* Replace every "{rank}" in pattern with rank; caller frees. */
-char *sw__expand_rank(const char *pattern, int rank);
+/* Replace every "{rank}" in pattern with rank and every "{pid}" with pid; caller frees. */
+char *sw__expand_path(const char *pattern, int rank, long pid);
 
 #endif /* SW_CORE_H */

@@ -150,8 +150,25 @@ static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
 static void reset_after_fork(sw_profiler *p);
 
+/* The sinks that got before_fork, to get after_fork in the parent (the forking thread
+ * holds live_lock from prepare to parent, so one fork at a time uses these). */
+#define SW__FORK_SINKS_MAX 64
+static sw__sink *forking_sinks[SW__FORK_SINKS_MAX];
+static size_t nforking_sinks;
+
 static void atfork_prepare(void) {
     pthread_mutex_lock(&live_lock);
+    /* Sinks first, before the profilers' locks: a sink's flusher may need them to finish
+     * what it is doing (the run file drains under p->lock). */
+    nforking_sinks = 0;
+    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
+        for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next) {
+            if (s->ops->before_fork == NULL || nforking_sinks == SW__FORK_SINKS_MAX)
+                continue;
+            s->ops->before_fork(s);
+            forking_sinks[nforking_sinks++] = s;
+        }
+    }
     for (sw_profiler *p = live_profilers; p; p = p->next_live) {
         pthread_mutex_lock(&p->lock);
         pthread_mutex_lock(&p->counter_lock);
@@ -163,11 +180,16 @@ static void atfork_parent(void) {
         pthread_mutex_unlock(&p->counter_lock);
         pthread_mutex_unlock(&p->lock);
     }
+    for (size_t i = 0; i < nforking_sinks; i++)
+        if (forking_sinks[i]->ops->after_fork)
+            forking_sinks[i]->ops->after_fork(forking_sinks[i]);
+    nforking_sinks = 0;
     pthread_mutex_unlock(&live_lock);
 }
 
 static void atfork_child(void) {
     pthread_mutex_init(&live_lock, NULL);
+    nforking_sinks = 0;
     for (sw_profiler *p = live_profilers; p; p = p->next_live) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_mutex_init(&p->counter_lock, NULL);
@@ -572,6 +594,15 @@ void sw__sink_attach(sw_profiler *p, sw__sink *sink) {
     /* Release: a recording thread that finds the sink (wake_sinks) sees it whole. */
     __atomic_store_n(&p->sinks, sink, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&p->lock);
+}
+
+sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops) {
+    if (p == NULL)
+        return NULL;
+    for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next)
+        if (s->ops == ops)
+            return s;
+    return NULL;
 }
 
 void sw__sink_detach(sw_profiler *p, sw__sink *sink) {
