@@ -27,10 +27,8 @@ static int load(const char *path, sw_snapshot **snap) {
         return code;
     int rc = sw_run_snapshot(run, snap);
     sw_run_close(run);
-    if (rc != 0) {
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-        return SW_EXIT_DATA;
-    }
+    if (rc != 0)
+        return sw__cli_input_error(path, rc);
     return SW_EXIT_OK;
 }
 

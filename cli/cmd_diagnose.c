@@ -60,8 +60,7 @@ int sw_cmd_diagnose(int argc, char **argv) {
     size_t problems = 0;
     int rc = check ? sw_diagnose_count(run, &problems) : 0;
     if (rc != 0) {
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-        code = sw__cli_exit_code(rc);
+        code = sw__cli_input_error(path, rc);
     } else {
         diagnose_job job = {.run = run, .format = args.format};
         code = sw__cli_write_output(args.output, path, write_findings, &job);

@@ -43,12 +43,8 @@ int sw_cmd_report(int argc, char **argv) {
     int rc = args.rank < 0 ? sw_run_snapshot(run, &snap)
                            : sw_run_rank_snapshot(run, args.rank, &snap);
     if (rc != 0) {
-        if (rc == SW_ENOTFOUND)
-            sw__cli_error("%s: no rank %d in this run file", path, args.rank);
-        else
-            sw__cli_error("%s: %s", path, sw_strerror(rc));
         sw_run_close(run);
-        return SW_EXIT_DATA;
+        return sw__cli_input_error(path, rc);
     }
     report_job job = {.snap = snap, .format = args.format};
     code = sw__cli_write_output(args.output, path, write_report, &job);

@@ -34,28 +34,25 @@ int sw__cli_exit_code(int rc) {
     }
 }
 
-/* Plain words for what went wrong with an input run file. */
-static const char *why_not_readable(int rc) {
-    switch (rc) {
-    case SW_ENOTFOUND:
-        return "no such file";
-    case SW_EFOREIGN:
-        return "not a stepwatch run file";
-    case SW_ECORRUPT:
-        return "the run file is corrupt or truncated";
-    case SW_EVERSION:
-        return "the run file was written by another stepwatch version (unknown schema)";
-    default:
-        return sw_strerror(rc);
-    }
+int sw__cli_input_error(const char *path, int rc) {
+    /* The library's sentence names the file and the cause ("run.db: truncated: ..."). */
+    if (*sw_last_error())
+        sw__cli_error("%s", sw_last_error());
+    else
+        sw__cli_error("%s: %s", path, sw_strerror(rc));
+    int code = sw__cli_exit_code(rc);
+    return code == SW_EXIT_IO ? SW_EXIT_DATA : code;
 }
 
 int sw__cli_open_run(const char *path, sw_run **out) {
     int rc = sw_run_open(path, out);
-    if (rc == 0)
-        return SW_EXIT_OK;
-    sw__cli_error("%s: %s", path, why_not_readable(rc));
-    return rc == SW_EIO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
+    if (rc != 0)
+        return sw__cli_input_error(path, rc);
+    /* A run that was killed (or still runs) is readable; say what it lacks. */
+    char what[1024];
+    if (sw_run_incomplete(*out, what, sizeof what) > 0)
+        fprintf(stderr, "stepwatch: %s: note: %s\n", path, what);
+    return SW_EXIT_OK;
 }
 
 int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx) {
@@ -76,11 +73,7 @@ int sw__cli_write_output(const char *path, const char *input, sw__cli_writer wri
     }
     if (rc != 0) {
         sw_output_abort(o);
-        if (*sw_last_error())
-            sw__cli_error("%s", sw_last_error());
-        else
-            sw__cli_error("%s: %s", input, sw_strerror(rc));
-        return sw__cli_exit_code(rc) == SW_EXIT_IO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
+        return sw__cli_input_error(input, rc);
     }
     if (sw_output_commit(o) != 0) {
         sw__cli_error("cannot write %s", sw_last_error());

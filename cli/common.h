@@ -19,8 +19,12 @@ void sw__cli_verror(const char *fmt, va_list ap) __attribute__((format(printf, 1
  * output errors, SW_EXIT_USAGE for bad arguments. */
 int sw__cli_exit_code(int rc);
 
-/* Open a run file; on error print "stepwatch: PATH: why" and return the exit code. */
+/* Open a run file; on error print "stepwatch: PATH: why" and return the exit code. A run
+ * that did not complete its file (killed, or still running) opens, with a note saying so. */
 int sw__cli_open_run(const char *path, sw_run **out);
+/* Say why reading the input at path failed (sw_last_error's sentence, else the code's
+ * message); the exit code for it (SW_EXIT_DATA, or SW_EXIT_USAGE for a bad argument). */
+int sw__cli_input_error(const char *path, int rc);
 
 /* Write an output file all or nothing (stepwatch/output.h: "-" is standard output, a
  * device or FIFO is written as a stream, a regular file is replaced only once complete):

@@ -21,6 +21,8 @@ typedef struct sw__input {
     /* Visit every counter sample in time order; NULL when there are none. */
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
+    /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
+    char incomplete[512];
 } sw__input;
 
 /* ---- diagnose ---- */

@@ -70,6 +70,7 @@ typedef struct sw__journal {
     uint64_t lost_events;      /* drained but not in the file: failed flushes, a lost file */
     uint64_t lost_at_failure;  /* lost_events when the current failure began */
     int failing;               /* the last flush failed (warned; waiting to resume) */
+    char cause[256];           /* why the last write failed */
     int warnings;
     size_t nbuffers;
     span_buffer **buffers;
@@ -93,13 +94,21 @@ static void say(sw__journal *j, const char *fmt, ...) {
     sw__warn("run file %s: %s", j->path, line);
 }
 
-/* The cause of the last SQLite failure, in the system's words when it has them ("No space
- * left on device" rather than "database or disk is full"). */
-static const char *cause(const sw__journal *j) {
-    if (j->store == NULL)
-        return sw_last_error();
-    int err = sqlite3_system_errno(j->store->db);
-    return err != 0 ? strerror(err) : sqlite3_errmsg(j->store->db);
+/* Keep the cause of the failure that just happened, in the system's words when it has them
+ * ("No space left on device" rather than SQLite's "database or disk is full"): taken at once,
+ * before a rollback or a retry replaces it. */
+static void keep_cause(sw__journal *j) {
+    int err = errno; /* the failed write's, when SQLite's last call was it */
+    const char *why = sw_last_error();
+    if (j->store != NULL) {
+        int code = sqlite3_extended_errcode(j->store->db) & 0xff;
+        int sys = sqlite3_system_errno(j->store->db);
+        why = code == SQLITE_FULL                ? strerror(ENOSPC)
+              : sys != 0                         ? strerror(sys)
+              : code == SQLITE_IOERR && err != 0 ? strerror(err)
+                                                 : sqlite3_errmsg(j->store->db);
+    }
+    snprintf(j->cause, sizeof j->cause, "%s", why);
 }
 
 static void note_failure(sw__journal *j, int rc) {
@@ -110,7 +119,7 @@ static void note_failure(sw__journal *j, int rc) {
     j->lost_at_failure = j->lost_events;
     say(j, "cannot write (%s); training goes on, events are counted as dropped (%llu so far) "
            "and writing resumes when it can",
-        cause(j), (unsigned long long)j->lost_events);
+        j->cause, (unsigned long long)j->lost_events);
 }
 
 static void note_success(sw__journal *j) {
@@ -254,6 +263,7 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
     release_idle_buffers(j);
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
+        keep_cause(j);
         sw__store_rollback(j->store);
         j->lost_events += j->nevents;
         j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
@@ -325,7 +335,8 @@ static int open_file(sw__journal *j) {
     if (rc == 0) {
         rc = write_start(j);
         if (rc != 0) {
-            sw__error(rc, "%s: %s", j->path, cause(j));
+            keep_cause(j);
+            sw__error(rc, "%s: %s", j->path, j->cause);
             sw__store_close(j->store);
             sw__run_file_remove(j->path); /* ours, just created, and useless */
             j->store = NULL;
@@ -365,11 +376,12 @@ static void check_file(sw__journal *j) {
         j->store = NULL;
         j->failing = 0;
     }
-    int was_failing = j->failing;
-    if (open_file(j) == 0)
+    if (open_file(j) == 0) {
         note_success(j);
-    else if (!was_failing)
+    } else {
+        keep_cause(j);
         note_failure(j, atomic_load(&j->status));
+    }
 }
 
 static const char *signal_reason(int signo) {
@@ -462,7 +474,7 @@ static void finish(sw__journal *j, const char *reason) {
         if (flush(j, 1, 1, reason) != 0)
             say(j, "the run ended while it could not be written (%s): it stays incomplete, "
                    "%llu events dropped",
-                cause(j), (unsigned long long)j->lost_events);
+                j->cause, (unsigned long long)j->lost_events);
         sw__store_close(j->store);
         j->store = NULL;
     }
