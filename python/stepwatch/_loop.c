@@ -10,9 +10,10 @@
  *
  * What each hook does:
  *   next            close what the previous step left open and end it; enter "train" or
- *                   "valid" by torch's grad mode (read when a new iterator starts); fetch. When a batch came, begin the step
- *                   at the time the fetch began and record the fetch as "data". A fetch
- *                   that ends the epoch (StopIteration) opens no step.
+ *                   "valid" by torch's grad mode (read when a new iterator starts); fetch.
+ *                   When a batch came, begin the step at the time the fetch began and
+ *                   record the fetch as "data". A fetch that ends the epoch (StopIteration)
+ *                   opens no step.
  *   call            the outermost module call only: "loss" for a loss module, else "forward".
  *   backward        first "loss" from the end of the forward to now when no loss module ran
  *                   (a functional loss such as F.cross_entropy), then "backward".
@@ -270,7 +271,7 @@ static PyType_Slot Hook_slots[] = {
     {Py_tp_members, Hook_members},
     {Py_tp_getset, Hook_getset},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, bind_as_method}, /* patched onto a class: gets the instance */
+    {Py_tp_descr_get, sw_py_bind_as_method}, /* patched onto a class: gets the instance */
     {Py_tp_repr, Hook_repr},
     {Py_tp_traverse, Hook_traverse},
     {Py_tp_clear, Hook_clear},
@@ -300,7 +301,7 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
                                      &data, &forward, &loss, &backward, &optimizer, &train,
                                      &valid, &loss_type, &grad_enabled))
         return NULL;
-    module_state *st = state_of_type(type);
+    module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
         return NULL;
     if (!PyObject_TypeCheck(profiler, st->profiler_type)) {
@@ -368,7 +369,7 @@ static PyObject *Loop_hook(LoopObject *self, PyObject *args, PyObject *kwargs) {
     int wraps = kind != HOOK_OPTIMIZER_PRE && kind != HOOK_OPTIMIZER_POST;
     if (wraps && !PyCallable_Check(original))
         return PyErr_Format(PyExc_TypeError, "hook %s: original must be callable", kind_name);
-    module_state *st = state_of_type(Py_TYPE(self));
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
     if (st == NULL)
         return NULL;
     HookObject *hook = PyObject_GC_New(HookObject, st->hook_type);

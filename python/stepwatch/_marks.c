@@ -275,7 +275,7 @@ static PyObject *Marks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|On:Marks", keywords, &profiler, &data,
                                      &work, &slots, &max_rows))
         return NULL;
-    module_state *st = state_of_type(type);
+    module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
         return NULL;
     if (!PyObject_TypeCheck(profiler, st->profiler_type)) {

@@ -1,10 +1,24 @@
 /*
- * _stepwatch.h — what the extension's C files share: the module state and the layouts of
- * the objects more than one file reads (a Profiler, its Actions and Phases).
+ * _stepwatch.h — what the extension's C files share (internal; not installed).
  *
- *   _stepwatch.c  the module and its general types (Profiler, Action, Timed, Phase, ...)
- *   _loop.c       the per-step hot path of stepwatch.torch (Loop and its Hooks)
- *   _marks.c      the per-iteration marks of stepwatch.ignite (Marks)
+ * The extension is laid out like CPython's multi-file modules (Modules/_sqlite/, _io/):
+ * one file per type or concern, this header for the module state, the object layouts more
+ * than one file reads, and the type specs and helpers the files hand each other. Every
+ * name shared between the files starts with sw_py_.
+ *
+ *   _stepwatch.c  the module: definition, multi-phase init, state, module functions
+ *   _util.c       shared helpers: SW_E* codes to exceptions, argument parsing, dict
+ *                 building, batch sizes, binding like a function
+ *   _profiler.c   Profiler: one sw_profiler; hands out Actions, Phases and Steps
+ *   _actions.c    Action, Timed, Phase, Step and Prebound: the `with` hot path
+ *   _snapshot.c   Snapshot: report text, plain records (row dicts), run metadata
+ *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
+ *   _timer.c      Timer: Ignite's Timer over sw_timer
+ *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
+ *   _marks.c      Marks: the per-iteration marks of stepwatch.ignite
+ *
+ * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
+ * _stepwatch.c knows every type.
  */
 #ifndef SW_PY_STEPWATCH_H
 #define SW_PY_STEPWATCH_H
@@ -13,6 +27,10 @@
 #include <Python.h>
 
 #include "stepwatch.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Module state (_stepwatch.c). No C globals: everything a module instance owns is here.
+ * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
     PyTypeObject *profiler_type;
@@ -31,9 +49,30 @@ typedef struct {
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
 } module_state;
 
-/* The state of the module that defined tp (or one of its bases). NULL with an exception set
- * when there is none. */
-module_state *state_of_type(PyTypeObject *tp);
+static inline module_state *sw_py_state_of_module(PyObject *module) {
+    return (module_state *)PyModule_GetState(module);
+}
+
+/* The state of the module that defined tp (or one of its bases: Profiler and Timer may be
+ * subclassed). NULL with an exception set when there is none. */
+module_state *sw_py_state_of_type(PyTypeObject *tp);
+
+/* The type specs, one per type; _stepwatch.c makes the types from them at module exec. */
+extern PyType_Spec sw_py_profiler_spec; /* _profiler.c */
+extern PyType_Spec sw_py_action_spec;   /* _actions.c */
+extern PyType_Spec sw_py_prebound_spec;
+extern PyType_Spec sw_py_timed_spec;
+extern PyType_Spec sw_py_phase_spec;
+extern PyType_Spec sw_py_step_spec;
+extern PyType_Spec sw_py_snapshot_spec; /* _snapshot.c */
+extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
+extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
+extern PyType_Spec sw_py_hook_spec;
+extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
+
+/* ------------------------------------------------------------------------------------------
+ * Object layouts read by more than one file
+ * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
@@ -55,14 +94,69 @@ typedef struct {
     };
     PyObject *name;        /* NULL for a Step */
     PyObject *enter;       /* Action, Phase: their __enter__ and __exit__, bound once (see */
-    PyObject *exit;        /* Prebound in _stepwatch.c); NULL for a Step */
+    PyObject *exit;        /* Prebound in _actions.c); NULL for a Step */
 } NamedObject;
 typedef NamedObject ActionObject;
 typedef NamedObject PhaseObject;
 typedef NamedObject StepObject;
 
+/* ------------------------------------------------------------------------------------------
+ * _actions.c: making Actions, Phases and Steps (Profiler caches and hands them out)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A new Action (is_phase 0) or Phase (is_phase 1) of owner, for the core's id, with its
+ * __enter__/__exit__ bound. New reference; NULL with an exception set. */
+PyObject *sw_py_named_new(module_state *st, ProfilerObject *owner, PyObject *name, uint32_t id,
+                          int is_phase);
+
+/* A new Step of owner with batch_size. New reference. */
+PyObject *sw_py_step_new(module_state *st, ProfilerObject *owner, uint32_t batch_size);
+
+/* Action.record(start_ns, end_ns) on action (Profiler.record shares it). */
+PyObject *sw_py_action_record(ActionObject *action, PyObject *const *args, Py_ssize_t nargs);
+
+/* Make owner's (Action's, Phase's) __enter__ and __exit__ Prebound descriptors (module
+ * exec). */
+int sw_py_add_prebound(PyTypeObject *prebound_type, PyTypeObject *owner);
+
+/* ------------------------------------------------------------------------------------------
+ * _snapshot.c: Snapshot objects (Profiler.snapshot() and load() make them)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A Snapshot owning s (freed here on failure). New reference. */
+PyObject *sw_py_snapshot_wrap(module_state *st, sw_snapshot *s);
+
+/* Snapshot.report(format='table') and Snapshot.records(phase=None) on a Snapshot (Profiler's
+ * report() and records() share them). */
+PyObject *sw_py_snapshot_report(PyObject *snapshot, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_snapshot_records(PyObject *snapshot, PyObject *args, PyObject *kwargs);
+
+/* ------------------------------------------------------------------------------------------
+ * _runfile.c: the module functions over the run-file reader
+ * ---------------------------------------------------------------------------------------- */
+
+PyObject *sw_py_load(PyObject *module, PyObject *path);
+PyObject *sw_py_load_steps(PyObject *module, PyObject *path);
+
+/* ------------------------------------------------------------------------------------------
+ * _util.c: shared helpers
+ * ---------------------------------------------------------------------------------------- */
+
+/* Raise the Python exception for a negative SW_E* code (MemoryError, ValueError, else
+ * stepwatch.Error with .code and .name). `what` names the failed call. Returns NULL. */
+PyObject *sw_py_raise(module_state *st, int rc, const char *what);
+
+/* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
+int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);
+
+/* Set d[key] = value, stealing value (NULL: an error already set); -1 on error. */
+int sw_py_dict_put(PyObject *d, const char *key, PyObject *value);
+
+/* s decoded as UTF-8 (bad bytes replaced), or None for NULL. New reference. */
+PyObject *sw_py_str_or_none(const char *s);
+
 /* tp_descr_get of callables that bind like functions (a method gets its instance). */
-PyObject *bind_as_method(PyObject *self, PyObject *obj, PyObject *type);
+PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type);
 
 /* Samples in a batch (first dimension of its first array-like); 0 when unknown, never an
  * exception. shape_name: the interned string "shape". */
@@ -72,10 +166,5 @@ uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name);
  * that starts with who. */
 int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,
                    const char *what, uint32_t *id);
-
-/* The Loop type (_loop.c) and the Marks type (_marks.c). */
-extern PyType_Spec sw_py_loop_spec;
-extern PyType_Spec sw_py_hook_spec;
-extern PyType_Spec sw_py_marks_spec;
 
 #endif

@@ -1,0 +1,421 @@
+/*
+ * _profiler.c — Profiler: owns one sw_profiler (the core recorder, and the run file when
+ * asked for one). It interns action and phase names once and caches the Action and Phase
+ * objects (_actions.c) that then record without a lookup; it makes Steps, counters,
+ * snapshots and reports. close() frees the core profiler; every object it handed out then
+ * reads a NULL profiler and records nothing.
+ */
+#include "_stepwatch.h"
+
+#include <structmember.h>
+
+#include <string.h>
+
+static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
+                             "rank", "world_size", "command", "enabled", "ring_capacity",
+                             "on_full", NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
+    unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
+    int timeline = 0, rank = 0, world_size = 0, enabled = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIs:Profiler", kwlist, &name,
+                                     &warmup, &run_file, &timeline, &max_depth, &rank,
+                                     &world_size, &command, &enabled, &ring_capacity, &on_full))
+        return NULL;
+    int block = strcmp(on_full, "block") == 0;
+    if (!block && strcmp(on_full, "drop") != 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: on_full must be 'drop' or 'block', not '%s'", on_full);
+    if (ring_capacity > SW_MAX_RING_CAPACITY)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: ring_capacity %u is over the limit of %u events",
+                            ring_capacity, SW_MAX_RING_CAPACITY);
+    module_state *st = sw_py_state_of_type(type);
+    if (!st)
+        return NULL;
+    ProfilerObject *self = (ProfilerObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->actions = PyDict_New();
+    self->phases = PyDict_New();
+    self->counters = PyDict_New();
+    self->name = PyUnicode_FromString(name ? name : "stepwatch");
+    if (!self->actions || !self->phases || !self->counters || !self->name) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    sw_options opts = {0};
+    opts.name = name;
+    opts.warmup_steps = warmup;
+    opts.run_file = run_file;
+    opts.timeline = timeline;
+    opts.max_depth = max_depth;
+    opts.rank = rank;
+    opts.world_size = world_size;
+    opts.command = command;
+    opts.ring_capacity = ring_capacity;
+    opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
+    rc = sw_profiler_new(&opts, &self->p);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        Py_DECREF(self);
+        return sw_py_raise(st, rc, "Profiler");
+    }
+    if (!enabled)
+        sw_set_enabled(self->p, 0);
+    return (PyObject *)self;
+}
+
+static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->actions);
+    Py_VISIT(self->phases);
+    Py_VISIT(self->counters);
+    return 0;
+}
+
+static int Profiler_clear(ProfilerObject *self) {
+    Py_CLEAR(self->actions);
+    Py_CLEAR(self->phases);
+    Py_CLEAR(self->counters);
+    return 0;
+}
+
+static void profiler_close(ProfilerObject *self) {
+    sw_profiler *p = self->p;
+    self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
+    if (p) {
+        Py_BEGIN_ALLOW_THREADS /* completing the run file waits for the flusher */
+        sw_profiler_free(p);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void Profiler_dealloc(ProfilerObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    sw_profiler_free(self->p);
+    self->p = NULL;
+    Profiler_clear(self);
+    Py_CLEAR(self->name);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* Raise SW_ESTATE if the profiler was closed. */
+static sw_profiler *open_profiler(ProfilerObject *self) {
+    if (!self->p) {
+        module_state *st = sw_py_state_of_type(Py_TYPE(self));
+        if (st)
+            sw_py_raise(st, SW_ESTATE, "profiler is closed");
+    }
+    return self->p;
+}
+
+/* The Action (is_phase 0) or Phase (is_phase 1) named name: from the profiler's cache, else
+ * interned in the core and cached. New reference. */
+static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase) {
+    const char *what = is_phase ? "phase" : "action";
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "%s name must be str, not %.100s", what,
+                     Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    PyObject *cache = is_phase ? self->phases : self->actions;
+    PyObject *cached = PyDict_GetItemWithError(cache, name);
+    if (cached)
+        return Py_NewRef(cached);
+    if (PyErr_Occurred())
+        return NULL;
+    sw_profiler *p = open_profiler(self);
+    if (!p)
+        return NULL;
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    const char *utf8 = PyUnicode_AsUTF8(name);
+    if (!st || !utf8)
+        return NULL;
+    uint32_t id = is_phase ? sw_phase_id(p, utf8) : sw_action(p, utf8);
+    if (id == (is_phase ? (uint32_t)SW_PHASE_NONE : SW_ID_NONE))
+        return sw_py_raise(st, SW_ELIMIT, what);
+    PyObject *o = sw_py_named_new(st, self, name, id, is_phase);
+    if (!o || PyDict_SetItem(cache, name, o) < 0) {
+        Py_XDECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
+static PyObject *Profiler_action(ProfilerObject *self, PyObject *name) {
+    return profiler_named(self, name, 0);
+}
+
+/* An Action argument, or a str naming one (interned on first use). New reference. */
+static ActionObject *as_action(ProfilerObject *self, PyObject *obj) {
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    if (!st)
+        return NULL;
+    if (Py_IS_TYPE(obj, st->action_type)) {
+        if (((ActionObject *)obj)->owner != self) {
+            PyErr_SetString(PyExc_ValueError, "the action belongs to another Profiler");
+            return NULL;
+        }
+        return (ActionObject *)Py_NewRef(obj);
+    }
+    return (ActionObject *)Profiler_action(self, obj);
+}
+
+static PyObject *Profiler_begin(ProfilerObject *self, PyObject *obj) {
+    ActionObject *a = as_action(self, obj);
+    if (!a)
+        return NULL;
+    if (self->p)
+        sw_begin(self->p, a->id);
+    Py_DECREF(a);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_end(ProfilerObject *self, PyObject *obj) {
+    ActionObject *a = as_action(self, obj);
+    if (!a)
+        return NULL;
+    if (self->p)
+        sw_end(self->p, a->id);
+    Py_DECREF(a);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_record(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record(action, start_ns, end_ns)");
+        return NULL;
+    }
+    ActionObject *a = as_action(self, args[0]);
+    if (!a)
+        return NULL;
+    PyObject *r = sw_py_action_record(a, args + 1, 2);
+    Py_DECREF(a);
+    return r;
+}
+
+static PyObject *Profiler_phase(ProfilerObject *self, PyObject *name) {
+    return profiler_named(self, name, 1);
+}
+
+static PyObject *Profiler_step(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    uint32_t bs = 0;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "step(batch_size=0)");
+        return NULL;
+    }
+    if (nargs == 1 && sw_py_parse_batch_size(args[0], &bs) < 0)
+        return NULL;
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    if (!st)
+        return NULL;
+    return sw_py_step_new(st, self, bs);
+}
+
+static PyObject *Profiler_step_begin(ProfilerObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    uint32_t bs = 0;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "step_begin(batch_size=0)");
+        return NULL;
+    }
+    if (nargs == 1 && sw_py_parse_batch_size(args[0], &bs) < 0)
+        return NULL;
+    if (self->p)
+        sw_step_begin(self->p, bs);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_step_end(ProfilerObject *self, PyObject *unused) {
+    if (self->p)
+        sw_step_end(self->p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_set_batch_size(ProfilerObject *self, PyObject *arg) {
+    uint32_t bs;
+    if (sw_py_parse_batch_size(arg, &bs) < 0)
+        return NULL;
+    if (self->p)
+        sw_step_set_batch_size(self->p, bs);
+    Py_RETURN_NONE;
+}
+
+/* counter(name, value): one sample of a numeric counter. */
+static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "counter(name: str, value: float)");
+        return NULL;
+    }
+    double value = PyFloat_AsDouble(args[1]);
+    if (value == -1.0 && PyErr_Occurred())
+        return NULL;
+    sw_profiler *p = open_profiler(self);
+    if (!p)
+        return NULL;
+    PyObject *idobj = PyDict_GetItemWithError(self->counters, args[0]);
+    sw_id id;
+    if (idobj) {
+        id = (sw_id)PyLong_AsUnsignedLong(idobj);
+    } else {
+        if (PyErr_Occurred())
+            return NULL;
+        const char *utf8 = PyUnicode_AsUTF8(args[0]);
+        if (!utf8)
+            return NULL;
+        id = sw_counter_id(p, utf8);
+        if (id == SW_ID_NONE) {
+            module_state *st = sw_py_state_of_type(Py_TYPE(self));
+            return st ? sw_py_raise(st, SW_ELIMIT, "counter") : NULL;
+        }
+        if (sw_py_dict_put(self->counters, utf8, PyLong_FromUnsignedLong(id)) < 0)
+            return NULL;
+    }
+    sw_counter(p, id, value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_snapshot(ProfilerObject *self, PyObject *unused) {
+    sw_profiler *p = open_profiler(self);
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    if (!p || !st)
+        return NULL;
+    sw_snapshot *s = NULL;
+    int rc = sw_snapshot_take(p, &s);
+    if (rc < 0)
+        return sw_py_raise(st, rc, "snapshot");
+    return sw_py_snapshot_wrap(st, s);
+}
+
+static PyObject *Profiler_report(ProfilerObject *self, PyObject *args, PyObject *kwargs) {
+    PyObject *snap = Profiler_snapshot(self, NULL);
+    if (!snap)
+        return NULL;
+    PyObject *r = sw_py_snapshot_report(snap, args, kwargs);
+    Py_DECREF(snap);
+    return r;
+}
+
+static PyObject *Profiler_records(ProfilerObject *self, PyObject *args, PyObject *kwargs) {
+    PyObject *snap = Profiler_snapshot(self, NULL);
+    if (!snap)
+        return NULL;
+    PyObject *r = sw_py_snapshot_records(snap, args, kwargs);
+    Py_DECREF(snap);
+    return r;
+}
+
+static PyObject *Profiler_close(ProfilerObject *self, PyObject *unused) {
+    profiler_close(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_get_enabled(ProfilerObject *self, void *closure) {
+    return PyBool_FromLong(self->p ? sw_enabled(self->p) : 0);
+}
+
+static int Profiler_set_enabled(ProfilerObject *self, PyObject *value, void *closure) {
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete 'enabled'");
+        return -1;
+    }
+    int on = PyObject_IsTrue(value);
+    if (on < 0)
+        return -1;
+    if (self->p)
+        sw_set_enabled(self->p, on);
+    return 0;
+}
+
+static PyObject *Profiler_get_step_count(ProfilerObject *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(self->p ? sw_step_count(self->p) : 0);
+}
+
+static PyObject *Profiler_get_step_index(ProfilerObject *self, void *closure) {
+    return PyLong_FromLongLong(self->p ? sw_step_index(self->p) : -1);
+}
+
+static PyObject *Profiler_get_closed(ProfilerObject *self, void *closure) {
+    return PyBool_FromLong(self->p == NULL);
+}
+
+static PyObject *Profiler_repr(ProfilerObject *self) {
+    return PyUnicode_FromFormat("<stepwatch.Profiler %R%s>", self->name,
+                                self->p ? "" : " closed");
+}
+
+static PyMethodDef Profiler_methods[] = {
+    {"action", (PyCFunction)Profiler_action, METH_O,
+     "action(name) -> Action: the interned action (same object for the same name)."},
+    {"begin", (PyCFunction)Profiler_begin, METH_O, "begin(action or name): open a span."},
+    {"end", (PyCFunction)Profiler_end, METH_O, "end(action or name): close a span."},
+    {"record", (PyCFunction)(void (*)(void))Profiler_record, METH_FASTCALL,
+     "record(action, start_ns, end_ns): add a span timed elsewhere."},
+    {"phase", (PyCFunction)Profiler_phase, METH_O,
+     "phase(name) -> Phase: fit, epoch, train, valid, or a name of your own."},
+    {"step", (PyCFunction)(void (*)(void))Profiler_step, METH_FASTCALL,
+     "step(batch_size=0) -> Step context manager."},
+    {"step_begin", (PyCFunction)(void (*)(void))Profiler_step_begin, METH_FASTCALL,
+     "step_begin(batch_size=0): begin a step (ends an open one, counted as misuse)."},
+    {"step_end", (PyCFunction)Profiler_step_end, METH_NOARGS, "step_end(): end the step."},
+    {"set_batch_size", (PyCFunction)Profiler_set_batch_size, METH_O,
+     "set_batch_size(n): the open step's batch size, once known."},
+    {"counter", (PyCFunction)(void (*)(void))Profiler_counter, METH_FASTCALL,
+     "counter(name, value): record a sample of a numeric counter."},
+    {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
+     "snapshot() -> Snapshot of everything recorded so far."},
+    {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,
+     "report(format='table') -> str."},
+    {"records", (PyCFunction)(void (*)(void))Profiler_records, METH_VARARGS | METH_KEYWORDS,
+     "records(phase=None) -> list of dicts (pandas.DataFrame(records))."},
+    {"close", (PyCFunction)Profiler_close, METH_NOARGS,
+     "close(): complete the run file and free the core profiler. Idempotent; actions become "
+     "no-ops."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Profiler_getset[] = {
+    {"enabled", (getter)Profiler_get_enabled, (setter)Profiler_set_enabled,
+     "Recording on/off (one relaxed atomic load on the hot path).", NULL},
+    {"step_count", (getter)Profiler_get_step_count, NULL, "Steps begun so far.", NULL},
+    {"step_index", (getter)Profiler_get_step_index, NULL,
+     "Global index of the open step, -1 outside a step.", NULL},
+    {"closed", (getter)Profiler_get_closed, NULL, "True after close().", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef Profiler_members[] = {
+    {"name", T_OBJECT, offsetof(ProfilerObject, name), READONLY, "The run name."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Profiler_slots[] = {
+    {Py_tp_doc,
+     "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
+     "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop')\n\n"
+     "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
+     "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
+     "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
+     "waits), 'block' waits for the writer (a complete timeline, may slow training)."},
+    {Py_tp_new, Profiler_new},
+    {Py_tp_methods, Profiler_methods},
+    {Py_tp_getset, Profiler_getset},
+    {Py_tp_members, Profiler_members},
+    {Py_tp_repr, Profiler_repr},
+    {Py_tp_traverse, Profiler_traverse},
+    {Py_tp_clear, Profiler_clear},
+    {Py_tp_dealloc, Profiler_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec sw_py_profiler_spec = {
+    .name = "stepwatch.Profiler",
+    .basicsize = sizeof(ProfilerObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE,
+    .slots = Profiler_slots,
+};

@@ -1,0 +1,234 @@
+/*
+ * _snapshot.c — Snapshot: a consistent copy of everything measured (a sw_snapshot, from
+ * Profiler.snapshot() or load()), as report text, plain records (one dict per row, ready for
+ * pandas.DataFrame) and run metadata.
+ */
+#include "_stepwatch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    sw_snapshot *s;
+} SnapshotObject;
+
+PyObject *sw_py_snapshot_wrap(module_state *st, sw_snapshot *s) {
+    SnapshotObject *obj = PyObject_New(SnapshotObject, st->snapshot_type);
+    if (!obj) {
+        sw_snapshot_free(s);
+        return NULL;
+    }
+    obj->s = s;
+    return (PyObject *)obj;
+}
+
+static void Snapshot_dealloc(SnapshotObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    sw_snapshot_free(self->s);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* Parse a format name ("table", "json", ...) into *out; raises on an unknown name. */
+static int parse_format(module_state *st, const char *name, sw_format *out) {
+    int rc = sw_format_parse(name, out);
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "unknown report format '%s' (table, lightning, fastxtend, ignite, "
+                     "markdown, csv, json)",
+                     name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The report text of s in fmt, written by the C report writers into a memory FILE. */
+static PyObject *snapshot_report_text(module_state *st, const sw_snapshot *s,
+                                      const char *fmt_name) {
+    sw_format fmt;
+    if (parse_format(st, fmt_name, &fmt) < 0)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    int rc = sw_snapshot_write(s, fmt, f);
+    if (fclose(f) != 0 && rc == 0)
+        rc = SW_EIO;
+    PyObject *text = rc == 0 ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace")
+                             : sw_py_raise(st, rc, "report");
+    free(buf);
+    return text;
+}
+
+/* One row as a plain dict: every key is a column when loaded into pandas.DataFrame. */
+static PyObject *row_record(const sw_snapshot *s, const sw_row *r) {
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    const sw_stats *st = &r->stats;
+    double pct = s->wall_ns ? 100.0 * (double)st->total_ns / (double)s->wall_ns : 0.0;
+    uint64_t p50 = sw_hist_quantile(&r->hist, 0.50), p90 = sw_hist_quantile(&r->hist, 0.90),
+             p99 = sw_hist_quantile(&r->hist, 0.99);
+    int ok =
+        sw_py_dict_put(d, "action", sw_py_str_or_none(r->action_name)) == 0 &&
+        sw_py_dict_put(d, "phase", sw_py_str_or_none(r->phase_name)) == 0 &&
+        sw_py_dict_put(d, "category", sw_py_str_or_none(sw_category_name(r->category))) == 0 &&
+        sw_py_dict_put(d, "count", PyLong_FromUnsignedLongLong(st->count)) == 0 &&
+        sw_py_dict_put(d, "total_ns", PyLong_FromUnsignedLongLong(st->total_ns)) == 0 &&
+        sw_py_dict_put(d, "self_ns", PyLong_FromUnsignedLongLong(st->self_ns)) == 0 &&
+        sw_py_dict_put(d, "mean_ns", PyFloat_FromDouble(st->count ? st->mean_ns : 0.0)) == 0 &&
+        sw_py_dict_put(d, "std_ns", PyFloat_FromDouble(sw_stats_stddev(st))) == 0 &&
+        sw_py_dict_put(d, "min_ns", PyLong_FromUnsignedLongLong(st->count ? st->min_ns : 0)) == 0 &&
+        sw_py_dict_put(d, "min_step", PyLong_FromLongLong(st->min_step)) == 0 &&
+        sw_py_dict_put(d, "max_ns", PyLong_FromUnsignedLongLong(st->max_ns)) == 0 &&
+        sw_py_dict_put(d, "max_step", PyLong_FromLongLong(st->max_step)) == 0 &&
+        sw_py_dict_put(d, "p50_ns", PyLong_FromUnsignedLongLong(p50)) == 0 &&
+        sw_py_dict_put(d, "p90_ns", PyLong_FromUnsignedLongLong(p90)) == 0 &&
+        sw_py_dict_put(d, "p99_ns", PyLong_FromUnsignedLongLong(p99)) == 0 &&
+        sw_py_dict_put(d, "samples", PyLong_FromUnsignedLongLong(st->samples)) == 0 &&
+        sw_py_dict_put(d, "samples_per_s", PyFloat_FromDouble(sw_stats_samples_per_s(st))) == 0 &&
+        sw_py_dict_put(d, "percent", PyFloat_FromDouble(pct)) == 0 &&
+        sw_py_dict_put(d, "warmup_count", PyLong_FromUnsignedLongLong(r->warmup.count)) == 0 &&
+        sw_py_dict_put(d, "warmup_total_ns", PyLong_FromUnsignedLongLong(r->warmup.total_ns)) == 0;
+    if (!ok) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *snapshot_records(const sw_snapshot *s, const char *phase) {
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        if (phase && (!r->phase_name || strcmp(phase, r->phase_name) != 0))
+            continue;
+        PyObject *d = row_record(s, r);
+        if (!d || PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(d);
+    }
+    return list;
+}
+
+static PyObject *misuse_dict(const sw_misuse *m) {
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+#define SW__PUT_MISUSE(field)                                                            \
+    if (sw_py_dict_put(d, #field, PyLong_FromUnsignedLongLong(m->field)) < 0) {          \
+        Py_DECREF(d);                                                                    \
+        return NULL;                                                                     \
+    }
+    SW__PUT_MISUSE(end_without_begin)
+    SW__PUT_MISUSE(mismatched_end)
+    SW__PUT_MISUSE(depth_overflow)
+    SW__PUT_MISUSE(bad_id)
+    SW__PUT_MISUSE(phase_mismatch)
+    SW__PUT_MISUSE(step_overlap)
+    SW__PUT_MISUSE(bad_record)
+    SW__PUT_MISUSE(open_at_snapshot)
+#undef SW__PUT_MISUSE
+    return d;
+}
+
+static PyObject *counters_list(const sw_snapshot *s) {
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && i < s->ncounters; i++) {
+        const sw_counter_summary *c = &s->counters[i];
+        PyObject *d = Py_BuildValue("{s:N,s:K,s:d,s:d,s:d,s:d}", "name", sw_py_str_or_none(c->name),
+                                    "count", (unsigned long long)c->count, "last", c->last,
+                                    "min", c->min, "max", c->max, "mean", c->mean);
+        if (!d || PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(d);
+    }
+    return list;
+}
+
+static PyObject *snapshot_info(const sw_snapshot *s) {
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    int ok = sw_py_dict_put(d, "name", sw_py_str_or_none(s->name)) == 0 &&
+             sw_py_dict_put(d, "host", sw_py_str_or_none(s->host)) == 0 &&
+             sw_py_dict_put(d, "command", sw_py_str_or_none(s->command)) == 0 &&
+             sw_py_dict_put(d, "pid", PyLong_FromLongLong(s->pid)) == 0 &&
+             sw_py_dict_put(d, "rank", PyLong_FromLong(s->rank)) == 0 &&
+             sw_py_dict_put(d, "world_size", PyLong_FromLong(s->world_size)) == 0 &&
+             sw_py_dict_put(d, "start_unix_ns",
+                            PyLong_FromUnsignedLongLong(s->start_unix_ns)) == 0 &&
+             sw_py_dict_put(d, "elapsed_ns", PyLong_FromUnsignedLongLong(s->elapsed_ns)) == 0 &&
+             sw_py_dict_put(d, "wall_ns", PyLong_FromUnsignedLongLong(s->wall_ns)) == 0 &&
+             sw_py_dict_put(d, "steps", PyLong_FromUnsignedLongLong(s->steps)) == 0 &&
+             sw_py_dict_put(d, "warmup_steps", PyLong_FromUnsignedLong(s->warmup_steps)) == 0 &&
+             sw_py_dict_put(d, "threads", PyLong_FromUnsignedLongLong(s->threads)) == 0 &&
+             sw_py_dict_put(d, "dropped_events",
+                            PyLong_FromUnsignedLongLong(s->dropped_events)) == 0 &&
+             sw_py_dict_put(d, "misuse", misuse_dict(&s->misuse)) == 0 &&
+             sw_py_dict_put(d, "counters", counters_list(s)) == 0;
+    if (!ok) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+PyObject *sw_py_snapshot_report(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"format", NULL};
+    const char *fmt = "table";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:report", kwlist, &fmt))
+        return NULL;
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    return st ? snapshot_report_text(st, ((SnapshotObject *)self)->s, fmt) : NULL;
+}
+
+PyObject *sw_py_snapshot_records(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"phase", NULL};
+    const char *phase = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|z:records", kwlist, &phase))
+        return NULL;
+    return snapshot_records(((SnapshotObject *)self)->s, phase);
+}
+
+static PyObject *Snapshot_info(SnapshotObject *self, PyObject *unused) {
+    return snapshot_info(self->s);
+}
+
+static PyMethodDef Snapshot_methods[] = {
+    {"report", (PyCFunction)(void (*)(void))sw_py_snapshot_report, METH_VARARGS | METH_KEYWORDS,
+     "report(format='table') -> str: table, lightning, fastxtend, ignite, markdown, csv, json."},
+    {"records", (PyCFunction)(void (*)(void))sw_py_snapshot_records, METH_VARARGS | METH_KEYWORDS,
+     "records(phase=None) -> list of dicts, one per (action, phase) row; phase 'all' is the "
+     "roll-up over phases. pandas.DataFrame(records) loads it."},
+    {"info", (PyCFunction)Snapshot_info, METH_NOARGS,
+     "info() -> dict: run metadata, steps, misuse counts, counters."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Snapshot_slots[] = {
+    {Py_tp_doc, "A consistent copy of everything measured (Profiler.snapshot(), load())."},
+    {Py_tp_methods, Snapshot_methods},
+    {Py_tp_dealloc, Snapshot_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec sw_py_snapshot_spec = {
+    .name = "stepwatch.Snapshot",
+    .basicsize = sizeof(SnapshotObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Snapshot_slots,
+};
+

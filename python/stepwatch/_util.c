@@ -1,0 +1,120 @@
+/*
+ * _util.c — helpers the extension's type files share: SW_E* codes to Python exceptions,
+ * argument parsing, dict building, batch sizes, binding like a function.
+ */
+#include "_stepwatch.h"
+
+#include <string.h>
+
+/* Raise the Python exception for a negative SW_E* code. `what` names the failed call. */
+PyObject *sw_py_raise(module_state *st, int rc, const char *what) {
+    if (rc == SW_ENOMEM)
+        return PyErr_NoMemory();
+    if (rc == SW_EINVAL)
+        return PyErr_Format(PyExc_ValueError, "%s: %s", what, sw_strerror(rc));
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, sw_strerror(rc));
+    if (!msg)
+        return NULL;
+    PyObject *exc = PyObject_CallOneArg(st->error, msg);
+    Py_DECREF(msg);
+    if (!exc)
+        return NULL;
+    PyObject *code = PyLong_FromLong(rc);
+    PyObject *name = PyUnicode_FromString(sw_err_name(rc));
+    if (code && name && PyObject_SetAttrString(exc, "code", code) == 0 &&
+        PyObject_SetAttrString(exc, "name", name) == 0)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* A batch size argument: a non-negative int that fits 32 bits. */
+int sw_py_parse_batch_size(PyObject *obj, uint32_t *out) {
+    unsigned long v = PyLong_AsUnsignedLong(obj);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "batch_size must be an int in [0, 2**32)");
+        }
+        return -1;
+    }
+    if (v > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "batch_size must be an int in [0, 2**32)");
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* The id of obj, which must be an Action or Phase (type) of profiler; else a TypeError
+ * "<who>: <what> must be ...". */
+int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,
+                   const char *what, uint32_t *id) {
+    if (!PyObject_TypeCheck(obj, type) || ((NamedObject *)obj)->owner != profiler) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a %s of the same Profiler", who, what,
+                     type->tp_name);
+        return -1;
+    }
+    *id = ((NamedObject *)obj)->id;
+    return 0;
+}
+
+/* Set d[key] = value (stolen); returns -1 on error. */
+int sw_py_dict_put(PyObject *d, const char *key, PyObject *value) {
+    if (!value)
+        return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+PyObject *sw_py_str_or_none(const char *s) {
+    return s ? PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace") : Py_NewRef(Py_None);
+}
+
+/* Bind like a function, so decorated methods get self (Timed, LoopHook). */
+PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+/* Samples in a batch: the first dimension of its first array-like, looking through a few
+ * levels of tuples, lists and dicts; 0 when it cannot be told (never an exception). shape is
+ * the interned string "shape" (the caller keeps it, to spare a lookup per batch). */
+uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name) {
+    for (int level = 0; level < 4; level++) {
+        if (PyTuple_Check(batch) || PyList_Check(batch)) {
+            if (PySequence_Fast_GET_SIZE(batch) == 0)
+                return 0;
+            batch = PySequence_Fast_GET_ITEM(batch, 0);
+            continue;
+        }
+        if (PyDict_Check(batch)) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            if (!PyDict_Next(batch, &pos, &key, &value))
+                return 0;
+            batch = value;
+            continue;
+        }
+        PyObject *shape = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+        int found = PyObject_GetOptionalAttr(batch, shape_name, &shape);
+#else
+        int found = _PyObject_LookupAttr(batch, shape_name, &shape);
+#endif
+        unsigned long size = 0;
+        if (found > 0 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
+            size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, 0));
+        Py_XDECREF(shape);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return size > UINT32_MAX ? 0 : (uint32_t)size;
+    }
+    return 0;
+}
