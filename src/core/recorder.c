@@ -1152,12 +1152,13 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
     }
     pthread_mutex_lock(&p->lock);
     uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);
+    /* Every thread that recorded, those that exited included (their statistics are in
+     * p->retired). */
+    s->threads = p->threads_seen;
     for (sw__thread *t = p->threads; rc == 0 && t; t = t->next) {
         uint32_t depth;
         SW__GET(depth, t->depth);
         s->misuse.open_at_snapshot += depth;
-        if (atomic_load(&t->alive))
-            s->threads++;
     }
     for (sw_id a = 0; rc == 0 && a < naction; a++) {
         for (sw_phase ph = 0; rc == 0 && ph < nphase; ph++) {

@@ -39,14 +39,6 @@
 #define CHECK_PERIOD_NS 1000000000ull
 #define MAX_WARNINGS 20 /* lines about one file, at most: a flapping disk must not flood */
 
-/* Spans of one recording thread waiting to be packed into one row. */
-typedef struct span_buffer {
-    uint32_t thread;
-    int used;          /* got spans in this flush; an unused buffer is freed after it */
-    size_t n;
-    sw_span_record spans[SW__SPAN_CHUNK_MAX];
-} span_buffer;
-
 typedef struct sw__journal {
     sw__sink sink;             /* first: the core hands this back to the ops below */
     sw_profiler *p;
@@ -72,10 +64,10 @@ typedef struct sw__journal {
     int failing;               /* the last flush failed (warned; waiting to resume) */
     char cause[256];           /* why the last write failed */
     int warnings;
-    size_t nbuffers;
-    span_buffer **buffers;
     sw__event *events;         /* what the last drain handed over */
     size_t nevents, events_cap;
+    uint32_t *order;           /* the spans among them, grouped by thread (events_cap long) */
+    sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
 } sw__journal;
 
 static const sw__sink_ops journal_ops;
@@ -133,46 +125,6 @@ static void note_success(sw__journal *j) {
 
 /* ---- writing one flush ---- */
 
-static int flush_spans(sw__journal *j, span_buffer *b) {
-    int rc = sw__store_add_spans(j->store, j->rank, b->thread, b->spans, b->n);
-    b->n = 0;
-    return rc;
-}
-
-static span_buffer *buffer_for(sw__journal *j, uint32_t thread) {
-    for (size_t i = 0; i < j->nbuffers; i++)
-        if (j->buffers[i]->thread == thread)
-            return j->buffers[i];
-    span_buffer **grown = realloc(j->buffers, (j->nbuffers + 1) * sizeof *grown);
-    if (grown == NULL)
-        return NULL;
-    j->buffers = grown;
-    span_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        return NULL;
-    b->thread = thread;
-    j->buffers[j->nbuffers++] = b;
-    return b;
-}
-
-/* After a flush every buffer is empty: free those of threads that sent no spans in it (a
- * thread that exited, or one that is idle), so memory follows the threads that record now
- * rather than every thread there ever was. */
-static void release_idle_buffers(sw__journal *j) {
-    size_t kept = 0;
-    for (size_t i = 0; i < j->nbuffers; i++) {
-        span_buffer *b = j->buffers[i];
-        b->n = 0;
-        if (!b->used) {
-            free(b);
-            continue;
-        }
-        b->used = 0;
-        j->buffers[kept++] = b;
-    }
-    j->nbuffers = kept;
-}
-
 /* sw__drain holds the profiler's lock while it hands events over, so they are only copied
  * here (into a buffer reused across flushes) and written to SQLite after the lock is gone. */
 static void collect(void *ctx, const sw__event *e) {
@@ -185,6 +137,12 @@ static void collect(void *ctx, const sw__event *e) {
             return;
         }
         j->events = grown;
+        uint32_t *order = realloc(j->order, cap * sizeof *order);
+        if (order == NULL) {
+            j->lost_events++;
+            return;
+        }
+        j->order = order;
         j->events_cap = cap;
     }
     j->events[j->nevents++] = *e;
@@ -196,16 +154,41 @@ static int write_event(sw__journal *j, const sw__event *e) {
         return sw__store_add_step(j->store, j->rank, &e->u.step);
     case SW__EVENT_COUNTER:
         return sw__store_add_counter(j->store, j->rank, &e->u.counter);
-    case SW__EVENT_SPAN: {
-        span_buffer *b = buffer_for(j, e->u.span.thread);
-        if (b == NULL)
-            return SW_ENOMEM;
-        b->used = 1;
-        b->spans[b->n++] = e->u.span;
-        return b->n == SW__SPAN_CHUNK_MAX ? flush_spans(j, b) : 0;
-    }
+    case SW__EVENT_SPAN:
+        return 0; /* written by write_spans, grouped by thread */
     }
     return 0;
+}
+
+/* Span events in thread order, and in drain order within a thread (qsort_r's comparison). */
+static int by_thread(const void *a, const void *b, void *ctx) {
+    const sw__event *events = ctx;
+    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
+    uint32_t ta = events[ia].u.span.thread, tb = events[ib].u.span.thread;
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* Spans are stored packed, one row per chunk of one thread's spans (run_store.c): this
+ * flush's spans grouped by thread, each group written in chunks. No buffer per thread is
+ * kept between flushes, so memory follows what one flush holds, however many threads
+ * there ever were. */
+static int write_spans(sw__journal *j) {
+    size_t n = 0;
+    for (size_t i = 0; i < j->nevents; i++)
+        if (j->events[i].kind == SW__EVENT_SPAN)
+            j->order[n++] = (uint32_t)i;
+    qsort_r(j->order, n, sizeof *j->order, by_thread, j->events);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n;) {
+        uint32_t thread = j->events[j->order[i]].u.span.thread;
+        size_t k = 0;
+        while (i < n && k < SW__SPAN_CHUNK_MAX && j->events[j->order[i]].u.span.thread == thread)
+            j->chunk[k++] = j->events[j->order[i++]].u.span;
+        rc = sw__store_add_spans(j->store, j->rank, thread, j->chunk, k);
+    }
+    return rc;
 }
 
 /* Names are append-only in the profiler: write the ids added since the last flush. */
@@ -254,13 +237,12 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = write_new_names(j);
     for (size_t i = 0; rc == 0 && i < j->nevents; i++)
         rc = write_event(j, &j->events[i]);
-    for (size_t i = 0; rc == 0 && i < j->nbuffers; i++)
-        rc = flush_spans(j, j->buffers[i]);
+    if (rc == 0)
+        rc = write_spans(j);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
     if (rc == 0)
         rc = sw__store_commit(j->store);
-    release_idle_buffers(j);
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         keep_cause(j);
@@ -418,10 +400,9 @@ static void *flusher_main(void *arg) {
 /* ---- lifetime ---- */
 
 static void free_journal(sw__journal *j) {
-    for (size_t i = 0; i < j->nbuffers; i++)
-        free(j->buffers[i]);
-    free(j->buffers);
     free(j->events);
+    free(j->order);
+    free(j->chunk);
     free(j->path);
     if (j->wake[0] >= 0)
         close(j->wake[0]);
@@ -537,7 +518,8 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
     j->flush_ms = o->flush_interval_ms ? o->flush_interval_ms : 200;
     pthread_mutex_init(&j->lock, NULL);
     j->path = sw__strdup(path);
-    if (j->path == NULL) {
+    j->chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *j->chunk);
+    if (j->path == NULL || j->chunk == NULL) {
         free_journal(j);
         return SW_ENOMEM;
     }
