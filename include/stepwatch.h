@@ -192,9 +192,23 @@ SW_API uint64_t sw_now_ns(void);
  * Actions (hot path)
  * ---------------------------------------------------------------------------------------- */
 
-/* Intern an action name (copied; at most 255 bytes are kept). The same name always gives the
- * same id. Returns SW_ID_NONE when p or name is NULL or the table is full (4096 actions).
- * Takes a lock: call it once per name, not per step. */
+/* Names (docs/reliability.md, "Names"). Every name (action, phase, counter) is copied and
+ * cut to at most SW_NAME_MAX bytes, at a character boundary when it is UTF-8: two names
+ * equal once cut are one name. A profiler holds at most SW_MAX_ACTIONS action names (the
+ * built-in "none", "fit", "epoch", "train", "valid" and "step" and every phase included),
+ * SW_MAX_PHASES phases (the 5 built-in included) and SW_MAX_COUNTERS counters. A new name
+ * once a table is full gets no id (SW_ID_NONE, SW_PHASE_NONE): one line on stderr says so
+ * the first time, spans of that id are counted as misuse (bad id), and Python raises
+ * stepwatch.Error (LIMIT) at the same name. Reports write any bytes as valid UTF-8 (others
+ * become U+FFFD) with control characters escaped. */
+#define SW_NAME_MAX 255
+#define SW_MAX_ACTIONS 4096
+#define SW_MAX_PHASES 32
+#define SW_MAX_COUNTERS 256
+
+/* Intern an action name (copied and cut as above). The same name always gives the same id.
+ * Returns SW_ID_NONE when p or name is NULL or the table is full. Takes a lock: call it once
+ * per name, not per step. */
 SW_API sw_id sw_action(sw_profiler *p, const char *name);
 /* The name of an id, or NULL. Valid until sw_profiler_free. */
 SW_API const char *sw_action_name(const sw_profiler *p, sw_id id);
@@ -215,8 +229,8 @@ SW_API void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_
  * ---------------------------------------------------------------------------------------- */
 
 /* The id of a phase name: "fit", "epoch", "train", "valid" give the built-ins; other names
- * are interned (at most 32 phases in all). SW_PHASE_NONE for NULL p/name or a full table.
- * Takes a lock. */
+ * are interned (SW_MAX_PHASES in all; a phase is also an action of the same name).
+ * SW_PHASE_NONE for NULL p/name or a full table. Takes a lock. */
 SW_API sw_phase sw_phase_id(sw_profiler *p, const char *name);
 SW_API const char *sw_phase_name(const sw_profiler *p, sw_phase phase);
 
@@ -248,7 +262,8 @@ SW_API int64_t sw_step_index(const sw_profiler *p);
  * Counters (device samples, memory, anything numeric over time)
  * ---------------------------------------------------------------------------------------- */
 
-/* Intern a counter name (at most 256 counters). Takes a lock. SW_ID_NONE on error. */
+/* Intern a counter name (SW_MAX_COUNTERS in all; cut as action names are). Takes a lock.
+ * SW_ID_NONE for NULL p/name or a full table. */
 SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
 /* Record a sample of a counter now. Kept in the run file and the Chrome trace; the last
  * value and min/max/mean are kept in memory. Meant for sampling (a few times a second): it

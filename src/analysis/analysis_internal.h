@@ -84,5 +84,8 @@ void sw__json_string(FILE *out, const char *s);
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */
 void sw__html_text(FILE *out, const char *s);
+/* s for a terminal or a text file (report/writer.h's sw__text_clean): control characters
+ * as visible escapes (\n, \x1B), bytes that are not UTF-8 as U+FFFD. */
+void sw__clean_text(FILE *out, const char *s);
 
 #endif /* SW_ANALYSIS_INTERNAL_H */

@@ -12,10 +12,10 @@
 
 #include <stdatomic.h>
 
-#define SW__MAX_ACTIONS 4096u
-#define SW__MAX_PHASES 32u
-#define SW__MAX_COUNTERS 256u
-#define SW__NAME_MAX 255u
+#define SW__MAX_ACTIONS ((uint32_t)SW_MAX_ACTIONS)
+#define SW__MAX_PHASES ((uint32_t)SW_MAX_PHASES)
+#define SW__MAX_COUNTERS ((uint32_t)SW_MAX_COUNTERS)
+#define SW__NAME_MAX ((size_t)SW_NAME_MAX)
 
 /* Welford/Chan for a block of raw durations: the sum of squared deviations of n_a values
  * (mean mean_a, m2_a) together with the n_b values v. The recorder batches durations so the

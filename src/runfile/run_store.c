@@ -535,9 +535,11 @@ int sw__spans_decode(const void *blob, size_t size, uint32_t thread, sw_span_rec
                 return SW_ECORRUPT;
         if (count == max || f[0] > UINT32_MAX || f[1] > UINT32_MAX || f[2] > UINT32_MAX)
             return SW_ECORRUPT;
-        step += unzigzag(f[3]);
-        start += unzigzag(f[4]);
-        if (start < 0)
+        /* Deltas are added in unsigned arithmetic: a crafted blob may overflow, which must
+         * give SW_ECORRUPT, not undefined behaviour. */
+        step = (int64_t)((uint64_t)step + (uint64_t)unzigzag(f[3]));
+        start = (int64_t)((uint64_t)start + (uint64_t)unzigzag(f[4]));
+        if (start < 0 || step < -1 || f[5] > (uint64_t)INT64_MAX)
             return SW_ECORRUPT;
         spans[count++] = (sw_span_record){.action = (sw_id)f[0],
                                           .phase = (sw_phase)f[1],
