@@ -83,6 +83,18 @@ void sw__error_clear(void);
  * path. One write(2), so lines of several threads do not interleave. */
 void sw__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- files that appear whole (tempfile.c) ---- */
+
+/* The directory part of path ("." when there is none); caller frees. NULL: out of memory. */
+char *sw__dir_of(const char *path);
+/* A new file in dir that nobody can see yet: unnamed (O_TMPFILE) where the file system
+ * allows it (*temp NULL), else a hidden ".stepwatch-XXXXXX" whose name goes to *temp (the
+ * caller frees it, and removes the file if it gives up). Its descriptor, or -1 and errno. */
+int sw__unnamed_open(const char *dir, char **temp);
+/* Give the file of fd a fresh hidden name in dir, into *temp, so that rename(2) or link(2)
+ * can put it in place; nothing to do when *temp already names it. 0, or -1 and errno. */
+int sw__unnamed_name(int fd, const char *dir, char **temp);
+
 /* ---- small shared helpers (util.c) ---- */
 
 /* strdup that returns NULL on NULL. */

@@ -2,11 +2,10 @@
  * output.c — output files written without destroying what was there (stepwatch/output.h;
  * the rules are in docs/reliability.md).
  *
- * A regular file: the bytes go to an unnamed file (O_TMPFILE) in the target's directory;
- * commit syncs it to disk, gives it a temporary name and renames that over the target, then
+ * A regular file: the bytes go to an unnamed file in the target's directory (tempfile.c);
+ * commit syncs it to disk, gives it a hidden name and renames that over the target, then
  * syncs the directory. A crash or a kill before the rename leaves the old file whole and
- * nothing beside it (an unnamed file vanishes with its descriptor). Where O_TMPFILE is not
- * supported (some network file systems) a named ".stepwatch-XXXXXX" takes its place.
+ * nothing beside it.
  * A device or a FIFO is a stream: written in place, never created, truncated or removed.
  *
  * Every output writer of the library, the command and the Python package goes through here.
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 struct sw_output {
@@ -57,20 +55,6 @@ static int named_descriptor(const char *path) {
     return -1;
 }
 
-/* The directory part of path ("." when there is none). */
-static char *dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        return sw__strdup(".");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *dir = malloc(n + 1);
-    if (dir) {
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
-    return dir;
-}
-
 static const char *kind_of(mode_t mode) {
     return S_ISDIR(mode)    ? "a directory"
            : S_ISBLK(mode)  ? "a block device"
@@ -91,24 +75,10 @@ static int open_stream(sw_output *o, int fd, const char *mode) {
 
 /* The regular file o->target gets a temporary beside it. */
 static int open_temporary(sw_output *o, const struct stat *existing) {
-    o->dir = dir_of(o->target);
+    o->dir = sw__dir_of(o->target);
     if (o->dir == NULL)
         return SW_ENOMEM;
-    int fd = open(o->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-        size_t n = strlen(o->dir) + 32;
-        o->temp = malloc(n);
-        if (o->temp == NULL)
-            return SW_ENOMEM;
-        snprintf(o->temp, n, "%s/.stepwatch-XXXXXX", o->dir);
-        fd = mkostemp(o->temp, O_CLOEXEC);
-        if (fd >= 0 && existing == NULL)
-            fchmod(fd, 0644); /* mkostemp makes 0600; a new report is readable like fopen's */
-        if (fd < 0) {
-            free(o->temp);
-            o->temp = NULL;
-        }
-    }
+    int fd = sw__unnamed_open(o->dir, &o->temp);
     if (fd < 0)
         return sw__error(SW_EIO, "%s: cannot create a file in %s: %s", o->path, o->dir,
                         strerror(errno));
@@ -185,33 +155,6 @@ FILE *sw_output_stream(sw_output *o) {
     return o ? o->stream : NULL;
 }
 
-/* Give the unnamed temporary a name in the target's directory. */
-static int name_temporary(sw_output *o) {
-    size_t n = strlen(o->dir) + 40;
-    o->temp = malloc(n);
-    if (o->temp == NULL)
-        return SW_ENOMEM;
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(o->stream));
-    static _Atomic unsigned serial;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        snprintf(o->temp, n, "%s/.stepwatch-%x-%x%lx", o->dir, (unsigned)getpid(), serial++,
-                 (unsigned long)ts.tv_nsec);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, o->temp, AT_SYMLINK_FOLLOW) == 0 ||
-            linkat(fileno(o->stream), "", AT_FDCWD, o->temp, AT_EMPTY_PATH) == 0)
-            return 0;
-        if (errno != EEXIST)
-            break;
-    }
-    int err = errno;
-    free(o->temp);
-    o->temp = NULL;
-    return sw__error(SW_EIO, "%s: cannot name the new file in %s: %s", o->path, o->dir,
-                    strerror(err));
-}
-
 static void sync_directory(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -231,8 +174,9 @@ int sw_output_commit(sw_output *o) {
     if (rc == 0 && o->target != NULL) {
         if (fsync(fileno(o->stream)) != 0)
             rc = sw__error(SW_EIO, "%s: %s", o->path, strerror(errno));
-        if (rc == 0 && o->temp == NULL)
-            rc = name_temporary(o);
+        if (rc == 0 && sw__unnamed_name(fileno(o->stream), o->dir, &o->temp) != 0)
+            rc = sw__error(SW_EIO, "%s: cannot name the new file in %s: %s", o->path, o->dir,
+                           strerror(errno));
         if (rc == 0 && rename(o->temp, o->target) != 0)
             rc = sw__error(SW_EIO, "%s: %s", o->path, strerror(errno));
         if (rc == 0) {

@@ -11,8 +11,9 @@
  * run file carries in its main file from its first byte on (below).
  *
  * The file appears whole or not at all: its first state (schema, metadata, WAL mode) is built
- * in memory, written to an unnamed file in the directory and linked in under the path, never
- * over anything. A kill during creation leaves nothing at the path.
+ * in memory, written to an unnamed file in the directory (core/tempfile.c) and put at the
+ * path in one step: linked in where nothing is, renamed over an earlier run file. A kill
+ * during creation leaves the path as it was.
  *
  * Ownership: the creating process holds an exclusive flock(2) on the file for as long as it
  * writes it, through a descriptor of its own; another process finding the lock held leaves
@@ -154,40 +155,23 @@ static int write_all(int fd, const unsigned char *data, size_t size) {
     return 0;
 }
 
-/* An unnamed file in dir (or, where the file system lacks O_TMPFILE, one named *temp). */
-static int open_unnamed(const char *dir, char **temp) {
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-        return fd;
-    *temp = with_suffix(dir, "/.stepwatch-XXXXXX");
-    if (*temp == NULL)
-        return -1;
-    fd = mkostemp(*temp, O_CLOEXEC);
-    if (fd < 0) {
-        free(*temp);
-        *temp = NULL;
-    } else {
-        fchmod(fd, 0644);
+/* Put the written file (named temp) at path: beside nothing (link, which never replaces
+ * anything), or over an earlier run file of ours (rename, in one step: at every moment the
+ * path holds the old file or the new one). */
+static int put_in_place(const char *temp, const char *path, int replace) {
+    if (replace) {
+        /* The old file's WAL would be replayed into the new one. */
+        sw__run_file_remove_sidecars(path);
+        return rename(temp, path) == 0 ? 0 : sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     }
-    return fd;
-}
-
-/* Give the written file its name; never over an existing one. */
-static int link_in(int fd, const char *temp, const char *path) {
-    if (temp != NULL) {
-        int rc = link(temp, path);
-        int err = errno;
-        unlink(temp);
-        errno = err;
-        return rc;
-    }
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
+    int rc = link(temp, path);
+    int err = errno;
+    unlink(temp);
+    if (rc == 0)
         return 0;
-    if (errno == EEXIST)
-        return -1;
-    return linkat(fd, "", AT_FDCWD, path, AT_EMPTY_PATH);
+    return err == EEXIST
+               ? sw__error(SW_EBUSY, "%s: another process created it at the same moment", path)
+               : sw__error(SW_EIO, "%s: %s", path, strerror(err));
 }
 
 int sw__run_file_create(const char *path, int *lock_fd) {
@@ -196,25 +180,19 @@ int sw__run_file_create(const char *path, int *lock_fd) {
     int rc = sw__run_file_check(path, &exists);
     if (rc != 0)
         return rc;
-    if (exists)
-        sw__run_file_remove(path); /* ours, and nobody writes it: an earlier run's */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash == NULL ? sw__strdup(".") : strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    char *dir = sw__dir_of(path), *temp = NULL;
     unsigned char *image = NULL;
     sqlite3_int64 size = 0;
     rc = dir ? build_image(&image, &size) : SW_ENOMEM;
-    char *temp = NULL;
-    int fd = rc == 0 ? open_unnamed(dir, &temp) : -1;
+    int fd = rc == 0 ? sw__unnamed_open(dir, &temp) : -1;
     if (rc == 0 && fd < 0)
         rc = sw__error(SW_EIO, "%s: cannot create a file in %s: %s", path, dir, strerror(errno));
     /* Locked before it has a name: nobody can find it unclaimed. */
     if (rc == 0 && (flock(fd, LOCK_EX | LOCK_NB) != 0 || write_all(fd, image, (size_t)size) != 0 ||
-                    fsync(fd) != 0))
+                    fsync(fd) != 0 || sw__unnamed_name(fd, dir, &temp) != 0))
         rc = sw__error(SW_EIO, "%s: %s", path, strerror(errno));
-    if (rc == 0 && link_in(fd, temp, path) != 0)
-        rc = errno == EEXIST
-                 ? sw__error(SW_EBUSY, "%s: another process created it at the same moment", path)
-                 : sw__error(SW_EIO, "%s: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = put_in_place(temp, path, exists);
     if (rc != 0 && temp != NULL)
         unlink(temp);
     if (rc != 0 && fd >= 0)
