@@ -322,6 +322,55 @@ static void test_cli_outputs(void **state) {
     unlink(full_node);
 }
 
+/* ---- reading damaged files: every refusal names its cause ---- */
+
+static int count_steps(void *ctx, int rank, const sw_step_record *s) {
+    ++*(int *)ctx;
+    return 0;
+}
+
+static void expect_open_error(const char *path, int rc, const char *why) {
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), rc);
+    if (strstr(sw_last_error(), why) == NULL)
+        fail_msg("\"%s\" does not say \"%s\"", sw_last_error(), why);
+}
+
+static void test_reader_says_why(void **state) {
+    char path[300], cut[300];
+    fault_path(path, sizeof path, "damaged.db");
+    fault_path(cut, sizeof cut, "cut.db");
+    profile_to(path, 0);
+    /* A table dropped by hand: the file opens; reading the steps says which table. */
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE steps", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    int n = 0;
+    assert_int_equal(sw_run_foreach_step(run, -1, count_steps, &n), SW_ECORRUPT);
+    assert_non_null(strstr(sw_last_error(), "no such table: steps"));
+    assert_int_equal(sw_run_rank_snapshot(run, 7, &(sw_snapshot *){NULL}), SW_ENOTFOUND);
+    assert_non_null(strstr(sw_last_error(), "no rank 7 in this run file"));
+    sw_run_close(run);
+    /* Cut short, another version, not ours: each says so. */
+    FILE *in = fopen(path, "rb"), *out = fopen(cut, "wb");
+    char buf[6000];
+    size_t got = fread(buf, 1, sizeof buf, in);
+    fwrite(buf, 1, got, out);
+    fclose(in);
+    fclose(out);
+    expect_open_error(cut, SW_ECORRUPT, "truncated");
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    expect_open_error(path, SW_EVERSION, "schema version 99");
+    fault_write_text(cut, "a,b\n1,2\n");
+    expect_open_error(cut, SW_EFOREIGN, "not a stepwatch run file");
+    expect_open_error(g_dir, SW_EFOREIGN, "a directory");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_file_never_replaces_devices),
@@ -335,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_output_failure_keeps_the_old_file),
         cmocka_unit_test(test_output_killed_midway),
         cmocka_unit_test(test_cli_outputs),
+        cmocka_unit_test(test_reader_says_why),
     };
     return cmocka_run_group_tests(tests, fault_make_dir, fault_remove_dir);
 }
