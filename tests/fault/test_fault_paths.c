@@ -101,12 +101,20 @@ static void test_run_file_that_cannot_be_created(void **state) {
     unlink(err);
 }
 
-/* A directory we may not write (checked as an unprivileged user: root may write anywhere). */
-static void test_run_file_in_unwritable_directory(void **state) {
-    char dir[300], path[300];
+/* A directory we may not write, and a report we may not write (checked as an unprivileged
+ * user: root may write anywhere). */
+static void test_unwritable_places(void **state) {
+    char dir[300], path[300], shared[300], report[300];
     fault_path(dir, sizeof dir, "readonly");
     fault_path(path, sizeof path, "readonly/run.db");
+    fault_path(shared, sizeof shared, "shared");
+    fault_path(report, sizeof report, "shared/report.txt");
     assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(mkdir(shared, 0777), 0);
+    chmod(shared, 0777);
+    fault_write_text(report, "not yours\n");
+    chmod(report, 0444);
+    chmod(g_dir, 0711); /* the child may pass through */
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -118,11 +126,30 @@ static void test_run_file_in_unwritable_directory(void **state) {
             _exit(3);
         int status = sw_profiler_run_file(p, NULL);
         sw_profiler_free(p);
-        _exit(status == SW_EIO ? 0 : 4);
+        if (status != SW_EIO)
+            _exit(4);
+        int rc = sw_output_write_file(report, "mine\n", 5);
+        _exit(rc == SW_EIO && strstr(sw_last_error(), "Permission denied") ? 0 : 5);
     }
     assert_int_equal(fault_wait(pid), 0);
+    chmod(g_dir, 0700);
     assert_int_equal(access(path, F_OK), -1);
+    assert_string_equal(fault_read_text(report), "not yours\n");
+    unlink(report);
+    rmdir(shared);
     rmdir(dir);
+}
+
+/* A write-ahead log without its database: SQLite would replay it into a new file. */
+static void test_stray_wal_is_refused(void **state) {
+    char path[300], wal[310];
+    fault_path(path, sizeof path, "stray.db");
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    fault_write_text(wal, "someone's log\n");
+    profile_to(path, SW_EEXISTS);
+    assert_string_equal(fault_read_text(wal), "someone's log\n");
+    assert_int_equal(access(path, F_OK), -1);
+    unlink(wal);
 }
 
 /* A run file a live process writes is left alone by a second one. */
@@ -376,7 +403,8 @@ int main(void) {
         cmocka_unit_test(test_run_file_never_replaces_devices),
         cmocka_unit_test(test_run_file_never_replaces_what_is_not_ours),
         cmocka_unit_test(test_run_file_that_cannot_be_created),
-        cmocka_unit_test(test_run_file_in_unwritable_directory),
+        cmocka_unit_test(test_unwritable_places),
+        cmocka_unit_test(test_stray_wal_is_refused),
         cmocka_unit_test(test_run_file_of_a_live_process),
         cmocka_unit_test(test_output_to_devices_and_fifos),
         cmocka_unit_test(test_output_refusals),
