@@ -179,7 +179,8 @@ static int write_spans(sw__journal *j) {
     for (size_t i = 0; i < j->nevents; i++)
         if (j->events[i].kind == SW__EVENT_SPAN)
             j->order[n++] = (uint32_t)i;
-    qsort_r(j->order, n, sizeof *j->order, by_thread, j->events);
+    if (n > 1)
+        qsort_r(j->order, n, sizeof *j->order, by_thread, j->events);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n;) {
         uint32_t thread = j->events[j->order[i]].u.span.thread;
