@@ -4,7 +4,7 @@
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
 #   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
 #               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
-#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 5 s each)
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
 BUILD   ?= build
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
@@ -50,7 +50,7 @@ test-python: build venv
 	@scripts/test-python.sh $(BUILD)
 
 test-fuzz:
-	@scripts/fuzz.sh $(BUILD) 5
+	@scripts/fuzz.sh $(BUILD) 3
 
 fuzz:
 	@scripts/fuzz.sh $(BUILD) $(FUZZ_SECONDS)

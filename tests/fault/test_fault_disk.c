@@ -127,7 +127,7 @@ static void test_full_disk(void **state) {
     /* Full for a second, then room again: writing resumes and the file completes. */
     capture_stderr("full-disk.txt");
     SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 50);
-    train_for(p, 3000, 500, fill_disk, 1500, free_disk);
+    train_for(p, 2000, 400, fill_disk, 1200, free_disk);
     sw_profiler_free(p);
     const char *text = end_capture();
     assert_non_null(strstr(text, "No space left on device"));
@@ -180,7 +180,7 @@ static void test_write_errors_then_recovery(void **state) {
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0)
             _exit(3);
-        train_for(p, 3000, 800, limit_file_size, 1800, lift_file_size_limit);
+        train_for(p, 2400, 800, limit_file_size, 1600, lift_file_size_limit);
         sw_profiler_free(p);
         _exit(0);
     }
@@ -204,7 +204,7 @@ static void test_file_removed_underneath(void **state) {
     fault_path(g_removed, sizeof g_removed, "removed.db");
     capture_stderr("removed.txt");
     SW_TEST_PROFILER(p, .run_file = g_removed, .flush_interval_ms = 50);
-    train_for(p, 3000, 1000, remove_run_file, 100000, NULL);
+    train_for(p, 2200, 1000, remove_run_file, 100000, NULL);
     assert_int_equal(sw_profiler_run_file(p, NULL), 0);
     sw_profiler_free(p);
     const char *text = end_capture();

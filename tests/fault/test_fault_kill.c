@@ -135,7 +135,7 @@ static void test_random_kills(void **state) {
         assert_true(pid >= 0);
         if (pid == 0)
             child(path, seed, term);
-        fault_sleep_ms(100 + rand() % 2400);
+        fault_sleep_ms(100 + rand() % 1400);
         kill(pid, term ? SIGTERM : SIGKILL);
         int code = fault_wait(pid);
         if (term) {

@@ -67,10 +67,11 @@ def stepwatch_run(args, tmp_path, build_dir, timeout=600):
 
 def test_spawn_workers_under_stepwatch_run(tmp_path, build_dir):
     """Spawn workers import the training code, which makes a profiler: they leave the run file
-    alone, and every training completes (3 of 6 crashed when workers took the file over)."""
+    alone, and every training completes (3 of 6 crashed when workers took the file over;
+    each training here takes ~25 s, spawn workers import torch)."""
     (tmp_path / "data_mod.py").write_text(DATA_MODULE)
     (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
-    for attempt in range(3):
+    for attempt in range(2):
         run_file = tmp_path / f"run{attempt}.db"
         out = stepwatch_run(["--run-file", str(run_file), "--", "python", "train.py"], tmp_path,
                             build_dir)
@@ -81,9 +82,9 @@ def test_spawn_workers_under_stepwatch_run(tmp_path, build_dir):
         assert completed(run_file)
         assert stepwatch.load(str(run_file)).info()["steps"] == 16
     # autorun's profiler has the file; the one the import made has none, in the training
-    # process (a later profiler) as in every worker (a child): 3 attempts x (1 + 2 workers).
+    # process (a later profiler) as in every worker (a child): 2 trainings x (1 + 2 workers).
     seen = [p.read_text() for p in tmp_path.glob("import-*.txt")]
-    assert len(seen) == 3 * 3 and set(seen) == {"None"}, seen
+    assert len(seen) == 2 * 3 and set(seen) == {"None"}, seen
 
 
 EVAL_SCRIPT = """
