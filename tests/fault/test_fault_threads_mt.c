@@ -73,9 +73,11 @@ static void test_thread_churn(void **state) {
     fprintf(stderr, "[  INFO    ] %d threads: resident memory %ld kB -> %ld kB (%.1f kB per "
                     "thread after the first 200)\n",
             nthreads, before, after, (double)growth / (nthreads - 200));
-    /* With a span buffer kept for every thread there ever was, this grew by 35 kB a thread
-     * (120 kB in longer runs). */
-    assert_true(growth < 8 * 1024);
+    /* Bounded: what stays (SQLite's 2 MB page cache, the WAL index, malloc's arenas) levels
+     * off near 10 MB whatever the number of threads (32,000 threads: 15 MB in all). With a
+     * span buffer kept for every thread there ever was, it grew by 35 kB a thread: 70 MB for
+     * 2000 threads. */
+    assert_true(growth < 16 * 1024);
     assert_int_equal(threads, (uint64_t)nthreads);
     long long spans = query_int(path, "SELECT coalesce(sum(count), 0) FROM span_chunks");
     long long counters = query_int(path, "SELECT count(*) FROM counters");
