@@ -506,10 +506,12 @@ int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
             rc = put_varint(&b, s->phase);
         if (rc == 0)
             rc = put_varint(&b, s->depth);
+        /* Deltas in unsigned arithmetic (wrapping, as the decoder adds them): a step of -1
+         * after INT64_MAX must not overflow (found by fuzz_decode's round trip). */
         if (rc == 0)
-            rc = put_varint(&b, zigzag(s->step - prev_step));
+            rc = put_varint(&b, zigzag((int64_t)((uint64_t)s->step - (uint64_t)prev_step)));
         if (rc == 0)
-            rc = put_varint(&b, zigzag((int64_t)s->start_ns - prev_start));
+            rc = put_varint(&b, zigzag((int64_t)(s->start_ns - (uint64_t)prev_start)));
         if (rc == 0)
             rc = put_varint(&b, s->duration_ns);
         prev_step = s->step;

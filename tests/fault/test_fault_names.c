@@ -246,12 +246,32 @@ static void test_crafted_span_blob(void **state) {
     assert_int_equal(sw__spans_decode(blob, n, 0, spans, 4, &got), SW_ECORRUPT);
 }
 
+/* Found by fuzz_decode's round trip: a span of step INT64_MAX next to one outside any step
+ * (-1) made the encoder's delta overflow. Extremes encode and decode back unchanged. */
+static void test_span_encoding_extremes(void **state) {
+    sw_span_record spans[4] = {
+        {.action = 1, .step = -1, .start_ns = 0, .duration_ns = 1},
+        {.action = 2, .step = INT64_MAX, .start_ns = (uint64_t)INT64_MAX, .duration_ns = 2},
+        {.action = 3, .step = -1, .start_ns = 0, .duration_ns = (uint64_t)INT64_MAX},
+        {.action = 4, .step = 0, .start_ns = 5, .duration_ns = 0},
+    };
+    unsigned char *blob = NULL;
+    size_t size = 0, n = 0;
+    assert_int_equal(sw__spans_encode(spans, 4, &blob, &size), 0);
+    sw_span_record back[4];
+    assert_int_equal(sw__spans_decode(blob, size, 0, back, 4, &n), 0);
+    assert_int_equal(n, 4);
+    assert_memory_equal(back, spans, sizeof spans);
+    free(blob);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_limits),
         cmocka_unit_test(test_one_cut_for_every_name),
         cmocka_unit_test(test_hostile_names_in_every_output),
         cmocka_unit_test(test_crafted_span_blob),
+        cmocka_unit_test(test_span_encoding_extremes),
     };
     return cmocka_run_group_tests(tests, fault_make_dir, fault_remove_dir);
 }
