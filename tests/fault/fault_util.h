@@ -101,6 +101,13 @@ static inline int fault_dir_entries(void) {
     return n;
 }
 
+/* How many rounds/forks/threads: the environment variable name (make fault-long sets it),
+ * else n. */
+static inline int fault_count(const char *name, int n) {
+    const char *v = getenv(name);
+    return v != NULL && atoi(v) > 0 ? atoi(v) : n;
+}
+
 static inline void fault_sleep_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -58,8 +58,7 @@ static int child(int index) {
 }
 
 static void test_fork_while_flushing(void **state) {
-    const char *env = getenv("SW_FAULT_FORKS");
-    int forks = env ? atoi(env) : 300;
+    int forks = fault_count("SW_FAULT_FORKS", 300);
     char path[300];
     fault_path(path, sizeof path, "parent.db");
     SW_TEST_PROFILER(p, .run_file = path, .timeline = 1, .flush_interval_ms = 1);

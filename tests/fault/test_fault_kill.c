@@ -117,8 +117,7 @@ static void check_killed_file(const char *path, figures *f) {
 }
 
 static void test_random_kills(void **state) {
-    const char *env = getenv("SW_FAULT_KILLS");
-    int rounds = env ? atoi(env) : 8;
+    int rounds = fault_count("SW_FAULT_KILLS", 8);
     g_progress = mmap(NULL, sizeof *g_progress, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     assert_true(g_progress != MAP_FAILED);

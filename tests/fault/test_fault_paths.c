@@ -266,13 +266,25 @@ static void test_output_through_a_link(void **state) {
     unlink(target);
 }
 
+/* An old report at path (name in the test directory); the entries of the directory. */
+static int old_report(char *path, size_t size, const char *name) {
+    fault_path(path, size, name);
+    fault_write_text(path, "the old report\n");
+    return fault_dir_entries();
+}
+
+/* The old report is whole and nothing was left beside it; then it goes. */
+static void old_report_kept(const char *path, int entries) {
+    assert_string_equal(fault_read_text(path), "the old report\n");
+    assert_int_equal(fault_dir_entries(), entries);
+    unlink(path);
+}
+
 /* A write that fails half way (the file-size limit stands in for a full disk) leaves the old
  * file as it was and nothing beside it. */
 static void test_output_failure_keeps_the_old_file(void **state) {
     char path[300];
-    fault_path(path, sizeof path, "report.txt");
-    fault_write_text(path, "the old report\n");
-    int before = fault_dir_entries();
+    int before = old_report(path, sizeof path, "report.txt");
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -285,17 +297,13 @@ static void test_output_failure_keeps_the_old_file(void **state) {
         _exit(rc == SW_EIO && strstr(sw_last_error(), "File too large") ? 0 : 1);
     }
     assert_int_equal(fault_wait(pid), 0);
-    assert_string_equal(fault_read_text(path), "the old report\n");
-    assert_int_equal(fault_dir_entries(), before);
-    unlink(path);
+    old_report_kept(path, before);
 }
 
 /* Killed while writing: the old file is whole, nothing is left beside it. */
 static void test_output_killed_midway(void **state) {
     char path[300];
-    fault_path(path, sizeof path, "killed.txt");
-    fault_write_text(path, "the old report\n");
-    int before = fault_dir_entries();
+    int before = old_report(path, sizeof path, "killed.txt");
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t pid = fork();
@@ -316,11 +324,9 @@ static void test_output_killed_midway(void **state) {
     assert_int_equal(read(ready[0], &c, 1), 1);
     kill(pid, SIGKILL);
     assert_int_equal(fault_wait(pid), 128 + SIGKILL);
-    assert_string_equal(fault_read_text(path), "the old report\n");
-    assert_int_equal(fault_dir_entries(), before);
     close(ready[0]);
     close(ready[1]);
-    unlink(path);
+    old_report_kept(path, before);
 }
 
 /* The command: `stepwatch html RUN -o NODE` on a full device fails, blames the output and
