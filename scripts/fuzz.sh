@@ -47,7 +47,7 @@ for target in fuzz_run_file fuzz_run_rows fuzz_merge fuzz_decode fuzz_idx fuzz_c
         -close_fd_mask=1 -print_final_stats=1 -artifact_prefix="$OUT/crashes/$target-" \
         "$corpus" "$ROOT/tests/fuzz/corpus/$target" >"$OUT/$target.log" 2>&1
     rc=$?
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/$target.log")
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/$target.log" | tail -1)
     edges=$(grep -o 'cov: [0-9]*' "$OUT/$target.log" | tail -1)
     if [ "$rc" -ne 0 ]; then
         echo "fuzz.sh: $target: CRASH after ${runs:-?} runs (see $OUT/$target.log, $OUT/crashes/)"
