@@ -16,6 +16,8 @@
  *   _timer.c      Timer: Ignite's Timer over sw_timer
  *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
  *   _marks.c      Marks: the per-iteration marks of stepwatch.ignite
+ *   _funcprof.c   the function profiler: the interpreter's hooks, per action, per thread
+ *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -74,9 +76,13 @@ extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
 
+typedef struct sw_py_funcs sw_py_funcs; /* _funcprof.c */
+
 typedef struct {
     PyObject_HEAD
     sw_profiler *p;      /* NULL once closed */
+    sw_py_funcs *funcs;  /* the function profiler, made by the first function action */
+    int builtins;        /* it records C builtins too (Profiler(builtins=...)) */
     PyObject *actions;   /* name -> Action */
     PyObject *phases;    /* name -> Phase */
     PyObject *counters;  /* name -> int counter id */
@@ -137,6 +143,36 @@ PyObject *sw_py_snapshot_records(PyObject *snapshot, PyObject *args, PyObject *k
 
 PyObject *sw_py_load(PyObject *module, PyObject *path);
 PyObject *sw_py_load_steps(PyObject *module, PyObject *path);
+
+/* ------------------------------------------------------------------------------------------
+ * _funcprof.c: the function profiler of one Profiler (its watcher on the core profiler)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A function profiler watching p's function actions; builtins: also C builtins (the profile
+ * hook), else Python functions only (the frame evaluation hook). NULL + exception. */
+sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins);
+/* Before p is freed: end this thread's open function actions and stop watching. */
+void sw_py_funcs_close(sw_py_funcs *f);
+void sw_py_funcs_free(sw_py_funcs *f); /* closes first; NULL is a no-op */
+/* Forget what was recorded (actions still open keep recording into the old profile). */
+int sw_py_funcs_clear(sw_py_funcs *f);
+/* What was recorded, and (if objects) the list naming each function: its code object, or a
+ * built-in's label. Borrowed, valid until the next clear; NULL + exception. */
+const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects);
+
+/* ------------------------------------------------------------------------------------------
+ * _funcstats.c: the Profiler's function-profiling methods
+ * ---------------------------------------------------------------------------------------- */
+
+/* Profile the functions of action id of self (made on first use). -1 + exception. */
+int sw_py_profiler_watch(ProfilerObject *self, sw_id id);
+/* Profiler.function_stats(action), .function_report(...), .function_actions(),
+ * .collapsed(action=None), .clear_functions() (docs in _profiler.c's method table). */
+PyObject *sw_py_profiler_function_stats(ProfilerObject *self, PyObject *action);
+PyObject *sw_py_profiler_function_report(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_function_actions(ProfilerObject *self, PyObject *unused);
+PyObject *sw_py_profiler_collapsed(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_clear_functions(ProfilerObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------------------------
  * _util.c: shared helpers
