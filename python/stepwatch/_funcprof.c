@@ -716,3 +716,14 @@ const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects) {
     sw_fprofile_set_unit(d->fp, ns_per_tick());
     return d->fp;
 }
+
+PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused) {
+    fp_thread *t = tls_thread;
+    static const char *const engines[] = {"off", "eval", "profile"};
+    int frame_hook = 0;
+    if (eval_hook.interp)
+        frame_hook = _PyInterpreterState_GetEvalFrameFunc(eval_hook.interp) == fp_eval_frame;
+    return Py_BuildValue("{sssIsIsisO}", "hook", engines[t ? t->engine : FP_OFF], "open",
+                         t ? t->nopen : 0u, "depth", t ? t->depth : 0u, "frame_hook_threads",
+                         eval_hook.threads, "frame_hook_installed", frame_hook ? Py_True : Py_False);
+}

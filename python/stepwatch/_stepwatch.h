@@ -159,6 +159,10 @@ int sw_py_funcs_clear(sw_py_funcs *f);
 /* What was recorded, and (if objects) the list naming each function: its code object, or a
  * built-in's label. Borrowed, valid until the next clear; NULL + exception. */
 const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects);
+/* _function_hook_state() -> dict: this thread's hook ("off", "eval", "profile"), open
+ * function actions and shadow depth, and whether the frame evaluation hook is installed. For
+ * tests: "costs nothing when off" is checked through it. */
+PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused);
 
 /* ------------------------------------------------------------------------------------------
  * _funcstats.c: the Profiler's function-profiling methods
