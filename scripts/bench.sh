@@ -21,5 +21,10 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo "== Python: with-action cost, per-iteration and per-step overhead =="
     SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
 fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_functions.py ]; then
+    echo
+    echo "== Python: function profiling slowdown against cProfile at the same detail =="
+    "$root/venv/bin/python" bench/bench_functions.py --out "$out/functions.json"
+fi
 echo
 echo "figures written to $out/"

@@ -53,6 +53,10 @@ class FunctionStats:
                                [profiler_subentry(*sub) for sub in calls] or None)
                 for code, n, rec, total, inline, calls in self._entries]
 
+    def dumps(self):
+        """The bytes of a pstats file (marshal of ``stats``, as cProfile's dump_stats)."""
+        return marshal.dumps(self.stats)
+
     def dump_stats(self, path):
         """Write the file pstats.Stats(path), snakeviz and gprof2dot load (marshal, as
         cProfile's dump_stats). Written to a temporary file in the same folder, then renamed:
@@ -62,7 +66,7 @@ class FunctionStats:
         fd, tmp = tempfile.mkstemp(prefix=".stepwatch-", suffix=".prof.tmp", dir=folder)
         try:
             with os.fdopen(fd, "wb") as f:
-                marshal.dump(self.stats, f)
+                f.write(self.dumps())
             os.replace(tmp, path)
         except BaseException:
             try:
