@@ -648,6 +648,10 @@ static void fp_watch(void *ctx, sw_id action, int begins) {
 
 /* ---- the Profiler's side (_stepwatch.h) ------------------------------------------------------ */
 
+void sw_py_funcs_span(sw_py_funcs *f, sw_id action, int begins) {
+    fp_watch(f, action, begins);
+}
+
 sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins) {
     pthread_once(&process_once, process_init);
     sw_py_funcs *f = calloc(1, sizeof *f);

@@ -38,7 +38,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                              "on_full", "functions", "builtins", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
-    int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 1;
+    int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0;
     PyObject *functions = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOp:Profiler", kwlist, &name,
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
@@ -454,13 +454,14 @@ static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=True)\n\n"
+     "         functions=None, builtins=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
      "waits), 'block' waits for the writer (a complete timeline, may slow training).\n"
      "functions: action names whose function calls are profiled (see functions(name));\n"
-     "builtins: also C builtins, as cProfile (else Python functions only, cheaper)."},
+     "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
+     "tracing hook); by default Python functions only, a builtin's time in its caller."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

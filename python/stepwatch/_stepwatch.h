@@ -154,6 +154,10 @@ sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins);
 /* Before p is freed: end this thread's open function actions and stop watching. */
 void sw_py_funcs_close(sw_py_funcs *f);
 void sw_py_funcs_free(sw_py_funcs *f); /* closes first; NULL is a no-op */
+/* Profile the functions of a span of action that the core records after the fact
+ * (sw_record): begins 1 before it, 0 after it, on the recording thread (the torch Loop's
+ * data fetch). */
+void sw_py_funcs_span(sw_py_funcs *f, sw_id action, int begins);
 /* Forget what was recorded (actions still open keep recording into the old profile). */
 int sw_py_funcs_clear(sw_py_funcs *f);
 /* What was recorded, and (if objects) the list naming each function: its code object, or a

@@ -523,3 +523,65 @@ def test_exceptions_leave_the_stack_balanced():
     assert hook_state()["depth"] == 0
     assert prof.function_stats("work").stats[
         (__file__, fails.__code__.co_firstlineno, "fails")][:2] == (1, 6)
+
+
+# ---- stepwatch run --functions -----------------------------------------------------------------
+
+TRAIN_SCRIPT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def scale(x):
+    return x * 2
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.lin(scale(x))
+
+m = Net()
+o = torch.optim.SGD(m.parameters(), 0.1)
+for x, y in DataLoader(TensorDataset(torch.randn(32, 4), torch.randn(32, 1)), batch_size=8):
+    o.zero_grad()
+    torch.nn.functional.mse_loss(m(x), y).backward()
+    o.step()
+"""
+
+
+def check_function_report(report, builtins):
+    tables = report.split("Profile stats for: ")
+    forward = next(t for t in tables if t.startswith("forward\n"))
+    # 4 steps: Net.forward and scale once each per step, inside "forward"
+    rows = {l.split()[-1].split("(")[-1]: l.split()[0] for l in forward.splitlines()
+            if l.strip().endswith(")")}
+    assert rows["forward)"] == "4" and rows["scale)"] == "4", rows
+    assert ("{built-in method" in forward) == builtins
+    assert any(t.startswith("data\n") for t in tables)
+
+
+def test_stepwatch_run_functions(tmp_path, build_dir):
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    out = subprocess.run([sys.executable, "-m", "stepwatch.autorun", "--functions",
+                          "forward,data", str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    check_function_report(out.stderr, builtins=False)
+    exe = os.path.join(build_dir or "", "stepwatch")
+    if not build_dir or not os.access(exe, os.X_OK):
+        pytest.skip(f"no C command at {exe} (SW_BUILD_DIR)")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    out = subprocess.run([exe, "run", "--run-file", str(tmp_path / "run.db"), "--functions",
+                          "forward,data", "--builtins", "--", sys.executable, str(script)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    check_function_report(out.stderr, builtins=True)
+    bad = subprocess.run([exe, "run", "--functions", "", "--", "true"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0 and "--functions takes action names" in bad.stderr
