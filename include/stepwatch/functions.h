@@ -103,6 +103,50 @@ SW_API void sw_ftree_fold(sw_ftree *t, uint64_t calls);
 SW_API void sw_fprofile_set_unit(sw_fprofile *fp, double ns_per_unit);
 SW_API double sw_fprofile_unit(const sw_fprofile *fp);
 
+/* ---- recording: one thread's running calls ------------------------------------------------ */
+
+/* The clock calls are timed with: the CPU's time-stamp counter where it ticks at a constant
+ * rate (x86-64 with invariant TSC; a read costs a fraction of clock_gettime's), else
+ * CLOCK_MONOTONIC in ns. sw_fclock_unit: ns per tick, measured against CLOCK_MONOTONIC since
+ * the first use (pass it to sw_fprofile_set_unit before reading a profile). */
+SW_API uint64_t sw_fclock_now(void);
+SW_API double sw_fclock_unit(void);
+
+/* A shadow stack: one thread's running calls and the function actions open on it. A call is
+ * recorded in the tree of the innermost action open when it begins; calls made directly by
+ * the code that opened the action hang from the root. Not thread-safe: one per thread. */
+typedef struct sw_fstack sw_fstack;
+#define SW_FSTACK_MAX_OPEN 32 /* actions open at once on one thread */
+
+SW_API int sw_fstack_new(sw_fstack **out);
+SW_API void sw_fstack_free(sw_fstack *s);
+/* Forget every running call and open action (a fork child). */
+SW_API void sw_fstack_reset(sw_fstack *s);
+
+/* An action opens: calls from now on go to tree (owner and action tell it apart for
+ * sw_fstack_find). 0, or SW_ELIMIT with SW_FSTACK_MAX_OPEN open. */
+SW_API int sw_fstack_open(sw_fstack *s, sw_ftree *tree, const void *owner, uint32_t action);
+/* The index of the innermost open (owner, action), or -1. */
+SW_API int sw_fstack_find(const sw_fstack *s, const void *owner, uint32_t action);
+SW_API const void *sw_fstack_owner(const sw_fstack *s, uint32_t i);
+/* Close the innermost open action at now (sw_fclock_now): the calls it left running are cut
+ * then, its time goes to its root, and to a node "<stepwatch action NAME>" of the action it
+ * was nested in (under that action's innermost running call). */
+SW_API void sw_fstack_close_top(sw_fstack *s, uint64_t now);
+SW_API uint32_t sw_fstack_open_count(const sw_fstack *s);
+SW_API uint32_t sw_fstack_depth(const sw_fstack *s);
+/* The innermost open action's tree (where a call beginning now goes), or NULL. */
+SW_API sw_ftree *sw_fstack_top_tree(const sw_fstack *s);
+
+/* A call of key begins; ident names it for its return (any value but 0). 1: recorded; 0: no
+ * node for key under the running caller yet: find or add key's function in the top tree's
+ * profile and call sw_fstack_enter_new; -1: not recorded (no action open, stack or tree
+ * full: its return is ignored). */
+SW_API int sw_fstack_enter(sw_fstack *s, uint64_t key, uintptr_t ident);
+SW_API int sw_fstack_enter_new(sw_fstack *s, uint64_t key, uintptr_t ident, uint32_t func);
+/* The call named ident returns (ignored unless it is the innermost recorded call). */
+SW_API void sw_fstack_leave(sw_fstack *s, uintptr_t ident);
+
 /* ---- reading ----------------------------------------------------------------------------- */
 
 SW_API uint32_t sw_fprofile_tree_count(const sw_fprofile *fp);

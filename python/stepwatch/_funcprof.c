@@ -8,7 +8,7 @@
  * Lightning hook, the torch Loop). The first open action on a thread switches a hook on for
  * that thread, the last one to close switches it off: nothing runs while none is open.
  *
- * Two hooks, one bookkeeping:
+ * Two hooks, one bookkeeping (the thread's sw_fstack, src/funcs/fstack.c):
  *   - builtins=False: the frame evaluation function (PEP 523). The interpreter calls it for
  *     every Python frame it runs, a new call or a generator or coroutine resumed, and it
  *     times the frame around the default evaluator. Nothing else changes: on 3.11 a profile
@@ -19,26 +19,12 @@
  *     their time stays in their Python caller.
  *   - builtins=True: the profile function (PyEval_SetProfile, this thread only), which also
  *     sees C builtins, as cProfile does.
- * Both push a frame on this thread's shadow stack at a call and pop it at the return,
- * adding the time to the node of its call path in the innermost open action's tree.
  *
- * Per call the work is a hash probe (sw_ftree_child, keyed by the code object's or C
- * function's address) and two clock reads; no Python object is made after a function's first
- * call (its label is made then, once). The clock is the CPU's time-stamp counter where it
- * runs at a constant rate (x86-64 with invariant TSC: about 8 ns a read against 20-45 ns for
- * clock_gettime here); trees keep its ticks, and the profile's unit (ns per tick, measured
- * against CLOCK_MONOTONIC since the first use) converts them when they are read. cProfile by comparison looks the function up in a
- * splay tree, the caller/callee pair in another, keeps recursion levels for both, and on 3.11
- * reads its clock through the same tracing path.
- *
- * Actions. A call is recorded in the innermost function action open on its thread when it
- * begins (each shadow frame knows its action); a call made directly by the code that opened
- * the action hangs from the tree's root, node 0, which holds the action's own time. Actions
- * need not nest with the calls: Lightning's profile() opens one inside a context manager's
- * __enter__, which returns while the action goes on. When an action ends, the calls it left
- * running are cut at that time (cProfile's disable does the same), and if it was nested in
- * another function action, its time appears in the outer tree as one node
- * "{stepwatch action <name>}" under the outer action's innermost running call.
+ * Per call the work is a hash probe (keyed by the code object's or C function's address)
+ * and two reads of the time-stamp counter; no Python object is made after a function's
+ * first call (its label is made then, once). cProfile by comparison looks the function up in
+ * a splay tree, the caller/callee pair in another, keeps recursion levels for both, and on
+ * 3.11 reads its clock through the same tracing path.
  *
  * Threads and the GIL. Everything here runs with the GIL held (hooks, the watcher checks),
  * so the trees of a profiler need no lock; each thread has its own shadow stack (TLS) and
@@ -57,17 +43,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <x86intrin.h>
-#endif
 
 #define FP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FP_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define FP_MAX_OPEN 32          /* nested function actions per thread */
-#define FP_MAX_DEPTH (1u << 16) /* shadow frames per thread */
 
 enum { FP_OFF = 0, FP_EVAL, FP_PROFILE };
 
@@ -76,7 +54,7 @@ enum { FP_OFF = 0, FP_EVAL, FP_PROFILE };
 typedef struct fp_data {
     sw_fprofile *fp;
     PyObject *objects; /* list, by function index: the code object (kept alive, so its address
-                          names no other function) or the built-in's label */
+                          names no other function), a built-in's label, or None */
     Py_ssize_t refs;   /* the owner's and one per open action */
     uint64_t serial;   /* never reused: tells cached trees of old generations apart */
 } fp_data;
@@ -88,23 +66,6 @@ struct sw_py_funcs {
     unsigned fork_gen; /* the process generation data was made in */
 };
 
-typedef struct fp_frame {
-    uint64_t t0;
-    uint64_t subt;   /* time in recorded callees */
-    uintptr_t ident; /* the frame or callable, to match the return */
-    uint32_t node;   /* in the tree of opens[open] */
-    uint32_t open;   /* the action the call belongs to */
-} fp_frame;
-
-typedef struct fp_open {
-    sw_py_funcs *funcs;
-    fp_data *data;
-    sw_ftree *tree;
-    sw_id action;
-    uint64_t t0;   /* when it began */
-    uint64_t subt; /* time in the calls hanging from its root */
-} fp_open;
-
 typedef struct fp_cached_tree {
     uint64_t serial;
     sw_id action;
@@ -112,10 +73,8 @@ typedef struct fp_cached_tree {
 } fp_cached_tree;
 
 typedef struct fp_thread {
-    fp_frame *frames;
-    uint32_t depth, cap;
-    fp_open opens[FP_MAX_OPEN];
-    uint32_t nopen;
+    sw_fstack *stack;
+    fp_data *data[SW_FSTACK_MAX_OPEN]; /* of each open action */
     int engine;
     Py_tracefunc saved_func; /* a profile function we displaced (restored when done) */
     PyObject *saved_obj;
@@ -136,47 +95,6 @@ static struct {
     int installed;
     int threads; /* threads with open actions on this hook */
 } eval_hook;
-
-/* ---- the clock -------------------------------------------------------------------------- */
-
-static struct {
-    int tsc;               /* read the time-stamp counter (else CLOCK_MONOTONIC, in ns) */
-    uint64_t tick0, ns0;   /* both clocks at the first use, to measure ns per tick */
-} fp_clock;
-
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t fp_now(void) {
-#if defined(__x86_64__)
-    if (FP_LIKELY(fp_clock.tsc))
-        return __rdtsc();
-#endif
-    return monotonic_ns();
-}
-
-static void clock_init(void) {
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    /* CPUID 0x80000007 EDX bit 8: the counter ticks at a constant rate in every state */
-    fp_clock.tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
-#endif
-    fp_clock.ns0 = monotonic_ns();
-    fp_clock.tick0 = fp_now();
-}
-
-/* ns per clock unit, measured over the time since clock_init. */
-static double ns_per_tick(void) {
-    if (!fp_clock.tsc)
-        return 1.0;
-    uint64_t ns = monotonic_ns(), tick = fp_now();
-    if (tick <= fp_clock.tick0 || ns <= fp_clock.ns0)
-        return 1.0;
-    return (double)(ns - fp_clock.ns0) / (double)(tick - fp_clock.tick0);
-}
 
 /* ---- functions: a label the first time a key is seen ---------------------------------------- */
 
@@ -232,88 +150,36 @@ static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, int is_c) 
         f.line = (uint32_t)code->co_firstlineno;
         f.name = PyUnicode_AsUTF8(code->co_name);
     }
-    if (f.file && f.name && sw_fprofile_add_func(d->fp, key, &f, &index) == 0 &&
-        PyList_Append(d->objects, keep) < 0)
-        index = SW_FNODE_NONE;
+    if (f.file && f.name && sw_fprofile_add_func(d->fp, key, &f, &index) == 0) {
+        /* objects[index] = keep; other functions (nested actions) may have taken indexes */
+        while (PyList_GET_SIZE(d->objects) < (Py_ssize_t)index)
+            if (PyList_Append(d->objects, Py_None) < 0)
+                break;
+        if (PyList_GET_SIZE(d->objects) == (Py_ssize_t)index)
+            PyList_Append(d->objects, keep);
+    }
     Py_XDECREF(keep);
     PyErr_Clear();
     PyErr_Restore(et, ev, tb);
     return index;
 }
 
-/* ---- the shadow stack ------------------------------------------------------------------------ */
-
-static int grow_frames(fp_thread *t) {
-    if (t->cap >= FP_MAX_DEPTH)
-        return -1;
-    uint32_t cap = t->cap ? t->cap * 2 : 256;
-    fp_frame *frames = realloc(t->frames, cap * sizeof *frames);
-    if (frames == NULL)
-        return -1;
-    t->frames = frames;
-    t->cap = cap;
-    return 0;
-}
-
-/* A call path seen for the first time: its node (and the function's label if new). */
-static __attribute__((noinline)) uint32_t new_node(fp_open *o, uint32_t parent, uint64_t key,
-                                                   PyObject *obj, int is_c) {
-    uint32_t func = sw_fprofile_find_func(o->data->fp, key);
-    if (func == SW_FNODE_NONE)
-        func = add_function(o->data, key, obj, is_c);
-    uint32_t node = func == SW_FNODE_NONE ? SW_FNODE_NONE
-                                          : sw_ftree_add_child(o->tree, parent, key, func);
-    if (node == SW_FNODE_NONE)
-        sw_ftree_fold(o->tree, 1);
-    return node;
-}
-
-/* A call of the function keyed key begins on t (an action is open). ident names the call
- * for its return. 0 when it is not recorded (the tree or the stack is full). */
+/* A call of the function keyed key begins (an action is open on t); ident names it for its
+ * return. Nonzero when it is recorded. */
 static inline int fp_enter(fp_thread *t, uint64_t key, uintptr_t ident, PyObject *obj, int is_c) {
-    uint32_t open = t->nopen - 1;
-    fp_open *o = &t->opens[open];
-    uint32_t parent = 0; /* the action's root, unless the caller is one of its calls */
-    if (t->depth > 0 && t->frames[t->depth - 1].open == open)
-        parent = t->frames[t->depth - 1].node;
-    uint32_t node = sw_ftree_child(o->tree, parent, key);
-    if (FP_UNLIKELY(node == SW_FNODE_NONE)) {
-        node = new_node(o, parent, key, obj, is_c);
-        if (node == SW_FNODE_NONE)
-            return 0;
+    int r = sw_fstack_enter(t->stack, key, ident);
+    if (FP_UNLIKELY(r == 0)) { /* a call path seen for the first time */
+        fp_data *d = t->data[sw_fstack_open_count(t->stack) - 1];
+        uint32_t func = sw_fprofile_find_func(d->fp, key);
+        if (func == SW_FNODE_NONE)
+            func = add_function(d, key, obj, is_c);
+        r = sw_fstack_enter_new(t->stack, key, ident, func);
     }
-    if (FP_UNLIKELY(t->depth == t->cap) && grow_frames(t) < 0) {
-        sw_ftree_fold(o->tree, 1);
-        return 0;
-    }
-    fp_frame *f = &t->frames[t->depth++];
-    f->subt = 0;
-    f->ident = ident;
-    f->node = node;
-    f->open = open;
-    f->t0 = fp_now();
-    return 1;
+    return r > 0;
 }
 
-/* Close the top frame at time now: its tree gets the call, its caller (a call of the same
- * action, else the action's root) the time. */
-static inline void pop_frame(fp_thread *t, uint64_t now) {
-    fp_frame *f = &t->frames[--t->depth];
-    uint64_t dt = now > f->t0 ? now - f->t0 : 0;
-    fp_open *o = &t->opens[f->open];
-    sw_ftree_record(o->tree, f->node, dt, dt > f->subt ? dt - f->subt : 0);
-    if (t->depth > 0 && f[-1].open == f->open)
-        f[-1].subt += dt;
-    else
-        o->subt += dt;
-}
-
-/* The call named ident returns: pop it if it is the top frame (returns of calls that began
- * before any action, and of calls cut off when an action ended, are not). */
-static inline void fp_leave(fp_thread *t, uintptr_t ident) {
-    uint64_t now = fp_now();
-    if (FP_LIKELY(t->depth > 0 && t->frames[t->depth - 1].ident == ident))
-        pop_frame(t, now);
+static inline int fp_active(const fp_thread *t, int engine) {
+    return t != NULL && t->engine == engine && sw_fstack_open_count(t->stack) > 0;
 }
 
 /* ---- hook 1: the frame evaluation function (Python functions) --------------------------------- */
@@ -336,7 +202,7 @@ static inline int makes_generator(struct _PyInterpreterFrame *frame, PyCodeObjec
 
 static PyObject *fp_eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *frame, int exc) {
     fp_thread *t = tls_thread;
-    if (FP_LIKELY(t == NULL || t->engine != FP_EVAL || t->nopen == 0))
+    if (FP_LIKELY(!fp_active(t, FP_EVAL)))
         return eval_prev(ts, frame, exc);
 #if PY_VERSION_HEX < 0x030C0000
     PyCodeObject *code = frame->f_code;
@@ -348,7 +214,7 @@ static PyObject *fp_eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *fr
         !fp_enter(t, (uint64_t)(uintptr_t)code, (uintptr_t)frame, (PyObject *)code, 0))
         return eval_prev(ts, frame, exc);
     PyObject *result = eval_prev(ts, frame, exc);
-    fp_leave(t, (uintptr_t)frame);
+    sw_fstack_leave(t->stack, (uintptr_t)frame);
     return result;
 }
 
@@ -387,7 +253,7 @@ static void profile_off(fp_thread *t) {
 
 static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject *arg) {
     fp_thread *t = tls_thread;
-    if (FP_UNLIKELY(t == NULL || t->engine != FP_PROFILE || t->nopen == 0)) {
+    if (FP_UNLIKELY(!fp_active(t, FP_PROFILE))) {
         /* left on in a fork child (fork_child reset the thread): take it off */
         if (t && t->engine == FP_PROFILE) {
             t->engine = FP_OFF;
@@ -405,7 +271,7 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
         break;
     }
     case PyTrace_RETURN:
-        fp_leave(t, (uintptr_t)frame);
+        sw_fstack_leave(t->stack, (uintptr_t)frame);
         break;
     case PyTrace_C_CALL:
         if (PyCFunction_Check(arg))
@@ -415,7 +281,7 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
         if (PyCFunction_Check(arg))
-            fp_leave(t, (uintptr_t)arg);
+            sw_fstack_leave(t->stack, (uintptr_t)arg);
         break;
     }
     return 0;
@@ -425,8 +291,8 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
 
 static void thread_free(void *arg) {
     fp_thread *t = arg;
-    /* At thread exit, without the GIL: open actions (ended never) keep their references. */
-    free(t->frames);
+    /* At thread exit, without the GIL: open actions (never ended) keep their references. */
+    sw_fstack_free(t->stack);
     free(t->trees);
     free(t);
 }
@@ -435,8 +301,7 @@ static void fork_child(void) {
     fork_gen++;
     fp_thread *t = tls_thread; /* the thread that forked: the child's only one */
     if (t) {
-        t->nopen = 0;
-        t->depth = 0;
+        sw_fstack_reset(t->stack);
         if (t->engine == FP_EVAL)
             t->engine = FP_OFF;
         /* FP_PROFILE stays: the hook takes itself off at its next call, with the GIL */
@@ -449,7 +314,6 @@ static void fork_child(void) {
 }
 
 static void process_init(void) {
-    clock_init();
     pthread_key_create(&thread_key, thread_free);
     pthread_atfork(NULL, NULL, fork_child);
 }
@@ -459,7 +323,7 @@ static fp_thread *thread_get(void) {
     if (FP_LIKELY(t != NULL))
         return t;
     t = calloc(1, sizeof *t);
-    if (t == NULL || grow_frames(t) < 0) {
+    if (t == NULL || sw_fstack_new(&t->stack) < 0) {
         free(t);
         return NULL;
     }
@@ -533,7 +397,7 @@ static fp_data *current_data(sw_py_funcs *f) {
 
 static void action_begin(sw_py_funcs *f, sw_id action) {
     fp_thread *t = thread_get();
-    if (t == NULL || t->nopen == FP_MAX_OPEN)
+    if (t == NULL || sw_fstack_open_count(t->stack) == SW_FSTACK_MAX_OPEN)
         return;
     fp_data *d = current_data(f);
     sw_ftree *tree = d ? thread_tree(t, f, d, action) : NULL;
@@ -541,7 +405,7 @@ static void action_begin(sw_py_funcs *f, sw_id action) {
         PyErr_Clear(); /* the hot path never raises: this action is not profiled */
         return;
     }
-    if (t->nopen == 0) {
+    if (sw_fstack_open_count(t->stack) == 0) {
         if (f->builtins) {
             PyThreadState *ts = PyThreadState_Get();
             t->saved_func = ts->c_profilefunc;
@@ -554,81 +418,21 @@ static void action_begin(sw_py_funcs *f, sw_id action) {
         }
     }
     d->refs++;
-    fp_open *o = &t->opens[t->nopen++];
-    *o = (fp_open){.funcs = f, .data = d, .tree = tree, .action = action};
-    o->t0 = fp_now();
-}
-
-/* A 64-bit key for a nested action's node, from its name (odd: no address is). */
-static uint64_t action_key(const char *name) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *name; name++)
-        h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
-    return h << 1 | 1;
-}
-
-/* The node of a nested action's span in the tree of the action it ran in (under parent). */
-static uint32_t nested_action_node(fp_open *outer, uint32_t parent, const char *name) {
-    uint64_t key = action_key(name);
-    uint32_t node = sw_ftree_child(outer->tree, parent, key);
-    if (node != SW_FNODE_NONE)
-        return node;
-    uint32_t func = sw_fprofile_find_func(outer->data->fp, key);
-    if (func == SW_FNODE_NONE) {
-        PyObject *label = PyUnicode_FromFormat("<stepwatch action %s>", name);
-        const char *text = label ? PyUnicode_AsUTF8(label) : NULL;
-        sw_func fn = {.file = "~", .line = 0, .name = text};
-        if (text == NULL || sw_fprofile_add_func(outer->data->fp, key, &fn, &func) < 0 ||
-            PyList_Append(outer->data->objects, label) < 0)
-            func = SW_FNODE_NONE;
-        Py_XDECREF(label);
-        PyErr_Clear();
-    }
-    return func == SW_FNODE_NONE ? SW_FNODE_NONE
-                                 : sw_ftree_add_child(outer->tree, parent, key, func);
-}
-
-/* End t's innermost open action at now: cut the calls still running, record the action's
- * time in its root, and in the enclosing action's tree if there is one. */
-static void close_top(fp_thread *t, uint64_t now) {
-    uint32_t open = t->nopen - 1;
-    fp_open *o = &t->opens[open];
-    while (t->depth > 0 && t->frames[t->depth - 1].open == open)
-        pop_frame(t, now);
-    uint64_t dt = now > o->t0 ? now - o->t0 : 0;
-    sw_ftree_record(o->tree, 0, dt, dt > o->subt ? dt - o->subt : 0);
-    if (open > 0) {
-        fp_open *outer = &t->opens[open - 1];
-        fp_frame *caller = t->depth > 0 && t->frames[t->depth - 1].open == open - 1
-                               ? &t->frames[t->depth - 1]
-                               : NULL;
-        uint32_t node = nested_action_node(outer, caller ? caller->node : 0,
-                                           sw_ftree_action(o->tree));
-        if (node != SW_FNODE_NONE)
-            sw_ftree_record(outer->tree, node, dt, dt);
-        if (caller)
-            caller->subt += dt;
-        else
-            outer->subt += dt;
-    }
-    fp_data *d = o->data;
-    t->nopen--;
-    data_release(d);
+    t->data[sw_fstack_open_count(t->stack)] = d;
+    sw_fstack_open(t->stack, tree, f, action);
 }
 
 static void action_end(sw_py_funcs *f, sw_id action) {
     fp_thread *t = tls_thread;
-    if (t == NULL || t->nopen == 0)
-        return;
-    uint32_t k = t->nopen;
-    while (k > 0 && !(t->opens[k - 1].funcs == f && t->opens[k - 1].action == action))
-        k--;
-    if (k == 0)
-        return; /* not opened here (watched while open, or a stack that was full) */
-    uint64_t now = fp_now();
-    while (t->nopen >= k)
-        close_top(t, now);
-    if (t->nopen == 0) {
+    int k = t ? sw_fstack_find(t->stack, f, action) : -1;
+    if (k < 0)
+        return; /* not opened here (watched while open, or too many open) */
+    uint64_t now = sw_fclock_now();
+    while (sw_fstack_open_count(t->stack) > (uint32_t)k) {
+        sw_fstack_close_top(t->stack, now);
+        data_release(t->data[sw_fstack_open_count(t->stack)]);
+    }
+    if (sw_fstack_open_count(t->stack) == 0) {
         if (t->engine == FP_PROFILE)
             profile_off(t);
         else if (t->engine == FP_EVAL)
@@ -686,9 +490,23 @@ void sw_py_funcs_close(sw_py_funcs *f) {
         return;
     /* This thread's open actions of f end now; other threads must not record any more. */
     fp_thread *t = tls_thread;
-    for (uint32_t k = t ? t->nopen : 0; k > 0; k--)
-        if (t->opens[k - 1].funcs == f)
-            action_end(f, t->opens[k - 1].action);
+    for (uint32_t k = t ? sw_fstack_open_count(t->stack) : 0; k > 0; k--) {
+        if (sw_fstack_owner(t->stack, k - 1) != f)
+            continue;
+        uint64_t now = sw_fclock_now();
+        while (sw_fstack_open_count(t->stack) >= k) {
+            sw_fstack_close_top(t->stack, now);
+            data_release(t->data[sw_fstack_open_count(t->stack)]);
+        }
+        k = sw_fstack_open_count(t->stack) + 1;
+    }
+    if (t && sw_fstack_open_count(t->stack) == 0 && t->engine != FP_OFF) {
+        if (t->engine == FP_PROFILE)
+            profile_off(t);
+        else
+            eval_hook_release();
+        t->engine = FP_OFF;
+    }
     sw_watcher_set(f->p, NULL, NULL);
     f->p = NULL;
 }
@@ -717,7 +535,7 @@ const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects) {
         return NULL;
     if (objects)
         *objects = d->objects;
-    sw_fprofile_set_unit(d->fp, ns_per_tick());
+    sw_fprofile_set_unit(d->fp, sw_fclock_unit());
     return d->fp;
 }
 
@@ -728,6 +546,7 @@ PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused) {
     if (eval_hook.interp)
         frame_hook = _PyInterpreterState_GetEvalFrameFunc(eval_hook.interp) == fp_eval_frame;
     return Py_BuildValue("{sssIsIsisO}", "hook", engines[t ? t->engine : FP_OFF], "open",
-                         t ? t->nopen : 0u, "depth", t ? t->depth : 0u, "frame_hook_threads",
+                         t ? sw_fstack_open_count(t->stack) : 0u, "depth",
+                         t ? sw_fstack_depth(t->stack) : 0u, "frame_hook_threads",
                          eval_hook.threads, "frame_hook_installed", frame_hook ? Py_True : Py_False);
 }

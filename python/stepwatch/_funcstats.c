@@ -133,9 +133,21 @@ static PyObject *pstats_dict(const sw_fprofile *fp, const sw_fstats *s) {
     return stats;
 }
 
+/* What getstats() names function func by: its code object, else its label (a built-in's, as
+ * cProfile gives; a nested action's). Borrowed from objects, or a new string in *made. */
+static PyObject *code_of(const sw_fprofile *fp, PyObject *objects, uint32_t func,
+                         PyObject **made) {
+    if ((Py_ssize_t)func < PyList_GET_SIZE(objects) && PyList_GET_ITEM(objects, func) != Py_None)
+        return PyList_GET_ITEM(objects, func);
+    Py_XDECREF(*made);
+    *made = PyUnicode_FromString(sw_fprofile_func(fp, func)->name);
+    return *made;
+}
+
 /* cProfile's getstats(): (code, callcount, reccallcount, totaltime, inlinetime, calls) per
  * function, calls being (code, callcount, reccallcount, totaltime, inlinetime) per callee. */
-static PyObject *entries_list(const sw_fstats *s, PyObject *objects) {
+static PyObject *entries_list(const sw_fprofile *fp, const sw_fstats *s, PyObject *objects) {
+    PyObject *made = NULL;
     PyObject *entries = PyList_New(0);
     for (size_t i = 0; entries && i < s->nfuncs; i++) {
         const sw_fstat *f = &s->funcs[i];
@@ -144,16 +156,18 @@ static PyObject *entries_list(const sw_fstats *s, PyObject *objects) {
             const sw_fedge *e = &s->edges[j];
             if (e->caller != f->func)
                 continue;
-            PyObject *sub = Py_BuildValue(
-                "(OKKdd)", PyList_GET_ITEM(objects, e->callee), (unsigned long long)e->calls,
+            PyObject *code = code_of(fp, objects, e->callee, &made);
+            PyObject *sub = code == NULL ? NULL : Py_BuildValue(
+                "(OKKdd)", code, (unsigned long long)e->calls,
                 (unsigned long long)(e->calls - e->primitive_calls), seconds(e->cumtime_ns),
                 seconds(e->tottime_ns));
             if (!sub || PyList_Append(calls, sub) < 0)
                 Py_CLEAR(calls);
             Py_XDECREF(sub);
         }
+        PyObject *code = calls ? code_of(fp, objects, f->func, &made) : NULL;
         PyObject *entry =
-            calls ? Py_BuildValue("(OKKddO)", PyList_GET_ITEM(objects, f->func),
+            code ? Py_BuildValue("(OKKddO)", code,
                                   (unsigned long long)f->calls,
                                   (unsigned long long)(f->calls - f->primitive_calls),
                                   seconds(f->cumtime_ns), seconds(f->tottime_ns), calls)
@@ -163,6 +177,7 @@ static PyObject *entries_list(const sw_fstats *s, PyObject *objects) {
             Py_CLEAR(entries);
         Py_XDECREF(entry);
     }
+    Py_XDECREF(made);
     return entries;
 }
 
@@ -190,7 +205,7 @@ PyObject *sw_py_profiler_function_stats(ProfilerObject *self, PyObject *action) 
              sw_py_dict_put(d, "folded_calls", PyLong_FromUnsignedLongLong(s->folded_calls)) == 0 &&
              sw_py_dict_put(d, "builtins", PyBool_FromLong(self->builtins)) == 0 &&
              sw_py_dict_put(d, "stats", pstats_dict(fp, s)) == 0 &&
-             sw_py_dict_put(d, "entries", entries_list(s, objects)) == 0;
+             sw_py_dict_put(d, "entries", entries_list(fp, s, objects)) == 0;
     sw_fstats_free(s);
     PyObject *result = NULL;
     if (ok) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 struct sw_ftree {
+    sw_fprofile *fp; /* the profile that owns it */
     char *action;
     sw_fnode *nodes;
     uint32_t n, cap;
@@ -141,6 +142,10 @@ void sw_ftree_add(sw_ftree *t, uint32_t node, uint64_t calls, uint64_t total_ns,
 
 void sw_ftree_fold(sw_ftree *t, uint64_t calls) {
     t->folded += calls;
+}
+
+sw_fprofile *sw__ftree_profile(const sw_ftree *t) {
+    return t->fp;
 }
 
 const char *sw_ftree_action(const sw_ftree *t) {
@@ -301,8 +306,10 @@ sw_ftree *sw_fprofile_add_tree(sw_fprofile *fp, const char *action) {
         fp->trees_cap = cap;
     }
     sw_ftree *t = tree_new(action);
-    if (t)
+    if (t) {
+        t->fp = fp;
         fp->trees[fp->ntrees++] = t;
+    }
     return t;
 }
 

@@ -10,5 +10,7 @@
 
 /* The index of the first tree of action in fp, or SW_FNODE_NONE. */
 uint32_t sw__fprofile_first_tree(const sw_fprofile *fp, const char *action);
+/* The profile a tree belongs to. */
+sw_fprofile *sw__ftree_profile(const sw_ftree *t);
 
 #endif /* SW_FUNCS_H */
