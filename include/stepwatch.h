@@ -198,7 +198,8 @@ SW_API void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_
  * when it ends (begins = 0): by sw_end, by the unwinding of a mismatched end or of a phase,
  * and by an sw_end while recording is off. Begins and ends arrive nested like the spans; an
  * end may come without its begin if the action was watched while open. Phases' own spans
- * are actions too. Runs on the hot path: it must not lock, print or call into p. */
+ * are actions too. Runs on the hot path, on every begin and end of a watched action: keep it
+ * short (locks and allocation only the first time, say) and call no recording call of p. */
 typedef void (*sw_watch_fn)(void *ctx, sw_id action, int begins);
 
 /* Set p's watcher (one per profiler; fn NULL removes it). SW_EINVAL for a NULL p, SW_ESTATE
