@@ -506,10 +506,11 @@ typedef struct sw_counter_record {
 }
 #endif
 
-/* The layers built on the core: the C training engine, run files, and the analyses. */
+/* The layers built on the core: the C training engine, function profiles, run files, and the
+ * analyses. */
 #include "stepwatch/engine.h"
+#include "stepwatch/functions.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
-#include "stepwatch/functions.h"
 
 #endif /* STEPWATCH_H */

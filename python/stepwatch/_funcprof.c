@@ -485,6 +485,15 @@ int sw_py_funcs_builtins(const sw_py_funcs *f) {
     return f->builtins;
 }
 
+/* Add what f recorded to its profiler's run file, if it has one (sw_run_add_functions). */
+static void keep_in_run_file(sw_py_funcs *f) {
+    fp_data *d = f->data;
+    if (f->p == NULL || d == NULL || sw_fprofile_tree_count(d->fp) == 0)
+        return;
+    sw_fprofile_set_unit(d->fp, sw_fclock_unit());
+    sw_run_add_functions(f->p, d->fp); /* SW_ENOTFOUND: no run file; others: nothing to do */
+}
+
 void sw_py_funcs_close(sw_py_funcs *f) {
     if (f == NULL || f->p == NULL)
         return;
@@ -507,6 +516,8 @@ void sw_py_funcs_close(sw_py_funcs *f) {
             eval_hook_release();
         t->engine = FP_OFF;
     }
+    if (f->fork_gen == fork_gen)
+        keep_in_run_file(f);
     sw_watcher_set(f->p, NULL, NULL);
     f->p = NULL;
 }
@@ -520,6 +531,8 @@ void sw_py_funcs_free(sw_py_funcs *f) {
 }
 
 int sw_py_funcs_clear(sw_py_funcs *f) {
+    if (f->fork_gen == fork_gen)
+        keep_in_run_file(f); /* the file keeps what is forgotten here */
     fp_data *fresh = data_new();
     if (fresh == NULL)
         return -1;

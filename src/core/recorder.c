@@ -619,6 +619,15 @@ void sw__sink_detach(sw_profiler *p, sw__sink *sink) {
     sink->next = NULL;
 }
 
+sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops) {
+    pthread_mutex_lock(&p->lock);
+    sw__sink *s = p->sinks;
+    while (s && s->ops != ops)
+        s = s->next;
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
 static __attribute__((noinline)) void wake_sinks(sw_profiler *p) {
     for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next)
         if (s->ops->wake)

@@ -232,6 +232,10 @@ NO_HOOK int sw_instrument_start(sw_profiler *p, const char *actions) {
 
 NO_HOOK void sw_instrument_stop(void) {
     pthread_mutex_lock(&g.lock);
+    if (g.p && g.fp && sw_fprofile_tree_count(g.fp) > 0) { /* into p's run file, if any */
+        sw_fprofile_set_unit(g.fp, sw_fclock_unit());
+        sw_run_add_functions(g.p, g.fp);
+    }
     if (g.p)
         sw_watcher_set(g.p, NULL, NULL);
     g.p = NULL;

@@ -582,6 +582,25 @@ def test_stepwatch_run_functions(tmp_path, build_dir):
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     check_function_report(out.stderr, builtins=True)
+    # the run file keeps the profiles: collapsed stacks, summing to the actions' times
+    collapsed = tmp_path / "stacks.txt"
+    out = subprocess.run([exe, "export", str(tmp_path / "run.db"), "--collapsed", str(collapsed)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = collapsed_lines(collapsed.read_text())
+    forward = [(p, v) for p, v in lines if p.split(";")[0] == "forward"]
+    assert any(p.endswith("train.py:13(forward);train.py:5(scale)") for p, _ in forward), forward
+    spans = {r["action"]: r for r in stepwatch.load(str(tmp_path / "run.db")).records()}
+    assert sum(v for _, v in forward) == pytest.approx(spans["forward"]["total_ns"], rel=0.1)
+    out = subprocess.run([exe, "export", str(tmp_path / "run.db"), "--collapsed", "-"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout == collapsed.read_text()
+    plain = tmp_path / "plain.db"
+    subprocess.run([exe, "run", "--run-file", str(plain), "--", sys.executable, str(script)],
+                   capture_output=True, timeout=300, env=env)
+    out = subprocess.run([exe, "export", str(plain), "--collapsed", "-"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and "holds no function profiles" in out.stderr
     bad = subprocess.run([exe, "run", "--functions", "", "--", "true"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and "--functions takes action names" in bad.stderr
