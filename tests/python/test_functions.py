@@ -595,6 +595,8 @@ def test_stepwatch_run_functions(tmp_path, build_dir):
     out = subprocess.run([exe, "export", str(tmp_path / "run.db"), "--collapsed", "-"],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout == collapsed.read_text()
+    # the HTML report draws each profiled action as a flame graph (headless Chromium)
+    check_flame_graphs(exe, tmp_path / "run.db", tmp_path / "report.html")
     plain = tmp_path / "plain.db"
     subprocess.run([exe, "run", "--run-file", str(plain), "--", sys.executable, str(script)],
                    capture_output=True, timeout=300, env=env)
@@ -604,3 +606,37 @@ def test_stepwatch_run_functions(tmp_path, build_dir):
     bad = subprocess.run([exe, "run", "--functions", "", "--", "true"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and "--functions takes action names" in bad.stderr
+
+
+def check_flame_graphs(exe, run_file, html):
+    import json
+    import shutil
+    import subprocess
+    out = subprocess.run([exe, "html", str(run_file), "-o", str(html)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = html.read_text()
+    data = json.loads(text.split('<script type="application/json" id="sw-data">', 1)[1]
+                      .split("</script>", 1)[0])
+    flames = {f["action"]: f for f in data["flames"]}
+    assert {"forward", "data"} <= set(flames)
+    nodes = flames["forward"]["nodes"]
+    assert nodes[0][0] == -1 and nodes[0][1] == "forward"
+    # the boxes add up: every node's time is its self time plus its children's
+    for i, (parent, name, calls, total, self_ns) in enumerate(nodes):
+        children = sum(n[3] for n in nodes if n[0] == i)
+        assert total == pytest.approx(self_ns + children, abs=len(nodes)), name
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--enable-logging=stderr", "--v=0", "--dump-dom", html.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
+    dom = proc.stdout
+    assert 'data-rendered="1"' in dom and '<div id="sw-error"></div>' in dom
+    assert 'data-chart="flame" data-flame="forward"' in dom
+    assert 'data-chart="flame" data-flame="data"' in dom
+    assert 'data-frame="train.py:5(scale)"' in dom
+    assert "Function profiles" in dom
