@@ -348,7 +348,8 @@ int sw__html_write_input(const sw__input *in, FILE *out)
         fputs(",\n", out);
         rc = sw__html_json_flames(out, in->functions);
         fputs("\n}\n</script>\n", out);
-        fputs(sw__html_flame_script, out);
+        if (in->functions && sw_fprofile_tree_count(in->functions) > 0)
+            fputs(sw__html_flame_script, out);
         fputs(sw__html_tail, out);
         if (rc == 0 && ferror(out))
             rc = SW_EIO;
