@@ -8,7 +8,7 @@ Workloads:
   pipeline   a small data pipeline in pure Python: records parsed from text by generators,
              normalized, tokenized, batched (Python functions and builtins)
   lightning  a real Trainer.fit of a small MLP on CPU, the whole training step profiled (the
-             action run_training_batch: forward, backward, optimizer); per-step times
+             action run_training_batch: forward, backward, optimizer); per-step CPU times
 
 Detail levels, each against cProfile at the same detail:
   python     stepwatch builtins=False (frame evaluation hook) vs cProfile(builtins=False)
@@ -17,10 +17,16 @@ and for Lightning, also the two AdvancedProfilers as users run them (every Light
 profiled): Lightning's (cProfile per action) and stepwatch.lightning.AdvancedProfiler.
 
 Slowdown = time with the profiler / time without; overhead = slowdown - 1. The budget
-(DESIGN.md) is stepwatch's overhead <= half of cProfile's at the same detail. The variants
+(DESIGN.md) is stepwatch's overhead <= half of cProfile's at the same detail.
+
+The floor of each detail: the interpreter's hook installed and doing nothing (the frame
+evaluation hook passing every frame through; a profile function returning at once), what
+any profiler on that hook pays before it records anything. On 3.11 the profile function's
+floor is most of cProfile's cost: with it set, the interpreter runs every instruction
+through its tracing path with specialization off. The variants
 of one workload alternate in every round, so machine load hits them alike; per-workload
-figures are medians over rounds (the recursive and pipeline runs time the thread's CPU, so
-a preempted run does not count the other process's time).
+figures are medians over rounds. Every run times the thread's CPU (time.thread_time), so a
+run preempted by another process does not count that process's time.
 """
 import argparse
 import cProfile
@@ -31,6 +37,7 @@ import sys
 import time
 
 import stepwatch
+from stepwatch._stepwatch import _function_hook_floor as hook_floor
 
 # ---- the workloads ----------------------------------------------------------------------------
 
@@ -98,6 +105,13 @@ def run_plain(fn, mode, sw):
         t = time.thread_time()
         fn()
         return time.thread_time() - t
+    if mode.startswith("floor"):
+        hook_floor(mode.split("_")[1])
+        t = time.thread_time()
+        fn()
+        t = time.thread_time() - t
+        hook_floor(None)
+        return t
     if mode.startswith("cprofile"):
         prof = cProfile.Profile(builtins=mode.endswith("builtins"))
         prof.enable()
@@ -114,8 +128,8 @@ def run_plain(fn, mode, sw):
     return t
 
 
-PLAIN_MODES = ["none", "stepwatch_python", "cprofile_python", "stepwatch_builtins",
-               "cprofile_builtins"]
+PLAIN_MODES = ["none", "floor_python", "stepwatch_python", "cprofile_python", "floor_builtins",
+               "stepwatch_builtins", "cprofile_builtins"]
 
 
 def bench_plain(fn, rounds):
@@ -172,17 +186,17 @@ def bench_lightning(rounds, steps):
             self.starts = []
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self.starts.append(time.perf_counter())
+            self.starts.append(time.thread_time())  # CPU time: a preempted step is not slower
 
     class TrainingStep(LightningProfiler):
         """Profiles one action, the whole training step, with cProfile or stepwatch."""
 
         def __init__(self, kind, builtins):
             super().__init__()
-            self.kind = kind
+            self.kind, self.detail = kind, "builtins" if builtins else "python"
             if kind == "cprofile":
                 self.cprofile = cProfile.Profile(builtins=builtins)
-            else:
+            elif kind == "stepwatch":
                 self.sw = stepwatch.Profiler(builtins=builtins)
                 self.action = self.sw.functions("run_training_batch")
 
@@ -190,15 +204,19 @@ def bench_lightning(rounds, steps):
             if action_name == "run_training_batch":
                 if self.kind == "cprofile":
                     self.cprofile.enable()
-                else:
+                elif self.kind == "stepwatch":
                     self.sw.begin(self.action)
+                else:
+                    hook_floor(self.detail)
 
         def stop(self, action_name):
             if action_name == "run_training_batch":
                 if self.kind == "cprofile":
                     self.cprofile.disable()
-                else:
+                elif self.kind == "stepwatch":
                     self.sw.end(self.action)
+                else:
+                    hook_floor(None)
 
     class Nothing(LightningProfiler):
         """The same profiler calls, recording nothing: the baseline."""
@@ -211,6 +229,8 @@ def bench_lightning(rounds, steps):
 
     modes = {
         "none": lambda: Nothing(),
+        "floor_python": lambda: TrainingStep("floor", False),
+        "floor_builtins": lambda: TrainingStep("floor", True),
         "stepwatch_python": lambda: TrainingStep("stepwatch", False),
         "cprofile_python": lambda: TrainingStep("cprofile", False),
         "stepwatch_builtins": lambda: TrainingStep("stepwatch", True),
@@ -234,8 +254,10 @@ def bench_lightning(rounds, steps):
     for _ in range(rounds):
         for name, make in modes.items():
             per_step[name].append(fit(make))
-    base = statistics.median(per_step["none"])
-    return base, {m: statistics.median(v) / base for m, v in per_step.items()}
+    # each round's slowdown against that round's baseline, then the median over rounds
+    ratios = {m: statistics.median(v / b for v, b in zip(per_step[m], per_step["none"]))
+              for m in modes}
+    return statistics.median(per_step["none"]), ratios
 
 
 # ---- the table ---------------------------------------------------------------------------------
@@ -259,20 +281,23 @@ def main():
         base, slow = bench_plain(fn, rounds)
         results[name] = (base, slow, "ms per run")
     if not args.no_lightning:
-        base, slow = bench_lightning(max(3, rounds // 7), 80 if args.quick else 160)
+        base, slow = bench_lightning(3 if args.quick else 7, 80 if args.quick else 160)
         results["lightning"] = (base, slow, "ms per step")
 
     print(f"Function profiling slowdown (time with / time without), Python {figures['python']}")
-    print(f"{'workload':<11}{'base':>10}  {'detail':<9}{'stepwatch':>10}{'cProfile':>10}"
-          f"{'overhead ratio':>16}")
+    print(f"{'workload':<11}{'base':>10}  {'detail':<9}{'floor':>8}{'stepwatch':>11}"
+          f"{'cProfile':>10}{'overhead ratio':>16}{'above floor':>13}")
     for name, (base, slow, unit) in results.items():
         entry = {"base_ms": base * 1e3, "unit": unit, "slowdown": slow}
         for detail in ("python", "builtins"):
+            ours, theirs, floor = (slow[f"stepwatch_{detail}"], slow[f"cprofile_{detail}"],
+                                   slow[f"floor_{detail}"])
             ratio = overhead_ratio(slow, f"stepwatch_{detail}", f"cprofile_{detail}")
+            above = (ours - floor) / (theirs - floor) if theirs > floor else float("nan")
             entry[f"overhead_ratio_{detail}"] = ratio
-            print(f"{name:<11}{base * 1e3:>8.2f}ms  {detail:<9}"
-                  f"{slow[f'stepwatch_{detail}']:>9.2f}x{slow[f'cprofile_{detail}']:>9.2f}x"
-                  f"{ratio:>15.2f}")
+            entry[f"above_floor_ratio_{detail}"] = above
+            print(f"{name:<11}{base * 1e3:>8.2f}ms  {detail:<9}{floor:>7.2f}x{ours:>10.2f}x"
+                  f"{theirs:>9.2f}x{ratio:>15.2f}{above:>13.2f}")
         if "lightning_advanced" in slow:
             entry["overhead_ratio_advanced"] = overhead_ratio(slow, "stepwatch_advanced",
                                                               "lightning_advanced")
@@ -283,7 +308,7 @@ def main():
                   f"{entry['overhead_ratio_advanced']:.2f}")
         figures["workloads"][name] = entry
     print("overhead ratio = stepwatch's overhead / cProfile's at the same detail "
-          "(budget <= 0.50)")
+          "(budget <= 0.50); above floor = the same for what each adds to the hook's floor")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

@@ -552,6 +552,31 @@ const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects) {
     return d->fp;
 }
 
+/* The benchmark's floors: each hook installed on this thread doing nothing at all. */
+static int noop_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    return 0;
+}
+
+PyObject *sw_py_funcs_floor(PyObject *module, PyObject *kind) {
+    static int eval_on;
+    pthread_once(&process_once, process_init);
+    if (kind == Py_None) {
+        PyEval_SetProfile(NULL, NULL);
+        if (eval_on)
+            eval_hook_release();
+        eval_on = 0;
+    } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "builtins") == 0) {
+        PyEval_SetProfile(noop_profile, NULL);
+    } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "python") == 0) {
+        if (!eval_on) /* installed, and passing every frame straight through here */
+            eval_hook_acquire();
+        eval_on = 1;
+    } else {
+        return PyErr_Format(PyExc_ValueError, "kind must be 'python', 'builtins' or None");
+    }
+    Py_RETURN_NONE;
+}
+
 PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused) {
     fp_thread *t = tls_thread;
     static const char *const engines[] = {"off", "eval", "profile"};

@@ -167,6 +167,10 @@ const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects);
  * function actions and shadow depth, and whether the frame evaluation hook is installed. For
  * tests: "costs nothing when off" is checked through it. */
 PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused);
+/* _function_hook_floor(kind): "python" installs the frame evaluation hook passing every frame
+ * through, "builtins" a profile function that does nothing, None takes them off: what the
+ * interpreter's hooks cost before any profiler records anything (bench_functions.py). */
+PyObject *sw_py_funcs_floor(PyObject *module, PyObject *kind);
 
 /* ------------------------------------------------------------------------------------------
  * _funcstats.c: the Profiler's function-profiling methods
