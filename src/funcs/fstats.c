@@ -200,7 +200,8 @@ int sw_fprofile_stats(const sw_fprofile *fp, const char *action, sw_fstats **out
         s->funcs = funcs;
         s->nfuncs = k;
         funcs = NULL;
-        qsort(edges.edges, edges.n, sizeof *edges.edges, by_callee);
+        if (edges.n > 0)
+            qsort(edges.edges, edges.n, sizeof *edges.edges, by_callee);
         s->edges = edges.edges;
         s->nedges = edges.n;
         edges.edges = NULL;
