@@ -155,8 +155,8 @@ static void test_known_sleeps_and_collapsed_sum(void **state) {
 }
 
 static void *busy_outside(void *arg) { /* another thread: no action open there */
-    volatile int *stop = arg;
-    while (!*stop)
+    int *stop = arg;
+    while (!__atomic_load_n(stop, __ATOMIC_RELAXED))
         ping(6);
     return NULL;
 }
@@ -173,9 +173,9 @@ static void *fib_inside(void *arg) { /* another thread opening the action itself
 static void test_only_threads_with_the_action_open(void **state) {
     SW_TEST_PROFILER(p);
     assert_int_equal(sw_instrument_start(p, "forward"), 0);
-    volatile int stop = 0;
+    int stop = 0;
     pthread_t other, inside;
-    pthread_create(&other, NULL, busy_outside, (void *)&stop);
+    pthread_create(&other, NULL, busy_outside, &stop);
     sw_id fwd = sw_action(p, "forward");
     sw_begin(p, fwd);
     for (int i = 0; i < 20; i++) {
@@ -185,7 +185,7 @@ static void test_only_threads_with_the_action_open(void **state) {
     sw_end(p, fwd);
     pthread_create(&inside, NULL, fib_inside, p);
     pthread_join(inside, NULL);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     pthread_join(other, NULL);
     sw_fprofile *fp = NULL;
     sw_fstats *s = stats_of(&fp, "forward");
@@ -207,6 +207,9 @@ static void test_nested_actions_and_fork(void **state) {
     fib(4);
     sw_begin(p, fwd);
     fib(6);
+#ifndef __SANITIZE_THREAD__
+    /* (ThreadSanitizer takes the core's locks, held across fork by its atfork handlers and
+     * re-made in the child, for held ones: a false lock-order report, so not under TSan.) */
     pid_t pid = fork();
     if (pid == 0) { /* the child: nothing open, nothing recorded */
         fib(3);
@@ -218,6 +221,7 @@ static void test_nested_actions_and_fork(void **state) {
     int status = 0;
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+#endif
     sw_end(p, fwd);
     sw_end(p, step);
     sw_fprofile *fp = NULL;
