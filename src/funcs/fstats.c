@@ -73,8 +73,7 @@ static uint32_t edge_of(edge_table *e, uint32_t caller, uint32_t callee) {
 
 /* Walk one tree depth first, adding its calls to funcs (indexed by function) and edges.
  * active[f]: how many ancestors of the current node run function f. */
-static int walk_tree(const sw_ftree *t, double unit, sw_fstat *funcs, uint32_t *active,
-                     edge_table *edges) {
+static int walk_tree(const sw_ftree *t, sw_fstat *funcs, uint32_t *active, edge_table *edges) {
     uint32_t n = sw_ftree_size(t);
     const sw_fnode *nodes = sw_ftree_nodes(t);
     /* Children lists (nodes come parents first), then an explicit stack. */
@@ -106,8 +105,7 @@ static int walk_tree(const sw_ftree *t, double unit, sw_fstat *funcs, uint32_t *
             }
             cursor[depth - 1] = next[c];
             const sw_fnode *node = &nodes[c];
-            uint64_t self_ns = (uint64_t)((double)node->self_ns * unit + 0.5);
-            uint64_t total_ns = (uint64_t)((double)node->total_ns * unit + 0.5);
+            uint64_t self_ns = node->self_ns, total_ns = node->total_ns; /* in units */
             sw_fstat *f = &funcs[node->func];
             f->calls += node->calls;
             f->tottime_ns += self_ns;
@@ -181,21 +179,33 @@ int sw_fprofile_stats(const sw_fprofile *fp, const char *action, sw_fstats **out
         if (strcmp(sw_ftree_action(t), action) != 0)
             continue;
         const sw_fnode *root = &sw_ftree_nodes(t)[0];
-        double unit = sw_fprofile_unit(fp);
         s->spans += root->calls;
-        s->total_ns += (uint64_t)((double)root->total_ns * unit + 0.5);
-        s->self_ns += (uint64_t)((double)root->self_ns * unit + 0.5);
+        s->total_ns += root->total_ns;
+        s->self_ns += root->self_ns;
         s->folded_calls += sw_ftree_folded(t);
-        rc = walk_tree(t, unit, funcs, active, &edges);
+        rc = walk_tree(t, funcs, active, &edges);
     }
-    if (rc == 0) { /* keep the functions that ran, by cumulative time */
+    if (rc == 0) { /* keep the functions that ran, by cumulative time, times in ns */
+        /* Sums are kept in the trees' units and converted once, so that sums that are
+         * equal or ordered in units (tottime <= cumtime) stay so in ns. */
+        double unit = sw_fprofile_unit(fp);
+#define TO_NS(x) ((x) = (uint64_t)((double)(x) * unit + 0.5))
+        TO_NS(s->total_ns);
+        TO_NS(s->self_ns);
         size_t k = 0;
         for (uint32_t f = 0; f < nf; f++) {
             if (funcs[f].calls == 0)
                 continue;
             funcs[f].func = f;
+            TO_NS(funcs[f].tottime_ns);
+            TO_NS(funcs[f].cumtime_ns);
             funcs[k++] = funcs[f];
         }
+        for (size_t e = 0; e < edges.n; e++) {
+            TO_NS(edges.edges[e].tottime_ns);
+            TO_NS(edges.edges[e].cumtime_ns);
+        }
+#undef TO_NS
         qsort(funcs, k, sizeof *funcs, by_cumtime);
         s->funcs = funcs;
         s->nfuncs = k;
