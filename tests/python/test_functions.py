@@ -10,6 +10,7 @@ import contextlib
 import cProfile
 import os
 import pstats
+import sys
 import threading
 import time
 
@@ -144,8 +145,9 @@ def test_counts_match_cprofile(builtins):
     assert {"fib", "ping", "pong", "squares", "fails", "tick", "gather_ticks"} <= names
     # the recursive function: 465 calls, one of them primitive ("465/1" in the table)
     assert got[(__file__, fib.__code__.co_firstlineno, "fib")][:2] == (1, 465)
-    # a generator resumed three times, then closed (GeneratorExit thrown in)
-    assert got[(__file__, squares.__code__.co_firstlineno, "squares")][:2] == (4, 4)
+    # a generator resumed three times, then closed (GeneratorExit thrown in: a fourth call
+    # on 3.11; 3.13 closes it without resuming it, for cProfile too)
+    assert got[(__file__, squares.__code__.co_firstlineno, "squares")][:2] in ((4, 4), (3, 3))
     assert ("~", 0, "<built-in function sorted>") not in got  # pstats' '{built-in ...}'
     if builtins:
         assert got[("~", 0, "<built-in method builtins.sorted>")][:2] == (1, 1)
@@ -385,9 +387,11 @@ def test_hooks_are_off_outside_the_actions():
     prof = Profiler(functions=["py"], builtins=False)
     prof_b = Profiler(functions=["all"], builtins=True)
     assert hook_state()["hook"] == "off"
+    frame_hook = sys.version_info[:2] != (3, 12)  # 3.12: the profile function (docs)
     with prof.action("py"):
         state = hook_state()
-        assert state["hook"] == "eval" and state["frame_hook_installed"] and state["open"] == 1
+        assert state["hook"] == ("eval" if frame_hook else "profile") and state["open"] == 1
+        assert state["frame_hook_installed"] == frame_hook
     state = hook_state()
     assert state == dict(state, hook="off", open=0, depth=0, frame_hook_installed=False)
     with prof_b.action("all"):
@@ -410,7 +414,9 @@ def test_a_profiler_already_running_gets_its_hook_back():
         theirs.disable()
     theirs.create_stats()
     key = (__file__, fib.__code__.co_firstlineno, "fib")
-    assert theirs.stats[key][:2] == (1, 25)
+    # 3.11: one profile function per thread, so cProfile misses what ran inside ours; from
+    # 3.12 on cProfile records through sys.monitoring, beside ours, and sees both
+    assert theirs.stats[key][:2] == ((1, 25) if sys.version_info < (3, 12) else (2, 34))
     assert prof.function_stats("work").stats[key][:2] == (1, 9)
 
 
