@@ -41,25 +41,33 @@ static inline uint32_t hash_key(uint64_t key, uint32_t parent) {
     return (uint32_t)(h >> 32);
 }
 
+int sw__slots_grow(uint32_t **slots, uint32_t *mask, uint32_t first, uint32_t n,
+                   uint32_t (*hash)(const void *ctx, uint32_t i), const void *ctx) {
+    uint32_t size = *slots ? (*mask + 1) * 2 : 64;
+    uint32_t *grown = calloc(size, sizeof *grown);
+    if (grown == NULL)
+        return SW_ENOMEM;
+    for (uint32_t i = first; i < n; i++) {
+        uint32_t slot = hash(ctx, i) & (size - 1);
+        while (grown[slot])
+            slot = (slot + 1) & (size - 1);
+        grown[slot] = i + 1;
+    }
+    free(*slots);
+    *slots = grown;
+    *mask = size - 1;
+    return 0;
+}
+
 /* ---- trees ------------------------------------------------------------------------------- */
 
-static int tree_grow_map(sw_ftree *t) {
-    uint32_t size = t->map ? (t->map_mask + 1) * 2 : 64;
-    uint32_t *map = calloc(size, sizeof *map);
-    if (map == NULL)
-        return SW_ENOMEM;
-    for (uint32_t i = 0; i < t->n; i++) {
-        if (i == 0)
-            continue; /* node 0 is never a child */
-        uint32_t slot = hash_key(t->nodes[i].key, t->nodes[i].parent) & (size - 1);
-        while (map[slot])
-            slot = (slot + 1) & (size - 1);
-        map[slot] = i + 1;
-    }
-    free(t->map);
-    t->map = map;
-    t->map_mask = size - 1;
-    return 0;
+static uint32_t child_hash(const void *ctx, uint32_t i) {
+    const sw_fnode *node = &((const sw_ftree *)ctx)->nodes[i];
+    return hash_key(node->key, node->parent);
+}
+
+static int tree_grow_map(sw_ftree *t) { /* node 0 is never a child */
+    return sw__slots_grow(&t->map, &t->map_mask, 1, t->n, child_hash, t);
 }
 
 static sw_ftree *tree_new(const char *action) {
@@ -219,21 +227,12 @@ uint32_t sw_fprofile_find_func(const sw_fprofile *fp, uint64_t key) {
     }
 }
 
+static uint32_t func_hash(const void *ctx, uint32_t i) {
+    return hash_key(((const sw_fprofile *)ctx)->func_keys[i], 0);
+}
+
 static int grow_func_map(sw_fprofile *fp) {
-    uint32_t size = fp->func_map ? (fp->func_mask + 1) * 2 : 64;
-    uint32_t *map = calloc(size, sizeof *map);
-    if (map == NULL)
-        return SW_ENOMEM;
-    for (uint32_t i = 0; i < fp->nfuncs; i++) {
-        uint32_t slot = hash_key(fp->func_keys[i], 0) & (size - 1);
-        while (map[slot])
-            slot = (slot + 1) & (size - 1);
-        map[slot] = i + 1;
-    }
-    free(fp->func_map);
-    fp->func_map = map;
-    fp->func_mask = size - 1;
-    return 0;
+    return sw__slots_grow(&fp->func_map, &fp->func_mask, 0, fp->nfuncs, func_hash, fp);
 }
 
 int sw_fprofile_add_func(sw_fprofile *fp, uint64_t key, const sw_func *f, uint32_t *index) {

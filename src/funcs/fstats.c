@@ -27,21 +27,13 @@ static uint32_t edge_hash(uint32_t caller, uint32_t callee) {
     return (uint32_t)((((uint64_t)caller << 32) | callee) * 0x9E3779B97F4A7C15ull >> 32);
 }
 
+static uint32_t edge_hash_at(const void *ctx, uint32_t i) {
+    const sw_fedge *e = &((const edge_table *)ctx)->edges[i];
+    return edge_hash(e->caller, e->callee);
+}
+
 static int edges_grow(edge_table *e) {
-    uint32_t size = e->slots ? (e->mask + 1) * 2 : 256;
-    uint32_t *slots = calloc(size, sizeof *slots);
-    if (slots == NULL)
-        return SW_ENOMEM;
-    for (size_t i = 0; i < e->n; i++) {
-        uint32_t s = edge_hash(e->edges[i].caller, e->edges[i].callee) & (size - 1);
-        while (slots[s])
-            s = (s + 1) & (size - 1);
-        slots[s] = (uint32_t)i + 1;
-    }
-    free(e->slots);
-    e->slots = slots;
-    e->mask = size - 1;
-    return 0;
+    return sw__slots_grow(&e->slots, &e->mask, 0, (uint32_t)e->n, edge_hash_at, e);
 }
 
 /* The index of edge caller -> callee, made if new; SW_FNODE_NONE when out of memory. */

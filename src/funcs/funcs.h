@@ -13,4 +13,10 @@ uint32_t sw__fprofile_first_tree(const sw_fprofile *fp, const char *action);
 /* The profile a tree belongs to. */
 sw_fprofile *sw__ftree_profile(const sw_ftree *t);
 
+/* The layer's hash tables are open addressing over indexes: a slot holds index + 1, 0 is
+ * empty, linear probing, at most half full. Grow *slots (mask *mask) to twice its size (64
+ * at first) and place entries first..n-1 again, entry i at hash(ctx, i). 0 or SW_ENOMEM. */
+int sw__slots_grow(uint32_t **slots, uint32_t *mask, uint32_t first, uint32_t n,
+                   uint32_t (*hash)(const void *ctx, uint32_t i), const void *ctx);
+
 #endif /* SW_FUNCS_H */
