@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from stepwatch._stepwatch import _function_hook_state as hook_state  # noqa: E402
 from stepwatch.lightning import AdvancedProfiler  # noqa: E402
+from test_lightning import Model as LightningTestModel  # noqa: E402
 
 HERE = os.path.basename(__file__)
 
@@ -24,20 +25,12 @@ def slow_feature(x):
     return x
 
 
-class Model(L.LightningModule):
-    def __init__(self, fail_at=None):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 1)
-        self.fail_at = fail_at
+class Model(LightningTestModel):
+    """test_lightning's model, its input passed through a Python function that sleeps."""
 
     def training_step(self, batch, i):
-        if self.fail_at is not None and self.global_step == self.fail_at:
-            raise RuntimeError("boom")
         x, y = batch
-        return torch.nn.functional.mse_loss(self.lin(slow_feature(x)), y)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.01)
+        return super().training_step((slow_feature(x), y), i)
 
 
 def fit(profiler, model=None, batches=6):
