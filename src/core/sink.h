@@ -55,11 +55,12 @@ struct sw__sink {
 /* Attach sink to p: from now on the core calls its ops, and p owns it (sw_profiler_free
  * closes it). Safe while other threads record. */
 void sw__sink_attach(sw_profiler *p, sw__sink *sink);
-/* The first sink attached to p with these ops (a sink type finds its instance), or NULL. */
-sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops);
 /* Take sink off p without calling any op. Only while no thread records into p (a recording
  * thread may be calling wake), as in sw_profiler_free. */
 void sw__sink_detach(sw_profiler *p, sw__sink *sink);
+/* The attached sink with these ops (the layer that owns a kind of sink finds its own), or
+ * NULL. */
+sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops);
 
 /* ---- events: one tagged record per span, step or counter sample ---- */
 

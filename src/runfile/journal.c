@@ -68,6 +68,8 @@ typedef struct sw__journal {
     size_t nevents, events_cap;
     uint32_t *order;           /* the spans among them, grouped by thread (events_cap long) */
     sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
+    sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
+    int functions_dirty;       /* changed since it was last written (or the file is new) */
 } sw__journal;
 
 static const sw__sink_ops journal_ops;
@@ -242,8 +244,13 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = write_spans(j);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
+    int functions = j->functions_dirty;
+    if (rc == 0 && functions)
+        rc = sw__store_write_functions(j->store, j->rank, j->functions);
     if (rc == 0)
         rc = sw__store_commit(j->store);
+    if (rc == 0 && functions)
+        j->functions_dirty = 0;
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         keep_cause(j);
@@ -327,6 +334,7 @@ static int open_file(sw__journal *j) {
     }
     j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
     j->written_events = 0;
+    j->functions_dirty = j->functions != NULL; /* a new file gets the profile kept so far */
     atomic_store(&j->status, rc);
     return rc;
 }
@@ -401,6 +409,7 @@ static void *flusher_main(void *arg) {
 /* ---- lifetime ---- */
 
 static void free_journal(sw__journal *j) {
+    sw_fprofile_free(j->functions);
     free(j->events);
     free(j->order);
     free(j->chunk);
@@ -505,6 +514,28 @@ static const sw__sink_ops journal_ops = {
     .before_fork = before_fork,
     .after_fork = after_fork,
 };
+
+int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
+    if (p == NULL || fp == NULL)
+        return SW_EINVAL;
+    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+    if (j == NULL)
+        return SW_ENOTFOUND;
+    pthread_mutex_lock(&j->lock);
+    /* Finished: closed (SW_ESTATE), or never had a file (why not: its status). */
+    int status = atomic_load(&j->status);
+    int rc = j->finished ? (status != 0 ? status : SW_ESTATE) : 0;
+    if (rc == 0 && j->functions == NULL)
+        rc = sw_fprofile_new(&j->functions);
+    if (rc == 0)
+        rc = sw_fprofile_merge_into(j->functions, fp);
+    if (rc == 0)
+        j->functions_dirty = 1;
+    pthread_mutex_unlock(&j->lock);
+    if (rc == 0)
+        wake_flusher(&j->sink);
+    return rc;
+}
 
 int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
     if (p == NULL || path == NULL)

@@ -110,6 +110,10 @@ static inline void fuzz_exercise(sw_run *run) {
     sw_run_foreach_counter(run, -1, fuzz_counter, NULL);
     sw_run_export_chrome(run, out);
     sw_run_export_steps_csv(run, out);
+    sw_run_export_collapsed(run, out);
+    sw_fprofile *functions = NULL;
+    sw_run_functions(run, -1, &functions);
+    sw_fprofile_free(functions);
     sw_diagnose_write(run, SW_FORMAT_TABLE, out);
     sw_diagnose_write(run, SW_FORMAT_JSON, out);
     size_t problems = 0;
