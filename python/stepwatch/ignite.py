@@ -30,6 +30,8 @@ registered as handlers (``stepwatch._stepwatch.Marks``). See docs/python.md "Ove
 import collections
 import csv
 import functools
+import io
+import os
 import re
 
 import ignite
@@ -317,10 +319,12 @@ class _Base:
         return self.profiler.report(format)
 
     def _write_csv(self, output_path, header, rows):
-        with open(output_path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(header)
-            writer.writerows(rows)
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(header)
+        writer.writerows(rows)
+        # All or nothing: a failed write leaves an older file of that name whole.
+        _sw.write_output(os.fspath(output_path), text.getvalue())
 
 
 class BasicTimeProfiler(_Base):
