@@ -91,9 +91,10 @@ enum {
     SW_PHASE_EPOCH = 2, /* one epoch (train + valid) */
     SW_PHASE_TRAIN = 3, /* the training part of an epoch */
     SW_PHASE_VALID = 4, /* the validation part of an epoch */
-    SW_PHASE_FIRST_USER = 5,
-    SW_PHASE_ALL = 0xFFFFFFFFu /* in snapshot rows: all phases rolled up */
+    SW_PHASE_FIRST_USER = 5
 };
+/* In snapshot rows: all phases rolled up. (A macro: ISO C limits enumerators to int.) */
+#define SW_PHASE_ALL ((sw_phase)0xFFFFFFFFu)
 
 /* Each action belongs to one category, from its name (see DESIGN.md's vocabulary):
  * "data", "forward", "loss", "backward", "optimizer", "zero_grad", names starting with
