@@ -350,6 +350,11 @@ SW_API double sw_stats_stddev(const sw_stats *s);
 SW_API double sw_stats_pstddev(const sw_stats *s);
 /* Samples per second over the calls (samples / total time); 0 when unknown. */
 SW_API double sw_stats_samples_per_s(const sw_stats *s);
+/* The q-quantile of calls summarized by s whose durations h holds (the same calls, as in an
+ * sw_row): sw_hist_quantile clamped to [s->min_ns, s->max_ns], so a bucket midpoint never
+ * reads above the slowest call or below the fastest. 0 when there are no calls. Every report
+ * prints quantiles through this call. */
+SW_API uint64_t sw_stats_quantile(const sw_stats *s, const sw_hist *h, double q);
 
 /* ------------------------------------------------------------------------------------------
  * Snapshots — a consistent copy of everything measured, independent of the profiler.

@@ -71,8 +71,9 @@ static PyObject *row_record(const sw_snapshot *s, const sw_row *r) {
         return NULL;
     const sw_stats *st = &r->stats;
     double pct = s->wall_ns ? 100.0 * (double)st->total_ns / (double)s->wall_ns : 0.0;
-    uint64_t p50 = sw_hist_quantile(&r->hist, 0.50), p90 = sw_hist_quantile(&r->hist, 0.90),
-             p99 = sw_hist_quantile(&r->hist, 0.99);
+    uint64_t p50 = sw_stats_quantile(st, &r->hist, 0.50),
+             p90 = sw_stats_quantile(st, &r->hist, 0.90),
+             p99 = sw_stats_quantile(st, &r->hist, 0.99);
     int ok =
         sw_py_dict_put(d, "action", sw_py_str_or_none(r->action_name)) == 0 &&
         sw_py_dict_put(d, "phase", sw_py_str_or_none(r->phase_name)) == 0 &&

@@ -178,9 +178,9 @@ static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
     kv_num(out, "std_ns", sw_stats_stddev(st), 1);
     kv_num(out, "min_ns", st->count ? (double)st->min_ns : 0, 1);
     kv_num(out, "max_ns", (double)st->max_ns, 1);
-    kv_num(out, "p50_ns", (double)sw_hist_quantile(&r->hist, 0.5), 1);
-    kv_num(out, "p90_ns", (double)sw_hist_quantile(&r->hist, 0.9), 1);
-    kv_num(out, "p99_ns", (double)sw_hist_quantile(&r->hist, 0.99), 1);
+    kv_num(out, "p50_ns", (double)sw_stats_quantile(&r->stats, &r->hist, 0.5), 1);
+    kv_num(out, "p90_ns", (double)sw_stats_quantile(&r->stats, &r->hist, 0.9), 1);
+    kv_num(out, "p99_ns", (double)sw_stats_quantile(&r->stats, &r->hist, 0.99), 1);
     kv_num(out, "pct", s->wall_ns ? (double)st->total_ns / (double)s->wall_ns * 100.0 : NAN, 1);
     kv_num(out, "samples_per_s", sw_stats_samples_per_s(st), 1);
     kv_num(out, "warmup_calls", (double)r->warmup.count, 1);
