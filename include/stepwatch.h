@@ -130,6 +130,15 @@ typedef enum sw_full_policy {
 /* The largest ring_capacity: 4,194,304 events, about 470 MB per recording thread. */
 #define SW_MAX_RING_CAPACITY (1u << 22)
 
+/* The live status line (stepwatch/live.h): one line at the bottom of the terminal while the
+ * run goes on. */
+typedef enum sw_live_mode {
+    SW_LIVE_AUTO = 0, /* default: when stderr is a terminal, on rank 0; STEPWATCH_LIVE=1/0
+                         (set by `stepwatch run --live/--no-live`) decides instead */
+    SW_LIVE_ON = 1,   /* always on rank 0; to a pipe or file, a plain line every 10 s */
+    SW_LIVE_OFF = 2   /* never */
+} sw_live_mode;
+
 typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
@@ -146,11 +155,12 @@ typedef struct sw_options {
     int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
     const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+    sw_live_mode live;       /* the live status line on stderr */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
  * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
- * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM, or an SW_EIO/SW_ESQLITE from opening
+ * SW_MAX_RING_CAPACITY, an unknown on_full or live, SW_ENOMEM, or an SW_EIO/SW_ESQLITE from opening
  * the run file). The caller owns *out. */
 SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
 
@@ -492,5 +502,6 @@ typedef struct sw_counter_record {
 #include "stepwatch/engine.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
+#include "stepwatch/live.h"
 
 #endif /* STEPWATCH_H */

@@ -3,11 +3,13 @@
  *
  * The one file above the layers (src/README.md). The core makes a profiler that knows no
  * consumer; this file reads the run-file options (from the caller, or from the environment
- * that `stepwatch run` sets) and attaches the run-file writer. A new kind of sink that
- * options turn on is attached here too. sw_profiler_free is the core's: it closes whatever
+ * that `stepwatch run` sets) and attaches the run-file writer, then the live status line
+ * (src/live/) when the options or the terminal call for it. A new kind of sink that options
+ * turn on is attached here too. sw_profiler_free is the core's: it closes whatever
  * sinks are attached.
  */
 #include "core/core.h"
+#include "live/status_line.h"
 #include "runfile/journal.h"
 
 #include <stdlib.h>
@@ -39,16 +41,26 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         o.run_file = env_run_file;
         run_file_options_from_env(&o);
     }
-    int rc = sw__profiler_new(&o, out);
-    if (rc != 0 || o.run_file == NULL)
-        return rc;
-    /* The rank may come from the environment: the core has read it by now. */
-    char *path = sw__expand_rank(o.run_file, sw__options(*out)->rank);
-    rc = path ? sw__journal_open(*out, path) : SW_ENOMEM;
-    free(path);
-    if (rc != 0) {
-        sw_profiler_free(*out);
-        *out = NULL;
+    if (o.live != SW_LIVE_AUTO && o.live != SW_LIVE_ON && o.live != SW_LIVE_OFF) {
+        if (out != NULL)
+            *out = NULL;
+        return SW_EINVAL;
     }
-    return rc;
+    int rc = sw__profiler_new(&o, out);
+    if (rc != 0)
+        return rc;
+    if (o.run_file != NULL) {
+        /* The rank may come from the environment: the core has read it by now. */
+        char *path = sw__expand_rank(o.run_file, sw__options(*out)->rank);
+        rc = path ? sw__journal_open(*out, path) : SW_ENOMEM;
+        free(path);
+        if (rc != 0) {
+            sw_profiler_free(*out);
+            *out = NULL;
+            return rc;
+        }
+    }
+    /* The live status line, when asked for or when stderr is a terminal (never an error). */
+    sw__status_line_open(*out);
+    return 0;
 }

@@ -14,6 +14,8 @@ Options (each also read from the environment, for the C command to pass on):
   --on-full P       drop (default) or block when the run file's writer falls behind
                     (STEPWATCH_ON_FULL)
   --ring-capacity N events buffered per thread for the run file (STEPWATCH_RING_CAPACITY)
+  --live, --no-live the live status line on stderr: always / never (STEPWATCH_LIVE=1/0;
+                    by default when stderr is a terminal)
 """
 import argparse
 import os
@@ -38,6 +40,8 @@ def _parser():
     ap.add_argument("--on-full", default=env("STEPWATCH_ON_FULL", "drop"),
                     choices=["drop", "block"])
     ap.add_argument("--ring-capacity", type=int, default=int(env("STEPWATCH_RING_CAPACITY", "0")))
+    ap.add_argument("--live", dest="live", action="store_const", const=True, default=None)
+    ap.add_argument("--no-live", dest="live", action="store_const", const=False)
     ap.add_argument("-m", dest="module", help="run a module, like python -m")
     ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
@@ -68,7 +72,8 @@ def main(argv=None):
                         f"{stepwatch.MAX_RING_CAPACITY}")
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
-                              on_full=args.on_full, ring_capacity=args.ring_capacity)
+                              on_full=args.on_full, ring_capacity=args.ring_capacity,
+                              live=args.live)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch
