@@ -24,7 +24,8 @@
  * one line per process: the first profiler with a step draws it. It writes to its own duplicate of
  * stderr, so a program that later points fd 2 at a file gets no escape codes in it; a write
  * error (a terminal gone, a closed pipe: SIGPIPE is blocked on this thread) ends the drawing
- * quietly.
+ * quietly. The writes block like the program's own: a terminal stopped with Ctrl-S holds
+ * the line's thread as it holds the program.
  */
 #include "status_line.h"
 
@@ -71,7 +72,7 @@ static void put(status_line *s, const char *buf, size_t len) {
         if (n > 0) {
             buf += n;
             len -= (size_t)n;
-        } else if (n < 0 && errno != EINTR) {
+        } else if (n == 0 || errno != EINTR) {
             s->broken = 1;
         }
     }

@@ -24,7 +24,7 @@ ROWS, COLS = 40, 120
 # a line on stdout and one on stderr every 10 steps, and a progress bar redrawn with "\r".
 PROGRAM = textwrap.dedent("""
     import sys, time, stepwatch
-    live = {live}
+    live, close = {live}, {close}
     kwargs = {{}} if live == "default" else {{"live": live}}
     p = stepwatch.Profiler(name="live", **kwargs)
     data, forward = p.action("data"), p.action("forward")
@@ -44,12 +44,17 @@ PROGRAM = textwrap.dedent("""
                 sys.stderr.write(f"\\rprogress {{i:3d}}/80")
                 sys.stderr.flush()
     sys.stderr.write("\\n")
-    p.close()
-    print("done", flush=True)
+    if close:
+        p.close()
+    print("done", flush=True)  # without close: the profiler is freed at exit, or left to exit
 """)
 
 
-def run_on_terminal(live="default", args=None, env=None):
+def program(live='"default"', close=True):
+    return PROGRAM.format(live=live, close=close)
+
+
+def run_on_terminal(live="default", args=None, env=None, close=True):
     """Run the program with stdout and stderr on a pseudo-terminal; returns (exit code, the
     screens after each read, the final screen)."""
     try:
@@ -59,8 +64,8 @@ def run_on_terminal(live="default", args=None, env=None):
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
     env = dict(os.environ if env is None else env, TERM="xterm")
     env.pop("STEPWATCH_LIVE", None)
-    args = args or [sys.executable, "-c", PROGRAM.format(live=repr(live) if live != "default"
-                                                          else '"default"')]
+    args = args or [sys.executable, "-c", program(repr(live) if live != "default" else '"default"',
+                                                  close)]
     proc = subprocess.Popen(args, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     screen = pyte.Screen(COLS, ROWS)
@@ -83,8 +88,9 @@ def program_lines(display):
     return [line.rstrip() for line in display if line.startswith("program line")]
 
 
-def test_status_line_on_a_terminal():
-    rc, screens, screen = run_on_terminal()
+@pytest.mark.parametrize("close", [True, False], ids=["closed", "left-to-exit"])
+def test_status_line_on_a_terminal(close):
+    rc, screens, screen = run_on_terminal(close=close)
     assert rc == 0
     bottoms = [s[-1] for s in screens if "steps/s" in s[-1]]
     assert bottoms, "the status line never showed"
@@ -115,13 +121,13 @@ def test_live_false_draws_nothing_on_a_terminal(live):
 
 def test_nothing_on_a_pipe_unless_forced():
     env = {k: v for k, v in os.environ.items() if k != "STEPWATCH_LIVE"}
-    quiet = subprocess.run([sys.executable, "-c", PROGRAM.format(live='"default"')],
+    quiet = subprocess.run([sys.executable, "-c", program()],
                            capture_output=True, text=True, env=env, timeout=120)
     assert quiet.returncode == 0
     assert "stepwatch" not in quiet.stderr
     # Forced onto a pipe: plain lines (here every 0.5 s), no escape codes.
     env["STEPWATCH_LIVE_INTERVAL_MS"] = "500"
-    forced = subprocess.run([sys.executable, "-c", PROGRAM.format(live="True")],
+    forced = subprocess.run([sys.executable, "-c", program("True")],
                             capture_output=True, text=True, env=env, timeout=120)
     assert forced.returncode == 0
     plain = [line for line in forced.stderr.splitlines() if "stepwatch  " in line]
@@ -140,7 +146,7 @@ def test_stepwatch_run_live_flags(tmp_path):
     """stepwatch run --no-live silences the line on a terminal; --live forces it on a pipe
     (the C command passes STEPWATCH_LIVE to the program)."""
     script = tmp_path / "train.py"
-    script.write_text(PROGRAM.format(live='"default"'))
+    script.write_text(program())
     rc, screens, _ = run_on_terminal(args=[cli(), "run", "--run-file", str(tmp_path / "a.db"),
                                            "--no-live", "--", sys.executable, str(script)])
     assert rc == 0
