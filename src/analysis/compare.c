@@ -471,11 +471,11 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     char wa[32], wb[32];
     fprintf(out, "## stepwatch compare\n\n");
     fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
-                 "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when a "
-                 "two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean moved "
-                 "by at least %.0f %%; a change of a tail when Fisher's exact test on the calls "
-                 "above the pooled p90 or p99 gives p < %.2g and that quantile moved by at least "
-                 "%.0f %%.\n\n",
+                 "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
+                 "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
+                 "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
+                 "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
+                 "least %.0f %%.\n\n",
             a->name ? a->name : "stepwatch", (unsigned long long)a->steps,
             sw_format_duration((double)a->wall_ns, wa, sizeof wa), b->name ? b->name : "stepwatch",
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
