@@ -61,7 +61,8 @@ typedef struct cmp_row {
     double z, p;          /* Mann-Whitney U: z score (> 0: new is slower) and p-value */
     tail_test tails[SW__NTAILS];
     verdict v;
-    const char *by;       /* what decided slower/faster: "mean", "p90" or "p99"; else NULL */
+    const char *by;       /* what decided slower/faster: "mean", "p50", "p90" or "p99"; else
+                             NULL */
 } cmp_row;
 
 /* ---- the test ---- */
@@ -210,22 +211,27 @@ static void judge(cmp_row *c)
     mann_whitney(&c->a->hist, &c->b->hist, &c->z, &c->p);
     for (int k = 0; k < SW__NTAILS; k++)
         judge_tail(c->a, c->b, tail_q[k], &c->tails[k]);
-    int material = isfinite(c->delta_pct) && fabs(c->delta_pct) >= SW__MIN_CHANGE_PCT;
-    /* The rank test and the mean must agree on the direction; a mean moved only by a few
-     * outliers, against the bulk of the calls, is not called a change of the mean (the tail
-     * tests judge those outliers). A slower tail outranks a faster bulk: a regression is
-     * what a person acts on first. */
+    /* The bulk moved when U says so and the mean, or else the median, moved the same way by
+     * at least SW__MIN_CHANGE_PCT: a mean moved only by a few outliers, against the bulk of
+     * the calls, is no change of the bulk (the tail tests judge those outliers), and a bulk
+     * that moved while a stall dragged the mean the other way is one (decided by the p50).
+     * A slower tail outranks a faster bulk: a regression is what a person acts on first. */
+    double min_ratio = 1 + SW__MIN_CHANGE_PCT / 100, p50_ratio = q(c->b, 0.5) / q(c->a, 0.5);
+    int mean_up = isfinite(c->delta_pct) && c->delta_pct >= SW__MIN_CHANGE_PCT;
+    int mean_down = isfinite(c->delta_pct) && c->delta_pct <= -SW__MIN_CHANGE_PCT;
+    int bulk_up = c->p < SW__ALPHA && c->z > 0 && (mean_up || p50_ratio >= min_ratio);
+    int bulk_down = c->p < SW__ALPHA && c->z < 0 && (mean_down || p50_ratio <= 1 / min_ratio);
     int slower_tail = tail_moved(c, 1), faster_tail = tail_moved(c, -1);
     c->v = V_SAME;
-    if (c->p < SW__ALPHA && material && c->z > 0 && c->delta_pct > 0) {
+    if (bulk_up) {
         c->v = V_SLOWER;
-        c->by = "mean";
+        c->by = mean_up ? "mean" : "p50";
     } else if (slower_tail >= 0) {
         c->v = V_SLOWER;
         c->by = tail_names[slower_tail];
-    } else if (c->p < SW__ALPHA && material && c->z < 0 && c->delta_pct < 0) {
+    } else if (bulk_down) {
         c->v = V_FASTER;
-        c->by = "mean";
+        c->by = mean_down ? "mean" : "p50";
     } else if (faster_tail >= 0) {
         c->v = V_FASTER;
         c->by = tail_names[faster_tail];

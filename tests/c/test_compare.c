@@ -228,6 +228,27 @@ static void test_tail_regression_is_slower(void **state)
     free(csv);
 }
 
+/* The bulk of the calls took 3x longer, but one stall in the baseline dragged its mean above
+ * the new one: U and the median agree, so the row is slower, decided by the p50 (a mean
+ * alone would have said "faster" and the old rule "same"). */
+static void test_bulk_moved_against_a_stalled_mean(void **state)
+{
+    (void)state;
+    sw_row ra[1], rb[1];
+    ra[0] = stalled_row("forward", 30, 0.5e6, 1, 60e6, 1);
+    rb[0] = stalled_row("forward", 30, 1.5e6, 0, 0, 2);
+    assert_true(ra[0].stats.mean_ns > rb[0].stats.mean_ns);
+    sw_snapshot a = at_snapshot("a", ra, 1, 30, 1), b = at_snapshot("b", rb, 1, 30, 1);
+    char *csv = compare_text(&a, &b, SW_FORMAT_CSV);
+    double z, pv;
+    char verdict[32], by[32];
+    csv_result_by(csv, "forward", &z, &pv, verdict, by);
+    assert_true(pv < 1e-6 && z > 0);
+    assert_string_equal(verdict, "slower");
+    assert_string_equal(by, "p50");
+    free(csv);
+}
+
 /* Fisher's exact test against an independent computation: with every call at 1 ms or 10 ms
  * the table is exactly [4 396; 20 380], whose two-sided p is 0.0013176969206547308 (summed
  * with Python's math.comb). */
@@ -351,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_verdicts),
         cmocka_unit_test(test_tail_regression_is_slower),
         cmocka_unit_test(test_tail_test_matches_exact_fisher),
+        cmocka_unit_test(test_bulk_moved_against_a_stalled_mean),
         cmocka_unit_test(test_table_fits_100_columns),
         cmocka_unit_test(test_identical_runs_are_same),
         cmocka_unit_test(test_escaping),
