@@ -465,7 +465,7 @@ static PyType_Slot Profiler_slots[] = {
      "waits), 'block' waits for the writer (a complete timeline, may slow training).\n"
      "functions: action names whose function calls are profiled (see functions(name));\n"
      "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
-     "tracing hook); by default Python functions only, a builtin's time in its caller."},
+     "tracing hook); by default Python functions only, a builtin's time in its caller.\n"
      "live: the status line on stderr while the run goes on; None = when stderr is a terminal\n"
      "(or as `stepwatch run --live/--no-live` says), True = always, False = never."},
     {Py_tp_new, Profiler_new},
