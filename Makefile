@@ -3,13 +3,19 @@
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
 #   make wheel  dist/: an sdist that builds with only a compiler, a manylinux wheel
+#   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
+#               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
 BUILD   ?= build
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE   ?= cmake
 CONFIG_FLAGS ?=
 
-.PHONY: all build demo test test-c test-asan test-tsan test-python bench venv wheel clean deps-demo deps-test
+FUZZ_SECONDS ?= 300
+
+.PHONY: all build demo test test-c test-asan test-tsan test-python test-fuzz bench venv wheel \
+	clean deps-demo deps-test fault-long fuzz
 
 all: build
 
@@ -28,7 +34,7 @@ build: deps-demo
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: deps-test test-c test-asan test-tsan test-python
+test: deps-test test-c test-asan test-tsan test-python test-fuzz
 
 # --no-tests=error: a build configured without cmocka has no C tests, and must not pass.
 test-c: deps-test build
@@ -52,6 +58,17 @@ venv:
 
 test-python: build venv
 	@scripts/test-python.sh $(BUILD)
+
+test-fuzz:
+	@scripts/fuzz.sh $(BUILD) 3
+
+fuzz:
+	@scripts/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+
+fault-long: build
+	@cd $(BUILD)/release && export SW_BUILD_DIR=$$PWD SW_FAULT_KILLS=75 SW_FAULT_FORKS=5000 \
+	    SW_FAULT_THREADS=8000 && ./tests/test_fault_kill && ./tests/test_fault_fork && \
+	    ./tests/test_fault_threads_mt
 
 bench: build venv
 	@scripts/bench.sh $(BUILD)

@@ -4,7 +4,8 @@
 # a sudo that asks no password); otherwise the script names the apt-get line and stops.
 #   demo: a C compiler, CMake, SQLite's header and library (the demo needs nothing else)
 #   test: the demo's, plus cmocka, pkg-config, a C++ compiler (the header's C++ check), the
-#         Python venv and headers, sqlite3 and Chromium (the HTML report is drawn in it)
+#         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
+#         clang with its libFuzzer runtime (the fuzz targets)
 # .ci/run installs the same list up front.
 set -euo pipefail
 what=${1:?usage: scripts/deps.sh demo|test}
@@ -16,6 +17,10 @@ have_python_venv() { have_cmd python3 && python3 -c 'import ensurepip, venv' >/d
 have_python_dev() {
     have_cmd python3 &&
         [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')/Python.h" ]
+}
+
+have_fuzzer_runtime() {
+    compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a" >/dev/null
 }
 
 missing=()
@@ -35,6 +40,8 @@ if [ "$what" = test ]; then
     need python3-venv have_python_venv
     need python3-dev have_python_dev
     need chromium have_cmd chromium
+    need clang have_cmd clang                      # the fuzzers (libFuzzer)
+    need libclang-rt-dev have_fuzzer_runtime
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

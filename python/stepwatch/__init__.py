@@ -46,6 +46,7 @@ from ._stepwatch import (
     load_steps,
     now_ns,
     strerror,
+    write_output,
 )
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
     "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
-    "strerror", "profiler", "set_profiler", "action", "report", "records",
+    "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "torch", "lightning", "ignite", "fastai", "live",
 ]
 

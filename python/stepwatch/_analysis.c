@@ -12,8 +12,8 @@
 
 typedef int (*run_writer)(sw_run *run, FILE *out);
 
-/* Open the run file, write what writer makes of it to path; on failure no half-written file
- * is left (the file is removed). Returns None. */
+/* Open the run file and write what writer makes of it to path through sw_output (all or
+ * nothing: a failure leaves the old file untouched and no half-written one). None. */
 static PyObject *write_run_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                               const char *who, run_writer writer) {
     module_state *st = sw_py_state_of_module(module);
@@ -28,26 +28,21 @@ static PyObject *write_run_to(PyObject *module, PyObject *const *args, Py_ssize_
         Py_DECREF(out_path);
         return NULL;
     }
-    const char *path = PyBytes_AS_STRING(out_path);
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[1]);
-        sw_run_close(run);
-        Py_DECREF(out_path);
-        return NULL;
-    }
     int rc;
     Py_BEGIN_ALLOW_THREADS /* reads every step (and span) of the run file */
-    rc = writer(run, out);
-    if (fclose(out) != 0 && rc == 0)
-        rc = SW_EIO;
-    if (rc != 0)
-        remove(path);
+    sw_output *o = NULL;
+    rc = sw_output_open(PyBytes_AS_STRING(out_path), &o);
+    if (rc == 0) {
+        rc = writer(run, sw_output_stream(o));
+        if (rc == 0)
+            rc = sw_output_commit(o);
+        else
+            sw_output_abort(o);
+    }
     Py_END_ALLOW_THREADS
     sw_run_close(run);
-    PyObject *result = rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
     Py_DECREF(out_path);
-    return result;
+    return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
 }
 
 PyObject *sw_py_html(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {

@@ -17,6 +17,7 @@
  * SW__TAIL_MIN_RATIO. A slower tail makes the row slower even when the bulk is unchanged.
  */
 #include "analysis_internal.h"
+#include "report/writer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -357,8 +358,10 @@ static size_t count_verdict(const cmp_row *rows, size_t n, verdict v)
 static void run_line(FILE *out, const char *label, const sw_snapshot *s)
 {
     char wall[32];
-    fprintf(out, "%s \"%s\": %llu steps, %s\n", label, s->name ? s->name : "stepwatch",
-            (unsigned long long)s->steps, sw_format_duration((double)s->wall_ns, wall, sizeof wall));
+    fprintf(out, "%s \"", label);
+    sw__clean_text(out, s->name ? s->name : "stepwatch");
+    fprintf(out, "\": %llu steps, %s\n", (unsigned long long)s->steps,
+            sw_format_duration((double)s->wall_ns, wall, sizeof wall));
 }
 
 /* Display width of a UTF-8 string (code points; good enough for action names). */
@@ -433,8 +436,10 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
     run_line(out, "new     ", b);
     summary_lines(out, rows, n);
     int wa = 6, wp = 5;
+    char phase[SW__LABEL_MAX], action[SW__LABEL_MAX]; /* names as a terminal may show them */
     for (size_t i = 0; i < n; i++) {
-        int la = text_width(rows[i].action), lp = text_width(rows[i].phase);
+        int la = (int)sw__text_clean(rows[i].action, action, sizeof action);
+        int lp = (int)sw__text_clean(rows[i].phase, phase, sizeof phase);
         wa = la > wa ? la : wa;
         wp = lp > wp ? lp : wp;
     }
@@ -455,9 +460,11 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
         const cmp_row *c = &rows[i];
         const tail_test *p99 = &c->tails[SW__NTAILS - 1];
         char t[NCOLS][32], vtext[32];
-        put_left(out, c->phase, wp);
+        sw__text_clean(c->phase, phase, sizeof phase);
+        sw__text_clean(c->action, action, sizeof action);
+        put_left(out, phase, wp);
         fputs("  ", out);
-        put_left(out, c->action, wa);
+        put_left(out, action, wa);
         dur(c->a, row_mean(c->a), t[0], sizeof t[0]);
         dur(c->b, row_mean(c->b), t[1], sizeof t[1]);
         pct_text(c->delta_pct, t[2], sizeof t[2]);
@@ -475,6 +482,9 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
                            const cmp_row *rows, size_t n)
 {
     char wa[32], wb[32];
+    char na[SW__LABEL_MAX], nb[SW__LABEL_MAX];
+    sw__text_clean(a->name ? a->name : "stepwatch", na, sizeof na);
+    sw__text_clean(b->name ? b->name : "stepwatch", nb, sizeof nb);
     fprintf(out, "## stepwatch compare\n\n");
     fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
                  "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
@@ -482,8 +492,8 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
                  "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
                  "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
                  "least %.0f %%.\n\n",
-            a->name ? a->name : "stepwatch", (unsigned long long)a->steps,
-            sw_format_duration((double)a->wall_ns, wa, sizeof wa), b->name ? b->name : "stepwatch",
+            na, (unsigned long long)a->steps,
+            sw_format_duration((double)a->wall_ns, wa, sizeof wa), nb,
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
@@ -504,7 +514,8 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
         fputs("| ", out);
         /* Escape the table separator inside names. */
         for (int k = 0; k < 2; k++) {
-            for (const char *s = k ? c->action : c->phase; *s; s++) {
+            sw__text_clean(k ? c->action : c->phase, na, sizeof na);
+            for (const char *s = na; *s; s++) {
                 if (*s == '|')
                     fputc('\\', out);
                 fputc(*s, out);
@@ -530,10 +541,12 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     }
 }
 
-static void csv_field(FILE *out, const char *s)
+static void csv_field(FILE *out, const char *name)
 {
+    char s_clean[SW__LABEL_MAX];
+    sw__text_clean(name, s_clean, sizeof s_clean);
     fputc('"', out);
-    for (; *s; s++) {
+    for (const char *s = s_clean; *s; s++) {
         if (*s == '"')
             fputc('"', out);
         fputc(*s, out);

@@ -76,8 +76,14 @@ def test_errors(runs, tmp_path):
     with pytest.raises(FileNotFoundError):
         stepwatch.html(tmp_path / "absent.db", tmp_path / "x.html")
     assert not (tmp_path / "x.html").exists()
-    with pytest.raises(OSError):
+    with pytest.raises(stepwatch.Error, match="x.html"):  # sw_output names the path
         stepwatch.html(base, tmp_path / "no" / "dir" / "x.html")
+    # All or nothing: a report that exists survives a failed write over it.
+    old = tmp_path / "old.html"
+    old.write_text("kept")
+    with pytest.raises(FileNotFoundError):
+        stepwatch.html(tmp_path / "absent.db", old)
+    assert old.read_text() == "kept"
     with pytest.raises(ValueError, match="report format"):
         stepwatch.compare(base, base, format="lightning")
     with pytest.raises(ValueError, match="csv"):
