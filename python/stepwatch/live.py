@@ -30,6 +30,7 @@ class TensorBoard:
         if every_s <= 0:
             raise ValueError("TensorBoard: every_s must be above 0")
         self._live = Live(profiler, window_s if window_s is not None else max(every_s, 1.0))
+        self._live.update()  # the first mark: the first write covers the steps from here on
         self._own_writer = writer is None
         if writer is None:
             from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package

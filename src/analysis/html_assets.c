@@ -46,7 +46,7 @@ const char sw__html_head[] =
     "th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }\n"
     "th { background: var(--panel); cursor: pointer; user-select: none; }\n"
     "th:first-child, td:first-child, th.text, td.text { text-align: left; }\n"
-    "td.name { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; max-width: 360px; overflow: hidden; text-overflow: ellipsis; }\n"
+    "td.name { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; white-space: normal; overflow-wrap: anywhere; min-width: 14ch; max-width: 360px; }\n"
     ".note { color: var(--muted); font-size: 12px; }\n"
     "/* Narrow pages: optional columns give way, names and margins get smaller. */\n"
     "@media (max-width: 1100px) {\n"

@@ -1,10 +1,10 @@
 """The HTML report read the way a person reads it: a run with train and validation epochs, a
 warm-up, one stall and a long action name, drawn by real headless Chromium at 800 and 1400 px.
 A small script added to a copy of the page measures the layout after it is drawn: the page
-does not scroll sideways, no table needs its own scroll bar, no chart label is cut at a
-chart's edge, overlaps another label or covers a histogram bar. The tables show human units
-and "-" where a figure is undefined. The screenshots stay in the build directory
-(html_800.png, html_1400.png) for a person to look at."""
+does not scroll sideways, no table needs its own scroll bar, no action name is cut (long ones
+wrap), no chart label is cut at a chart's edge, overlaps another label or covers a histogram
+bar. The tables show human units and "-" where a figure is undefined. The screenshots stay in
+the build directory (html_800.png, html_1400.png) for a person to look at."""
 import json
 import os
 import re
@@ -30,6 +30,9 @@ window.addEventListener("load", function () {
   out.error = document.getElementById("sw-error").textContent;
   [].forEach.call(document.querySelectorAll(".table-wrap"), function (w) {
     if (w.scrollWidth > w.clientWidth) out.problems.push("table scrolls: " + w.scrollWidth + " > " + w.clientWidth);
+  });
+  [].forEach.call(document.querySelectorAll("td.name"), function (td) {
+    if (td.scrollWidth > td.clientWidth) out.problems.push("name cut: " + td.textContent);
   });
   [].forEach.call(document.querySelectorAll("svg.chart"), function (svg) {
     out.charts++;

@@ -6,6 +6,7 @@ live=True to a pipe writes plain lines. And the same figures to TensorBoard."""
 import fcntl
 import os
 import pty
+import re
 import struct
 import subprocess
 import sys
@@ -97,7 +98,9 @@ def test_status_line_on_a_terminal(close):
     line = bottoms[-1]
     # 25 ms steps: about 40 steps/s and 1280 samples/s; data 10 of 25 ms; forward slowest.
     assert "stepwatch" in line and "steps/s" in line and "samples/s" in line, line
-    assert "step p50" in line and "data 4" in line and "slowest forward" in line, line
+    assert "step p50" in line and "slowest forward" in line, line
+    share = re.search(r"data (\d+) %", line)  # 10 of ~25 ms; wide: sleeps run long under load
+    assert share and 30 <= int(share.group(1)) <= 50, line
     # Never anywhere but the last row, and never over the program's lines.
     for s in screens:
         assert not any("steps/s" in row for row in s[:-1]), s
@@ -172,15 +175,16 @@ def test_live_figures_and_tensorboard(tmp_path):
         for _ in range(20):
             with p.step(16):
                 with data:
-                    time.sleep(0.004)
+                    time.sleep(0.003)
                 with forward:
-                    time.sleep(0.006)
+                    time.sleep(0.009)
     v = live.update()
     assert v["steps"] == 20 and v["total_steps"] == 20
-    assert 40 < v["steps_per_s"] < 110  # ~10 ms steps, measured over the window
+    # >= 12 ms steps, measured over the window (5 s would give 4/s); sleeps run long under load.
+    assert 15 < v["steps_per_s"] < 84
     assert v["samples_per_s"] == pytest.approx(16 * v["steps_per_s"], rel=1e-6)
-    assert 0.3 < v["data_share"] < 0.5 and v["slowest"] == "forward"
-    assert 9e6 < v["step_p50_ns"] <= v["step_p99_ns"] < 60e6
+    assert 0.1 < v["data_share"] < 0.4 and v["slowest"] == "forward"
+    assert 11e6 < v["step_p50_ns"] <= v["step_p99_ns"] < 1e9
     assert live.format().startswith("stepwatch  ")
     assert len(live.format(width=40)) <= 40
 
@@ -201,5 +205,5 @@ def test_live_figures_and_tensorboard(tmp_path):
     for tag in ("stepwatch/steps_per_s", "stepwatch/samples_per_s", "stepwatch/step_p50_ms",
                 "stepwatch/step_p99_ms", "stepwatch/data_share"):
         assert tag in tags, tags
-    last = acc.Scalars("stepwatch/steps_per_s")[-1]
-    assert last.step == 50 and 20 < last.value < 110
+    last = acc.Scalars("stepwatch/steps_per_s")[-1]  # close's write: the window up to now
+    assert last.step == 50 and 5 < last.value < 101
