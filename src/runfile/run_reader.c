@@ -25,6 +25,7 @@ typedef struct rank_info {
 
 struct sw_run {
     sqlite3 *db;
+    int version; /* the file's schema version */
     int nranks;
     rank_info *ranks;
     sw_progress_fn progress;
@@ -85,7 +86,7 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out) {
 }
 
 /* The file is SQLite (header checked): is it ours, of our version, intact? */
-static int check_database(sqlite3 *db) {
+static int check_database(sqlite3 *db, int *schema_version) {
     int64_t app = 0, version = 0;
     int rc = query_int(db, "PRAGMA application_id", &app);
     if (rc != SQLITE_OK)
@@ -95,8 +96,9 @@ static int check_database(sqlite3 *db) {
     rc = query_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
         return sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc);
-    if (version != SW__RUN_SCHEMA_VERSION)
+    if (version < SW__RUN_SCHEMA_OLDEST || version > SW__RUN_SCHEMA_VERSION)
         return SW_EVERSION;
+    *schema_version = (int)version;
     sqlite3_stmt *q = NULL;
     rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
     if (rc == SQLITE_OK) {
@@ -224,7 +226,7 @@ int sw_run_open(const char *path, sw_run **out) {
         rc = sw__sqlite_rc(sqlite3_open_v2(path, &run->db, flags[attempt], NULL));
         if (rc == 0) {
             sqlite3_busy_timeout(run->db, 2000);
-            rc = check_database(run->db);
+            rc = check_database(run->db, &run->version);
         }
         if (rc != SW_EIO && rc != SW_ESQLITE)
             break;
@@ -387,6 +389,27 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
     return rc;
 }
 
+static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
+    if (run->version < 2)
+        return 0; /* version 1 had no notes */
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, rank);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(q, 0);
+        const char *value = (const char *)sqlite3_column_text(q, 1);
+        rc = key ? sw__snapshot_set_note(s, key, value) : SW_ECORRUPT;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
 int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
@@ -402,6 +425,8 @@ int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
         rc = read_rows(run, rank, s);
     if (rc == 0)
         rc = read_counters(run, rank, s);
+    if (rc == 0)
+        rc = read_notes(run, rank, s);
     sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
     if (rc != 0) {
         sw_snapshot_free(s);
@@ -468,6 +493,11 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
             into->last = c->last; /* the highest rank's */
         }
         into->count = n;
+    }
+    for (size_t i = 0; i < one->nnotes; i++) { /* ranks come in order: the lowest's value stays */
+        int rc = sw__snapshot_set_note(all, one->notes[i].key, one->notes[i].value);
+        if (rc != 0)
+            return rc;
     }
     uint64_t *from = (uint64_t *)&one->misuse, *to = (uint64_t *)&all->misuse;
     for (size_t k = 0; k < sizeof one->misuse / sizeof(uint64_t); k++)

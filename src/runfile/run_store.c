@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The schema, version 1. Every table has a rank column so rank files merge by union. */
+/* The schema, version 2 (version 1 had no notes table). Every table has a rank column so rank
+ * files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -50,7 +51,9 @@ static const char SCHEMA_SQL[] =
     "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
     " value REAL);"
     "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"
-    " first_start_ns INTEGER, data BLOB);";
+    " first_start_ns INTEGER, data BLOB);"
+    "CREATE TABLE notes(rank INTEGER, seq INTEGER, key TEXT, value TEXT,"
+    " PRIMARY KEY(rank, seq)) WITHOUT ROWID;";
 
 int sw__sqlite_rc(int rc) {
     switch (rc & 0xff) {
@@ -321,6 +324,20 @@ static int write_counter_summaries(sw__store *st, int rank, const sw_snapshot *s
     return rc;
 }
 
+static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO notes VALUES(?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->nnotes; i++) {
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, snap->notes[i].key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, snap->notes[i].value, -1, SQLITE_STATIC);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                         const char *end_reason) {
     sqlite3_stmt *q = NULL;
@@ -359,15 +376,18 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
                              const char *end_reason) {
     if (st == NULL || snap == NULL)
         return SW_EINVAL;
-    char sql[160];
+    char sql[200];
     snprintf(sql, sizeof sql,
-             "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;",
-             rank, rank);
+             "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;"
+             "DELETE FROM notes WHERE rank=%d;",
+             rank, rank, rank);
     int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
     if (rc == 0)
         rc = write_counter_summaries(st, rank, snap);
+    if (rc == 0)
+        rc = write_notes(st, rank, snap);
     if (rc == 0)
         rc = write_totals(st, rank, snap, complete, end_reason);
     return rc;
