@@ -1,36 +1,45 @@
 /*
- * cmd_run.c — stepwatch run [--run-file P] [--timeline] -- CMD ARGS...
+ * cmd_run.c — stepwatch run [options] -- CMD ARGS...   (or -m MODULE / -c CODE [ARGS...])
  *
- * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
- * which instruments the script (the Python package). Any other program gets the run file's
- * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
- * STEPWATCH_RING_CAPACITY) for a program built with stepwatch.
+ * A Python command (python ... script.py, -m module, -c code) runs as "python -m
+ * stepwatch.autorun ...", which instruments the script (the Python package); -m and -c
+ * given to `stepwatch run` itself mean "python3 -m/-c". Any other program gets the run
+ * file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
+ * STEPWATCH_RING_CAPACITY) for a program built with stepwatch. At the end it names the run
+ * files the program wrote ({rank} expanded), or says that none was written.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char HELP[] =
-    "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
-    "                     [--ring-capacity N] -- CMD ARGS...\n\n"
+    "usage: stepwatch run [options] -- CMD ARGS...\n"
+    "       stepwatch run [options] -m MODULE [ARGS...]   (python3 -m MODULE)\n"
+    "       stepwatch run [options] -c CODE [ARGS...]     (python3 -c CODE)\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
     "  -f, --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
     "      --format F    the report the Python command prints at exit (STEPWATCH_FORMAT)\n"
+    "      --warmup N    first N steps of each phase kept out of the statistics\n"
+    "      --forward M   how Python times the forward: patch (default) or hooks\n"
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
     "                    events buffered per thread (default 65536, 112 bytes each)\n"
+    "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
 /* python, python3, python3.11, ... */
@@ -81,6 +90,77 @@ static char *absolute(const char *path) {
     return out;
 }
 
+/* python3 -m stepwatch.autorun -m|-c WHAT ARGS...: stepwatch run -m/-c. */
+static char **python_target_argv(const char *flag, const char *what, int argc, char **argv) {
+    char **out = calloc((size_t)argc + 6, sizeof *out);
+    if (out == NULL)
+        return NULL;
+    int o = 0;
+    out[o++] = "python3";
+    out[o++] = "-m";
+    out[o++] = "stepwatch.autorun";
+    out[o++] = (char *)flag;
+    out[o++] = (char *)what;
+    for (int i = 0; i < argc; i++)
+        out[o++] = argv[i];
+    return out;
+}
+
+/* pattern as a glob(3) pattern: {rank} matches anything, the rest only itself. */
+static char *rank_glob(const char *pattern) {
+    char *out = malloc(2 * strlen(pattern) + 1), *o = out;
+    for (const char *c = pattern; out && *c;) {
+        if (strncmp(c, "{rank}", 6) == 0) {
+            *o++ = '*';
+            c += 6;
+            continue;
+        }
+        if (strchr("*?[\\", *c))
+            *o++ = '\\';
+        *o++ = *c++;
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+static int before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* The run files the program wrote: pattern with {rank} matching a rank, made or changed
+ * since `since`. Prints them, or that there is none, on stderr. */
+static void report_run_files(const char *pattern, const struct timespec *since) {
+    const char *mark = strstr(pattern, "{rank}");
+    char *glob_pattern = rank_glob(pattern);
+    glob_t found = {0};
+    size_t shown = 0;
+    if (glob_pattern != NULL && glob(glob_pattern, 0, NULL, &found) == 0) {
+        size_t prefix = mark ? (size_t)(mark - pattern) : 0;
+        size_t suffix = mark ? strlen(mark + 6) : 0;
+        for (size_t i = 0; i < found.gl_pathc; i++) {
+            const char *path = found.gl_pathv[i];
+            struct stat st;
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || before(&st.st_mtim, since))
+                continue; /* not this run's */
+            size_t len = strlen(path);
+            int rank_ok = 1; /* what {rank} matched: digits only */
+            for (size_t k = prefix; mark && k + suffix < len; k++)
+                rank_ok &= path[k] >= '0' && path[k] <= '9';
+            if (!rank_ok || (mark && len <= prefix + suffix))
+                continue;
+            fprintf(stderr, "%s%s", shown++ ? ", " : "stepwatch: run file: ", path);
+        }
+    }
+    if (shown > 1)
+        fprintf(stderr, " (%zu ranks: 'stepwatch merge' joins them)", shown);
+    if (shown == 0)
+        fprintf(stderr, "stepwatch: no run file was written (%s)", pattern);
+    fputc('\n', stderr);
+    globfree(&found);
+    free(glob_pattern);
+}
+
 static pid_t g_child;
 
 /* A terminal's Ctrl-C reaches the whole process group, the child included; a SIGTERM sent
@@ -91,22 +171,45 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
-    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY };
+    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_WARMUP, OPT_FORWARD };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
                                             {"on-full", required_argument, NULL, OPT_ON_FULL},
                                             {"ring-capacity", required_argument, NULL,
                                              OPT_RING_CAPACITY},
+                                            {"warmup", required_argument, NULL, OPT_WARMUP},
+                                            {"forward", required_argument, NULL, OPT_FORWARD},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL;
+    const char *format = NULL, *on_full = NULL, *ring = NULL, *warmup = NULL, *forward_mode = NULL;
+    const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
     int timeline = 0, code;
     optind = 1;
-    /* '+': stop at the first non-option, the program's name. */
-    for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
+    /* '+': stop at the first non-option, the program's name; -m and -c end the options too
+     * (what follows is the Python program's, as with python itself). */
+    for (int opt; python_flag == NULL && (opt = getopt_long(argc, argv, "+f:thm:c:", options,
+                                                            NULL)) != -1;) {
         switch (opt) {
+        case 'm':
+        case 'c':
+            python_flag = opt == 'm' ? "-m" : "-c";
+            python_what = optarg;
+            break;
+        case OPT_WARMUP: { /* checked here, passed on as written */
+            long steps;
+            if (sw__cli_parse_number(optarg, 0, UINT32_MAX, &steps) != 0)
+                return sw__cli_usage(&args, "--warmup takes a number of steps, not '%s'",
+                                     optarg);
+            warmup = optarg;
+            break;
+        }
+        case OPT_FORWARD:
+            if (strcmp(optarg, "patch") != 0 && strcmp(optarg, "hooks") != 0)
+                return sw__cli_usage(&args, "--forward takes patch or hooks, not '%s'", optarg);
+            forward_mode = optarg;
+            break;
         case 'f':
             run_file = optarg;
             break;
@@ -142,12 +245,15 @@ int sw_cmd_run(int argc, char **argv) {
                 return code;
         }
     }
-    if (optind == argc)
-        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS...");
+    if (optind == argc && python_flag == NULL)
+        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS... (or -m "
+                                    "MODULE, -c CODE)");
     char **cmd = argv + optind;
     int ncmd = argc - optind;
     char *path = absolute(run_file);
-    char **exec_argv = is_python(cmd[0]) ? python_argv(ncmd, cmd) : cmd;
+    char **exec_argv = python_flag ? python_target_argv(python_flag, python_what, ncmd, cmd)
+                       : is_python(cmd[0]) ? python_argv(ncmd, cmd)
+                                           : cmd;
     if (path == NULL || exec_argv == NULL) {
         sw__cli_error("out of memory");
         return SW_EXIT_IO;
@@ -161,7 +267,14 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_ON_FULL", on_full, 1);
     if (ring)
         setenv("STEPWATCH_RING_CAPACITY", ring, 1);
+    if (warmup)
+        setenv("STEPWATCH_WARMUP", warmup, 1);
+    if (forward_mode)
+        setenv("STEPWATCH_FORWARD", forward_mode, 1);
 
+    struct timespec started; /* a second early: file times come from a coarser clock */
+    clock_gettime(CLOCK_REALTIME, &started);
+    started.tv_sec -= 1;
     fflush(NULL);
     g_child = fork();
     if (g_child < 0) {
@@ -180,7 +293,7 @@ int sw_cmd_run(int argc, char **argv) {
     }
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
-        fprintf(stderr, "stepwatch: run file: %s\n", path);
+        report_run_files(path, &started);
     if (exec_argv != cmd)
         free(exec_argv);
     free(path);
