@@ -121,3 +121,35 @@ def test_a_failing_script_still_reports_and_names_its_file(tmp_path, build_dir):
     assert done.stderr.rstrip().endswith(f"stepwatch: run file: {tmp_path / 'out-1.db'}")
     assert json.loads(stepwatch.load(str(tmp_path / "out-1.db")).report("json"))["run"]["rank"] == 1
 
+
+
+def test_diagnose_and_html_say_what_could_not_be_seen(tmp_path, build_dir):
+    """A run whose loop no rule could read (batches fetched, nothing done with them) and one
+    whose loss lives inside the model: diagnose says so with the reason and what to do, never
+    "No problems found"; the HTML report carries the same findings."""
+    exe = cli(build_dir)
+    nothing = tmp_path / "nothing.py"
+    nothing.write_text("import torch\nfrom torch.utils.data import DataLoader\n"
+                       "for batch in DataLoader(torch.randn(8, 2), batch_size=4):\n"
+                       "    batch.sum()\n")
+    inside = tmp_path / "inside.py"
+    inside.write_text(MODULE.replace(
+        "torch.nn.functional.mse_loss(m(torch.randn(8, 4)), torch.randn(8, 1))",
+        "Net()(torch.randn(8, 4), torch.randn(8, 1))").replace(
+        "m = torch.nn.Linear(4, 1)", "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(4, 1)\n"
+        "    def forward(self, x, y):\n"
+        "        return torch.nn.functional.mse_loss(self.lin(x), y)\n"
+        "m = Net()"))
+    for script, finding in ((nothing, "No step boundary found"),
+                            (inside, "loss could not be timed apart")):
+        db = tmp_path / (script.stem + ".db")
+        run([exe, "run", "-f", str(db), "--", sys.executable, str(script)], tmp_path)
+        text = run([exe, "diagnose", str(db)], tmp_path).stdout
+        assert finding in text and "No problems found" not in text, text
+        html = tmp_path / (script.stem + ".html")
+        run([exe, "html", str(db), "-o", str(html)], tmp_path)
+        assert finding in html.read_text()
+    assert "DataLoader batches were fetched, but no model call" in \
+        run([exe, "diagnose", str(tmp_path / "nothing.db")], tmp_path).stdout
