@@ -35,6 +35,8 @@
  */
 #include "_stepwatch.h"
 
+#include <dlfcn.h>
+#include <stdbool.h>
 #include <structmember.h>
 #include <string.h>
 
@@ -71,6 +73,7 @@ typedef struct {
     sw_phase phases[2];        /* train, valid; SW_PHASE_NONE when phases are off */
     PyObject *loss_type;       /* module calls of this type are "loss" */
     PyObject *grad_enabled;    /* torch.is_grad_enabled */
+    bool (*grad_mode)(void);   /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
     PyObject *shape, *training; /* interned attribute names */
     int active;                /* 0 after close(): every hook calls straight through */
@@ -294,17 +297,29 @@ static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
     flush_pending(loop, p, kind, 1);
 }
 
-/* Train or valid, for an outermost forward: grad mode, then module.training. */
-static int forward_kind(LoopObject *loop, PyObject *module) {
-    loop->last_forward_by_flag = 0;
+/* Is torch's grad mode on (off under no_grad and inference_mode)? The C++ call when
+ * read_grad_mode found it (it is what torch.is_grad_enabled returns), else that. */
+static int grad_on(LoopObject *loop) {
+    if (loop->grad_mode != NULL)
+        return loop->grad_mode();
     PyObject *enabled = PyObject_CallNoArgs(loop->grad_enabled);
     if (enabled == NULL) {
         PyErr_Clear();
-        return TRAIN;
+        return 1;
     }
-    int grad = enabled == Py_True;
+    int on = enabled == Py_True;
     Py_DECREF(enabled);
-    if (!grad)
+    return on;
+}
+
+static int grad_kind(LoopObject *loop) {
+    return grad_on(loop) ? TRAIN : VALID;
+}
+
+/* Train or valid, for an outermost forward: grad mode, then module.training. */
+static int forward_kind(LoopObject *loop, PyObject *module) {
+    loop->last_forward_by_flag = 0;
+    if (!grad_on(loop))
         return VALID;
     if (module == NULL || loop->eval_is_train)
         return TRAIN;
@@ -317,17 +332,6 @@ static int forward_kind(LoopObject *loop, PyObject *module) {
     Py_DECREF(training);
     loop->last_forward_by_flag = eval;
     return eval ? VALID : TRAIN;
-}
-
-static int grad_kind(LoopObject *loop) {
-    PyObject *enabled = PyObject_CallNoArgs(loop->grad_enabled);
-    if (enabled == NULL) {
-        PyErr_Clear();
-        return TRAIN;
-    }
-    int kind = enabled == Py_True ? TRAIN : VALID;
-    Py_DECREF(enabled);
-    return kind;
 }
 
 static int update_bounded(const LoopObject *loop) {
@@ -896,6 +900,24 @@ static PyObject *Loop_close(LoopObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* read_grad_mode(path) -> bool: read grad mode through c10::GradMode::is_enabled() of the
+ * torch library at path (already loaded by `import torch`; RTLD_NOLOAD loads nothing), which
+ * spares a Python call per batch and per forward. False, and torch.is_grad_enabled is kept,
+ * when it is not there. */
+static PyObject *Loop_read_grad_mode(LoopObject *self, PyObject *path) {
+    const char *file = PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
+    if (file == NULL)
+        return PyErr_Occurred() ? NULL
+                                : PyErr_Format(PyExc_TypeError, "read_grad_mode(path: str)");
+    void *lib = dlopen(file, RTLD_NOW | RTLD_NOLOAD);
+    void *fn = lib ? dlsym(lib, "_ZN3c108GradMode10is_enabledEv") : NULL;
+    if (lib != NULL)
+        dlclose(lib); /* torch keeps it loaded */
+    /* C's bool and C++'s bool are the same type in every ABI torch is built for. */
+    self->grad_mode = (bool (*)(void))fn;
+    return PyBool_FromLong(fn != NULL);
+}
+
 /* mark(batch_size=0): stepwatch.step(). The step in progress ends here and the next begins
  * (at the batch fetched for it, if one was); from the first mark on, only marks make steps. */
 static PyObject *Loop_mark(LoopObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -996,6 +1018,9 @@ static PyMethodDef Loop_methods[] = {
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
      "End the step in progress, leave the train/valid phase; the hooks call straight through "
      "from now on."},
+    {"read_grad_mode", (PyCFunction)Loop_read_grad_mode, METH_O,
+     "read_grad_mode(path) -> bool: read grad mode from c10::GradMode::is_enabled in the "
+     "loaded torch library at path, not through torch.is_grad_enabled."},
     {"mark", (PyCFunction)(void (*)(void))Loop_mark, METH_FASTCALL,
      "mark(batch_size=0): a step boundary by hand (stepwatch.step())."},
     {"mark_end", (PyCFunction)Loop_mark_end, METH_NOARGS,

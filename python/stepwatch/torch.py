@@ -46,6 +46,7 @@ so compiled graphs stay whole.
 """
 import functools
 import inspect
+import os
 import threading
 import warnings
 import weakref
@@ -93,13 +94,16 @@ def _optimizer_exists():
                for cls in [torch.optim.Optimizer] + _optimizer_classes())
 
 
+# False in eager code, True while torch.compile traces (torch folds the call to a constant);
+# 30 ns here, torch.compiler.is_compiling 80 ns.
+_tracing = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
+
+
 def _traceable(original, hook):
     """hook in eager code, original while torch.compile traces (a C hook would break the
     graph there)."""
-    is_compiling = torch.compiler.is_compiling
-
     def wrapper(*args, **kwargs):
-        if is_compiling():
+        if _tracing():
             return original(*args, **kwargs)
         return hook(*args, **kwargs)
     return functools.update_wrapper(wrapper, original)
@@ -135,6 +139,8 @@ class Instrumentation:
         self._optimizer_hooked = False
         self._loop = _Loop(p, *actions, train, valid, torch.nn.modules.loss._Loss,
                            torch.is_grad_enabled, self._optimizer_steps_seen)
+        self._loop.read_grad_mode(os.path.join(os.path.dirname(torch.__file__), "lib",
+                                               "libc10.so"))
         self._try("DataLoader batches and data wait", self._install_dataloader)
         self._try("forward", self._install_forward if self.forward == "hooks"
                   else self._install_forward_patch)

@@ -341,6 +341,25 @@ def test_a_loss_inside_the_model_is_said_to_be_inseparable(prof):
     assert rows(prof, "train")["step"]["count"] == 3
 
 
+def test_grad_mode_read_from_torch_or_through_python(prof):
+    """Grad mode is read from c10::GradMode::is_enabled in the loaded torch library when it
+    is there, else through torch.is_grad_enabled: both tell no_grad and inference_mode."""
+    import torch.nn as nn
+    model = nn.Linear(2, 1)
+    inst = swtorch.instrument(prof)
+    libc10 = os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so")
+    for path, found in ((libc10, True), ("/nonexistent/libc10.so", False)):
+        assert inst._loop.read_grad_mode(path) is found
+        model(torch.randn(1, 2))
+        with torch.no_grad():
+            model(torch.randn(1, 2))
+        with torch.inference_mode():
+            model(torch.randn(1, 2))
+    swtorch.uninstrument()
+    assert rows(prof, "train")["forward"]["count"] == 2
+    assert rows(prof, "valid")["forward"]["count"] == 4
+
+
 def test_step_marks_without_instrument_use_the_default_profiler():
     prof = stepwatch.Profiler(name="marks")
     stepwatch.set_profiler(prof)
