@@ -13,12 +13,12 @@ Timings are medians over repeats; the variants of one measurement alternate so t
 load hits them alike. Prints a table; writes the figures as JSON.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import timeit
 
+import benchtable
 import stepwatch
 
 
@@ -85,14 +85,7 @@ def main():
         ("with: stepwatch cheaper than SimpleProfiler", f"{w['speedup_vs_simple']:.1f}x", ">= 8x",
          budgets["with_ge_8x_cheaper_than_simple"]),
     ]
-    print(f"{'stepwatch Python benchmark':46} {'measured':>12} {'budget':>11}  ok")
-    for name, value, budget, ok in rows:
-        mark = "" if ok is None else ("yes" if ok else "NO")
-        print(f"{name:46} {value:>12} {budget:>11}  {mark}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(figures, f, indent=2)
-    print(f"figures: {args.out}")
+    benchtable.write("stepwatch Python benchmark", rows, figures, args.out, 46, 12)
     return 0
 
 

@@ -26,7 +26,6 @@ percentage points, and its overhead >= 20x below torch.profiler's.
 """
 import argparse
 import contextlib
-import json
 import os
 import random
 import statistics
@@ -36,6 +35,7 @@ import time
 import torch
 from torch.utils.data import DataLoader
 
+import benchtable
 import stepwatch
 import stepwatch.torch as swtorch
 
@@ -260,14 +260,7 @@ def main():
              f"{fig['profiler_over_stepwatch']:.0f}x", ">= 20x" if real else "",
              budgets["real_step_20x_below_torch_profiler"] if real else None),
         ]
-    print(f"{'stepwatch.torch benchmark':44} {'measured':>20} {'budget':>10}  ok")
-    for name, value, budget, ok in rows:
-        mark = "" if ok is None else ("yes" if ok else "NO")
-        print(f"{name:44} {value:>20} {budget:>10}  {mark}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(figures, f, indent=2)
-    print(f"figures: {args.out}")
+    benchtable.write("stepwatch.torch benchmark", rows, figures, args.out, 44, 20)
     return 0
 
 
