@@ -65,6 +65,7 @@ typedef struct {
 
 #define MAX_PENDING 8
 #define MAX_ITERATORS 4 /* loaders in use at once (zipped, nested) */
+#define MAX_MODULES 4   /* models called in one step (encoder and decoder, teacher, ...) */
 
 typedef struct {
     PyObject_HEAD
@@ -75,15 +76,17 @@ typedef struct {
     PyObject *grad_enabled;    /* torch.is_grad_enabled */
     bool (*grad_mode)(void);   /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
-    PyObject *shape, *training; /* interned attribute names */
+    PyObject *shape, *training, *loss_key; /* interned names */
     int active;                /* 0 after close(): every hook calls straight through */
 
     /* The step in progress (the training thread's; the GIL orders the hooks). */
     int kind;                  /* TRAIN, VALID or NO_STEP */
     int step_fetches, step_forwards;
     uint32_t step_samples;
-    const void *step_module;   /* identity of the call that began a loader-less validation
-                                  step; never dereferenced */
+    const void *step_modules[MAX_MODULES]; /* the step's outermost calls (identities, never
+                                  dereferenced): a loader-less validation step ends when one
+                                  comes again */
+    int step_nmodules;
     uint64_t step_last;        /* end of the step's last event */
     int last_kind;             /* the previous step: its kind and end (0: not contiguous) */
     uint64_t last_end;
@@ -277,8 +280,7 @@ static void close_step(LoopObject *loop, sw_profiler *p, uint64_t end) {
 }
 
 /* A step of kind begins with an event that started at `at`. */
-static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
-                      const void *module) {
+static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at) {
     flush_pending(loop, p, kind, 0); /* the other kind's: before this step, in no step */
     uint64_t start = at;
     for (int i = 0; i < loop->npending; i++)
@@ -290,7 +292,7 @@ static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
     loop->kind = kind;
     loop->step_fetches = loop->step_forwards = 0;
     loop->step_samples = 0;
-    loop->step_module = module;
+    loop->step_nmodules = 0;
     loop->step_last = at;
     loop->forward_end = 0;
     loop->loss_seen = 0;
@@ -357,9 +359,16 @@ static void join(LoopObject *loop, sw_profiler *p, int train, uint64_t at) {
     if (loop->kind == VALID && train)
         close_step(loop, p, loop->step_last);
     if (loop->kind == NO_STEP)
-        open_step(loop, p, train ? TRAIN : grad_kind(loop), at, NULL);
+        open_step(loop, p, train ? TRAIN : grad_kind(loop), at);
     else
         flush_pending(loop, p, loop->kind, 1);
+}
+
+static int called_in_step(const LoopObject *loop, const void *module) {
+    for (int i = 0; i < loop->step_nmodules; i++)
+        if (loop->step_modules[i] == module)
+            return 1;
+    return 0;
 }
 
 /* An outermost forward of kind begins: does it begin a step? Returns 1 when it did. */
@@ -376,20 +385,25 @@ static int forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t a
         if (split && kind == TRAIN)
             set_rule(loop, p, RULE_DATALOADER);
     } else if (loop->kind == VALID) {
+        /* Without a loader: a forward after the step's loss, or of a model the step has
+         * called already, is the next batch's. */
         split = kind == TRAIN || pending_batch(loop, VALID) ||
-                (loop->step_fetches == 0 && module == loop->step_module &&
-                 loop->step_forwards > 0);
+                (loop->step_fetches == 0 && loop->step_forwards > 0 &&
+                 (loop->loss_seen || called_in_step(loop, module)));
     }
     if (split)
         close_step(loop, p, loop->step_last);
-    if (loop->kind == NO_STEP) {
+    int began = loop->kind == NO_STEP;
+    if (began) {
         if (kind == VALID && loop->rule == RULE_NONE)
             set_rule(loop, p, RULE_FORWARD); /* until a batch or a backward says more */
-        open_step(loop, p, kind, at, module);
-        return 1;
+        open_step(loop, p, kind, at);
+    } else {
+        flush_pending(loop, p, loop->kind, 1);
     }
-    flush_pending(loop, p, loop->kind, 1);
-    return 0;
+    if (loop->step_nmodules < MAX_MODULES && !called_in_step(loop, module))
+        loop->step_modules[loop->step_nmodules++] = module;
+    return began;
 }
 
 /* Everything still open, when the loop closes: the step ends at its last event. */
@@ -462,6 +476,29 @@ static int is_scalar(LoopObject *loop, PyObject *result) {
     return scalar;
 }
 
+/* Does a forward's result carry the loss (a scalar tensor as an item of a tuple or list, or
+ * as a dict's "loss": nanoGPT's (logits, loss), Hugging Face's outputs)? Then the loss was
+ * computed inside, even where no functional loss call was seen (compiled code). A bare
+ * tensor is not looked at: the common case stays one type check. */
+static int carries_loss(LoopObject *loop, PyObject *result) {
+    if (result == NULL)
+        return 0;
+    if (PyTuple_Check(result) || PyList_Check(result)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(result);
+        for (Py_ssize_t i = 0; i < n && i < 4; i++)
+            if (is_scalar(loop, PySequence_Fast_GET_ITEM(result, i)))
+                return 1;
+        return 0;
+    }
+    if (PyDict_Check(result)) {
+        PyObject *loss = PyDict_GetItemWithError(result, loop->loss_key);
+        if (loss == NULL)
+            PyErr_Clear();
+        return loss != NULL && is_scalar(loop, loss);
+    }
+    return 0;
+}
+
 /* The call begun by call_begin ended with result (NULL: it raised). */
 static void call_end(LoopObject *loop, PyObject *result) {
     sw_id action = loop->inside;
@@ -478,9 +515,11 @@ static void call_end(LoopObject *loop, PyObject *result) {
         sw_end(p, action);
     }
     if (action == loop->forward) {
+        int inside = loop->loss_inside || carries_loss(loop, result);
         loop->forward_end = now;
         loop->step_forwards += loop->kind != NO_STEP;
-        loop->loss_in_forward |= loop->loss_inside;
+        loop->loss_in_forward |= inside;
+        loop->loss_seen = inside; /* then what follows up to the backward is not the loss */
     } else {
         loop->loss_seen = 1;
     }
@@ -829,7 +868,8 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         return NULL;
     self->shape = PyUnicode_InternFromString("shape");
     self->training = PyUnicode_InternFromString("training");
-    if (self->shape == NULL || self->training == NULL) {
+    self->loss_key = PyUnicode_InternFromString("loss");
+    if (self->shape == NULL || self->training == NULL || self->loss_key == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -943,7 +983,7 @@ static PyObject *Loop_mark(LoopObject *self, PyObject *const *args, Py_ssize_t n
     }
     self->last_end = 0;
     int kind = grad_kind(self);
-    open_step(self, p, kind, now, NULL);
+    open_step(self, p, kind, now);
     if (batch != 0) {
         self->step_samples = batch;
         sw_step_set_batch_size(p, batch);
@@ -1001,6 +1041,7 @@ static void Loop_dealloc(LoopObject *self) {
     Py_CLEAR(self->owner);
     Py_CLEAR(self->shape);
     Py_CLEAR(self->training);
+    Py_CLEAR(self->loss_key);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }

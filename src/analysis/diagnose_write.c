@@ -62,9 +62,12 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
         const sw__finding *f = &d->findings[i];
         if (i || problems(d) == 0)
             fputc('\n', out);
-        fprintf(out, "[%s] %s\n  %s\n  ", sw__severity_name(f->severity), f->title, f->sentence);
-        numbers_line(out, f, " | ");
-        fputc('\n', out);
+        fprintf(out, "[%s] %s\n  %s\n", sw__severity_name(f->severity), f->title, f->sentence);
+        if (f->nnumbers > 0) {
+            fputs("  ", out);
+            numbers_line(out, f, " | ");
+            fputc('\n', out);
+        }
     }
 }
 
@@ -76,9 +79,11 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
         fprintf(out, "%s\n\n", all_clear(d));
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
-        fprintf(out, "- **%s — %s.** %s  \n  ", sw__severity_name(f->severity), f->title,
-                f->sentence);
-        numbers_line(out, f, " · ");
+        fprintf(out, "- **%s — %s.** %s", sw__severity_name(f->severity), f->title, f->sentence);
+        if (f->nnumbers > 0) {
+            fputs("  \n  ", out);
+            numbers_line(out, f, " · ");
+        }
         fputs("\n", out);
     }
 }

@@ -339,6 +339,7 @@ def test_a_loss_inside_the_model_is_said_to_be_inseparable(prof):
     assert "inside the model's forward" in notes["not_separated.loss"]
     assert "no DataLoader" in notes["not_separated.data"]
     assert rows(prof, "train")["step"]["count"] == 3
+    assert "loss" not in rows(prof, "train")  # the forward holds it: no gap taken for it
 
 
 def test_grad_mode_read_from_torch_or_through_python(prof):
