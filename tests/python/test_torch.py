@@ -342,6 +342,26 @@ def test_a_loss_inside_the_model_is_said_to_be_inseparable(prof):
     assert "loss" not in rows(prof, "train")  # the forward holds it: no gap taken for it
 
 
+def test_validation_without_a_loader_is_a_step_per_batch(prof):
+    """word_language_model's evaluate(): a loop over batches with no DataLoader, then the same
+    with a model reloaded from its checkpoint (a new module object); an encoder and a decoder
+    called apart are one step."""
+    import copy
+    model, _ = model_and_opt()
+    enc, dec = torch.nn.Linear(8, 4), torch.nn.Linear(4, 1)
+    criterion = torch.nn.MSELoss()
+    swtorch.instrument(prof)
+    with torch.no_grad():
+        for net in (model, copy.deepcopy(model)):
+            for _ in range(3):
+                criterion(net(torch.randn(4, 8)), torch.randn(4, 1)).item()
+        for _ in range(2):
+            dec(enc(torch.randn(4, 8)))
+    swtorch.uninstrument()
+    assert rows(prof, "valid")["step"]["count"] == 6 + 2
+    assert rows(prof, "valid")["forward"]["count"] == 6 + 4
+
+
 def test_grad_mode_read_from_torch_or_through_python(prof):
     """Grad mode is read from c10::GradMode::is_enabled in the loaded torch library when it
     is there, else through torch.is_grad_enabled: both tell no_grad and inference_mode."""
