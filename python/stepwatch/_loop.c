@@ -14,8 +14,9 @@
  *     exists, when the backward ends; with gradient accumulation one step holds several
  *     forward/backward passes;
  *   - a validation step (a forward under no_grad/inference_mode or of a module in eval()
- *     mode) ends at the next DataLoader batch, or without a loader when the module that
- *     began it is called again; so does a training step while no backward has been seen;
+ *     mode) ends at the next DataLoader batch, or without a loader at a forward after the
+ *     step's loss or of a model the step has called already; a training step ends at the
+ *     next batch too while no backward has been seen;
  *   - stepwatch.step() marks steps by hand and turns the rules off.
  * A step begins where the previous step of the same kind ended (so what the script does
  * between two updates, like drawing a batch without a loader, is the step's "other"), or,
@@ -232,8 +233,7 @@ static void flush_pending(LoopObject *loop, sw_profiler *p, int kind, int same) 
 /* A closure's forward, loss, backward or zero_grad runs inside Optimizer.step (LBFGS,
  * Lightning): each part is counted as itself, and the optimizer gets its own time, recorded
  * as one span when it ends (no span is open while the parts run). */
-static void pause_optimizer(LoopObject *loop, sw_profiler *p) {
-    (void)p;
+static void pause_optimizer(LoopObject *loop) {
     if (loop->optimizer_depth > 0 && !loop->optimizer_paused) {
         loop->optimizer_paused = 1;
         loop->paused_at = sw_now_ns();
@@ -441,7 +441,7 @@ static int call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is
     if (loop->inside != SW_ID_NONE || loop->in_fetch || !loop->active)
         return 0;
     uint64_t now = sw_now_ns();
-    pause_optimizer(loop, p);
+    pause_optimizer(loop);
     loop->call_start = now;
     loop->candidate = 0;
     loop->loss_inside = 0;
@@ -563,7 +563,7 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     int slot = iterator_slot(loop, p, args[0]);
     int kind = grad_kind(loop);
-    pause_optimizer(loop, p);
+    pause_optimizer(loop);
     loop->in_fetch++;
     uint64_t start = sw_now_ns();
     PyObject *batch = PyObject_Vectorcall(func, args, nargsf, kwnames);
@@ -597,7 +597,7 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
     if (loop->in_backward || loop->inside != SW_ID_NONE)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
-    pause_optimizer(loop, p);
+    pause_optimizer(loop);
     if (loop->kind == VALID && loop->last_forward_by_flag)
         loop->eval_is_train = 1; /* a model in eval() mode is being trained */
     join(loop, p, 1, now);
@@ -630,7 +630,7 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
                                 PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (loop->in_zero_grad || loop->inside != SW_ID_NONE || loop->in_fetch)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
-    pause_optimizer(loop, p);
+    pause_optimizer(loop);
     loop->in_zero_grad = 1;
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
@@ -652,7 +652,7 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     }
     uint64_t now = sw_now_ns();
-    pause_optimizer(loop, p);
+    pause_optimizer(loop);
     join(loop, p, 0, now);
     loop->inside = loop->loss;
     loop->candidate = 0;
