@@ -5,8 +5,9 @@
  * stepwatch.autorun ...", which instruments the script (the Python package); -m and -c
  * given to `stepwatch run` itself mean "python3 -m/-c". Any other program gets the run
  * file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
- * STEPWATCH_RING_CAPACITY) for a program built with stepwatch. At the end it names the run
- * files the program wrote ({rank} expanded), or says that none was written.
+ * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS) for a program built with
+ * stepwatch. At the end it names the run files the program wrote ({rank} expanded), or says
+ * that none was written.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
@@ -39,6 +40,9 @@ static const char HELP[] =
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
     "                    events buffered per thread (default 65536, 112 bytes each)\n"
+    "      --functions A,B  profile the Python functions called inside these actions\n"
+    "                    (data, forward, ...): cProfile tables per action in the report\n"
+    "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -106,13 +110,21 @@ static char **python_target_argv(const char *flag, const char *what, int argc, c
     return out;
 }
 
-/* pattern as a glob(3) pattern: {rank} matches anything, the rest only itself. */
-static char *rank_glob(const char *pattern) {
+/* The placeholders a run file's path may hold; each stands for a number (sw_options). */
+static size_t placeholder(const char *at) {
+    if (strncmp(at, "{rank}", 6) == 0)
+        return 6;
+    return strncmp(at, "{pid}", 5) == 0 ? 5 : 0;
+}
+
+/* pattern as a glob(3) pattern: a placeholder matches anything, the rest only itself. */
+static char *run_file_glob(const char *pattern) {
     char *out = malloc(2 * strlen(pattern) + 1), *o = out;
     for (const char *c = pattern; out && *c;) {
-        if (strncmp(c, "{rank}", 6) == 0) {
+        size_t n = placeholder(c);
+        if (n) {
             *o++ = '*';
-            c += 6;
+            c += n;
             continue;
         }
         if (strchr("*?[\\", *c))
@@ -124,36 +136,45 @@ static char *rank_glob(const char *pattern) {
     return out;
 }
 
+/* Does path match pattern with digits for each placeholder? */
+static int is_run_file_of(const char *pattern, const char *path) {
+    while (*pattern) {
+        size_t n = placeholder(pattern);
+        if (n) {
+            if (*path < '0' || *path > '9')
+                return 0;
+            while (*path >= '0' && *path <= '9')
+                path++;
+            pattern += n;
+        } else if (*pattern++ != *path++) {
+            return 0;
+        }
+    }
+    return *path == '\0';
+}
+
 static int before(const struct timespec *a, const struct timespec *b) {
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* The run files the program wrote: pattern with {rank} matching a rank, made or changed
- * since `since`. Prints them, or that there is none, on stderr. */
+/* The run files the program wrote: pattern with its placeholders matching numbers, made or
+ * changed since `since`. Prints them, or that there is none, on stderr. */
 static void report_run_files(const char *pattern, const struct timespec *since) {
-    const char *mark = strstr(pattern, "{rank}");
-    char *glob_pattern = rank_glob(pattern);
+    char *glob_pattern = run_file_glob(pattern);
     glob_t found = {0};
     size_t shown = 0;
     if (glob_pattern != NULL && glob(glob_pattern, 0, NULL, &found) == 0) {
-        size_t prefix = mark ? (size_t)(mark - pattern) : 0;
-        size_t suffix = mark ? strlen(mark + 6) : 0;
         for (size_t i = 0; i < found.gl_pathc; i++) {
             const char *path = found.gl_pathv[i];
             struct stat st;
-            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || before(&st.st_mtim, since))
+            if (!is_run_file_of(pattern, path) || stat(path, &st) != 0 ||
+                !S_ISREG(st.st_mode) || before(&st.st_mtim, since))
                 continue; /* not this run's */
-            size_t len = strlen(path);
-            int rank_ok = 1; /* what {rank} matched: digits only */
-            for (size_t k = prefix; mark && k + suffix < len; k++)
-                rank_ok &= path[k] >= '0' && path[k] <= '9';
-            if (!rank_ok || (mark && len <= prefix + suffix))
-                continue;
             fprintf(stderr, "%s%s", shown++ ? ", " : "stepwatch: run file: ", path);
         }
     }
     if (shown > 1)
-        fprintf(stderr, " (%zu ranks: 'stepwatch merge' joins them)", shown);
+        fprintf(stderr, " (%zu files: 'stepwatch merge' joins ranks)", shown);
     if (shown == 0)
         fprintf(stderr, "stepwatch: no run file was written (%s)", pattern);
     fputc('\n', stderr);
@@ -171,7 +192,15 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
-    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_WARMUP, OPT_FORWARD };
+    enum {
+        OPT_FORMAT = 1000,
+        OPT_ON_FULL,
+        OPT_RING_CAPACITY,
+        OPT_WARMUP,
+        OPT_FORWARD,
+        OPT_FUNCTIONS,
+        OPT_BUILTINS
+    };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
@@ -180,12 +209,15 @@ int sw_cmd_run(int argc, char **argv) {
                                              OPT_RING_CAPACITY},
                                             {"warmup", required_argument, NULL, OPT_WARMUP},
                                             {"forward", required_argument, NULL, OPT_FORWARD},
+                                            {"functions", required_argument, NULL, OPT_FUNCTIONS},
+                                            {"builtins", no_argument, NULL, OPT_BUILTINS},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL, *warmup = NULL, *forward_mode = NULL;
+    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL;
+    const char *warmup = NULL, *forward_mode = NULL;
     const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
-    int timeline = 0, code;
+    int timeline = 0, builtins = 0, code;
     optind = 1;
     /* '+': stop at the first non-option, the program's name; -m and -c end the options too
      * (what follows is the Python program's, as with python itself). */
@@ -240,6 +272,14 @@ int sw_cmd_run(int argc, char **argv) {
             ring = optarg;
             break;
         }
+        case OPT_FUNCTIONS:
+            if (optarg[0] == '\0')
+                return sw__cli_usage(&args, "--functions takes action names: data,forward");
+            functions = optarg;
+            break;
+        case OPT_BUILTINS:
+            builtins = 1;
+            break;
         default:
             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
                 return code;
@@ -271,6 +311,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_WARMUP", warmup, 1);
     if (forward_mode)
         setenv("STEPWATCH_FORWARD", forward_mode, 1);
+    if (functions)
+        setenv("STEPWATCH_FUNCTIONS", functions, 1);
+    if (builtins)
+        setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
 
     struct timespec started; /* a second early: file times come from a coarser clock */
     clock_gettime(CLOCK_REALTIME, &started);

@@ -110,6 +110,7 @@ typedef struct {
     int optimizer_depth;       /* nested Optimizer.step calls */
     int optimizer_paused;      /* a closure's part runs inside the outermost one */
     uint64_t optimizer_start, optimizer_inner, paused_at;
+    sw_py_funcs *optimizer_funcs; /* the function profiler told of the outermost step */
     uint64_t forward_end;      /* end of the last outermost forward; 0 once backward began */
     int loss_seen;             /* a loss ran since that forward */
     int eval_is_train;         /* a backward followed a forward read as validation only by
@@ -527,6 +528,20 @@ static void call_end(LoopObject *loop, PyObject *result) {
     resume_optimizer(loop);
 }
 
+/* The spans the Loop records after the fact (sw_record): a function profiler watching their
+ * action (stepwatch run --functions) is told when they begin and end, as they run. */
+static sw_py_funcs *funcs_begin(LoopObject *loop, sw_profiler *p, sw_id action) {
+    sw_py_funcs *funcs = sw_watched(p, action) ? loop->owner->funcs : NULL;
+    if (funcs)
+        sw_py_funcs_span(funcs, action, 1);
+    return funcs;
+}
+
+static void funcs_end(LoopObject *loop, sw_py_funcs *funcs, sw_id action) {
+    if (funcs && loop->owner->funcs == funcs)
+        sw_py_funcs_span(funcs, action, 0);
+}
+
 /* Was the iterator of this held batch dropped (the loop it came from ended)? */
 static int iterator_gone(const LoopObject *loop, const pending_event *e) {
     PyObject *ref = loop->iterators[e->iterator];
@@ -564,11 +579,13 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     int slot = iterator_slot(loop, p, args[0]);
     int kind = grad_kind(loop);
     pause_optimizer(loop);
+    sw_py_funcs *funcs = funcs_begin(loop, p, loop->data);
     loop->in_fetch++;
     uint64_t start = sw_now_ns();
     PyObject *batch = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     loop->in_fetch--;
+    funcs_end(loop, funcs, loop->data);
     if ((p = loop->owner->p) == NULL)
         return batch;
     if (batch != NULL) {
@@ -631,11 +648,13 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     if (loop->in_zero_grad || loop->inside != SW_ID_NONE || loop->in_fetch)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     pause_optimizer(loop);
+    sw_py_funcs *funcs = funcs_begin(loop, p, loop->zero_grad);
     loop->in_zero_grad = 1;
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     loop->in_zero_grad = 0;
+    funcs_end(loop, funcs, loop->zero_grad);
     if ((p = loop->owner->p) != NULL) {
         pending_event e = {loop->zero_grad, TRAIN, 0, 0, start, end};
         settle(loop, p, &e);
@@ -677,6 +696,7 @@ static void optimizer_pre(LoopObject *loop, sw_profiler *p) {
         return;
     uint64_t now = sw_now_ns();
     join(loop, p, 1, now);
+    loop->optimizer_funcs = funcs_begin(loop, p, loop->optimizer);
     loop->optimizer_start = sw_now_ns();
     loop->optimizer_inner = 0;
     loop->optimizer_paused = 0;
@@ -687,6 +707,8 @@ static void optimizer_post(LoopObject *loop, sw_profiler *p, const void *optimiz
     if (loop->optimizer_depth == 0 || --loop->optimizer_depth > 0)
         return;
     uint64_t now = sw_now_ns();
+    funcs_end(loop, loop->optimizer_funcs, loop->optimizer);
+    loop->optimizer_funcs = NULL;
     uint64_t took = now - loop->optimizer_start;
     took = took > loop->optimizer_inner ? took - loop->optimizer_inner : 0;
     sw_record(p, loop->optimizer, now - took, now);

@@ -20,6 +20,9 @@ Options (each also read from the environment, for the C command to pass on):
   --on-full P       drop (default) or block when the run file's writer falls behind
                     (STEPWATCH_ON_FULL)
   --ring-capacity N events buffered per thread for the run file (STEPWATCH_RING_CAPACITY)
+  --functions A,B   profile the functions called inside these actions; their cProfile
+                    tables follow the report (STEPWATCH_FUNCTIONS)
+  --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
 """
 import argparse
 import os
@@ -31,7 +34,7 @@ import stepwatch
 
 # autorun's options that take a value (the rest are flags); what follows them is the program
 _VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
-           "--ring-capacity")
+           "--ring-capacity", "--functions")
 
 
 def _parser():
@@ -43,7 +46,9 @@ def _parser():
     ap.add_argument("--format", default=env("STEPWATCH_FORMAT", "table"),
                     choices=list(stepwatch.FORMATS) + ["md"])
     ap.add_argument("--output", default=env("STEPWATCH_OUTPUT"))
-    ap.add_argument("--run-file", default=env("STEPWATCH_RUN_FILE"))
+    # None: the core takes STEPWATCH_RUN_FILE itself, so that this process owns it and its
+    # children (DataLoader workers, subprocesses) leave it alone (docs/reliability.md).
+    ap.add_argument("--run-file", default=None)
     ap.add_argument("--warmup", type=int, default=int(env("STEPWATCH_WARMUP", "0")))
     ap.add_argument("--forward", default=env("STEPWATCH_FORWARD", "patch"),
                     choices=["patch", "hooks"])
@@ -52,6 +57,9 @@ def _parser():
     ap.add_argument("--on-full", default=env("STEPWATCH_ON_FULL", "drop"),
                     choices=["drop", "block"])
     ap.add_argument("--ring-capacity", type=int, default=int(env("STEPWATCH_RING_CAPACITY", "0")))
+    ap.add_argument("--functions", default=env("STEPWATCH_FUNCTIONS", ""))
+    ap.add_argument("--builtins", action="store_true",
+                    default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
     return ap
 
 
@@ -75,9 +83,10 @@ def _split(argv):
 
 def _write_report(prof, fmt, output):
     text = prof.report(fmt)
+    if prof.function_actions():
+        text += "\n" + prof.function_report()
     if output:
-        with open(output, "w") as f:
-            f.write(text)
+        stepwatch.write_output(output, text)  # all or nothing: an old report stays whole
     else:
         sys.stderr.write(text)
         sys.stderr.flush()
@@ -111,9 +120,11 @@ def main(argv=None):
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
         ap.error(f"--ring-capacity must be 0 (the default) to {stepwatch.MAX_RING_CAPACITY}")
     name = "-c" if target[0] == "-c" else os.path.basename(target[1])
+    functions = [a.strip() for a in args.functions.split(",") if a.strip()]
     prof = stepwatch.Profiler(name=name, warmup_steps=args.warmup, run_file=args.run_file,
                               timeline=args.timeline, on_full=args.on_full,
-                              ring_capacity=args.ring_capacity)
+                              ring_capacity=args.ring_capacity, functions=functions,
+                              builtins=args.builtins)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch

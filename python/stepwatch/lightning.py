@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
 import stepwatch as _sw
+from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 
 __all__ = ["Profiler", "TimeProfiler"]
 

@@ -21,6 +21,9 @@ typedef struct sw__input {
     /* Visit every counter sample in time order; NULL when there are none. */
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
+    const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
+    /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
+    char incomplete[512];
 } sw__input;
 
 /* ---- diagnose ---- */
@@ -72,6 +75,11 @@ void sw__number_text(const sw__number *n, char *buf, size_t size);
 
 /* The HTML report of in (html.c). */
 int sw__html_write_input(const sw__input *in, FILE *out);
+/* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL),
+ * and the script that draws them (written before the report's own script, which calls it,
+ * only when there is a flame graph). */
+int sw__html_json_flames(FILE *out, const sw_fprofile *fp);
+extern const char sw__html_flame_script[];
 
 /* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
 
@@ -82,5 +90,8 @@ void sw__json_string(FILE *out, const char *s);
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */
 void sw__html_text(FILE *out, const char *s);
+/* s for a terminal or a text file (report/writer.h's sw__text_clean): control characters
+ * as visible escapes (\n, \x1B), bytes that are not UTF-8 as U+FFFD. */
+void sw__clean_text(FILE *out, const char *s);
 
 #endif /* SW_ANALYSIS_INTERNAL_H */

@@ -35,11 +35,15 @@ static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, cons
 {
     char t[32];
     const char *rule = s ? sw_snapshot_note(s, "step_rule") : NULL;
-    fprintf(out, "%sstepwatch diagnose: \"%s\", %d rank%s, %llu steady steps, %s in steps",
-            prefix, s && s->name ? s->name : "stepwatch", d->nranks, d->nranks == 1 ? "" : "s",
-            (unsigned long long)d->steps, sw_format_duration((double)d->step_ns, t, sizeof t));
-    if (rule)
-        fputs(", steps by the rule: ", out), fputs(rule, out);
+    fprintf(out, "%sstepwatch diagnose: \"", prefix);
+    sw__clean_text(out, s && s->name ? s->name : "stepwatch");
+    fprintf(out, "\", %d rank%s, %llu steady steps, %s in steps", d->nranks,
+            d->nranks == 1 ? "" : "s", (unsigned long long)d->steps,
+            sw_format_duration((double)d->step_ns, t, sizeof t));
+    if (rule) {
+        fputs(", steps by the rule: ", out);
+        sw__clean_text(out, rule);
+    }
     fputc('\n', out);
 }
 
@@ -62,7 +66,12 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
         const sw__finding *f = &d->findings[i];
         if (i || problems(d) == 0)
             fputc('\n', out);
-        fprintf(out, "[%s] %s\n  %s\n", sw__severity_name(f->severity), f->title, f->sentence);
+        /* Titles and sentences may quote names from the run file: cleaned. */
+        fprintf(out, "[%s] ", sw__severity_name(f->severity));
+        sw__clean_text(out, f->title);
+        fputs("\n  ", out);
+        sw__clean_text(out, f->sentence);
+        fputc('\n', out);
         if (f->nnumbers > 0) {
             fputs("  ", out);
             numbers_line(out, f, " | ");
@@ -79,7 +88,10 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
         fprintf(out, "%s\n\n", all_clear(d));
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
-        fprintf(out, "- **%s — %s.** %s", sw__severity_name(f->severity), f->title, f->sentence);
+        fprintf(out, "- **%s — ", sw__severity_name(f->severity));
+        sw__clean_text(out, f->title);
+        fputs(".** ", out);
+        sw__clean_text(out, f->sentence);
         if (f->nnumbers > 0) {
             fputs("  \n  ", out);
             numbers_line(out, f, " · ");

@@ -248,7 +248,9 @@ static void test_common_options(void **state) {
     expect(2, "stepwatch: html needs an output file: -o OUT.html\n" TRY("html"), "html '%s'",
            g_rank0);
     expect(2, "stepwatch: export takes one run file\n" TRY("export"), "export --chrome -");
-    expect(2, "stepwatch: export needs --chrome OUT or --steps-csv OUT\n" TRY("export"),
+    expect(2,
+           "stepwatch: export needs --chrome OUT, --steps-csv OUT or --collapsed OUT\n"
+           TRY("export"),
            "export '%s'", g_rank0);
     expect(2, "stepwatch: merge needs -o OUT\n" TRY("merge"), "merge '%s'", g_rank0);
     expect(2, "stepwatch: merge needs run files\n" TRY("merge"), "merge -o m.db");
@@ -306,12 +308,15 @@ static void test_run_names_the_files_written(void **state) {
              g_dir);
     expect(3, want, "run --run-file '%s/none-{rank}.db' -- sh -c 'exit 3'", g_dir);
     snprintf(want, sizeof want,
-             "stepwatch: run file: %s/r-0.db, %s/r-12.db (2 ranks: 'stepwatch merge' joins "
-             "them)\n", g_dir, g_dir);
+             "stepwatch: run file: %s/r-0.db, %s/r-12.db (2 files: 'stepwatch merge' joins "
+             "ranks)\n", g_dir, g_dir);
     expect(0, want, "run --run-file '%s/r-{rank}.db' -- sh -c 'touch %s/r-0.db %s/r-12.db "
            "%s/r-x.db %s/r-.db'", g_dir, g_dir, g_dir, g_dir, g_dir);
     snprintf(want, sizeof want, "stepwatch: run file: %s/one.db\n", g_dir);
     expect(0, want, "run -f '%s/one.db' -- touch '%s/one.db'", g_dir, g_dir);
+    snprintf(want, sizeof want, "stepwatch: run file: %s/p-7-1234.db\n", g_dir);
+    expect(0, want, "run -f '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'",
+           g_dir, g_dir, g_dir);
 }
 
 int main(void) {

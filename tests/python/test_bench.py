@@ -1,5 +1,5 @@
-"""bench/bench_python.py and bench/bench_torch.py still run (--quick) and write every figure
-`make bench` reports.
+"""bench/bench_python.py, bench_torch.py and bench_functions.py still run (--quick) and write
+every figure `make bench` reports.
 
 Only smoke runs: the figures of a quick run on a loaded test machine prove nothing about the
 budgets (those are `make bench`'s job); this catches a benchmark broken by a change."""
@@ -41,8 +41,17 @@ def test_bench_torch_quick_writes_every_figure(tmp_path):
             lo, hi = f[prefix + "slowdown_ci95_pct"]
             assert lo <= hi, f
             assert prefix + "overhead_ns" in f, (prefix, f)
-        # torch.profiler records far more than stepwatch: it costs more even in a quick run
-        assert f["profiler_overhead_ns"] > f["overhead_ns"], f
         assert "above_floor_pct" in f and "profiler_over_stepwatch" in f
     assert set(fig["budgets_met"]) == {"real_step_within_floor_plus_half_pct",
                                        "real_step_20x_below_torch_profiler"}
+
+
+def test_bench_functions_quick_writes_every_figure(tmp_path):
+    fig = quick(tmp_path, "functions")
+    assert set(fig["workloads"]) == {"recursive", "pipeline", "lightning"}
+    for name, w in fig["workloads"].items():
+        for mode in ("none", "floor_python", "stepwatch_python", "cprofile_python",
+                     "floor_builtins", "stepwatch_builtins", "cprofile_builtins"):
+            assert w["slowdown"][mode] > 0, (name, mode)
+        assert "overhead_ratio_python" in w and "above_floor_ratio_builtins" in w
+    assert "lightning_advanced" in fig["workloads"]["lightning"]["slowdown"]

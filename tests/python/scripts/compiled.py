@@ -1,6 +1,6 @@
 """torch.compile with its default options on CPU: a compiled module (nested submodules, its
-loss computed outside), a compiled function, and module.compile(); training and a validation
-pass under no_grad. Prints the graph breaks and graphs torch counted, and writes the loop's
+loss computed outside) in training, a compiled function and module.compile() in validations
+under no_grad between training steps. Prints the graph breaks and graphs torch counted, and writes the loop's
 own timings (torchtruth) to the path in argv[1]."""
 import os
 import sys
@@ -38,7 +38,8 @@ def main():
     other = Block()
     other.compile()
     x, y = torch.randn(4, 8), torch.randn(4, 1)
-    for i in range(6):
+
+    def train_step():
         with truth.part("forward"):
             out = compiled(x)
         with truth.part("loss"):
@@ -50,13 +51,15 @@ def main():
         truth.step_done()
         with truth.part("zero_grad"):
             opt.zero_grad()
-    with torch.no_grad():
-        for i in range(3):  # a step ends when the call that began it comes again
-            with truth.part("forward", "valid"):
-                loss_of(x, y)  # a compiled function: its call is a forward
-            with truth.part("forward", "valid"):
-                other(x)
-            truth.step_done("valid")
+
+    for validate in (loss_of, other):  # a compiled function, then module.compile()
+        for i in range(3):
+            train_step()
+        with torch.no_grad():
+            for i in range(3):  # a step ends when the model is called again
+                with truth.part("forward", "valid"):
+                    validate(x, y) if validate is loss_of else validate(x)
+                truth.step_done("valid")
     truth.dump(sys.argv[1])
     print("graph_breaks", sum(counters["graph_break"].values()),
           "graphs", counters["stats"]["unique_graphs"])
