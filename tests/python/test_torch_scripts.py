@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 import stepwatch  # noqa: E402
-from torchtruth import Truth, check  # noqa: E402
+from torchtruth import Truth, check, retried_on_load  # noqa: E402
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 
@@ -44,6 +44,7 @@ def script_run(tmp_path, name, *args):
     return str(db), Truth.load(truth), done
 
 
+@retried_on_load
 def test_no_optimizer_object_a_step_ends_with_the_backward(tmp_path):
     path, truth, _ = script_run(tmp_path, "manual_sgd.py")
     check(path, truth, categories=("data", "forward", "loss", "backward"))
@@ -52,6 +53,7 @@ def test_no_optimizer_object_a_step_ends_with_the_backward(tmp_path):
     assert "no optimizer object" in notes["not_separated.optimizer"]
 
 
+@retried_on_load
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_dataloader_workers(tmp_path, method):
     path, truth, _ = script_run(tmp_path, "workers.py", method)
@@ -62,6 +64,7 @@ def test_dataloader_workers(tmp_path, method):
     assert forward["count"] == 12
 
 
+@retried_on_load
 def test_torch_compile_runs_and_is_timed(tmp_path):
     """A compiled module, a compiled function and module.compile() with the default options
     (inductor, a C compiler): the script runs, torch breaks none of its graphs (the patched

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 import stepwatch  # noqa: E402
 from torchtruth import (Batches, Nap, NapLBFGS, NapLoss, PlainLoss, Truth,  # noqa: E402
                         check, forward_loss_backward, hand_loss, model_and_opt, nap, profiled,
-                        steps_of, train_step)
+                        retried_on_load, steps_of, train_step)
 
 F = torch.nn.functional
 NAPLOSS = NapLoss()
@@ -26,6 +26,7 @@ def rule_of(path):
     return stepwatch.load(path).info()["notes"].get("step_rule")
 
 
+@retried_on_load
 def test_dataloader_loop(tmp_path):
     truth = Truth()
     model, opt = model_and_opt()
@@ -41,6 +42,7 @@ def test_dataloader_loop(tmp_path):
 
 @pytest.mark.parametrize("loss_fn", [NapLoss(), PlainLoss(), hand_loss],
                          ids=["_Loss", "plain-module", "by-hand"])
+@retried_on_load
 def test_every_kind_of_loss_is_the_loss(tmp_path, loss_fn):
     truth = Truth()
     model, opt = model_and_opt()
@@ -50,6 +52,7 @@ def test_every_kind_of_loss_is_the_loss(tmp_path, loss_fn):
     check(path, truth)
 
 
+@retried_on_load
 def test_a_functional_loss_in_training_and_validation(tmp_path):
     """F.cross_entropy, timed itself (on logits big enough to take milliseconds)."""
     truth = Truth()
@@ -83,6 +86,7 @@ def test_a_functional_loss_in_training_and_validation(tmp_path):
     check(path, truth, "valid", categories=("forward", "loss"), other=False, step_time=False)
 
 
+@retried_on_load
 def test_no_dataloader_get_batch_from_a_tensor_and_a_memmap(tmp_path):
     """nanoGPT's shape: batches drawn by the script (its time is "other", not data)."""
     truth = Truth()
@@ -106,6 +110,7 @@ def test_no_dataloader_get_batch_from_a_tensor_and_a_memmap(tmp_path):
     assert "no DataLoader" in notes["not_separated.data"]
 
 
+@retried_on_load
 def test_no_dataloader_a_generator_and_bptt_slices(tmp_path):
     """word_language_model's shape: BPTT slices of one long tensor, and a generator."""
     truth = Truth()
@@ -123,6 +128,7 @@ def test_no_dataloader_a_generator_and_bptt_slices(tmp_path):
     check(path, truth, categories=("forward", "loss", "backward", "optimizer", "zero_grad"))
 
 
+@retried_on_load
 def test_validation_under_no_grad_inside_the_loop_body(tmp_path):
     """Every 3rd step the body validates on a loader under no_grad and eval(): those are
     valid steps, never part of a training step."""
@@ -148,6 +154,7 @@ def test_validation_under_no_grad_inside_the_loop_body(tmp_path):
     check(path, truth, "valid", categories=("data", "forward", "loss"))
 
 
+@retried_on_load
 def test_validation_without_a_loader_inside_the_loop(tmp_path):
     """nanoGPT's estimate_loss: every few iterations, get_batch + model under no_grad."""
     truth = Truth()
@@ -173,6 +180,7 @@ def test_validation_without_a_loader_inside_the_loop(tmp_path):
     check(path, truth, "valid", categories=("forward",), other=False, step_time=False)
 
 
+@retried_on_load
 def test_break_and_early_return_open_no_step(tmp_path):
     """A batch fetched before a break or an early return, and the checkpoint after it,
     belong to no step; so does an iterator abandoned mid-epoch."""
@@ -202,6 +210,7 @@ def test_break_and_early_return_open_no_step(tmp_path):
     assert len(steps) == 5 and max(s["duration_ns"] for s in steps) < 0.25e9
 
 
+@retried_on_load
 def test_zipped_and_nested_loaders(tmp_path):
     truth = Truth()
     model, opt = model_and_opt()
@@ -218,6 +227,7 @@ def test_zipped_and_nested_loaders(tmp_path):
     assert [s["batch_size"] for s in steps[:3]] == [8] * 3  # both batches of a zipped step
 
 
+@retried_on_load
 def test_gradient_accumulation_is_one_step_per_update(tmp_path):
     truth = Truth()
     model, opt = model_and_opt()
@@ -241,6 +251,7 @@ def test_gradient_accumulation_is_one_step_per_update(tmp_path):
     assert [s["batch_size"] for s in steps] == [12] * 3  # three batches of 4 per update
 
 
+@retried_on_load
 def test_lbfgs_closure_runs_several_forward_backward_per_step(tmp_path):
     truth = Truth()
     model, _ = model_and_opt()
@@ -269,6 +280,7 @@ def test_lbfgs_closure_runs_several_forward_backward_per_step(tmp_path):
     assert r["forward"]["count"] == len(calls) and r["step"]["count"] == 3
 
 
+@retried_on_load
 def test_transforms_that_are_modules_are_data(tmp_path):
     """A module called in __getitem__ (a transform) is the data pipeline's, not a forward."""
     truth = Truth()
@@ -296,6 +308,7 @@ def test_a_model_in_eval_mode_that_trains_is_training(tmp_path):
     assert len(steps_of(path, "valid")) <= 1
 
 
+@retried_on_load
 def test_manual_marks_for_a_loop_no_rule_reads(tmp_path):
     """A forward-only loop with grad on and no loader: stepwatch.step() marks the steps."""
     truth = Truth()
