@@ -43,6 +43,8 @@ static const char HELP[] =
     "      --functions A,B  profile the Python functions called inside these actions\n"
     "                    (data, forward, ...): cProfile tables per action in the report\n"
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
+    "      --live        the live status line even when stderr is not a terminal\n"
+    "      --no-live     no live status line (by default: when stderr is a terminal)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -199,7 +201,9 @@ int sw_cmd_run(int argc, char **argv) {
         OPT_WARMUP,
         OPT_FORWARD,
         OPT_FUNCTIONS,
-        OPT_BUILTINS
+        OPT_BUILTINS,
+        OPT_LIVE,
+        OPT_NO_LIVE
     };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
@@ -211,10 +215,12 @@ int sw_cmd_run(int argc, char **argv) {
                                             {"forward", required_argument, NULL, OPT_FORWARD},
                                             {"functions", required_argument, NULL, OPT_FUNCTIONS},
                                             {"builtins", no_argument, NULL, OPT_BUILTINS},
+                                            {"live", no_argument, NULL, OPT_LIVE},
+                                            {"no-live", no_argument, NULL, OPT_NO_LIVE},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL;
+    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL, *live = NULL;
     const char *warmup = NULL, *forward_mode = NULL;
     const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
     int timeline = 0, builtins = 0, code;
@@ -257,6 +263,10 @@ int sw_cmd_run(int argc, char **argv) {
             format = optarg;
             break;
         }
+        case OPT_LIVE:
+        case OPT_NO_LIVE:
+            live = opt == OPT_LIVE ? "1" : "0"; /* the last one given wins */
+            break;
         case OPT_ON_FULL:
             if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0)
                 return sw__cli_usage(&args, "--on-full takes drop or block, not '%s'", optarg);
@@ -315,6 +325,8 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_FUNCTIONS", functions, 1);
     if (builtins)
         setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
+    if (live)
+        setenv("STEPWATCH_LIVE", live, 1);
 
     struct timespec started; /* a second early: file times come from a coarser clock */
     clock_gettime(CLOCK_REALTIME, &started);
