@@ -145,6 +145,9 @@ typedef struct sw_options {
     int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
     const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+    int local_rank;          /* the rank on this host; 0 = from the environment (LOCAL_RANK,
+                                OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
+                                else 0 */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
@@ -427,6 +430,7 @@ typedef struct sw_snapshot {
     sw_misuse misuse;
     uint64_t dropped_events;    /* events the run file's flusher could not take */
     uint64_t threads;           /* threads that recorded */
+    int local_rank;             /* the rank on its host */
 } sw_snapshot;
 
 /* Take a snapshot of everything recorded so far (all threads). Caller frees with
@@ -512,5 +516,6 @@ typedef struct sw_counter_record {
 #include "stepwatch/functions.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
+#include "stepwatch/ranks.h"
 
 #endif /* STEPWATCH_H */

@@ -22,6 +22,7 @@ typedef struct sw__input {
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
+    const sw_ranks *ranks;        /* the cross-rank view (stepwatch/ranks.h), or NULL */
 } sw__input;
 
 /* ---- diagnose ---- */

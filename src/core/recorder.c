@@ -325,6 +325,11 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
         p->opts.rank = detect_rank(ranks, 0);
         p->opts.world_size = detect_rank(sizes, 1);
     }
+    if (p->opts.local_rank <= 0) {
+        static const char *const local[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                            "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
+        p->opts.local_rank = detect_rank(local, 0);
+    }
     p->pid = (int64_t)getpid();
     sw__hostname(p->host, sizeof p->host);
     atomic_init(&p->enabled, 1);
@@ -1164,6 +1169,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->pid = p->pid;
         s->rank = p->opts.rank;
         s->world_size = p->opts.world_size;
+        s->local_rank = p->opts.local_rank;
         s->start_unix_ns = p->origin_unix_ns;
         s->elapsed_ns = sw__clock_ns() - p->origin_ns;
         s->steps = atomic_load(&p->steps_begun);

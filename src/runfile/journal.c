@@ -51,7 +51,20 @@ typedef struct sw__journal {
     size_t nevents, events_cap;
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
     int functions_dirty;       /* changed since it was last written */
+    struct rank_round *rounds; /* cross-rank aggregations not written yet (sw_run_add_ranks) */
+    int next_round;
+    int64_t clock_offset_ns;   /* sw_run_set_clock_offset */
+    int clock_offset_dirty;
 } sw__journal;
+
+/* One cross-rank aggregation waiting for the next flush. */
+typedef struct rank_round {
+    struct rank_round *next;
+    int round, final, world_size;
+    uint64_t step;
+    size_t payload_size;
+    unsigned char payloads[]; /* world_size * payload_size */
+} rank_round;
 
 /* ---- writing one flush ---- */
 
@@ -142,6 +155,32 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
     return rc;
 }
 
+/* The clock offset and the aggregation rounds added since the last flush; they stay pending
+ * until a transaction holding them commits (ranks_written). */
+static int write_ranks(sw__journal *j) {
+    int rc = 0;
+    if (j->clock_offset_dirty)
+        rc = sw__store_write_clock_offset(j->store, j->rank, j->clock_offset_ns);
+    for (const rank_round *r = j->rounds; rc == 0 && r; r = r->next)
+        rc = sw__store_add_rank_round(j->store, j->rank, r->round, r->step, r->final,
+                                      r->world_size, r->payload_size, r->payloads);
+    return rc;
+}
+
+static void free_rounds(rank_round *r) {
+    while (r) {
+        rank_round *next = r->next;
+        free(r);
+        r = next;
+    }
+}
+
+static void ranks_written(sw__journal *j) {
+    j->clock_offset_dirty = 0;
+    free_rounds(j->rounds);
+    j->rounds = NULL;
+}
+
 /* One transaction: names, drained events, and the aggregates when asked. Called with
  * j->lock held. */
 static int flush(sw__journal *j, int aggregates, int complete, const char *reason) {
@@ -160,9 +199,13 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
     if (rc == 0 && functions)
         rc = sw__store_write_functions(j->store, j->rank, j->functions);
     if (rc == 0)
+        rc = write_ranks(j);
+    if (rc == 0)
         rc = sw__store_commit(j->store);
     if (rc == 0 && functions)
         j->functions_dirty = 0;
+    if (rc == 0)
+        ranks_written(j);
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         sw__store_rollback(j->store);
@@ -240,7 +283,8 @@ static int write_start(sw__journal *j) {
                       .origin_ns = sw__origin_ns(j->p),
                       .warmup_steps = o->warmup_steps,
                       .timeline = o->timeline,
-                      .options_json = options};
+                      .options_json = options,
+                      .local_rank = snap->local_rank};
     rc = sw__store_begin(j->store);
     if (rc == 0)
         rc = sw__store_write_meta(j->store, &m);
@@ -260,6 +304,7 @@ static int write_start(sw__journal *j) {
 
 static void free_journal(sw__journal *j) {
     sw_fprofile_free(j->functions);
+    free_rounds(j->rounds);
     for (size_t i = 0; i < j->nbuffers; i++)
         free(j->buffers[i]);
     free(j->buffers);
@@ -345,15 +390,29 @@ static const sw__sink_ops journal_ops = {
     .on_fork_child = forget_in_child,
 };
 
-int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
-    if (p == NULL || fp == NULL)
-        return SW_EINVAL;
-    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+/* The journal of p under its lock, or NULL (SW_ENOTFOUND in *rc; SW_ESTATE once finished). */
+static sw__journal *lock_journal(sw_profiler *p, int *rc) {
+    sw__journal *j = p ? (sw__journal *)sw__sink_find(p, &journal_ops) : NULL;
+    *rc = p == NULL ? SW_EINVAL : j == NULL ? SW_ENOTFOUND : 0;
     if (j == NULL)
-        return SW_ENOTFOUND;
+        return NULL;
     pthread_mutex_lock(&j->lock);
-    int rc = j->finished ? SW_ESTATE : 0;
-    if (rc == 0 && j->functions == NULL)
+    if (j->finished) {
+        pthread_mutex_unlock(&j->lock);
+        *rc = SW_ESTATE;
+        return NULL;
+    }
+    return j;
+}
+
+int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
+    if (fp == NULL)
+        return SW_EINVAL;
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL)
+        return rc;
+    if (j->functions == NULL)
         rc = sw_fprofile_new(&j->functions);
     if (rc == 0)
         rc = sw_fprofile_merge_into(j->functions, fp);
@@ -363,6 +422,47 @@ int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
     if (rc == 0)
         wake_flusher(&j->sink);
     return rc;
+}
+
+int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
+                     int world_size, int final) {
+    if (p == NULL || payloads == NULL || payload_size == 0 || world_size < 1)
+        return SW_EINVAL;
+    size_t bytes = payload_size * (size_t)world_size;
+    if (bytes / (size_t)world_size != payload_size || bytes > (size_t)1 << 30)
+        return SW_EINVAL;
+    rank_round *r = malloc(sizeof *r + bytes);
+    if (r == NULL)
+        return SW_ENOMEM;
+    *r = (rank_round){.final = final != 0, .world_size = world_size,
+                      .step = sw_step_count(p), .payload_size = payload_size};
+    memcpy(r->payloads, payloads, bytes);
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL) {
+        free(r);
+        return rc;
+    }
+    r->round = j->next_round++;
+    rank_round **tail = &j->rounds;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = r;
+    pthread_mutex_unlock(&j->lock);
+    wake_flusher(&j->sink);
+    return 0;
+}
+
+int sw_run_set_clock_offset(sw_profiler *p, int64_t offset_ns) {
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL)
+        return rc;
+    j->clock_offset_ns = offset_ns;
+    j->clock_offset_dirty = 1;
+    pthread_mutex_unlock(&j->lock);
+    wake_flusher(&j->sink);
+    return 0;
 }
 
 int sw__journal_open(sw_profiler *p, const char *path) {

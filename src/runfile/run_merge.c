@@ -11,7 +11,7 @@
 
 static const char *const TABLES[] = {"ranks", "names", "aggregates", "counter_summaries",
                                      "steps", "counters", "span_chunks", "functions",
-                                     "function_nodes"};
+                                     "function_nodes", "threads", "rank_rounds"};
 
 /* Every input opens cleanly and no rank appears twice. */
 static int check_inputs(const char *const *paths, size_t n) {
