@@ -2,7 +2,8 @@
  * cmd_run.c — stepwatch run [--run-file P] [--timeline] -- CMD ARGS...
  *
  * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
- * which instruments the script (the Python package). Any other program gets the run file's
+ * which instruments the script (the Python package); torchrun ARGS runs as "python -m
+ * stepwatch.torchrun ARGS", which does the same in every worker. Any other program gets the run file's
  * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS) for a program built with stepwatch.
  * The exit status is the program's (128 + N when killed by signal N).
@@ -67,6 +68,44 @@ static char **python_argv(int argc, char **argv) {
     out[o++] = "stepwatch.autorun";
     while (i < argc)
         out[o++] = argv[i++];
+    return out;
+}
+
+/* torchrun ARGS... -> PYTHON -m stepwatch.torchrun ARGS..., PYTHON being the interpreter
+ * of torchrun's script (its #! line; python3 when it cannot be read). *interpreter is
+ * malloc'd. */
+static char **torchrun_argv(int argc, char **argv, char **interpreter) {
+    char *script = NULL;
+    if (strchr(argv[0], '/') == NULL) { /* find it on PATH, as execvp would */
+        const char *path = getenv("PATH");
+        for (const char *dir = path; dir && *dir && script == NULL;) {
+            size_t n = strcspn(dir, ":");
+            char candidate[PATH_MAX];
+            snprintf(candidate, sizeof candidate, "%.*s/%s", (int)n, dir, argv[0]);
+            if (access(candidate, X_OK) == 0)
+                script = strdup(candidate);
+            dir += n + (dir[n] == ':');
+        }
+    }
+    FILE *f = fopen(script ? script : argv[0], "r");
+    free(script);
+    char line[PATH_MAX + 2] = "";
+    if (f == NULL || fgets(line, sizeof line, f) == NULL || strncmp(line, "#!", 2) != 0)
+        snprintf(line, sizeof line, "#!python3");
+    if (f)
+        fclose(f);
+    line[strcspn(line, " \t\r\n")] = '\0';
+    *interpreter = strdup(line + 2);
+    char **out = calloc((size_t)argc + 3, sizeof *out);
+    if (out == NULL || *interpreter == NULL) {
+        free(out);
+        return NULL;
+    }
+    out[0] = *interpreter;
+    out[1] = "-m";
+    out[2] = "stepwatch.torchrun";
+    for (int i = 1; i < argc; i++)
+        out[i + 2] = argv[i];
     return out;
 }
 
@@ -160,7 +199,11 @@ int sw_cmd_run(int argc, char **argv) {
     char **cmd = argv + optind;
     int ncmd = argc - optind;
     char *path = absolute(run_file);
-    char **exec_argv = is_python(cmd[0]) ? python_argv(ncmd, cmd) : cmd;
+    char *interpreter = NULL;
+    const char *base = strrchr(cmd[0], '/');
+    char **exec_argv = is_python(cmd[0])                             ? python_argv(ncmd, cmd)
+                       : strcmp(base ? base + 1 : cmd[0], "torchrun") == 0 ? torchrun_argv(ncmd, cmd, &interpreter)
+                                                                     : cmd;
     if (path == NULL || exec_argv == NULL) {
         sw__cli_error("out of memory");
         return SW_EXIT_IO;
@@ -200,6 +243,7 @@ int sw_cmd_run(int argc, char **argv) {
         fprintf(stderr, "stepwatch: run file: %s\n", path);
     if (exec_argv != cmd)
         free(exec_argv);
+    free(interpreter);
     free(path);
     return code;
 }

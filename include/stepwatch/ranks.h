@@ -35,8 +35,9 @@ extern "C" {
 #define SW_RANK_PAYLOAD_SIZE 704
 
 /* Write p's payload (a snapshot of it now) into buf, which holds size >= SW_RANK_PAYLOAD_SIZE
- * bytes. Safe while other threads record. 0, SW_EINVAL, SW_ENOMEM. */
-SW_API int sw_rank_payload(sw_profiler *p, void *buf, size_t size);
+ * bytes, as rank `rank` of world_size in the transport (world_size 0: the profiler's own rank
+ * and world size). Safe while other threads record. 0, SW_EINVAL, SW_ENOMEM. */
+SW_API int sw_rank_payload(sw_profiler *p, int rank, int world_size, void *buf, size_t size);
 /* The same from a snapshot (one rank's, e.g. sw_run_rank_snapshot). */
 SW_API int sw_rank_payload_of(const sw_snapshot *s, void *buf, size_t size);
 

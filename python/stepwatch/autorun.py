@@ -17,6 +17,10 @@ Options (each also read from the environment, for the C command to pass on):
   --functions A,B   profile the functions called inside these actions; their cProfile
                     tables follow the report (STEPWATCH_FUNCTIONS)
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
+
+Under torch.distributed (torchrun) every rank keeps its run file and rank 0 alone prints,
+its report followed by the cross-rank view (stepwatch.distributed; STEPWATCH_AGGREGATE_EVERY,
+STEPWATCH_AGGREGATE_TIMEOUT).
 """
 import argparse
 import os
@@ -49,10 +53,12 @@ def _parser():
     return ap
 
 
-def _write_report(prof, fmt, output):
+def _write_report(prof, fmt, output, view=None):
     text = prof.report(fmt)
     if prof.function_actions():
         text += "\n" + prof.function_report()
+    if view is not None:
+        text += "\n" + view.report(fmt if fmt in ("markdown", "md", "json") else "table")
     if output:
         with open(output, "w") as f:
             f.write(text)
@@ -63,6 +69,9 @@ def _write_report(prof, fmt, output):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if args.module == "torch.distributed.run":  # torchrun: instrument its workers instead
+        from stepwatch.torchrun import main as torchrun
+        return torchrun(args.target)
     if args.module:
         name, rest = args.module, args.target
     elif args.target:
@@ -80,9 +89,12 @@ def main(argv=None):
                               on_full=args.on_full, ring_capacity=args.ring_capacity,
                               functions=functions, builtins=args.builtins)
     stepwatch.set_profiler(prof)
+    ranks = None
     try:
         import stepwatch.torch as swtorch
         swtorch.instrument(prof)
+        import stepwatch.distributed as swdist
+        ranks = swdist.watch(prof, quiet=True)
     except ImportError as exc:  # no torch: still run the script, say why nothing is timed
         swtorch = None
         warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
@@ -99,9 +111,14 @@ def main(argv=None):
         code = exc.code
     finally:
         # also on an exception or Ctrl-C: the report is what the user came for
+        view = None
+        if ranks is not None:
+            view = swdist.finish(prof)  # every rank: the end-of-run round
         if swtorch is not None:
             swtorch.uninstrument()
-        _write_report(prof, args.format, args.output)
+        # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
+        if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:
+            _write_report(prof, args.format, args.output, view)
         prof.close()
     return code
 

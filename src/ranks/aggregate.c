@@ -24,7 +24,7 @@ static int aggregate_with(ranks_sink *rs, int final, sw_ranks **out) {
     if (out)
         *out = NULL;
     unsigned char mine[SW_RANK_PAYLOAD_SIZE];
-    int rc = sw_rank_payload(rs->p, mine, sizeof mine);
+    int rc = sw_rank_payload(rs->p, rs->o.rank, rs->o.world_size, mine, sizeof mine);
     if (rc != 0)
         return rc;
     const sw_ranks_options *o = &rs->o;

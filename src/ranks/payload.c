@@ -91,23 +91,34 @@ int sw__payload_fill(const sw_snapshot *s, sw__payload *out) {
     return 0;
 }
 
-int sw_rank_payload_of(const sw_snapshot *s, void *buf, size_t size) {
-    if (s == NULL || buf == NULL || size < SW_RANK_PAYLOAD_SIZE)
+/* The payload of s as rank (world_size 0: the snapshot's own) into buf. */
+static int payload_as(const sw_snapshot *s, int rank, int world_size, void *buf, size_t size) {
+    if (s == NULL || buf == NULL || size < SW_RANK_PAYLOAD_SIZE ||
+        (world_size > 0 && (rank < 0 || rank >= world_size)))
         return SW_EINVAL;
     sw__payload pl;
     int rc = sw__payload_fill(s, &pl);
-    if (rc == 0)
-        sw__payload_encode(&pl, buf);
-    return rc;
+    if (rc != 0)
+        return rc;
+    if (world_size > 0) {
+        pl.rank = rank;
+        pl.world_size = world_size;
+    }
+    sw__payload_encode(&pl, buf);
+    return 0;
 }
 
-int sw_rank_payload(sw_profiler *p, void *buf, size_t size) {
-    if (p == NULL || buf == NULL || size < SW_RANK_PAYLOAD_SIZE)
+int sw_rank_payload_of(const sw_snapshot *s, void *buf, size_t size) {
+    return payload_as(s, 0, 0, buf, size);
+}
+
+int sw_rank_payload(sw_profiler *p, int rank, int world_size, void *buf, size_t size) {
+    if (p == NULL)
         return SW_EINVAL;
     sw_snapshot *s = NULL;
     int rc = sw_snapshot_take(p, &s);
     if (rc == 0)
-        rc = sw_rank_payload_of(s, buf, size);
+        rc = payload_as(s, rank, world_size, buf, size);
     sw_snapshot_free(s);
     return rc;
 }

@@ -59,7 +59,7 @@ static unsigned char *payloads_of(int world, const parts *t) {
     for (int r = 0; r < world; r++) {
         SW_TEST_PROFILER(p, .rank = r, .world_size = world, .local_rank = r % 2);
         record_steps(p, t[r]);
-        assert_int_equal(sw_rank_payload(p, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
+        assert_int_equal(sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
                                          SW_RANK_PAYLOAD_SIZE),
                          0);
         sw_profiler_free(p);
@@ -226,9 +226,13 @@ static void test_payload_layout(void **state) {
     SW_TEST_PROFILER(p, .rank = 3, .world_size = 8, .local_rank = 1);
     record_steps(p, (parts){.data = 1, .forward = 2, .backward = 3, .optimizer = 1});
     unsigned char buf[SW_RANK_PAYLOAD_SIZE];
-    assert_int_equal(sw_rank_payload(p, buf, sizeof buf - 1), SW_EINVAL);
-    assert_int_equal(sw_rank_payload(NULL, buf, sizeof buf), SW_EINVAL);
-    assert_int_equal(sw_rank_payload(p, buf, sizeof buf), 0);
+    assert_int_equal(sw_rank_payload(p, 0, 0, buf, sizeof buf - 1), SW_EINVAL);
+    assert_int_equal(sw_rank_payload(NULL, 0, 0, buf, sizeof buf), SW_EINVAL);
+    assert_int_equal(sw_rank_payload(p, 4, 4, buf, sizeof buf), SW_EINVAL);
+    assert_int_equal(sw_rank_payload(p, 2, 4, buf, sizeof buf), 0);
+    assert_int_equal(buf[8], 2); /* the transport's rank and world size */
+    assert_int_equal(buf[12], 4);
+    assert_int_equal(sw_rank_payload(p, 0, 0, buf, sizeof buf), 0);
     assert_memory_equal(buf, "swrk", 4);
     assert_int_equal(buf[4] | buf[5] << 8, 1);   /* version */
     assert_int_equal(buf[6] | buf[7] << 8, 9);   /* slots */
@@ -310,7 +314,7 @@ static void test_run_file_rounds_and_merge(void **state) {
         SW_TEST_PROFILER(p, .rank = r, .world_size = 3, .run_file = paths[r],
                          .no_signal_handlers = 1);
         record_steps(p, t[r]);
-        assert_int_equal(sw_rank_payload(p, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
+        assert_int_equal(sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
                                          SW_RANK_PAYLOAD_SIZE),
                          0);
         assert_int_equal(sw_run_set_clock_offset(p, 1000 * r), 0);
