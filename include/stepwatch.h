@@ -166,6 +166,12 @@ SW_API void sw_profiler_free(sw_profiler *p);
 SW_API void sw_set_enabled(sw_profiler *p, int enabled);
 SW_API int sw_enabled(const sw_profiler *p);
 
+/* Name the calling thread in p (copied; at most 63 bytes kept), as the run file and the
+ * Chrome trace show it. Until then a thread has the system's name for it (pthread_setname_np)
+ * from when it first recorded; the Python front ends give Python's names. Takes a lock.
+ * SW_EINVAL for NULL arguments. */
+SW_API int sw_thread_name(sw_profiler *p, const char *name);
+
 /* Nanoseconds on the profiler clock (CLOCK_MONOTONIC). */
 SW_API uint64_t sw_now_ns(void);
 

@@ -39,6 +39,7 @@ from ._stepwatch import (
     now_ns,
     strerror,
 )
+from ._stepwatch import RANK_PAYLOAD_SIZE, ranks_view, run_ranks
 
 __all__ = [
     "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
@@ -46,6 +47,7 @@ __all__ = [
     "load_steps", "now_ns",
     "strerror", "profiler", "set_profiler", "action", "report", "records",
     "torch", "lightning", "ignite", "fastai",
+    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
 FORMATS = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
@@ -87,7 +89,7 @@ def records(phase=None):
     return profiler().records(phase)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai")
+_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "distributed")
 
 
 def __getattr__(name):

@@ -349,6 +349,15 @@ static PyObject *Profiler_records(ProfilerObject *self, PyObject *args, PyObject
     return r;
 }
 
+static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
+    const char *text = PyUnicode_AsUTF8(name);
+    if (text == NULL)
+        return NULL;
+    if (self->p != NULL && sw_thread_name(self->p, text) == SW_ENOMEM)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static PyObject *Profiler_close(ProfilerObject *self, PyObject *unused) {
     profiler_close(self);
     Py_RETURN_NONE;
@@ -430,6 +439,9 @@ static PyMethodDef Profiler_methods[] = {
      "function_actions() -> list of the actions whose functions were profiled."},
     {"clear_functions", (PyCFunction)sw_py_profiler_clear_functions, METH_NOARGS,
      "clear_functions(): forget the function profiles recorded so far."},
+    {"name_thread", (PyCFunction)Profiler_name_thread, METH_O,
+     "name_thread(name): the calling thread's name in the run file and the Chrome trace "
+     "(threading.current_thread().name, say); until then it has the system's name."},
     {"rank_payload", (PyCFunction)(void (*)(void))sw_py_profiler_rank_payload,
      METH_VARARGS | METH_KEYWORDS,
      "rank_payload(rank=0, world_size=0) -> bytes: this rank's run summed up in "

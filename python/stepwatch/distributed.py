@@ -403,6 +403,8 @@ def watch(profiler=None, *, aggregate_every=None, timeout=None, top=3, format="t
         if _active is not None and _active.profiler is profiler:
             return _active
         w = Watch(profiler, aggregate_every, timeout, top, format, output, quiet)
+        # the training thread, as Python names it, in the run file and the Chrome trace
+        profiler.name_thread(threading.current_thread().name)
         if dist.is_available():
             _install()
         _active = w

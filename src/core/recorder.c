@@ -134,6 +134,9 @@ struct sw_profiler {
     sw__thread *threads;
     uint32_t threads_seen;
     sw__thread *retired; /* statistics of threads that exited */
+    char (*thread_names)[SW__THREAD_NAME]; /* by thread number; outlive their threads */
+    uint32_t thread_names_cap;
+    _Atomic uint32_t thread_names_changed; /* bumped by every naming */
 
     _Atomic uint64_t misuse_end_without_begin, misuse_mismatched_end, misuse_depth_overflow,
         misuse_bad_id, misuse_phase_mismatch, misuse_step_overlap, misuse_bad_record;
@@ -397,6 +400,7 @@ void sw_profiler_free(sw_profiler *p) {
     }
     if (p->retired)
         free_thread(p->retired);
+    free(p->thread_names);
     for (uint32_t i = 0; i < atomic_load(&p->naction); i++)
         free(p->action_names[i]);
     for (uint32_t i = 0; i < atomic_load(&p->nphase); i++)
@@ -491,8 +495,21 @@ static sw__thread *thread_slow(sw_profiler *p) {
         }
         t->profiler = p;
         atomic_init(&t->alive, 1);
+        char name[SW__THREAD_NAME] = "";
+        pthread_getname_np(pthread_self(), name, sizeof name); /* "" if it cannot tell */
         pthread_mutex_lock(&p->lock);
+        if (p->threads_seen == p->thread_names_cap) {
+            uint32_t cap = p->thread_names_cap ? 2 * p->thread_names_cap : 8;
+            void *grown = realloc(p->thread_names, cap * sizeof *p->thread_names);
+            if (grown != NULL) {
+                p->thread_names = grown;
+                p->thread_names_cap = cap;
+            }
+        }
         t->number = p->threads_seen++;
+        if (t->number < p->thread_names_cap)
+            snprintf(p->thread_names[t->number], SW__THREAD_NAME, "%s", name);
+        atomic_fetch_add(&p->thread_names_changed, 1);
         t->next = p->threads;
         p->threads = t;
         pthread_mutex_unlock(&p->lock);
@@ -1286,7 +1303,7 @@ static void reset_after_fork(sw_profiler *p) {
         t = next;
     }
     p->threads = NULL;
-    p->threads_seen = 0;
+    p->threads_seen = 0; /* the names array is kept and reused */
     free_cells(p->retired);
     pthread_setspecific(p->thread_key, NULL);
     p->generation = atomic_fetch_add(&next_generation, 1);
@@ -1309,4 +1326,35 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
     p->origin_ns = sw__clock_ns();
+}
+
+/* ---- thread names ---------------------------------------------------------------------- */
+
+int sw_thread_name(sw_profiler *p, const char *name) {
+    if (p == NULL || name == NULL)
+        return SW_EINVAL;
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return SW_ENOMEM;
+    pthread_mutex_lock(&p->lock);
+    int rc = t->number < p->thread_names_cap ? 0 : SW_ENOMEM;
+    if (rc == 0)
+        snprintf(p->thread_names[t->number], SW__THREAD_NAME, "%s", name);
+    atomic_fetch_add(&p->thread_names_changed, 1);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+uint32_t sw__thread_names(sw_profiler *p, uint32_t *changed, sw__thread_name_fn fn, void *ctx) {
+    pthread_mutex_lock(&p->lock);
+    *changed = atomic_load(&p->thread_names_changed);
+    uint32_t n = p->threads_seen < p->thread_names_cap ? p->threads_seen : p->thread_names_cap;
+    for (uint32_t i = 0; i < n; i++)
+        fn(ctx, i, p->thread_names[i]);
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+uint32_t sw__thread_names_changed(const sw_profiler *p) {
+    return atomic_load(&((sw_profiler *)p)->thread_names_changed);
 }

@@ -55,6 +55,8 @@ typedef struct sw__journal {
     int next_round;
     int64_t clock_offset_ns;   /* sw_run_set_clock_offset */
     int clock_offset_dirty;
+    uint32_t thread_names_written; /* the core's naming counter when they were last written */
+    int thread_names_rc;
 } sw__journal;
 
 /* One cross-rank aggregation waiting for the next flush. */
@@ -155,6 +157,24 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
     return rc;
 }
 
+static void write_thread_name(void *ctx, uint32_t thread, const char *name) {
+    sw__journal *j = ctx;
+    if (j->thread_names_rc == 0)
+        j->thread_names_rc = sw__store_write_thread(j->store, j->rank, thread, name);
+}
+
+/* Every thread's name, when a thread came or was named since they were last written. */
+static int write_thread_names(sw__journal *j) {
+    if (sw__thread_names_changed(j->p) == j->thread_names_written)
+        return 0;
+    j->thread_names_rc = 0;
+    uint32_t changed;
+    sw__thread_names(j->p, &changed, write_thread_name, j);
+    if (j->thread_names_rc == 0)
+        j->thread_names_written = changed;
+    return j->thread_names_rc;
+}
+
 /* The clock offset and the aggregation rounds added since the last flush; they stay pending
  * until a transaction holding them commits (ranks_written). */
 static int write_ranks(sw__journal *j) {
@@ -195,6 +215,8 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = flush_spans(j, j->buffers[i]);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
+    if (rc == 0)
+        rc = write_thread_names(j);
     int functions = j->functions_dirty;
     if (rc == 0 && functions)
         rc = sw__store_write_functions(j->store, j->rank, j->functions);
@@ -213,6 +235,7 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         for (size_t i = 0; i < j->nbuffers; i++)
             j->buffers[i]->n = 0;
         j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
+        j->thread_names_written = 0; /* written again by the next flush */
     }
     j->flush_rc = rc;
     return rc;

@@ -300,6 +300,33 @@ static int teardown(void **state) {
     return system(cmd);
 }
 
+/* The Chrome trace of the three ranks: one process per rank, threads by their names, and
+ * rank 1's steps moved 5 s back onto rank 0's clock (they ran at the same time). */
+static void check_chrome(sw_run *run) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    assert_int_equal(sw_run_export_chrome(run, f), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "rank 1 ("));
+    assert_non_null(strstr(text, "\"name\":\"trainer one (thread 0)\""));
+    assert_non_null(strstr(text, "\"name\":\"trainer (thread 0)\""));
+    double first[3] = {-1, -1, -1}; /* each rank's first step, in us */
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *ts = strstr(line, "\"ts\":"), *pid = strstr(line, "\"pid\":");
+        if (!strstr(line, "\"ph\":\"X\"") || !ts || !pid)
+            continue;
+        int rank = atoi(pid + 6);
+        if (rank >= 0 && rank < 3 && first[rank] < 0)
+            first[rank] = atof(ts + 5);
+    }
+    free(text);
+    /* recorded one after the other within a second, on clocks 5 s apart */
+    assert_true(first[1] >= 0 && first[1] < 1e6);
+    assert_true(first[0] > 4e6 && first[0] < 6e6);
+    assert_true(first[2] > 4e6 && first[2] < 6e6);
+}
+
 /* Rank 0 stores a round; the file gives it back, and the view from it. Rank files merged
  * give the same view from their own aggregates. The clock offset lands in the metadata. */
 static void test_run_file_rounds_and_merge(void **state) {
@@ -313,11 +340,14 @@ static void test_run_file_rounds_and_merge(void **state) {
         snprintf(paths[r], sizeof paths[r], "%s/rank%d.db", g_dir, r);
         SW_TEST_PROFILER(p, .rank = r, .world_size = 3, .run_file = paths[r],
                          .no_signal_handlers = 1);
+        assert_int_equal(sw_thread_name(p, r == 1 ? "trainer one" : "trainer"), 0);
+        sw_test_spin(60 * MS); /* the first step, begun in the past, begins after the start */
         record_steps(p, t[r]);
         assert_int_equal(sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
                                          SW_RANK_PAYLOAD_SIZE),
                          0);
-        assert_int_equal(sw_run_set_clock_offset(p, 1000 * r), 0);
+        /* rank 1's clock runs 5 s ahead of rank 0's */
+        assert_int_equal(sw_run_set_clock_offset(p, r == 1 ? 5000000000 : 0), 0);
         if (r == 0)
             rank0 = p;
         else
@@ -394,6 +424,7 @@ static void test_run_file_rounds_and_merge(void **state) {
     assert_int_equal(view->stragglers[0].rank, 1);
     assert_near_ms(view->stragglers[0].blame_ns, 20, 1.0);
     sw_ranks_free(view);
+    check_chrome(run);
     sw_run_close(run);
     free(all);
 }
