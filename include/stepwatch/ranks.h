@@ -129,6 +129,8 @@ typedef struct sw_ranks_options {
     sw_format format;      /* rank 0's printed view: TABLE (default), MARKDOWN or JSON */
     FILE *out;             /* where rank 0 prints the final view; NULL = stderr */
     int quiet;             /* nonzero: print nothing (the view is still stored) */
+    void (*release)(void *ctx); /* called when p is freed, after the final round: the
+                                   transport lets go of ctx (NULL: nothing to do) */
 } sw_ranks_options;
 
 /* Aggregate p over a transport: sw_ranks_aggregate gathers now (collective: every rank must
@@ -137,7 +139,8 @@ typedef struct sw_ranks_options {
  * also runs by itself when p is freed, if it has not run yet (collective too: free p on
  * every rank). sw_ranks_attach copies o; SW_ESTATE if p already has one. sw_ranks_aggregate
  * returns SW_ENOTFOUND without an attached transport; on rank 0, *out (may be NULL) gets the
- * view (the caller frees it). */
+ * view (the caller frees it). The final round runs once: later final calls return 0 at
+ * once. */
 SW_API int sw_ranks_attach(sw_profiler *p, const sw_ranks_options *o);
 SW_API int sw_ranks_aggregate(sw_profiler *p, int final, sw_ranks **out);
 

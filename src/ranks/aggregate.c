@@ -58,6 +58,8 @@ static void close_sink(sw__sink *sink) {
     ranks_sink *rs = (ranks_sink *)sink;
     if (!rs->final_done)
         aggregate_with(rs, 1, NULL);
+    if (rs->o.release)
+        rs->o.release(rs->o.ctx);
     free(rs);
 }
 
@@ -104,5 +106,7 @@ int sw_ranks_aggregate(sw_profiler *p, int final, sw_ranks **out) {
     ranks_sink *rs = (ranks_sink *)sw__sink_find(p, &ranks_ops);
     if (rs == NULL)
         return SW_ENOTFOUND;
+    if (final && rs->final_done)
+        return 0; /* the final round runs once */
     return aggregate_with(rs, final, out);
 }

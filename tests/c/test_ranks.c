@@ -435,9 +435,11 @@ static void test_run_file_rounds_and_merge(void **state) {
  * beforehand (rank 2 never answers at the final round). */
 typedef struct fake_transport {
     unsigned char others[3 * SW_RANK_PAYLOAD_SIZE];
-    int calls, finals;
+    int calls, finals, released;
     double timeout_s;
 } fake_transport;
+
+static void fake_release(void *ctx) { ((fake_transport *)ctx)->released++; }
 
 static int fake_gather(void *ctx, const void *mine, void *all, size_t size, int final,
                        double timeout_s) {
@@ -466,7 +468,7 @@ static void test_attached_transport_aggregates_at_free(void **state) {
     FILE *out = fopen(out_path, "w");
     SW_TEST_PROFILER(p, .rank = 0, .world_size = 3, .run_file = path, .no_signal_handlers = 1);
     record_steps(p, fast);
-    sw_ranks_options o = {.gather = fake_gather, .ctx = &tr, .out = out};
+    sw_ranks_options o = {.gather = fake_gather, .ctx = &tr, .out = out, .release = fake_release};
     assert_int_equal(sw_ranks_aggregate(p, 0, NULL), SW_ENOTFOUND);
     assert_int_equal(sw_ranks_attach(p, &o), 0);
     assert_int_equal(sw_ranks_attach(p, &o), SW_ESTATE);
@@ -477,10 +479,18 @@ static void test_attached_transport_aggregates_at_free(void **state) {
     assert_int_equal(view->stragglers[0].rank, 1);
     assert_string_equal(view->stragglers[0].part, "forward");
     sw_ranks_free(view);
-    sw_profiler_free(p); /* the final round: gathered, stored, printed */
+    assert_int_equal(sw_ranks_aggregate(p, 1, &view), 0); /* the final round: printed */
+    assert_int_equal(view->answered, 2);
+    sw_ranks_free(view);
+    assert_int_equal(sw_ranks_aggregate(p, 1, &view), 0); /* it runs once */
+    assert_null(view);
+    assert_int_equal(tr.finals, 1);
+    assert_int_equal(tr.released, 0);
+    sw_profiler_free(p); /* the final round ran already: the transport is released */
     fclose(out);
     assert_int_equal(tr.calls, 2);
     assert_int_equal(tr.finals, 1);
+    assert_int_equal(tr.released, 1);
     assert_true(tr.timeout_s == 30);
     FILE *f = fopen(out_path, "r");
     char text[4096] = {0};
