@@ -33,6 +33,8 @@ extern "C" {
 #endif
 
 #define SW_RANK_PAYLOAD_SIZE 704
+/* The most ranks a view covers (1,048,576: 704 MiB of payloads at rank 0). */
+#define SW_RANKS_MAX_WORLD (1 << 20)
 
 /* Write p's payload (a snapshot of it now) into buf, which holds size >= SW_RANK_PAYLOAD_SIZE
  * bytes, as rank `rank` of world_size in the transport (world_size 0: the profiler's own rank
@@ -96,7 +98,7 @@ typedef struct sw_ranks {
 /* Reduce the payloads of world_size ranks (rank r's at offset r * SW_RANK_PAYLOAD_SIZE of a
  * buffer of world_size * SW_RANK_PAYLOAD_SIZE bytes; a slot that is not a valid payload of
  * rank r is a rank that did not answer). The caller owns *out (sw_ranks_free). SW_EINVAL for
- * NULL arguments or world_size < 1, SW_ENOMEM. */
+ * NULL arguments or world_size outside 1..SW_RANKS_MAX_WORLD, SW_ENOMEM. */
 SW_API int sw_ranks_reduce(const void *payloads, int world_size, sw_ranks **out);
 SW_API void sw_ranks_free(sw_ranks *r);
 

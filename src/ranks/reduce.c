@@ -264,7 +264,7 @@ static int fill_stats(sw_ranks *r, work *w, size_t n) {
 }
 
 int sw_ranks_reduce(const void *payloads, int world_size, sw_ranks **out) {
-    if (payloads == NULL || out == NULL || world_size < 1)
+    if (payloads == NULL || out == NULL || world_size < 1 || world_size > SW_RANKS_MAX_WORLD)
         return SW_EINVAL;
     *out = NULL;
     size_t world = (size_t)world_size;

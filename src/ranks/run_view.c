@@ -19,6 +19,8 @@ static int from_rank_snapshots(sw_run *run, sw_ranks **out) {
         if (rc == 0 && snaps[i]->rank >= world)
             world = snaps[i]->rank + 1;
     }
+    if (rc == 0 && world > SW_RANKS_MAX_WORLD)
+        rc = SW_ECORRUPT; /* no job has that many ranks: a damaged ranks table */
     unsigned char *all = rc == 0 ? calloc((size_t)world, SW_RANK_PAYLOAD_SIZE) : NULL;
     if (rc == 0 && all == NULL)
         rc = SW_ENOMEM;
