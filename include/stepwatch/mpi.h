@@ -16,8 +16,9 @@
  *     actions "collective:MPI_Allreduce", ... through MPI's profiling interface (this
  *     library defines them and calls PMPI_*): the time a rank spends in them, waiting for the
  *     slowest rank included, is its collective wait.
- *   - each rank's wall clock minus rank 0's is estimated (five barriers, one all-gather) and
- *     kept in its run file: exports put every rank on rank 0's clock.
+ *   - each rank's wall clock minus rank 0's is estimated (eight ping-pongs with rank 0, the
+ *     shortest round trip counts) and kept in its run file: exports put every rank on rank
+ *     0's clock.
  *   - every aggregate_every steps, at the next of those collectives, one gather of
  *     SW_RANK_PAYLOAD_SIZE bytes per rank to rank 0 (kept in its run file). Every rank must
  *     reach the same collective after the same number of steps (as data-parallel loops do).

@@ -14,12 +14,13 @@
  */
 #include "stepwatch/mpi.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define TAG 0x5357 /* "SW" */
-#define CLOCK_ROUNDS 5
+#define CLOCK_ROUNDS 8
 
 /* The collectives timed, in the order of their wrappers below. */
 enum { ALLREDUCE, REDUCE, BCAST, BARRIER, ALLGATHER, GATHER, ALLTOALL, REDUCE_SCATTER, NCOLL };
@@ -129,31 +130,46 @@ static void release(void *ctx) {
     memset(&g, 0, sizeof g);
 }
 
-/* Each rank's wall clock minus rank 0's: the median over rounds of the difference between
- * the times read right after a barrier. */
+/* Each rank's wall clock minus rank 0's, by ping-pong with rank 0 (Cristian's method):
+ * rank 0 reads its clock t0, asks rank r for its clock, reads t1 when the answer arrives;
+ * r's offset is its time minus the midpoint of t0 and t1, wrong by at most half the round
+ * trip. Of CLOCK_ROUNDS exchanges the one with the shortest round trip counts, so a round
+ * where either process was descheduled (an oversubscribed node) does not. Rank 0 serves
+ * the ranks one after another: world * CLOCK_ROUNDS round trips, once, at attach. */
 static int estimate_clock(int64_t *offset) {
-    int64_t mine[CLOCK_ROUNDS];
-    for (int i = 0; i < CLOCK_ROUNDS; i++) {
-        if (PMPI_Barrier(g.comm) != MPI_SUCCESS)
+    const int tag = TAG + 1;
+    int64_t t = 0;
+    *offset = 0;
+    if (g.rank != 0) {
+        for (int i = 0; i < CLOCK_ROUNDS; i++) {
+            if (PMPI_Recv(&t, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return SW_EIO;
+            t = (int64_t)realtime_ns();
+            if (PMPI_Send(&t, 1, MPI_INT64_T, 0, tag, g.comm) != MPI_SUCCESS)
+                return SW_EIO;
+        }
+        return PMPI_Recv(offset, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) ==
+                       MPI_SUCCESS
+                   ? 0
+                   : SW_EIO;
+    }
+    for (int r = 1; r < g.world; r++) {
+        int64_t best_trip = INT64_MAX, best = 0;
+        for (int i = 0; i < CLOCK_ROUNDS; i++) {
+            int64_t t0 = (int64_t)realtime_ns();
+            if (PMPI_Send(&t0, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
+                PMPI_Recv(&t, 1, MPI_INT64_T, r, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return SW_EIO;
+            int64_t t1 = (int64_t)realtime_ns();
+            if (t1 - t0 < best_trip) {
+                best_trip = t1 - t0;
+                best = t - (t0 + (t1 - t0) / 2);
+            }
+        }
+        if (PMPI_Send(&best, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS)
             return SW_EIO;
-        mine[i] = (int64_t)realtime_ns();
     }
-    int64_t *every = malloc((size_t)g.world * sizeof mine);
-    if (every == NULL)
-        return SW_ENOMEM;
-    int rc = PMPI_Allgather(mine, CLOCK_ROUNDS, MPI_INT64_T, every, CLOCK_ROUNDS, MPI_INT64_T,
-                            g.comm) == MPI_SUCCESS ? 0 : SW_EIO;
-    int64_t diff[CLOCK_ROUNDS];
-    for (int i = 0; i < CLOCK_ROUNDS; i++) { /* insertion sort of five differences */
-        int64_t d = mine[i] - every[i];
-        int k = i;
-        for (; k > 0 && diff[k - 1] > d; k--)
-            diff[k] = diff[k - 1];
-        diff[k] = d;
-    }
-    *offset = diff[CLOCK_ROUNDS / 2];
-    free(every);
-    return rc;
+    return 0;
 }
 
 int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *o) {

@@ -6,7 +6,9 @@ One rank slow by a known delay in its data or its forward: rank 0's view (JSON) 
 the right blame, its run file keeps the rounds (every 3 steps and the final one), every rank's
 run file has its place in the job and a small clock offset (one host). --kill R: rank R dies
 (SIGKILL) after its last step; mpirun is told to keep the others going
-(orte_enable_recovery), and rank 0's final round waits TIMEOUT_S, then names rank R.
+(orte_enable_recovery), and rank 0's final round waits TIMEOUT_S, then names rank R; the
+survivors finish stepwatch's work well within 120 s (mpirun itself may hang in OpenMPI's
+MPI_Finalize, waiting for the dead rank: it is ended then).
 """
 import argparse
 import json
@@ -19,6 +21,33 @@ import time
 
 DELAY_MS = 40
 STEPS, WARMUP = 10, 2
+
+
+def run_with_dead_rank(cmd, env, out, np, dead):
+    """mpirun with one rank SIGKILLed: wait until every other rank is done with stepwatch
+    (its done-{rank} file), then give mpirun a while to finish. OpenMPI's MPI_Finalize may
+    wait forever for the dead rank (its closing fence, outside stepwatch), so mpirun is then
+    ended. Returns mpirun's status, its stderr, and the seconds until the survivors were done."""
+    start = time.monotonic()
+    err = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    done = [os.path.join(out, f"done-{r}") for r in range(np) if r != dead]
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and \
+            not all(os.path.exists(d) for d in done):
+        time.sleep(0.1)
+    took = time.monotonic() - start
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # mpirun passes it on to its ranks
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    err.seek(0)
+    return proc.returncode, err.read(), took
 
 
 def main():
@@ -41,12 +70,15 @@ def main():
     if a.kill >= 0:
         cmd += ["--mca", "orte_enable_recovery", "1"]
     cmd += [a.exe, out]
-    start = time.monotonic()
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    took = time.monotonic() - start
+    if a.kill < 0:
+        start = time.monotonic()
+        run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+        returncode, stderr, took = run.returncode, run.stderr, time.monotonic() - start
+    else:
+        returncode, stderr, took = run_with_dead_rank(cmd, env, out, a.np, a.kill)
     view_path = os.path.join(out, "view.json")
     if not os.path.exists(view_path) or os.path.getsize(view_path) == 0:
-        sys.exit(f"no view from rank 0 (mpirun exit {run.returncode}):\n{run.stderr[-4000:]}")
+        sys.exit(f"no view from rank 0 (mpirun exit {returncode}):\n{stderr[-4000:]}")
     view = json.load(open(view_path))
     problems = []
 
@@ -59,7 +91,7 @@ def main():
               f"missing {view['missing']}, answered {view['answered']}")
         check(took < 120, f"took {took:.0f} s")
     else:
-        check(run.returncode == 0, f"mpirun exit {run.returncode}: {run.stderr[-2000:]}")
+        check(returncode == 0, f"mpirun exit {returncode}: {stderr[-2000:]}")
         check(view["answered"] == a.np and not view["missing"], "every rank answers")
     check(view["min_steps"] == STEPS - WARMUP, f"steps {view['min_steps']}")
     check(view["collective_ranks"] == view["answered"], "every rank timed its MPI_Allreduce")

@@ -3,8 +3,10 @@
  * rank fetches a batch, runs forward and backward, all-reduces its gradients with
  * MPI_Allreduce and steps. One rank can be made slow by a known delay in its data (DATA_RANK)
  * or its forward (COMPUTE_RANK), DELAY_MS each step; KILL_RANK kills itself (SIGKILL) after
- * the last step, before the final round. Rank 0 writes the final cross-rank view as JSON to DIR/view.json; every rank its run
- * file DIR/run-{rank}.db.
+ * the last step, before the final round. Rank 0 writes the final cross-rank view as JSON to
+ * DIR/view.json; every rank its run file DIR/run-{rank}.db, then DIR/done-{rank} (empty) once
+ * stepwatch is done, before MPI_Finalize: with a rank dead, OpenMPI's MPI_Finalize can wait
+ * for it forever (its closing fence), which the test must not mistake for stepwatch's.
  *
  *   mpirun -np 4 mpi_train DIR        (STEPS, WARMUP, AGGREGATE_EVERY, TIMEOUT_S too)
  */
@@ -84,6 +86,11 @@ int main(int argc, char **argv) {
     sw_profiler_free(p); /* the final round */
     if (out)
         fclose(out);
+    char done[512];
+    snprintf(done, sizeof done, "%s/done-%d", dir, rank);
+    FILE *marker = fopen(done, "w");
+    if (marker)
+        fclose(marker);
     MPI_Finalize();
     return 0;
 }
