@@ -224,3 +224,78 @@ def test_a_killed_rank_does_not_hang_the_end_of_run_aggregation(tmp_path):
     assert (view["answered"], view["missing"]) == (2, [2])
     # the killed rank's own file still opens (SIGKILL: at most the last flush is missing)
     assert stepwatch.load(str(tmp_path / "run-2.db")).info()["rank"] == 2
+
+
+# A Lightning script with strategy="ddp" and stepwatch's Lightning profiler: nothing else of
+# stepwatch in it. torchrun starts the ranks; Lightning finds them in the environment.
+LIGHTNING_SCRIPT = """
+import os, time, torch
+import lightning as L
+import stepwatch.lightning
+from torch.utils.data import DataLoader, Dataset
+
+rank = int(os.environ["RANK"])
+DATA_RANK = int(os.environ.get("DATA_RANK", "-1"))
+COMPUTE_RANK = int(os.environ.get("COMPUTE_RANK", "-1"))
+DELAY, STEPS = float(os.environ["DELAY"]), int(os.environ["STEPS"])
+
+class Batches(Dataset):  # whole batches: one item per step
+    def __len__(self):
+        return STEPS
+    def __getitem__(self, i):
+        if rank == DATA_RANK:
+            time.sleep(DELAY)
+        return torch.randn(8, 16), torch.randn(8, 1)
+
+class Net(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                        torch.nn.Linear(32, 1))
+    def training_step(self, batch, i):
+        if rank == COMPUTE_RANK:
+            time.sleep(DELAY)
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.body(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+    def train_dataloader(self):
+        return DataLoader(Batches(), batch_size=None)
+
+prof = stepwatch.lightning.Profiler(dirpath=os.getcwd(), filename="prof",
+                                    warmup_steps=int(os.environ["WARMUP"]),
+                                    run_file="run-{rank}.db")
+trainer = L.Trainer(strategy="ddp", accelerator="cpu", devices=int(os.environ["NPROC"]),
+                    max_epochs=1, profiler=prof, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False,
+                    use_distributed_sampler=False)
+trainer.fit(Net())
+"""
+
+
+@pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
+def test_lightning_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
+    pytest.importorskip("lightning")
+    script = tmp_path / "train_lightning.py"
+    script.write_text(LIGHTNING_SCRIPT)
+    nproc = 2
+    env = _env(NPROC=nproc, WARMUP=WARMUP, DATA_RANK=slow.get("data", -1),
+               COMPUTE_RANK=slow.get("compute", -1))
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          f"--nproc_per_node={nproc}", str(script)], capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-6000:]
+    # Lightning's report files, one per rank: rank 0's ends with the cross-rank view
+    report0 = (tmp_path / "fit-prof-0.txt").read_text()
+    assert f"Across ranks: {nproc} of {nproc} answered" in report0, report0
+    assert "Across ranks" not in (tmp_path / "fit-prof-1.txt").read_text()
+    for r in range(nproc):
+        meta = _ranks_row(tmp_path / f"run-{r}.db")
+        assert (meta["rank"], meta["world_size"]) == (r, nproc), meta
+    view = _view(tmp_path / "run-0.db")
+    assert view["answered"] == nproc and view["collective_ranks"] == nproc, view
+    (kind, rank), = slow.items()
+    assert view["stragglers"], view
+    _assert_blamed(view["stragglers"][0], rank, kind)
+    if kind == "compute":
+        assert view["stragglers"][0]["part"] == "forward", view["stragglers"][0]
