@@ -20,9 +20,9 @@ What it adds, and where (docs/ranks.md):
                    all-reduce, from its launch (the backward's compute is done) to its
                    completion, is the action "collective:allreduce": the time this rank
                    waits for the slowest one.
-  clock offsets    at the first DDP forward, each rank's wall clock minus rank 0's (five
-                   barriers, one all-gather), kept in its run file's metadata: exports put
-                   every rank on rank 0's clock.
+  clock offsets    at the first DDP forward, each rank's wall clock minus rank 0's (eight
+                   ping-pongs with rank 0, the shortest round trip counting), kept in its
+                   run file's metadata: exports put every rank on rank 0's clock.
   aggregate_every  every N training forwards of a DDP model, one gather of
                    RANK_PAYLOAD_SIZE bytes per rank to rank 0, kept in rank 0's run file.
                    This and the clock offsets are timed as "collective:stepwatch": they
@@ -39,7 +39,6 @@ import atexit
 import functools
 import json
 import os
-import statistics
 import sys
 import threading
 import time
@@ -52,12 +51,12 @@ import torch.distributed as dist
 import stepwatch as _sw
 from stepwatch._stepwatch import RANK_PAYLOAD_SIZE, ranks_view
 
-__all__ = ["RankView", "Watch", "watch", "unwatch", "active", "finish", "RANK_PAYLOAD_SIZE",
-           "COLLECTIVE", "ranks_view"]
+__all__ = ["RankView", "Watch", "watch", "watch_group", "unwatch", "active", "finish",
+           "RANK_PAYLOAD_SIZE", "COLLECTIVE", "ranks_view"]
 
 COLLECTIVE = "collective:allreduce"
 _OWN = "collective:stepwatch"  # stepwatch's own collectives: waits for the other ranks too
-_CLOCK_ROUNDS = 5
+_CLOCK_ROUNDS = 8
 
 
 class RankView:
@@ -224,22 +223,39 @@ class Watch:
     # -- collectives: every rank calls these at the same point --
 
     def estimate_clock(self):
-        """Each rank's wall clock minus rank 0's, from five barriers: the median of the
-        differences of the times read right after each. Kept in the run file."""
+        """This rank's wall clock minus rank 0's, by ping-pong with rank 0 (Cristian's method,
+        as libstepwatch_mpi does): rank 0 reads its clock, asks the rank for its own, reads
+        its clock again when the answer arrives; the rank's offset is its time minus the
+        midpoint, wrong by at most half the round trip. Of _CLOCK_ROUNDS exchanges the
+        shortest round trip counts, so one where a process was descheduled does not. Rank 0
+        serves the ranks in turn (world * _CLOCK_ROUNDS round trips, once). Kept in the run
+        file; returns the offset in ns."""
         rank, world = self.where()
-        seen = []
-        for _ in range(_CLOCK_ROUNDS):
-            dist.barrier()
-            seen.append(time.time_ns())
-        mine = torch.tensor(seen, dtype=torch.int64, device=_device())
-        every = [torch.empty_like(mine) for _ in range(world)]
-        dist.all_gather(every, mine)
-        zero = every[0].cpu().tolist()
-        offsets = [statistics.median(t - z for t, z in zip(e.cpu().tolist(), zero))
-                   for e in every]
-        self.clock_offset_ns = int(offsets[rank])
+        t = torch.zeros(1, dtype=torch.int64, device=_device())
+        offset = torch.zeros(1, dtype=torch.int64, device=_device())
+        if rank == 0:
+            for r in range(1, world):
+                best_trip = best = None
+                for _ in range(_CLOCK_ROUNDS):
+                    t0 = time.time_ns()
+                    dist.send(t, dst=r)
+                    dist.recv(t, src=r)
+                    theirs = int(t.item())  # waits for the answer (nccl: on the device)
+                    t1 = time.time_ns()
+                    if best_trip is None or t1 - t0 < best_trip:
+                        best_trip, best = t1 - t0, theirs - (t0 + (t1 - t0) // 2)
+                offset.fill_(best)
+                dist.send(offset, dst=r)
+        else:
+            for _ in range(_CLOCK_ROUNDS):
+                dist.recv(t, src=0)
+                t.cpu()  # the request has arrived (nccl: the receive ran on the device)
+                t.fill_(time.time_ns())
+                dist.send(t, dst=0)
+            dist.recv(offset, src=0)
+        self.clock_offset_ns = int(offset.item())
         self.profiler.set_clock_offset(self.clock_offset_ns)
-        return offsets
+        return self.clock_offset_ns
 
     def aggregate(self):
         """One round now, through the process group (collective): rank 0 gets every rank's
@@ -409,6 +425,15 @@ def watch(profiler=None, *, aggregate_every=None, timeout=None, top=3, format="t
             _install()
         _active = w
         return w
+
+
+def watch_group(profiler, **options):
+    """watch(profiler, **options) when a process group of more than one rank is up, else
+    None: what the Lightning and Ignite adapters call when a run starts, so they aggregate
+    under DDP by themselves and cost nothing in a single process."""
+    if not (_up() and dist.get_world_size() > 1):
+        return None
+    return watch(profiler, **options)
 
 
 def finish(profiler=None):

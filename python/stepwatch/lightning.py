@@ -134,7 +134,8 @@ class Profiler(_LightningProfiler):
             self._fit.begin()
             self._fit_open = True
         if self._ranks is None:
-            self._ranks = _watch_ranks(self.profiler)
+            import stepwatch.distributed as swdist
+            self._ranks = swdist.watch_group(self.profiler, quiet=True)
 
     def start(self, action_name):
         entry = self._entries.get(action_name)
@@ -237,16 +238,6 @@ class Profiler(_LightningProfiler):
     def records(self, phase=None):
         """The report's rows as a list of dicts (pandas.DataFrame(records))."""
         return self.profiler.records(phase)
-
-
-def _watch_ranks(profiler):
-    """stepwatch.distributed's watch of profiler when a process group of more than one rank
-    is up (Lightning's strategy set it up before the profiler's setup), else None."""
-    import torch.distributed as dist
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return None
-    import stepwatch.distributed as swdist
-    return swdist.watch(profiler, quiet=True)
 
 
 def _trainer_of(profiler):

@@ -25,14 +25,8 @@ DELAY = 0.04  # seconds a slow rank loses per step
 STEPS = 10
 WARMUP = 2
 
-# An ordinary DDP training script; nothing of stepwatch in it.
-SCRIPT = """
-import os, signal, time, datetime, torch, torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset
-
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-rank = dist.get_rank()
-DATA_RANK = int(os.environ.get("DATA_RANK", "-1"))
+# What both scripts share: the slow rank's settings and a data set whose loading is slow there.
+_SLOW_RANKS = """DATA_RANK = int(os.environ.get("DATA_RANK", "-1"))
 COMPUTE_RANK = int(os.environ.get("COMPUTE_RANK", "-1"))
 KILL_RANK = int(os.environ.get("KILL_RANK", "-1"))
 DELAY, STEPS = float(os.environ["DELAY"]), int(os.environ["STEPS"])
@@ -44,7 +38,16 @@ class Batches(Dataset):  # whole batches: one item per step
         if rank == DATA_RANK:
             time.sleep(DELAY)
         return torch.randn(8, 16), torch.randn(8, 1)
+"""
 
+# An ordinary DDP training script; nothing of stepwatch in it.
+SCRIPT = """
+import os, signal, time, datetime, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank = dist.get_rank()
+""" + _SLOW_RANKS + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -235,18 +238,7 @@ import stepwatch.lightning
 from torch.utils.data import DataLoader, Dataset
 
 rank = int(os.environ["RANK"])
-DATA_RANK = int(os.environ.get("DATA_RANK", "-1"))
-COMPUTE_RANK = int(os.environ.get("COMPUTE_RANK", "-1"))
-DELAY, STEPS = float(os.environ["DELAY"]), int(os.environ["STEPS"])
-
-class Batches(Dataset):  # whole batches: one item per step
-    def __len__(self):
-        return STEPS
-    def __getitem__(self, i):
-        if rank == DATA_RANK:
-            time.sleep(DELAY)
-        return torch.randn(8, 16), torch.randn(8, 1)
-
+""" + _SLOW_RANKS + """
 class Net(L.LightningModule):
     def __init__(self):
         super().__init__()
@@ -273,18 +265,24 @@ trainer.fit(Net())
 """
 
 
-@pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
-def test_lightning_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
-    pytest.importorskip("lightning")
-    script = tmp_path / "train_lightning.py"
-    script.write_text(LIGHTNING_SCRIPT)
-    nproc = 2
+def _run_adapter_script(script_text, tmp_path, nproc, slow):
+    """torchrun (as `python -m torch.distributed.run`) nproc ranks of a script, one slow."""
+    script = tmp_path / "train.py"
+    script.write_text(script_text)
     env = _env(NPROC=nproc, WARMUP=WARMUP, DATA_RANK=slow.get("data", -1),
                COMPUTE_RANK=slow.get("compute", -1))
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                           f"--nproc_per_node={nproc}", str(script)], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr[-6000:]
+    return run
+
+
+@pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
+def test_lightning_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
+    pytest.importorskip("lightning")
+    nproc = 2
+    _run_adapter_script(LIGHTNING_SCRIPT, tmp_path, nproc, slow)
     # Lightning's report files, one per rank: rank 0's ends with the cross-rank view
     report0 = (tmp_path / "fit-prof-0.txt").read_text()
     assert f"Across ranks: {nproc} of {nproc} answered" in report0, report0
@@ -299,3 +297,54 @@ def test_lightning_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
     _assert_blamed(view["stragglers"][0], rank, kind)
     if kind == "compute":
         assert view["stragglers"][0]["part"] == "forward", view["stragglers"][0]
+
+
+# An Ignite DDP script with stepwatch's Ignite profiler (given a run file through its
+# profiler= argument); torchrun starts the ranks.
+IGNITE_SCRIPT = """
+import os, time, datetime, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+from ignite.engine import Engine
+import stepwatch, stepwatch.ignite
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank = dist.get_rank()
+""" + _SLOW_RANKS + """
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+def train_step(engine, batch):
+    if rank == COMPUTE_RANK:
+        time.sleep(DELAY)
+    x, y = batch
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+trainer = Engine(train_step)
+prof = stepwatch.ignite.BasicTimeProfiler(profiler=stepwatch.Profiler(
+    name="ignite", run_file="run-{rank}.db", warmup_steps=int(os.environ["WARMUP"])))
+prof.attach(trainer)
+trainer.run(DataLoader(Batches(), batch_size=None), max_epochs=1)
+with open(f"report-{rank}.txt", "w") as f:
+    f.write(prof.report("table"))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
+def test_ignite_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
+    pytest.importorskip("ignite")
+    nproc = 2
+    run = _run_adapter_script(IGNITE_SCRIPT, tmp_path, nproc, slow)
+    # printed once, by rank 0, when the run ended; and in rank 0's report()
+    assert run.stderr.count(f"Across ranks: {nproc} of {nproc} answered") == 1, run.stderr
+    assert "Across ranks" in (tmp_path / "report-0.txt").read_text()
+    assert "Across ranks" not in (tmp_path / "report-1.txt").read_text()
+    view = _view(tmp_path / "run-0.db")
+    assert view["answered"] == nproc and view["collective_ranks"] == nproc, view
+    (kind, rank), = slow.items()
+    assert view["stragglers"], view
+    _assert_blamed(view["stragglers"][0], rank, kind)
