@@ -21,6 +21,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo "== Python: with-action cost, per-iteration and per-step overhead =="
     SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
 fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
+    echo
+    echo "== many ranks: rank 0 reducing N ranks' payloads into the cross-rank view =="
+    "$root/venv/bin/python" bench/bench_ranks.py --out "$out/ranks.json"
+fi
 for fw in ignite fastai; do
     if [ -x "$root/venv/bin/python" ] && [ -f "bench/bench_$fw.py" ]; then
         echo
