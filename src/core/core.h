@@ -57,12 +57,14 @@ uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
 
 /* Thread names (sw_thread_name; the system's name of a thread when it first records): a
- * counter that every naming bumps, and a visit of every name by thread number under the
- * profiler's lock (fn copies, never calls back into p). *changed gets the counter the names
- * visited go with; returns how many were visited. */
+ * counter that every naming bumps, and a visit of the names set since the counter was
+ * `since` (0: every name), by thread number, under the profiler's lock (fn never calls back
+ * into p). *changed gets the counter the names visited go with; returns how many were
+ * visited. */
 typedef void (*sw__thread_name_fn)(void *ctx, uint32_t thread, const char *name);
 uint32_t sw__thread_names_changed(const sw_profiler *p);
-uint32_t sw__thread_names(sw_profiler *p, uint32_t *changed, sw__thread_name_fn fn, void *ctx);
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
+                          sw__thread_name_fn fn, void *ctx);
 
 /* ---- building snapshots (snapshot.c): every snapshot, from the recorder or from a run file,
  * is built with these so that sw_snapshot_free can free any of them ---- */

@@ -134,7 +134,10 @@ struct sw_profiler {
     sw__thread *threads;
     uint32_t threads_seen;
     sw__thread *retired; /* statistics of threads that exited */
-    char (*thread_names)[SW__THREAD_NAME]; /* by thread number; outlive their threads */
+    struct thread_name {
+        uint32_t changed;  /* thread_names_changed after this naming */
+        char name[SW__THREAD_NAME];
+    } *thread_names;       /* by thread number; outlive their threads */
     uint32_t thread_names_cap;
     _Atomic uint32_t thread_names_changed; /* bumped by every naming */
 
@@ -544,6 +547,14 @@ static void free_thread(sw__thread *t) {
     free(t);
 }
 
+/* Name thread number `number` (p->lock held): the name, and the naming counter it goes with,
+ * so the run file's writer rewrites only the names that changed. */
+static void set_thread_name(sw_profiler *p, uint32_t number, const char *name) {
+    struct thread_name *slot = &p->thread_names[number];
+    snprintf(slot->name, sizeof slot->name, "%s", name);
+    slot->changed = atomic_fetch_add(&p->thread_names_changed, 1) + 1;
+}
+
 static sw__thread *thread_slow(sw_profiler *p) {
     sw__thread *t = pthread_getspecific(p->thread_key);
     if (t == NULL) {
@@ -570,8 +581,7 @@ static sw__thread *thread_slow(sw_profiler *p) {
         }
         t->number = p->threads_seen++;
         if (t->number < p->thread_names_cap)
-            snprintf(p->thread_names[t->number], SW__THREAD_NAME, "%s", name);
-        atomic_fetch_add(&p->thread_names_changed, 1);
+            set_thread_name(p, t->number, name);
         t->next = p->threads;
         p->threads = t;
         pthread_mutex_unlock(&p->lock);
@@ -1405,20 +1415,25 @@ int sw_thread_name(sw_profiler *p, const char *name) {
     pthread_mutex_lock(&p->lock);
     int rc = t->number < p->thread_names_cap ? 0 : SW_ENOMEM;
     if (rc == 0)
-        snprintf(p->thread_names[t->number], SW__THREAD_NAME, "%s", name);
-    atomic_fetch_add(&p->thread_names_changed, 1);
+        set_thread_name(p, t->number, name);
     pthread_mutex_unlock(&p->lock);
     return rc;
 }
 
-uint32_t sw__thread_names(sw_profiler *p, uint32_t *changed, sw__thread_name_fn fn, void *ctx) {
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
+                          sw__thread_name_fn fn, void *ctx) {
     pthread_mutex_lock(&p->lock);
     *changed = atomic_load(&p->thread_names_changed);
     uint32_t n = p->threads_seen < p->thread_names_cap ? p->threads_seen : p->thread_names_cap;
-    for (uint32_t i = 0; i < n; i++)
-        fn(ctx, i, p->thread_names[i]);
+    uint32_t visited = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (p->thread_names[i].changed - since - 1 < *changed - since) { /* in (since, now] */
+            fn(ctx, i, p->thread_names[i].name);
+            visited++;
+        }
+    }
     pthread_mutex_unlock(&p->lock);
-    return n;
+    return visited;
 }
 
 uint32_t sw__thread_names_changed(const sw_profiler *p) {

@@ -246,13 +246,15 @@ static void write_thread_name(void *ctx, uint32_t thread, const char *name) {
         j->thread_names_rc = sw__store_write_thread(j->store, j->rank, thread, name);
 }
 
-/* Every thread's name, when a thread came or was named since they were last written. */
+/* The names of the threads that came or were named since the names were last written
+ * (thread_names_written 0: every name, for a new file or after a failed flush). Only those:
+ * with thousands of short-lived threads, rewriting every name at every flush grew the WAL. */
 static int write_thread_names(sw__journal *j) {
     if (sw__thread_names_changed(j->p) == j->thread_names_written)
         return 0;
     j->thread_names_rc = 0;
     uint32_t changed;
-    sw__thread_names(j->p, &changed, write_thread_name, j);
+    sw__thread_names(j->p, j->thread_names_written, &changed, write_thread_name, j);
     if (j->thread_names_rc == 0)
         j->thread_names_written = changed;
     return j->thread_names_rc;
