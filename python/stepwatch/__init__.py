@@ -16,6 +16,9 @@ default profiler and lazy access to the framework adapters::
     stepwatch.torch.instrument()              # plain PyTorch, zero code changes
     Trainer(profiler=stepwatch.lightning.Profiler())
     stepwatch.ignite.BasicTimeProfiler().attach(engine)
+
+    stepwatch.html("run.db", "report.html")   # the analyses of `stepwatch html/export/...`
+    print(stepwatch.diagnose("run.db"), stepwatch.compare("base.db", "run.db"))
 """
 import importlib
 import threading
@@ -25,6 +28,7 @@ from ._stepwatch import (
     MAX_RING_CAPACITY,
     Action,
     Error,
+    Live,
     Phase,
     Profiler,
     Snapshot,
@@ -34,6 +38,10 @@ from ._stepwatch import (
     __version__,
     batch_size,
     category_of,
+    compare,
+    diagnose,
+    export_chrome,
+    html,
     load,
     load_steps,
     now_ns,
@@ -43,11 +51,12 @@ from ._stepwatch import (
 from ._stepwatch import RANK_PAYLOAD_SIZE, ranks_view, run_ranks
 
 __all__ = [
-    "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
+    "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
+    "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
-    "torch", "lightning", "ignite", "fastai",
+    "torch", "lightning", "ignite", "fastai", "live",
     "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
@@ -90,7 +99,7 @@ def records(phase=None):
     return profiler().records(phase)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "distributed")
+_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live", "distributed")
 
 
 def __getattr__(name):
