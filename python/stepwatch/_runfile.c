@@ -114,7 +114,7 @@ PyObject *sw_py_run_ranks(PyObject *module, PyObject *args, PyObject *kwargs) {
     int top = 3;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|si:run_ranks", kwlist, &path, &fmt, &top))
         return NULL;
-    sw_run *run = open_run(sw_py_state_of_module(module), path);
+    sw_run *run = sw_py_open_run(sw_py_state_of_module(module), path);
     if (!run)
         return NULL;
     PyObject *text = sw_py_run_ranks_text(module, run, fmt, top);
