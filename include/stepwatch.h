@@ -165,6 +165,9 @@ typedef struct sw_options {
     int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
     const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+    int local_rank;          /* the rank on this host; 0 = from the environment (LOCAL_RANK,
+                                OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
+                                else 0 */
     sw_live_mode live;       /* the live status line on stderr */
 } sw_options;
 
@@ -195,6 +198,12 @@ SW_API void sw_profiler_free(sw_profiler *p);
  * recorded only if recording was on at both its begin and its end. Default: on. */
 SW_API void sw_set_enabled(sw_profiler *p, int enabled);
 SW_API int sw_enabled(const sw_profiler *p);
+
+/* Name the calling thread in p (copied; at most 63 bytes kept), as the run file and the
+ * Chrome trace show it. Until then a thread has the system's name for it (pthread_setname_np)
+ * from when it first recorded; the Python front ends give Python's names. Takes a lock.
+ * SW_EINVAL for NULL arguments. */
+SW_API int sw_thread_name(sw_profiler *p, const char *name);
 
 /* Nanoseconds on the profiler clock (CLOCK_MONOTONIC). */
 SW_API uint64_t sw_now_ns(void);
@@ -507,6 +516,7 @@ typedef struct sw_snapshot {
     sw_misuse misuse;
     uint64_t dropped_events;    /* events the run file's flusher could not take */
     uint64_t threads;           /* threads that recorded */
+    int local_rank;             /* the rank on its host */
     size_t nnotes;              /* sw_set_note's notes, in the order their keys were first set;
                                    a merged file has every rank's (the lowest rank's value
                                    where ranks differ) */
@@ -599,6 +609,7 @@ typedef struct sw_counter_record {
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
 #include "stepwatch/output.h"
+#include "stepwatch/ranks.h"
 #include "stepwatch/live.h"
 
 #endif /* STEPWATCH_H */
