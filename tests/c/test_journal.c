@@ -419,10 +419,73 @@ static void test_blocking_ring_from_the_environment(void **state) {
     assert_null(p);
 }
 
+typedef struct { sw_step_record last; int steps; } breakdown;
+static int keep_step(void *ctx, int rank, const sw_step_record *s) {
+    breakdown *b = ctx;
+    b->last = *s;
+    b->steps++;
+    return 0;
+}
+
+/* The per-step breakdown counts each category's own time: Lightning's optimizer_step runs
+ * the forward and the backward in its closure, and its hooks are callbacks; an "other" span
+ * inside a categorized one is that one's. Spins are exact lower bounds (busy waits). */
+static void test_step_breakdown_own_time(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "breakdown.db");
+    SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 20);
+    sw_id data = sw_action_with_category(p, "[Loop].train_dataloader_next", SW_CAT_DATA);
+    sw_id opt = sw_action_with_category(p, "[LightningModule]M.optimizer_step",
+                                        SW_CAT_OPTIMIZER);
+    sw_id fwd = sw_action_with_category(p, "[Strategy]S.training_step", SW_CAT_FORWARD);
+    sw_id bwd = sw_action_with_category(p, "[Strategy]S.backward", SW_CAT_BACKWARD);
+    sw_id cb = sw_action_with_category(p, "[Callback]Cb.on_before_backward", SW_CAT_CALLBACK);
+    sw_id glue = sw_action(p, "closure glue"), batch = sw_action(p, "run_training_batch");
+    const uint64_t MS = 1000000;
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    sw_step_begin(p, 8);
+    sw_begin(p, data), sw_test_spin(2 * MS), sw_end(p, data);
+    sw_begin(p, batch);
+    sw_begin(p, opt);
+    sw_begin(p, fwd), sw_test_spin(4 * MS), sw_end(p, fwd);
+    sw_begin(p, bwd);
+    sw_begin(p, cb), sw_test_spin(2 * MS), sw_end(p, cb);
+    sw_test_spin(4 * MS);
+    sw_end(p, bwd);
+    sw_begin(p, glue), sw_test_spin(2 * MS), sw_end(p, glue); /* other: the optimizer's */
+    sw_test_spin(2 * MS);
+    sw_end(p, opt);
+    sw_test_spin(2 * MS); /* run_training_batch's own: the step's "other" */
+    sw_end(p, batch);
+    sw_step_end(p);
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_profiler_free(p);
+
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    breakdown b = {0};
+    assert_int_equal(sw_run_foreach_step(run, -1, keep_step, &b), 0);
+    sw_run_close(run);
+    assert_int_equal(b.steps, 1);
+    const uint64_t *c = b.last.category_ns;
+    uint64_t want[SW_CAT_COUNT] = {[SW_CAT_DATA] = 2 * MS,      [SW_CAT_FORWARD] = 4 * MS,
+                                   [SW_CAT_BACKWARD] = 4 * MS,  [SW_CAT_OPTIMIZER] = 4 * MS,
+                                   [SW_CAT_CALLBACK] = 2 * MS,  [SW_CAT_OTHER] = 2 * MS};
+    uint64_t sum = 0;
+    for (int k = 0; k < SW_CAT_COUNT; k++) {
+        sum += c[k];
+        if (c[k] < want[k] || c[k] > want[k] + 3 * MS)
+            fail_msg("%s: %llu ns, want about %llu", sw_category_name((sw_category)k),
+                     (unsigned long long)c[k], (unsigned long long)want[k]);
+    }
+    assert_int_equal(sum, b.last.duration_ns);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocking_ring_from_the_environment),
-        cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_sigkill_recovery),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_step_breakdown_own_time),        cmocka_unit_test(test_sigkill_recovery),
         cmocka_unit_test(test_sigterm_chains),    cmocka_unit_test(test_sigint_default),
         cmocka_unit_test(test_completed_at_exit), cmocka_unit_test(test_refuses_foreign_file),
         cmocka_unit_test(test_replaces_old_run_file), cmocka_unit_test(test_reader_open_at_the_end),
