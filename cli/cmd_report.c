@@ -1,6 +1,8 @@
 /* cmd_report.c — stepwatch report RUN [--format F] [--rank N] [-o OUT] */
 #include "options.h"
 
+#include <string.h>
+
 static const char HELP[] =
     "usage: stepwatch report RUN [--format F] [--rank N] [-o OUT]\n\n"
     "Print the report of a run file (all ranks merged unless --rank is given).\n\n"
@@ -43,7 +45,9 @@ int sw_cmd_report(int argc, char **argv) {
     FILE *out = sw__cli_open_output(args.output);
     code = SW_EXIT_IO;
     if (out != NULL) {
-        rc = sw_snapshot_write(snap, args.format, out);
+        /* A report kept in a file keeps every name whole. */
+        sw_write_options layout = {.full_names = strcmp(args.output, "-") != 0};
+        rc = sw_snapshot_write_ex(snap, args.format, out, &layout);
         code = sw__cli_close_output(out, args.output);
         if (rc != 0 && code == SW_EXIT_OK) {
             sw__cli_error("cannot write the report: %s", sw_strerror(rc));

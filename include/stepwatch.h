@@ -457,6 +457,20 @@ SW_API const char *sw_format_name(sw_format fmt);
 
 /* Write a report of s in fmt to out. SW_EINVAL for NULL arguments, SW_EIO on write error. */
 SW_API int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out);
+/* How a report is laid out (sw_snapshot_write_ex). Zeroed = sw_snapshot_write's layout. */
+typedef struct sw_write_options {
+    size_t width;    /* columns the stepwatch table may take; 0 = the terminal's: $COLUMNS,
+                        else the width of out's terminal, 80 for a file or a pipe */
+    int full_names;  /* nonzero: no layout ever shortens a name (the table, Lightning's and
+                        fastxtend's layouts do past their width); for reports kept in files */
+    int brief;       /* nonzero: the short form of a layout that has one: Lightning's
+                        extended=False (Action, Mean duration, Total time; by mean). Other
+                        layouts ignore it */
+} sw_write_options;
+
+/* sw_snapshot_write with layout options (NULL = zeroed). Same errors. */
+SW_API int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
+                                const sw_write_options *opts);
 /* Snapshot p and write it. */
 SW_API int sw_report(sw_profiler *p, sw_format fmt, FILE *out);
 

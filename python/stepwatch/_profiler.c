@@ -370,7 +370,8 @@ static PyMethodDef Profiler_methods[] = {
     {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
      "snapshot() -> Snapshot of everything recorded so far."},
     {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,
-     "report(format='table') -> str."},
+     "report(format='table', *, width=None, full_names=False, brief=False) -> str (see "
+     "Snapshot.report)."},
     {"records", (PyCFunction)(void (*)(void))Profiler_records, METH_VARARGS | METH_KEYWORDS,
      "records(phase=None) -> list of dicts (pandas.DataFrame(records))."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,

@@ -44,7 +44,7 @@ def _parser():
 
 
 def _write_report(prof, fmt, output):
-    text = prof.report(fmt)
+    text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
     if output:
         with open(output, "w") as f:
             f.write(text)
