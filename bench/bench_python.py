@@ -321,11 +321,16 @@ def main():
     for name, value, budget, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
         print(f"{name:46} {value:>12} {budget:>11}  {mark}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(figures, f, indent=2)
-    print(f"figures: {args.out}")
+    write_figures(figures, args.out)
     return 0
+
+
+def write_figures(figures, out):
+    """The figures as JSON at out (its folder made), and where they went."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(figures, f, indent=2)
+    print(f"figures: {out}")
 
 
 if __name__ == "__main__":

@@ -21,5 +21,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo "== Python: with-action cost, per-iteration and per-step overhead =="
     SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
 fi
+
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
+    echo
+    echo "== Lightning: per-step overhead in a real Trainer.fit, side by side =="
+    "$root/venv/bin/python" bench/bench_lightning.py --out "$out/lightning.json"
+fi
 echo
 echo "figures written to $out/"

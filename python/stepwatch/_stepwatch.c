@@ -91,6 +91,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_loop_spec, &st->loop_type) < 0 ||
         add_type(module, &sw_py_hook_spec, &st->hook_type) < 0 ||
         add_type(module, &sw_py_marks_spec, &st->marks_type) < 0 ||
+        add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
@@ -129,6 +130,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->loop_type);
     Py_VISIT(st->hook_type);
     Py_VISIT(st->marks_type);
+    Py_VISIT(st->spans_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->shape_name);
@@ -148,6 +150,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->loop_type);
     Py_CLEAR(st->hook_type);
     Py_CLEAR(st->marks_type);
+    Py_CLEAR(st->spans_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->shape_name);

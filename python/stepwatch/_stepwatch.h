@@ -16,6 +16,7 @@
  *   _timer.c      Timer: Ignite's Timer over sw_timer
  *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
  *   _marks.c      Marks: the per-iteration marks of stepwatch.ignite
+ *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -44,6 +45,7 @@ typedef struct {
     PyTypeObject *loop_type;
     PyTypeObject *hook_type;
     PyTypeObject *marks_type;
+    PyTypeObject *spans_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
@@ -69,6 +71,7 @@ extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
 extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
 extern PyType_Spec sw_py_hook_spec;
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
+extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
 
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
