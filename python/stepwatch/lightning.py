@@ -32,7 +32,7 @@ import stepwatch as _sw
 
 from ._stepwatch import Spans as _Spans
 
-__all__ = ["Profiler", "TimeProfiler"]
+__all__ = ["Profiler", "SimpleProfiler", "TimeProfiler"]
 
 # ---- what each Lightning action is -----------------------------------------------------------
 
@@ -308,6 +308,8 @@ class Profiler(_LightningProfiler):
         self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
 
+
+SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: the one-line switch
 
 # What a pickled or copied Profiler leaves behind: the recording (it stays in this process).
 _TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "_pending", "_pending_unbalanced",

@@ -215,6 +215,28 @@ def test_breakdown_matches_known_delays(sleepy, tmp_path):
         assert within(found, known), (part, found, known)
 
 
+class SlowLogger(L.Callback):
+    def on_train_batch_end(self, *args):
+        time.sleep(0.01)
+
+
+def test_diagnose_names_a_costly_callback(tmp_path, build_dir):
+    """A callback taking a large share of the run is diagnose's callback-overhead finding."""
+    exe = os.path.join(build_dir or "", "stepwatch")
+    if not (build_dir and os.access(exe, os.X_OK)):
+        pytest.skip("needs the stepwatch command (SW_BUILD_DIR)")
+    import json
+    prof = Profiler(run_file=str(tmp_path / "run.db"))
+    trainer(profiler=prof, limit_val_batches=0, callbacks=[SlowLogger()]).fit(
+        Model(), small(64))
+    prof.profiler.close()
+    out = subprocess.run([exe, "diagnose", str(tmp_path / "run.db"), "--format", "json"],
+                         capture_output=True, text=True)
+    findings = {f["id"]: f for f in json.loads(out.stdout)["findings"]}
+    assert "callback-overhead" in findings, out.stdout
+    assert "[Callback]SlowLogger.on_train_batch_end" in findings["callback-overhead"]["sentence"]
+
+
 # ---- SimpleProfiler's contract ----------------------------------------------------------------
 
 def test_report_file_and_title_as_lightning_writes_them(tmp_path):
