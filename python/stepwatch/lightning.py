@@ -524,7 +524,9 @@ class TimeProfiler(Callback):
 
     def load_state_dict(self, state_dict):
         self.keys = list(state_dict.get("keys", self.keys))
-        self._intervals = {k: list(v) for k, v in state_dict.get("intervals", {}).items()}
+        # an interval open when the checkpoint was saved began on another process's clock
+        self._intervals = {k: [None] + list(v)[1:]
+                           for k, v in state_dict.get("intervals", {}).items()}
         self._samples.update({k: list(v) for k, v in state_dict.get("samples", {}).items()})
         self.deltas = dict(state_dict.get("deltas", {}))
 

@@ -138,7 +138,11 @@ def test_state_loads_with_weights_only(tmp_path):
     torch.save(tp.state_dict(), path)
     restored = TimeProfiler(True)
     restored.load_state_dict(torch.load(path, weights_only=True))
-    assert restored.keys == tp.keys and restored.state_dict() == tp.state_dict()
+    saved, back = tp.state_dict(), restored.state_dict()
+    assert restored.keys == tp.keys and back["samples"] == saved["samples"]
+    assert saved["intervals"]["train batch"][0] is not None  # open when saved,
+    assert back["intervals"]["train batch"][0] is None  # not resumed on another clock
+    assert back["intervals"]["train batch"][1:] == saved["intervals"]["train batch"][1:]
 
 
 def test_stepwatch_additions_are_opt_in(tmp_path):
