@@ -370,8 +370,38 @@ def test_teardown_leaves_the_trainer_as_it_was(tmp_path):
     t.fit(model, small())
     assert prof._output_file is None
     assert "batch_to_device" not in vars(t.strategy) and "teardown" not in vars(t.strategy)
-    assert not model.crit._forward_hooks and not model.crit._forward_pre_hooks
+    assert "forward" not in vars(model.crit)
     assert [type(c).__name__ for c in t.callbacks if "stepwatch" in type(c).__module__] == []
+
+
+def test_a_timed_loss_passes_its_result_and_its_exception_through():
+    prof = Profiler()
+    crit = torch.nn.MSELoss()
+    prof.profiler  # the recorder, made at first use outside a Trainer
+    timed = prof._spans.timed
+    a, b = torch.ones(3), torch.zeros(3)
+    assert timed("[Loss]MSELoss", crit.forward, a, b).item() == 1.0
+    assert timed("[Loss]MSELoss", crit.forward, a, target=b).item() == 1.0
+    with pytest.raises(RuntimeError):
+        timed("[Loss]MSELoss", crit.forward, a, torch.zeros(4))  # sizes do not match
+    counts = {r["action"]: (r["count"], r["category"]) for r in prof.records("all")}
+    assert counts["[Loss]MSELoss"] == (3, "loss") and prof.unbalanced == 0
+
+
+def test_a_module_copied_during_the_run_still_works(tmp_path):
+    """Stochastic weight averaging and EMA deep-copy the LightningModule mid-run."""
+    copies = []
+
+    class Copier(L.Callback):
+        def on_train_epoch_end(self, trainer, module):
+            copies.append(copy.deepcopy(module))
+
+    model = Model()
+    model.crit = torch.nn.MSELoss()
+    prof = Profiler()
+    trainer(profiler=prof, limit_val_batches=0, callbacks=[Copier()]).fit(model, small())
+    (twin,) = copies
+    assert twin.crit(torch.ones(2), torch.zeros(2)).item() == 1.0
 
 
 def test_profiler_records_into_a_given_profiler_and_rejects_bad_arguments():
