@@ -9,8 +9,8 @@
  *
  * A name is classified once, when first started, by the Python function given to the
  * constructor: classify(name) returns None for a name not to be timed, else a tuple
- * (category, role, phase): the category ("data", ..., or None for the one its name says), and
- * its role in the loop's structure:
+ * (category, role, phase): the category ("data", ..., None for the one its name says, False
+ * for a name not timed that still has its role), and its role in the loop's structure:
  *   ROLE_NONE  (0)  a span, nothing more;
  *   ROLE_STEP  (1)  its start begins a step in phase `phase` (Lightning's *_next: a step
  *                   begins with its data wait); an open step ends first, and the phase
@@ -35,16 +35,19 @@
 
 enum { ROLE_NONE = 0, ROLE_STEP = 1, ROLE_CLOSE = 2, ROLE_EPOCH = 3 };
 
-#define OPEN_MAX 64 /* open spans remembered for the stop's lookup (deeper ones use the dict) */
+#define OPEN_MAX 64 /* open spans remembered for the stop's lookup (deeper ones: the table) */
 
 typedef struct {
+    PyObject *name;    /* the first object seen with this text (a reference) */
+    uint64_t hash;     /* name_hash of it */
     sw_id id;
     int skip;          /* not timed (classify gave None) */
     int role;
     sw_phase phase;    /* ROLE_STEP: the phase of its steps */
     uint32_t open;     /* spans begun and not yet ended */
     uint64_t start_ns; /* the latest begin */
-    double *kept;      /* the last `keep` durations in seconds, a ring */
+    uint64_t *kept;    /* the last `keep` durations (ns), a ring; next is the oldest */
+    Py_ssize_t next;
     uint64_t stops;    /* durations recorded; min(stops, keep) are kept */
 } entry;
 
@@ -52,9 +55,10 @@ typedef struct {
     PyObject_HEAD
     ProfilerObject *owner;
     PyObject *classify;
-    PyObject *index; /* name -> int index into entries */
-    entry *entries;
+    entry *entries;        /* in the order first seen */
     Py_ssize_t n, cap;
+    Py_ssize_t *slots;     /* open addressing: entry index + 1, 0 = empty; load <= 1/2 */
+    size_t mask;
     Py_ssize_t keep;
     unsigned long long unbalanced;
     /* The open spans, innermost last: the name object each start got (a reference) and its
@@ -71,8 +75,66 @@ typedef struct {
 } SpansObject;
 
 /* ------------------------------------------------------------------------------------------
- * Names: classified once, then found by one dict lookup
+ * Names: classified once, then found in a table of their own
+ *
+ * Lightning formats each name anew, so every lookup hashes a new string: the table hashes
+ * the text 8 bytes at a time (a multiply-xorshift), several times cheaper than the SipHash
+ * of a str's own hash, then compares the text.
  * ---------------------------------------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 32);
+}
+
+/* The hash of a str's text (its kind and code units). */
+static uint64_t name_hash(PyObject *name) {
+    const unsigned char *data = PyUnicode_DATA(name);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(name) * PyUnicode_KIND(name), i = 0;
+    uint64_t h = mix(0x9e3779b97f4a7c15ull, n * 8 + PyUnicode_KIND(name)), w;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, data + i, 8);
+        h = mix(h, w);
+    }
+    w = 0;
+    memcpy(&w, data + i, n - i);
+    return mix(h, w);
+}
+
+static int same_text(PyObject *a, PyObject *b) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    return a == b || (n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+                      memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b),
+                             (size_t)n * PyUnicode_KIND(a)) == 0);
+}
+
+/* The slot where name is, or the empty one where it would go. */
+static Py_ssize_t *slot_of(SpansObject *self, PyObject *name, uint64_t hash) {
+    for (size_t i = (size_t)hash & self->mask;; i = (i + 1) & self->mask) {
+        Py_ssize_t *slot = &self->slots[i];
+        if (*slot == 0)
+            return slot;
+        const entry *e = &self->entries[*slot - 1];
+        if (e->hash == hash && same_text(e->name, name))
+            return slot;
+    }
+}
+
+/* Make room for one more name: double the slots when they would be over half full. */
+static int table_reserve(SpansObject *self) {
+    if ((size_t)(self->n + 1) * 2 <= self->mask + 1)
+        return 0;
+    size_t size = self->slots ? 2 * (self->mask + 1) : 128;
+    Py_ssize_t *slots = calloc(size, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    free(self->slots);
+    self->slots = slots;
+    self->mask = size - 1;
+    for (Py_ssize_t k = 0; k < self->n; k++)
+        *slot_of(self, self->entries[k].name, self->entries[k].hash) = k + 1;
+    return 0;
+}
 
 /* The id of the name's action, interned with its category (cat NULL/None: from the name). A
  * name that already has another category keeps it. SW_ID_NONE when the table is full. */
@@ -107,6 +169,7 @@ static void classify_name(SpansObject *self, sw_profiler *p, PyObject *name, ent
         e->skip = 1;
     } else if (PyTuple_Check(how) && PyTuple_GET_SIZE(how) == 3) {
         cat = PyTuple_GET_ITEM(how, 0);
+        e->skip = cat == Py_False;
         long role = PyLong_AsLong(PyTuple_GET_ITEM(how, 1));
         PyObject *phase = PyTuple_GET_ITEM(how, 2);
         const char *phase_name = PyUnicode_Check(phase) ? PyUnicode_AsUTF8(phase) : NULL;
@@ -125,13 +188,16 @@ static void classify_name(SpansObject *self, sw_profiler *p, PyObject *name, ent
 
 /* The entry of name, or NULL when there is none yet (create 0) or it cannot be made. */
 static entry *find(SpansObject *self, PyObject *name, sw_profiler *p, int create) {
-    PyObject *i = PyDict_GetItemWithError(self->index, name);
-    if (i != NULL)
-        return &self->entries[PyLong_AsSsize_t(i)];
-    if (PyErr_Occurred() || !create || !PyUnicode_Check(name)) {
-        PyErr_Clear();
+    if (!PyUnicode_Check(name))
         return NULL;
+    uint64_t hash = name_hash(name);
+    if (self->slots != NULL) {
+        Py_ssize_t *slot = slot_of(self, name, hash);
+        if (*slot != 0)
+            return &self->entries[*slot - 1];
     }
+    if (!create || table_reserve(self) < 0)
+        return NULL;
     if (self->n == self->cap) {
         Py_ssize_t cap = self->cap ? 2 * self->cap : 64;
         entry *grown = realloc(self->entries, (size_t)cap * sizeof *grown);
@@ -144,23 +210,21 @@ static entry *find(SpansObject *self, PyObject *name, sw_profiler *p, int create
     memset(e, 0, sizeof *e);
     e->phase = SW_PHASE_NONE;
     classify_name(self, p, name, e);
-    if (!e->skip && self->keep > 0 && (e->kept = calloc((size_t)self->keep, sizeof(double))) == NULL)
+    if (!e->skip && self->keep > 0 &&
+        (e->kept = calloc((size_t)self->keep, sizeof *e->kept)) == NULL)
         return NULL;
-    PyObject *index = PyLong_FromSsize_t(self->n);
-    if (index == NULL || PyDict_SetItem(self->index, name, index) < 0) {
-        Py_XDECREF(index);
-        free(e->kept);
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_DECREF(index);
-    self->n++;
+    e->name = Py_NewRef(name);
+    e->hash = hash;
+    *slot_of(self, name, hash) = ++self->n;
     return e;
 }
 
 static void keep_duration(SpansObject *self, entry *e, uint64_t ns) {
-    if (e->kept != NULL)
-        e->kept[e->stops % (uint64_t)self->keep] = (double)ns / 1e9;
+    if (e->kept != NULL) {
+        e->kept[e->next] = ns;
+        if (++e->next == self->keep)
+            e->next = 0;
+    }
     e->stops++;
 }
 
@@ -252,13 +316,13 @@ static void span_start(SpansObject *self, PyObject *name, uint64_t at) {
         self->open_name[self->depth] = Py_NewRef(name);
         self->open_entry[self->depth++] = e - self->entries;
     }
+    if (e->role != ROLE_NONE)
+        structure_start(self, p, e);
     if (e->skip)
         return;
     if (e->open)
         self->unbalanced++;
     e->open++;
-    if (e->role != ROLE_NONE)
-        structure_start(self, p, e);
     e->start_ns = at ? at : sw_now_ns();
     sw_begin_at(p, e->id, e->start_ns);
 }
@@ -392,21 +456,21 @@ static PyObject *Spans_close(SpansObject *self, PyObject *unused) {
 
 /* durations(name) -> list: the kept durations of name in seconds, oldest first. */
 static PyObject *Spans_durations(SpansObject *self, PyObject *name) {
-    PyObject *i = PyDict_GetItemWithError(self->index, name);
-    if (i == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetObject(PyExc_KeyError, name);
+    entry *e = find(self, name, NULL, 0);
+    if (e == NULL) {
+        PyErr_SetObject(PyExc_KeyError, name);
         return NULL;
     }
-    const entry *e = &self->entries[PyLong_AsSsize_t(i)];
-    uint64_t keep = (uint64_t)self->keep, kept = e->stops < keep ? e->stops : keep;
-    PyObject *out = PyList_New((Py_ssize_t)kept);
-    for (uint64_t k = 0; out != NULL && k < kept; k++) {
-        PyObject *v = PyFloat_FromDouble(e->kept[(e->stops - kept + k) % keep]);
+    Py_ssize_t keep = self->keep;
+    Py_ssize_t kept = e->stops < (uint64_t)keep ? (Py_ssize_t)e->stops : keep;
+    Py_ssize_t first = kept < keep ? 0 : e->next; /* the oldest */
+    PyObject *out = PyList_New(kept);
+    for (Py_ssize_t k = 0; out != NULL && k < kept; k++) {
+        PyObject *v = PyFloat_FromDouble((double)e->kept[(first + k) % keep] / 1e9);
         if (v == NULL)
             Py_CLEAR(out);
         else
-            PyList_SET_ITEM(out, (Py_ssize_t)k, v);
+            PyList_SET_ITEM(out, k, v);
     }
     return out;
 }
@@ -414,11 +478,9 @@ static PyObject *Spans_durations(SpansObject *self, PyObject *name) {
 /* names() -> list: the names with at least one duration, in the order first seen. */
 static PyObject *Spans_names(SpansObject *self, PyObject *unused) {
     PyObject *out = PyList_New(0);
-    PyObject *name, *i;
-    Py_ssize_t pos = 0;
-    while (out != NULL && PyDict_Next(self->index, &pos, &name, &i)) {
-        const entry *e = &self->entries[PyLong_AsSsize_t(i)];
-        if (e->stops > 0 && e->kept != NULL && PyList_Append(out, name) < 0)
+    for (Py_ssize_t k = 0; out != NULL && k < self->n; k++) {
+        const entry *e = &self->entries[k];
+        if (e->stops > 0 && e->kept != NULL && PyList_Append(out, e->name) < 0)
             Py_CLEAR(out);
     }
     return out;
@@ -453,12 +515,7 @@ static PyObject *Spans_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     SpansObject *self = (SpansObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->index = PyDict_New();
     self->shape_name = Py_NewRef(st->shape_name);
-    if (self->index == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
     self->owner = (ProfilerObject *)Py_NewRef(profiler);
     self->classify = Py_NewRef(classify);
     self->keep = keep;
@@ -472,13 +529,11 @@ static int Spans_traverse(SpansObject *self, visitproc visit, void *arg) {
         Py_VISIT(self->open_name[k]);
     Py_VISIT(self->owner);
     Py_VISIT(self->classify);
-    Py_VISIT(self->index);
     return 0;
 }
 
 /* classify is the one reference that can close a cycle (a bound method of the object that
- * holds this Spans); the owner and the index stay until dealloc, so a call never finds them
- * gone. */
+ * holds this Spans); the owner stays until dealloc, so a call never finds it gone. */
 static int Spans_clear(SpansObject *self) {
     Py_CLEAR(self->classify);
     return 0;
@@ -490,11 +545,13 @@ static void Spans_dealloc(SpansObject *self) {
     forget_open(self);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->classify);
-    Py_CLEAR(self->index);
     Py_CLEAR(self->shape_name);
-    for (Py_ssize_t i = 0; i < self->n; i++)
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        Py_DECREF(self->entries[i].name);
         free(self->entries[i].kept);
+    }
     free(self->entries);
+    free(self->slots);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }

@@ -65,10 +65,19 @@ _CLOSE_NAME = re.compile(r"\.on_((validation|test|predict)_(model_eval|start)"
                          r"|(train|validation|test|predict)_(epoch_end|end)|sanity_check_end)$")
 
 
-def classify(name):
+def classify(name, owners=None):
     """How stepwatch.lightning records a Lightning action name: (category, role, phase), as
-    python/stepwatch/_spans.c reads it. Called once per name."""
+    python/stepwatch/_spans.c reads it; category False: not timed. Called once per name.
+
+    owners maps Lightning's prefixes ("[LightningModule]Net", "[Callback]<state_key>", ...) to
+    the objects of the run: a hook ("on_...") that its object's class does not override is
+    Lightning calling its own empty base method, and is not timed (Profiler(empty_hooks=True)
+    passes no owners)."""
     category = next((c for pattern, c in _CATEGORIES if pattern.search(name)), "other")
+    prefix, _, hook = name.rpartition(".")
+    if owners and hook.startswith("on_") and prefix in owners and \
+            not _overridden(owners[prefix], hook):
+        category = False
     step = _STEP_NAME.search(name)
     if step:
         return category, _STEP, _STEP_PHASE[step.group(1)]
@@ -77,6 +86,31 @@ def classify(name):
     if _CLOSE_NAME.search(name):
         return category, _CLOSE, None
     return category, _NONE, None
+
+
+def _overridden(obj, hook):
+    """Whether calling obj's hook runs anything but its Lightning base class's method."""
+    from lightning.pytorch import LightningDataModule, LightningModule
+    from lightning.pytorch.strategies import Strategy
+    if hook in vars(obj):
+        return True
+    for base in (LightningModule, LightningDataModule, Callback, Strategy):
+        if isinstance(obj, base):
+            theirs = getattr(base, hook, None)
+            return theirs is None or getattr(type(obj), hook, None) is not theirs
+    return True
+
+
+def _owners_of(trainer):
+    """Lightning's name prefixes of the run's module, datamodule, strategy and callbacks."""
+    owners = {f"[Strategy]{type(trainer.strategy).__name__}": trainer.strategy}
+    for kind, obj in (("LightningModule", trainer.lightning_module),
+                      ("LightningDataModule", trainer.datamodule)):
+        if obj is not None:
+            owners[f"[{kind}]{type(obj).__name__}"] = obj
+    for callback in trainer.callbacks:
+        owners[f"[Callback]{callback.state_key}"] = callback
+    return owners
 
 
 # ---- the profiler ----------------------------------------------------------------------------
@@ -104,11 +138,14 @@ class Profiler(_LightningProfiler):
             keeps (SimpleProfiler keeps all of them; the statistics cover every call).
         loss_hooks: time loss modules (``torch.nn`` losses held by the LightningModule) as
             "loss": their forward is wrapped on the instance during the run.
+        empty_hooks: also time the hooks no one overrides (Lightning calling the empty base
+            methods of the module, the strategy and every callback; SimpleProfiler times
+            them). Off: their calls count in their parent's time.
     """
 
     def __init__(self, dirpath=None, filename=None, extended=True, format="table",
                  warmup_steps=0, run_file=None, profiler=None, keep_durations=1000,
-                 loss_hooks=True):
+                 loss_hooks=True, empty_hooks=False):
         super().__init__(dirpath=dirpath, filename=filename)
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"unknown report format {format!r}; one of {_sw.FORMATS}")
@@ -122,6 +159,7 @@ class Profiler(_LightningProfiler):
         self.run_file = run_file
         self.keep_durations = keep_durations
         self.loss_hooks = loss_hooks
+        self.empty_hooks = empty_hooks
         self._given = profiler
         self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
@@ -135,6 +173,7 @@ class Profiler(_LightningProfiler):
         self._fit_open = False
         self._described = False
         self._taps = []               # (object, attribute) set by _tap
+        self._owners = {}             # Lightning name prefix -> its object (see classify)
         if self._recorder is not None:
             self._attach(self._recorder)
 
@@ -173,7 +212,8 @@ class Profiler(_LightningProfiler):
 
     def _attach(self, recorder):
         self._recorder = recorder
-        self._spans = _Spans(recorder, classify, self.keep_durations)
+        how = classify if self.empty_hooks else functools.partial(classify, owners=self._owners)
+        self._spans = _Spans(recorder, how, self.keep_durations)
         # Lightning calls self.start/self.stop: from now on the C methods answer directly.
         self.start = self._spans.start
         self.stop = self._spans.stop
@@ -273,6 +313,7 @@ class Profiler(_LightningProfiler):
         step, at about 60 ns each, even unused.)"""
         if self._taps:
             return
+        self._owners.update(_owners_of(trainer))
         strategy = trainer.strategy
         self._taps = [(strategy, "batch_to_device"), (strategy, "teardown")]
         strategy.batch_to_device = functools.partial(self._spans.batch, strategy.batch_to_device)
@@ -289,6 +330,7 @@ class Profiler(_LightningProfiler):
         for owner, name in self._taps:
             owner.__dict__.pop(name, None)
         self._taps = []
+        self._owners.clear()  # the names seen are classified: let the run's objects go
 
     # ---- pickling: the options travel, the recording does not ---------------------------
 
@@ -309,7 +351,8 @@ SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: t
 
 # What a pickled or copied Profiler leaves behind: the recording (it stays in this process).
 _TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "_pending", "_pending_unbalanced",
-                        "_fit_open", "_described", "_taps", "_lightning_module"})
+                        "_fit_open", "_described", "_taps", "_owners",
+                        "_lightning_module"})
 
 
 class _Durations(collections.abc.Mapping):

@@ -44,7 +44,8 @@ class Model(L.LightningModule):
 
 
 class UsersCallback(L.Callback):
-    pass
+    def on_train_batch_start(self, *args):
+        pass
 
 
 def trainer(**kw):
@@ -109,6 +110,9 @@ def test_steps_phases_and_names_of_a_real_fit(tmp_path):
     assert cats["[LightningModule]Model.optimizer_zero_grad"] == "zero_grad"
     assert cats["[Callback]UsersCallback.on_train_batch_start"] == "callback"
     assert cats["run_training_batch"] == "other"
+    # hooks no one overrides are Lightning calling empty methods: not timed
+    assert "[Callback]UsersCallback.on_train_batch_end" not in cats
+    assert "[LightningModule]Model.on_before_backward" not in cats
     assert not {"data", "forward", "backward", "callback"} & set(cats)
     assert prof.unbalanced == 0
     assert sum(prof.profiler.snapshot().info()["misuse"].values()) == 0
@@ -121,6 +125,36 @@ def test_steps_phases_and_names_of_a_real_fit(tmp_path):
         assert all(p > 0 for p in parts), s
         assert s["duration_ns"] == sum(s[k] for k in s if k.endswith("_ns") and k not in
                                        ("duration_ns", "start_ns")), s
+
+
+def test_empty_hooks_timed_on_request():
+    prof = Profiler(empty_hooks=True)
+    trainer(profiler=prof, limit_val_batches=0, callbacks=[UsersCallback()]).fit(
+        Model(), small())
+    counts = {x["action"]: x["count"] for x in prof.records("all")}
+    assert counts["[Callback]UsersCallback.on_train_batch_end"] == 4
+    assert counts["[LightningModule]Model.on_before_backward"] == 4
+
+
+@pytest.mark.parametrize("name, timed", [
+    ("[Callback]UsersCallback.on_train_batch_start", True),
+    ("[Callback]UsersCallback.on_train_batch_end", False),
+    ("[LightningModule]Model.on_train_batch_end", False),
+    ("[LightningModule]Model.training_step", True),  # not a hook: always timed
+    ("[Strategy]SingleDeviceStrategy.on_train_batch_start", False),
+    ("[Strategy]SingleDeviceStrategy.backward", True),
+    ("[Callback]Unknown.on_train_batch_end", True),  # not the run's: timed
+])
+def test_a_hook_is_timed_when_someone_overrides_it(name, timed):
+    from stepwatch.lightning import _owners_of
+    t = trainer(callbacks=[UsersCallback()])
+    t.strategy.connect(Model())
+    category = classify(name, _owners_of(t))[0]
+    assert (category is not False) == timed, (name, category)
+    cb = UsersCallback()
+    cb.on_train_batch_end = lambda *a: None  # set on the instance: it runs, so it is timed
+    owners = {"[Callback]UsersCallback": cb}
+    assert classify("[Callback]UsersCallback.on_train_batch_end", owners)[0] == "callback"
 
 
 # ---- ground truth: parts that sleep known times -----------------------------------------------
