@@ -3,6 +3,7 @@ keys, its definitions (means per epoch, downtime per sample), its logging (once 
 epoch, "TimeProfiler/<key>"), TimeProfiler(True), the error without a logger, a checkpoint
 that loads with weights_only=True; stepwatch's own additions only when asked for."""
 import csv
+import time
 
 import pytest
 
@@ -155,3 +156,39 @@ def test_stepwatch_additions_are_opt_in(tmp_path):
     rows = {r["action"]: r for r in prof.records("all")}
     assert rows["train batch"]["count"] == 8 and rows["train epoch"]["count"] == 2
     assert rows["train batch"]["p99_ns"] >= rows["train batch"]["p50_ns"] > 0
+
+
+def test_the_same_figures_as_thunders_own_in_the_same_run(sleepy, tmp_path):
+    """thunder's TimeProfiler and stepwatch's in one Trainer (thunder's renamed, so the logged
+    names differ): every key, every epoch, the same value within 5 % (both mark the same
+    hooks, microseconds apart, on parts that sleep milliseconds). Ours ends its epoch first
+    and then logs, so thunder's train epoch also holds our logging: it is taken out."""
+    thunder = pytest.importorskip("thunder.callbacks")
+
+    class ThunderTimeProfiler(thunder.TimeProfiler):
+        pass
+
+    ours = TimeProfiler(True)
+    logging_s = []
+    log_to_logger = ours.log_to_logger
+
+    def timed_log(pl_module):
+        t0 = time.perf_counter()
+        log_to_logger(pl_module)
+        logging_s.append(time.perf_counter() - t0)
+
+    ours.log_to_logger = timed_log
+    ds = sleepy(5, sleep_s=0.02, batch=4)
+    t = trainer(tmp_path, max_epochs=2, limit_val_batches=2,
+                callbacks=[ours, ThunderTimeProfiler(True)])
+    t.fit(Model(step_s=0.02), DataLoader(ds, batch_size=None), small(8))
+    rows = [r for r in metrics(tmp_path) if r.get("TimeProfiler/train batch")]
+    assert len(rows) == 2
+    for row, logged in zip(rows, logging_s):
+        theirs = {k: float(row[f"ThunderTimeProfiler/{k}"]) for k in DEFAULT + OPTIONAL}
+        theirs["train epoch"] -= logged
+        theirs["total train downtime"] -= logged
+        theirs["avg train downtime"] -= logged / (5 * 4)
+        for key in DEFAULT + OPTIONAL:
+            mine = float(row[f"TimeProfiler/{key}"])
+            assert mine == pytest.approx(theirs[key], rel=0.05, abs=2e-4), (key, mine, theirs)
