@@ -5,9 +5,7 @@
 1. ns per `with` on an action: stepwatch's pre-made Action vs Lightning SimpleProfiler's
    `with profile(name)`, and the floor: the same C object with nothing recorded (an action of
    a closed profiler: same calls, no sw_begin/sw_end). Budget: <= 100 ns, >= 8x cheaper.
-2. per-iteration overhead on a trivial Ignite engine: Ignite's BasicTimeProfiler vs
-   stepwatch.ignite.BasicTimeProfiler (overhead = run time with profiler minus without).
-   Budget: <= 2 us per iteration (the issue's "trivial loop" budget).
+2. (Ignite's profilers: bench/bench_ignite.py; fastai's: bench/bench_fastai.py.)
 3. per-step overhead of stepwatch.torch.instrument() (step, data, forward, loss, backward,
    optimizer, zero_grad) on a trivial torch loop, held to the same 2 us.
 4. slowdown of a real CPU training step (an MLP classifier, ~0.7 ms here) under instrument()
@@ -69,36 +67,6 @@ def bench_with(number, repeat):
     out["stepwatch_record_ns"] = out["stepwatch_with_ns"] - out["floor_with_ns"]
     out["speedup_vs_simple"] = out["lightning_simple_with_ns"] / out["stepwatch_with_ns"]
     return out
-
-
-def bench_ignite(iters, repeat):
-    import logging
-    from ignite.engine import Engine
-    from ignite.handlers import BasicTimeProfiler as IgniteBasic
-
-    import stepwatch.ignite as swignite
-    logging.getLogger("ignite").setLevel(logging.ERROR)
-    data = list(range(iters))
-
-    def run(make):
-        eng = Engine(lambda e, b: None)
-        if make is not None:
-            make().attach(eng)
-        t0 = time.perf_counter_ns()
-        eng.run(data, max_epochs=1)
-        return (time.perf_counter_ns() - t0) / iters
-
-    res = {"base": [], "ignite": [], "stepwatch": []}
-    for _ in range(repeat):
-        res["base"].append(run(None))
-        res["ignite"].append(run(IgniteBasic))
-        res["stepwatch"].append(run(swignite.BasicTimeProfiler))
-    med = {k: statistics.median(v) for k, v in res.items()}
-    return {
-        "engine_iteration_ns": med["base"],
-        "ignite_basic_overhead_ns": med["ignite"] - med["base"],
-        "stepwatch_basic_overhead_ns": med["stepwatch"] - med["base"],
-    }
 
 
 def bench_torch(kind, steps, block=25):
@@ -266,17 +234,15 @@ def main():
     q = args.quick
     figures = {"python": sys.version.split()[0], "stepwatch": stepwatch.__version__}
     figures["with"] = bench_with(number=20_000 if q else 200_000, repeat=3 if q else 9)
-    figures["ignite"] = bench_ignite(iters=2_000 if q else 20_000, repeat=3 if q else 7)
     figures["torch_trivial"] = bench_torch("trivial", steps=4_000 if q else 80_000)
     figures["torch_real"] = bench_torch("real", steps=2_000 if q else 48_000)
     figures["torch_real_1ms"] = bench_torch("real_1ms", steps=2_000 if q else 32_000)
 
-    w, ig = figures["with"], figures["ignite"]
+    w = figures["with"]
     tt, tr, tr1 = figures["torch_trivial"], figures["torch_real"], figures["torch_real_1ms"]
     budgets = {
         "with_le_100ns": w["stepwatch_with_ns"] <= 100,
         "with_ge_8x_cheaper_than_simple": w["speedup_vs_simple"] >= 8,
-        "ignite_trivial_engine_le_2us": ig["stepwatch_basic_overhead_ns"] <= 2000,
         "torch_trivial_loop_le_2us": tt["overhead_ns"] <= 2000,
         "real_step_le_1pct": tr["slowdown_pct"] <= 1.0,
     }
@@ -290,10 +256,6 @@ def main():
          None),
         ("with: stepwatch cheaper than SimpleProfiler", f"{w['speedup_vs_simple']:.1f}x", ">= 8x",
          budgets["with_ge_8x_cheaper_than_simple"]),
-        ("ignite: BasicTimeProfiler overhead/iter", f"{ig['ignite_basic_overhead_ns']:.0f} ns", "",
-         None),
-        ("ignite: stepwatch Basic overhead/iter", f"{ig['stepwatch_basic_overhead_ns']:.0f} ns",
-         "<= 2000 ns", budgets["ignite_trivial_engine_le_2us"]),
         ("torch trivial loop: step", f"{tt['step_ns'] / 1e3:.1f} us", "", None),
         ("torch trivial loop: instrument() overhead", f"{tt['overhead_ns']:.0f} ns", "<= 2000 ns",
          budgets["torch_trivial_loop_le_2us"]),

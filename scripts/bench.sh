@@ -21,6 +21,13 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo "== Python: with-action cost, per-iteration and per-step overhead =="
     SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
 fi
+for fw in ignite fastai; do
+    if [ -x "$root/venv/bin/python" ] && [ -f "bench/bench_$fw.py" ]; then
+        echo
+        echo "== $fw: the profilers' per-step overhead against the framework's own =="
+        "$root/venv/bin/python" "bench/bench_$fw.py" --out "$out/$fw.json"
+    fi
+done
 
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
     echo

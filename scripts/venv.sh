@@ -23,9 +23,11 @@ echo "torch==2.13.0" > "$CONSTRAINTS"
 PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 
 # What the tests and benchmarks need. Bump STAMP when this list changes.
+# tensorboard and wandb (offline) are the fastai loggers stepwatch.fastai logs through;
+# tabulate is pandas' markdown writer (fastxtend's markdown=True report).
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
-      "scikit-build-core>=0.10" cmake ninja)
-STAMP="deps-v3"
+      "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb)
+STAMP="deps-v4"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"
@@ -35,7 +37,9 @@ if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     # torchmetrics, hence Lightning. There is no CPU torchvision here, so it is removed again;
     # fastai's core (Learner, callbacks, DataLoaders), which stepwatch.fastai uses, does not
     # import it. torch itself stays pinned by the constraints file.
-    if "${PIP[@]}" fastai >"$VENV/fastai-install.log" 2>&1; then
+    # fastxtend 0.1.7 (fastai's profiler stepwatch.fastai replaces) is only the overhead
+    # benchmark's anchor (bench/bench_fastai.py); it needs nothing but fastai.
+    if "${PIP[@]}" fastai fastxtend==0.1.7 >"$VENV/fastai-install.log" 2>&1; then
         "$PY" -m pip uninstall -y -q torchvision >>"$VENV/fastai-install.log" 2>&1 || true
     fi
     if "$PY" -c "import torch, fastai.learner; assert torch.__version__.startswith('2.13.0')" \

@@ -20,9 +20,13 @@
  *   work_end()             the first ITERATION_COMPLETED handler: "processing" ends.
  *   slot_begin(i), slot_end(i)
  *                          around the user's handlers of an iteration event: recorded as the
- *                          slot's action (callback:Events.X) and kept in the row.
+ *                          slot's action (callback:Events.X) and kept in the row. Handlers
+ *                          that ran between steps (GET_BATCH_STARTED) are recorded once the
+ *                          step of their batch begins, so they carry its index.
  *   iteration_end(engine)  the last ITERATION_COMPLETED handler: ends the work if still open,
  *                          keeps the row (engine.state.epoch and .iteration), ends the step.
+ *
+ * HandlerTimer (below) is the per-handler timing of HandlersTimeProfiler, also in C.
  *
  * Like the rest of the hot path, marks never raise on the loop's account: a closed profiler
  * makes them no-ops, and an engine state that cannot be read gives zeros.
@@ -54,6 +58,9 @@ typedef struct {
     uint64_t fetch_start;              /* 0: no fetch pending */
     uint64_t work_start;               /* 0: no work in progress */
     uint64_t slot_start[MARKS_SLOTS];  /* 0: slot not open */
+    uint64_t slot_pending[MARKS_SLOTS][2]; /* a slot that ended between steps (the fetch's
+                                              GET_BATCH_STARTED handlers): recorded in the
+                                              step its batch begins, so it has its index */
     marks_row row;
     /* The kept rows: a ring holding the last `capacity` iterations. */
     marks_row *rows;
@@ -125,6 +132,11 @@ static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
     sw_step_begin_at(p, size, start);
     sw_record(p, self->data, start, now);
     self->step_open = 1;
+    for (int i = 0; i < self->nslots; i++) {
+        if (self->slot_pending[i][1] != 0)
+            sw_record(p, self->slot[i], self->slot_pending[i][0], self->slot_pending[i][1]);
+        self->slot_pending[i][0] = self->slot_pending[i][1] = 0;
+    }
     self->row.data_ns = now - start;
     Py_RETURN_NONE;
 }
@@ -186,7 +198,12 @@ static PyObject *Marks_slot_end(MarksObject *self, PyObject *arg) {
     sw_profiler *p = self->owner->p;
     if (p == NULL || start == 0 || start > now)
         Py_RETURN_NONE;
-    sw_record(p, self->slot[i], start, now);
+    if (self->step_open) {
+        sw_record(p, self->slot[i], start, now);
+    } else {
+        self->slot_pending[i][0] = start;
+        self->slot_pending[i][1] = now;
+    }
     self->row.slot_ns[i] = now - start;
     Py_RETURN_NONE;
 }
@@ -220,6 +237,7 @@ static PyObject *Marks_close(MarksObject *self, PyObject *unused) {
         marks_step_end(self, p);
     self->fetch_start = self->work_start = 0;
     memset(self->slot_start, 0, sizeof self->slot_start);
+    memset(self->slot_pending, 0, sizeof self->slot_pending);
     memset(&self->row, 0, sizeof self->row);
     Py_RETURN_NONE;
 }
@@ -406,4 +424,163 @@ PyType_Spec sw_py_marks_spec = {
     .basicsize = sizeof(MarksObject),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = Marks_slots,
+};
+
+/* ------------------------------------------------------------------------------------------
+ * HandlerTimer: one user handler, timed in C (stepwatch.ignite.HandlersTimeProfiler)
+ *
+ * Ignite's HandlersTimeProfiler wraps every user handler in a Python closure that times it.
+ * A HandlerTimer is that wrapper as a C callable: it calls the handler, records the call as
+ * its action, and keeps the last max_rows durations for Ignite's per-handler CSV column.
+ * For a filtered event (every=, once=...) Ignite's wrapper runs on every event and a call
+ * shorter than the threshold is the filter saying no: it is not a call (as Ignite).
+ * It has a __dict__, so functools.update_wrapper gives it the handler's name and attributes
+ * (Ignite's _parent, which has_event_handler/remove_event_handler compare).
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    ProfilerObject *owner;
+    PyObject *handler;
+    PyObject *dict;
+    sw_id action;
+    uint64_t threshold_ns;     /* 0: every call counts */
+    uint64_t *times;           /* ring of the last `capacity` durations, ns */
+    Py_ssize_t capacity, kept, next;
+} HandlerTimerObject;
+
+static PyObject *HandlerTimer_call(HandlerTimerObject *self, PyObject *args, PyObject *kwargs) {
+    uint64_t start = sw_now_ns();
+    PyObject *result = PyObject_Call(self->handler, args, kwargs);
+    uint64_t end = sw_now_ns();
+    sw_profiler *p = self->owner->p;
+    uint64_t ns = end >= start ? end - start : 0;
+    if (p != NULL && ns >= self->threshold_ns) {
+        sw_record(p, self->action, start, end);
+        self->times[self->next] = ns;
+        self->next = (self->next + 1) % self->capacity;
+        if (self->kept < self->capacity)
+            self->kept++;
+    }
+    return result;
+}
+
+/* times(): the kept durations in seconds, oldest first. */
+static PyObject *HandlerTimer_times(HandlerTimerObject *self, PyObject *unused) {
+    PyObject *out = PyList_New(self->kept);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t first = (self->next - self->kept + self->capacity) % self->capacity;
+    for (Py_ssize_t k = 0; k < self->kept; k++) {
+        PyObject *v = PyFloat_FromDouble((double)self->times[(first + k) % self->capacity] / 1e9);
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, v);
+    }
+    return out;
+}
+
+static PyObject *HandlerTimer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"handler", "action", "threshold_s", "max_rows", NULL};
+    PyObject *handler, *action;
+    double threshold_s = 0;
+    Py_ssize_t max_rows = 100000;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|dn:HandlerTimer", keywords, &handler,
+                                     &action, &threshold_s, &max_rows))
+        return NULL;
+    module_state *st = sw_py_state_of_type(type);
+    if (st == NULL)
+        return NULL;
+    if (!PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "HandlerTimer: handler must be callable");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(action, st->action_type)) {
+        PyErr_SetString(PyExc_TypeError, "HandlerTimer: action must be a stepwatch Action");
+        return NULL;
+    }
+    if (max_rows < 1 || (size_t)max_rows > SIZE_MAX / sizeof(uint64_t) || threshold_s < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "HandlerTimer: max_rows must be >= 1 and threshold_s >= 0");
+        return NULL;
+    }
+    HandlerTimerObject *self = (HandlerTimerObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->times = calloc((size_t)max_rows, sizeof *self->times);
+    if (self->times == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    ActionObject *a = (ActionObject *)action;
+    self->owner = (ProfilerObject *)Py_NewRef(a->owner);
+    self->handler = Py_NewRef(handler);
+    self->action = a->id;
+    self->threshold_ns = (uint64_t)(threshold_s * 1e9);
+    self->capacity = max_rows;
+    return (PyObject *)self;
+}
+
+static int HandlerTimer_traverse(HandlerTimerObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->owner);
+    Py_VISIT(self->handler);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int HandlerTimer_clear(HandlerTimerObject *self) {
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->handler);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void HandlerTimer_dealloc(HandlerTimerObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    HandlerTimer_clear(self);
+    free(self->times);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef HandlerTimer_methods[] = {
+    {"times", (PyCFunction)HandlerTimer_times, METH_NOARGS,
+     "The last max_rows durations counted, in seconds, oldest first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef HandlerTimer_members[] = {
+    {"handler", T_OBJECT, offsetof(HandlerTimerObject, handler), READONLY, "The handler timed."},
+    {"__dictoffset__", T_PYSSIZET, offsetof(HandlerTimerObject, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef HandlerTimer_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot HandlerTimer_slots[] = {
+    {Py_tp_doc, "HandlerTimer(handler, action, threshold_s=0, max_rows=100000): calls handler "
+                "and records each call as action (stepwatch.ignite.HandlersTimeProfiler)."},
+    {Py_tp_new, HandlerTimer_new},
+    {Py_tp_call, HandlerTimer_call},
+    {Py_tp_methods, HandlerTimer_methods},
+    {Py_tp_members, HandlerTimer_members},
+    {Py_tp_getset, HandlerTimer_getset},
+    {Py_tp_traverse, HandlerTimer_traverse},
+    {Py_tp_clear, HandlerTimer_clear},
+    {Py_tp_dealloc, HandlerTimer_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec sw_py_handler_timer_spec = {
+    .name = "stepwatch.HandlerTimer",
+    .basicsize = sizeof(HandlerTimerObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = HandlerTimer_slots,
 };

@@ -15,7 +15,10 @@
  *   Snapshot  a sw_snapshot: report text, plain records, run metadata (_snapshot.c).
  *   Timer     Ignite's Timer over sw_timer (_timer.c).
  *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
- *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c).
+ *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
+ *             timing of each user handler.
+ *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
+ *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
  */
 #include "_stepwatch.h"
 
@@ -91,6 +94,8 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_loop_spec, &st->loop_type) < 0 ||
         add_type(module, &sw_py_hook_spec, &st->hook_type) < 0 ||
         add_type(module, &sw_py_marks_spec, &st->marks_type) < 0 ||
+        add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
+        add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
@@ -130,6 +135,8 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->loop_type);
     Py_VISIT(st->hook_type);
     Py_VISIT(st->marks_type);
+    Py_VISIT(st->fitmarks_type);
+    Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
@@ -150,6 +157,8 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->loop_type);
     Py_CLEAR(st->hook_type);
     Py_CLEAR(st->marks_type);
+    Py_CLEAR(st->fitmarks_type);
+    Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);

@@ -15,7 +15,9 @@
  *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
  *   _timer.c      Timer: Ignite's Timer over sw_timer
  *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
- *   _marks.c      Marks: the per-iteration marks of stepwatch.ignite
+ *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
+ *                 of stepwatch.ignite
+ *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
  *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
@@ -45,6 +47,8 @@ typedef struct {
     PyTypeObject *loop_type;
     PyTypeObject *hook_type;
     PyTypeObject *marks_type;
+    PyTypeObject *fitmarks_type;
+    PyTypeObject *handler_timer_type;
     PyTypeObject *spans_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
@@ -71,6 +75,8 @@ extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
 extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
 extern PyType_Spec sw_py_hook_spec;
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
+extern PyType_Spec sw_py_handler_timer_spec;
+extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
 
 /* ------------------------------------------------------------------------------------------

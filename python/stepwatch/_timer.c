@@ -51,8 +51,18 @@ static PyObject *Timer_get_average(TimerObject *self, void *closure) {
     return PyBool_FromLong(self->t.average);
 }
 
+/* Ignite keeps step_count as a float. */
 static PyObject *Timer_get_steps(TimerObject *self, void *closure) {
-    return PyLong_FromUnsignedLongLong(self->t.steps);
+    return PyFloat_FromDouble((double)self->t.steps);
+}
+
+/* Ignite's total: the seconds of the closed intervals (value() adds the running one). */
+static PyObject *Timer_get_total(TimerObject *self, void *closure) {
+    return PyFloat_FromDouble((double)self->t.elapsed_ns / 1e9);
+}
+
+static PyObject *Timer_get_running(TimerObject *self, void *closure) {
+    return PyBool_FromLong(self->t.running);
 }
 
 static void Timer_dealloc(TimerObject *self) {
@@ -84,7 +94,12 @@ static PyMethodDef Timer_methods[] = {
 
 static PyGetSetDef Timer_getset[] = {
     {"average", (getter)Timer_get_average, NULL, "Whether value() averages per step.", NULL},
-    {"step_count", (getter)Timer_get_steps, NULL, "Steps counted.", NULL},
+    {"step_count", (getter)Timer_get_steps, NULL, "Steps counted (a float, as Ignite's).", NULL},
+    {"total", (getter)Timer_get_total, NULL,
+     "Seconds of the closed intervals (Ignite's Timer.total; value() adds the running one).",
+     NULL},
+    {"running", (getter)Timer_get_running, NULL, "True while running (Ignite's Timer.running).",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1,175 +1,586 @@
-"""stepwatch.fastai — fastai front end with fastxtend's Simple and Throughput reports.
+"""stepwatch.fastai — fastxtend's Throughput and Simple profilers for fastai, on stepwatch's C core.
 
-    learn = Learner(dls, model, loss_func=...).profile()          # fastxtend's spelling
-    learn.fit(3)                                                  # report printed after fit
-    learn.cbs.filter(lambda cb: isinstance(cb, StepwatchCallback))[0].records()
+    from stepwatch.fastai import *                       # in place of fastxtend.callback.profiler
+    learn = Learner(dls, model, loss_func=...).profile() # ProfileMode.Throughput (fastxtend's default)
+    learn.fit(3)                                         # the report is printed after the fit
+    learn.profile_results                                # pandas DataFrame, fastxtend's columns
+    learn.profile(ProfileMode.Simple, extras=True)       # + stepwatch's own table (p50/p99, self)
 
-Events map onto the shared vocabulary: draw (the wait for the next batch, fastxtend's
-before_draw) -> data, model -> forward, loss_func -> loss, backward, opt step -> optimizer,
-opt zero_grad -> zero_grad; phases fit > epoch > train / valid; one step per batch, its
-draw included. mode="throughput" keeps only steps and draw (fastxtend's ThroughputCallback);
-mode="simple" times every part (fastxtend's SimpleProfilerCallback). drop_first_batch keeps
-each phase's first batch out of the statistics (fastxtend's default).
+fastxtend's API under its names: ``Learner.profile(mode, show_report, plain, markdown,
+save_csv, csv_name, rolling_average, drop_first_batch)``, ``ProfileMode``, the callback pairs
+``ThroughputCallback``/``ThroughputPostCallback`` and ``SimpleProfilerCallback``/
+``SimpleProfilerPostCallback`` (same orders: the first at TrainEvalCallback.order + 1, the
+second at Recorder.order - 1), ``learn.profile_report`` and ``learn.profile_results``, the CSV
+(``save_csv``), the markdown report, ``Learner.show_training_loop`` with ``before_draw``.
+
+Importing this module adds fastai's missing ``before_draw`` event, as fastxtend does: the
+Learner's batch loop calls it just before each batch is drawn, on every callback that has a
+``before_draw`` (honouring run_train/run_valid like any event of the batch loop). It also
+wraps ``Learner.fit`` so that a fit that raises leaves no profile half open.
+
+What is measured (fastxtend's definitions; see docs/python.md "fastai"):
+  draw      before_draw -> before_batch             batch     before_batch -> after_batch
+  step      draw + batch                            forward   before_batch -> after_pred
+  loss      after_pred -> after_loss                backward  before_backward -> before_step
+  opt_step  before_step -> after_step               zero_grad after_step -> after_batch
+  (valid: predict in place of forward; fit/epoch/train/valid: each phase's duration)
+Samples/s as fastxtend defines it: the mean over batches of batch size / duration (for draw,
+bs/(draw+batch) - bs/batch: the rate the draw costs, negative), the batch size being
+``find_bs(learn.xb)``; stepwatch's own samples/s (extras) is samples / total step time.
+
+Every ``rolling_average`` training batches fastxtend's rolling samples/s
+(``throughput/<action>``) go to the fastai logger callbacks present: WandbCallback
+(``wandb.log``), TensorBoardCallback (its writer) and CSVLogger (a file beside its own,
+``<fname>_throughput.csv``, since its file has one row per epoch); after the fit, a summary
+(W&B summary and tables, TensorBoard scalars and text, ``<fname>_profile.csv``).
+
+The profiler lives for one fit: after it, its callbacks remove themselves (fastxtend's
+``remove_on_fetch`` too), so ``learn.export()`` works and inference prints nothing. A fit
+under lr_find, ``get_preds`` and ``validate`` is not profiled and leaves the callbacks in
+place. A cancelled fit (CancelFitException: EarlyStopping...) reports once; an epoch, phase
+or batch cancelled, or a fit that raised, leaves nothing open; the next fit starts anew.
+
+stepwatch's extras are opt-in: ``profiler=stepwatch.Profiler(run_file=...)`` records every
+step (data, forward, loss, backward, optimizer, zero_grad) into a stepwatch Profiler you keep
+(reports, p50/p99, self time, the run file); ``extras=True`` prints its table too.
 
 Only fastai's core is needed (the Learner and callbacks), not fastai.vision: PyPI's
 torchvision is a CUDA build that does not import next to the CPU torch.
 """
-from fastai.callback.core import Callback
-from fastai.learner import Learner
-from fastai.torch_core import find_bs
+import enum
+import functools
+import math
+import weakref
+from pathlib import Path
+
+import fastai.callback.core as _fastai_callbacks
+from fastai.callback.core import Callback, TrainEvalCallback, event
+from fastai.learner import Learner, Recorder
 
 import stepwatch as _sw
 
-__all__ = ["StepwatchCallback"]
+__all__ = ["ThroughputCallback", "ThroughputPostCallback", "SimpleProfilerCallback",
+           "SimpleProfilerPostCallback", "ProfileMode"]
+
+_COLUMNS = ["Phase", "Action", "Mean Duration", "Duration Std Dev", "Number of Calls",
+            "Samples/Second", "Total Time", "Percent of Total"]
+_THROUGHPUT_ACTIONS = ["step", "draw", "batch"]
+_SIMPLE_ACTIONS = {"train": _THROUGHPUT_ACTIONS + ["forward", "loss", "backward", "opt_step",
+                                                   "zero_grad"],
+                   "valid": _THROUGHPUT_ACTIONS + ["predict", "loss"]}
+# logger_callback names -> the fastai logger callbacks' classes
+_LOGGERS = {"wandb": "WandbCallback", "tensorboard": "TensorBoardCallback",
+            "csv_logger": "CSVLogger"}
 
 
-class StepwatchCallback(Callback):
-    """Times fastai's training loop into a stepwatch Profiler."""
+class ProfileMode(str, enum.Enum):
+    "Profile enum for `Learner.profile`"
+    Throughput = "throughput"
+    Simple = "simple"
 
-    order = -100  # outermost: before every other callback's before_*, after their after_*
 
-    def __init__(self, mode="simple", drop_first_batch=True, show_report=True,
-                 format="fastxtend", profiler=None):
-        if mode not in ("simple", "throughput"):
-            raise ValueError("mode must be 'simple' or 'throughput'")
-        self.mode, self.show_report, self.format = mode, show_report, format
-        self.profiler = profiler if profiler is not None else _sw.Profiler(
-            name="fastai", warmup_steps=1 if drop_first_batch else 0)
-        p = self.profiler
-        self._a = {n: p.action(n) for n in ("data", "forward", "loss", "backward", "optimizer",
-                                             "zero_grad")}
-        self._ph = {n: p.phase(n) for n in ("fit", "epoch", "train", "valid")}
-        self._open = []      # spans open now, innermost last (closed on any early exit)
-        self._phases = []
-        self._step_open = False
+# ---- fastai's batch loop with a before_draw event -------------------------------------------
 
-    # ---- helpers -------------------------------------------------------------------------
-    def _begin(self, name):
-        if self.mode == "simple" or name == "data":
-            self._a[name].begin()
-            self._open.append(name)
+def _all_batches(self):
+    """Learner.all_batches with fastxtend's before_draw just before each batch is drawn."""
+    self.n_iter = len(self.dl)
+    drawers = [cb for cb in self.cbs.sorted("order") if hasattr(cb, "before_draw")]
+    batches = iter(self.dl)
+    for i in range(self.n_iter):
+        for cb in drawers:
+            cb("before_draw")
+        try:
+            b = next(batches)
+        except StopIteration:
+            break
+        self.one_batch(i, b)
 
-    def _end(self, name):
-        if self._open and self._open[-1] == name:
-            self._open.pop()
-            self._a[name].end()
 
-    def _close_spans(self):
-        while self._open:
-            self._a[self._open.pop()].end()
+_LOOP = ["Start Fit", "before_fit", "Start Epoch Loop", "before_epoch", "Start Train",
+         "before_train", "Start Batch Loop", "before_draw", "before_batch", "after_pred",
+         "after_loss", "before_backward", "after_cancel_backward", "after_backward",
+         "before_step", "after_cancel_step", "after_step", "after_cancel_batch", "after_batch",
+         "End Batch Loop", "End Train", "after_cancel_train", "after_train", "Start Valid",
+         "before_validate", "Start Batch Loop", "**CBs same as train batch**", "End Batch Loop",
+         "End Valid", "after_cancel_validate", "after_validate", "End Epoch Loop",
+         "after_cancel_epoch", "after_epoch", "End Fit", "after_cancel_fit", "after_fit"]
 
-    def _phase(self, name):
-        self._ph[name].begin()
-        self._phases.append(name)
 
-    def _end_phase(self, name):
-        self._close_step()
-        while self._phases:
-            top = self._phases.pop()
-            self._ph[top].end()
+def _show_training_loop(self):
+    """fastai's show_training_loop, with before_draw."""
+    indent = 0
+    for s in _LOOP:
+        if s.startswith("Start"):
+            print(f'{" " * indent}{s}')
+            indent += 2
+        elif s.startswith("End"):
+            indent -= 2
+            print(f'{" " * indent}{s}')
+        else:
+            print(f'{" " * indent} - {s:15}:', self.ordered_cbs(s))
+
+
+_FITTING = weakref.WeakKeyDictionary()  # Learner -> fits running (validate() is no fit)
+
+
+def _wrap_fit(fit):
+    @functools.wraps(fit)
+    def fit_closing_the_profile(self, *args, **kwargs):
+        _FITTING[self] = _FITTING.get(self, 0) + 1
+        try:
+            return fit(self, *args, **kwargs)
+        finally:  # a fit that raised: fastai calls no after_fit, so close the profile here
+            _FITTING[self] -= 1
+            for cb in self.cbs:
+                if isinstance(cb, _MarkedCallback):
+                    cb._sw_fit_ended()
+    fit_closing_the_profile._stepwatch_fit = fit
+    return fit_closing_the_profile
+
+
+def _install():
+    if "before_draw" not in _fastai_callbacks._inner_loop:  # run_train/run_valid apply
+        _fastai_callbacks._inner_loop.append("before_draw")
+    if "before_draw" not in _fastai_callbacks._events:
+        _fastai_callbacks._events.append("before_draw")
+    if not hasattr(event, "before_draw"):
+        event.before_draw = "before_draw"
+    Learner.all_batches = _all_batches
+    Learner.show_training_loop = _show_training_loop
+    Learner.profile = _profile
+    if not hasattr(Learner.fit, "_stepwatch_fit"):
+        Learner.fit = _wrap_fit(Learner.fit)
+
+
+# ---- one profiled fit ---------------------------------------------------------------------
+
+def _scale_time(val, spec="#0.4G"):
+    """fastxtend's scale_time: seconds with an SI prefix; '-' for zero (and NaN)."""
+    if val == 0 or val != val:
+        return "-"
+    exp = int(math.log10(abs(val)) // 3 * 3)
+    return f'{val / 10.0 ** exp:{spec}}{"yzafpnµm kMGTPEZY"[exp // 3 + 8]}s'
+
+
+def _rate(value):
+    return "-" if value is None else f"{int(round(value)):,d}"
+
+
+def _spread(values):
+    """mean, population std, count, total of a list (NaN mean/std when empty, as np.mean)."""
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, 0, 0.0
+    mean = sum(values) / n
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / n), n, sum(values)
+
+
+class _Fit:
+    """One profiled fit: the C marks, the durations of its phases, the stepwatch phases open,
+    the loggers. Made at before_fit, dropped after after_fit (or the failure)."""
+
+    def __init__(self, cb, learn):
+        self.cb, self.learn = cb, learn
+        self.core = cb._sw_profiler or (_sw.Profiler(name="fastai", warmup_steps=cb._drop)
+                                        if cb.extras else None)
+        self.marks = _sw._stepwatch.FitMarks(learn, self.core, cb._drop, cb._rolling_average)
+        self.times = {"fit": [], "epoch": [], "train": [], "valid": []}
+        self.start, self.open = {}, []
+        self.trained = False
+        self.loggers = _Loggers(learn, cb.logger_callback)
+
+    # -- phases
+    def begin(self, name):
+        if name in ("train", "valid"):
+            self.end("train")
+            self.end("valid")
+            self.marks.set_phase(name == "train")
+            self.trained |= name == "train"
+        self.open.append(name)
+        if self.core is not None:
+            self.core.phase(name).begin()
+        self.start[name] = _sw.now_ns()
+
+    def end(self, name):
+        """End phase name and whatever is open inside it (cancelled: no after_* came)."""
+        if name not in self.open:
+            return
+        now = _sw.now_ns()
+        while self.open:
+            top = self.open.pop()
+            if top in ("train", "valid"):
+                self.marks.close()
+            self.times[top].append((now - self.start[top]) / 1e9)
+            if self.core is not None:
+                self.core.phase(top).end()
             if top == name:
-                break
+                return
 
-    def _open_step(self):
-        self.profiler.step_begin()
-        self._step_open = True
-        self._begin("data")
+    def finish(self):
+        """The fit ended (after_fit): report unless it trained nothing (validate())."""
+        self.end("fit")
+        if not self.trained:
+            return False
+        results = self.results()
+        report = _report_view(results)
+        self.learn.profile_results, self.learn.profile_report = results, report
+        self.loggers.summary(results, report)
+        self.cb._sw_show(report, results, self.core)
+        return True
 
-    def _close_step(self):
-        self._close_spans()
-        if self._step_open:
-            self.profiler.step_end()
-            self._step_open = False
+    # -- fastxtend's DataFrame
+    def results(self):
+        import pandas as pd
+        measured = self.marks.results()
+        fit_total = self.times["fit"][0]
 
-    # ---- fastai events -------------------------------------------------------------------
+        def row(phase, action, values, rate):
+            mean, std, n, total = _spread(values)
+            return [phase, action, mean, std, n, rate, total, f"{total / fit_total:.0%}"]
+
+        rows = [["fit", "fit", 0, 0, 1, "-", fit_total, f"{fit_total / fit_total:.0%}"],
+                row("fit", "epoch", self.times["epoch"], "-")]
+        for p in ("train", "valid"):
+            rows.append(row("fit", p, self.times[p], _rate(measured[p]["samples_per_s"])))
+        for p in ("train", "valid"):
+            actions = (_SIMPLE_ACTIONS[p] if self.cb._simple else _THROUGHPUT_ACTIONS)
+            for a in actions:
+                got = measured[p]["actions"].get("forward" if a == "predict" else a)
+                count, mean, std, total, rate = got or (0, math.nan, math.nan, 0.0, None)
+                rows.append([p, a, mean, std, count, _rate(rate), total,
+                             f"{total / fit_total:.0%}"])
+        return pd.DataFrame(rows, columns=_COLUMNS)
+
+
+def _report_view(results):
+    """fastxtend's profile_report: times scaled, repeated Phase names blanked."""
+    report = results.copy()
+    for c in ("Mean Duration", "Duration Std Dev", "Total Time"):
+        report[c] = report[c].apply(_scale_time)
+    same_as_phase = report["Phase"] == report["Action"]
+    report["Phase"] = report["Phase"].where(~report["Phase"].duplicated(), "")
+    report["Action"] = report["Action"].where(~same_as_phase, "")
+    return report
+
+
+class _Loggers:
+    """The fastai logger callbacks present when the fit began (W&B, TensorBoard, CSVLogger),
+    and how fastxtend's values reach each."""
+
+    def __init__(self, learn, only):
+        names = _LOGGERS if only is None else [only] if isinstance(only, str) else list(only)
+        self.learn = learn
+        self.cbs = {}
+        for cb in learn.cbs:
+            kinds = {k.__name__ for k in type(cb).__mro__}
+            self.cbs.update({n: cb for n in names if _LOGGERS[n] in kinds and n not in self.cbs})
+        self.names = list(self.cbs)
+        self.csv = None
+
+    def rolling(self, values):
+        values = {f"throughput/{k}": v for k, v in values.items()}
+        for n in self.names:
+            getattr(self, f"_log_{n}")(values)
+
+    def _log_wandb(self, values):
+        import wandb
+        step = getattr(self.cbs["wandb"], "_wandb_step", None)
+        # WandbCallback (Recorder.order + 1) logs this batch at _wandb_step + 1 after us
+        wandb.log(values, step=None if step is None else step + 1)
+
+    def _tensorboard_writer(self):
+        cb = self.cbs["tensorboard"]
+        return getattr(cb, "writer", None) if cb.run else None
+
+    def _log_tensorboard(self, values):
+        writer = self._tensorboard_writer()
+        for k, v in values.items() if writer is not None else ():
+            writer.add_scalar(k, v, self.learn.train_iter)
+
+    def _csv_path(self, suffix):
+        p = self.learn.path / self.cbs["csv_logger"].fname
+        return p.with_name(f"{p.stem}_{suffix}.csv")
+
+    def _log_csv_logger(self, values):
+        if self.csv is None:
+            path = self._csv_path("throughput")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.csv = path.open("w")
+            self.csv.write(",".join(["epoch", "train_iter", *values]) + "\n")
+        self.csv.write(",".join(str(v) for v in [self.learn.epoch, self.learn.train_iter,
+                                                 *values.values()]) + "\n")
+        self.csv.flush()
+
+    def summary(self, results, report):
+        """After the fit: mean samples/s and durations per (phase, action), and the tables."""
+        if self.csv is not None:
+            self.csv.close()
+            self.csv = None
+        scalars = {}
+        for t in results.itertuples(index=False):
+            phase, action, mean, rate = t[0], t[1], t[2], t[5]
+            if rate != "-":
+                scalars[f"{phase}/{action}_throughput"] = int(rate.replace(",", ""))
+            key = f"{phase}/duration" if phase == action == "fit" else f"{phase}/{action}_duration"
+            scalars[key] = t[6] if action == "fit" else mean
+        if "wandb" in self.names:
+            import wandb
+            for k, v in scalars.items():
+                wandb.summary[k] = v
+            wandb.log({"profile_report": wandb.Table(dataframe=report),
+                       "profile_results": wandb.Table(dataframe=results)})
+        if "tensorboard" in self.names:
+            writer = self._tensorboard_writer()
+            if writer is not None:
+                for k, v in scalars.items():
+                    writer.add_scalar(k, v, self.learn.train_iter)
+                writer.add_text("profile_report",
+                                "    " + report.to_string(index=False).replace("\n", "\n    "),
+                                self.learn.train_iter)
+        if "csv_logger" in self.names:
+            results.to_csv(self._csv_path("profile"), index=False)
+
+
+# ---- the callbacks ------------------------------------------------------------------------
+
+class _MarkedCallback(Callback):
+    """A callback whose events go straight to a dict of handlers (C marks for the per-batch
+    events), bypassing fastai's slower Callback.__call__: this is the profiler's own cost."""
+    _stateattrs = ("_sw_on", "_sw_fit", "_sw_profiler", "_sw_rolling")  # not pickled (export)
+
+    def _init_state(self):  # also after unpickling (fastcore's Stateful)
+        self._sw_fit = self._sw_profiler = None
+        self._sw_fit_ended()
+
+    def _sw_fit_ended(self):
+        """The fit is over, or failed: back to waiting for the next one."""
+        self._sw_on = {"before_fit": self.before_fit, "after_fit": self.after_fit}
+
+    def __call__(self, event_name):
+        handler = self._sw_on.get(event_name)
+        if handler is not None and self.run and handler() is not None:
+            self._sw_rolling_due()
+        if event_name == "after_fit" and not self.run:
+            self.run = True
+
+    def _sw_rolling_due(self):
+        pass
+
+
+def _forward(marks_method):
+    def event_method(self):
+        fit = self._sw_session()
+        if fit is not None:
+            return getattr(fit.marks, marks_method)()
+    event_method.__name__ = marks_method
+    return event_method
+
+
+class ThroughputCallback(_MarkedCallback):
+    """
+    Adds a throughput profiler to the fastai `Learner`. Optionally showing formatted report or
+    saving unformatted results as csv.
+
+    Pair with ThroughputPostCallback to profile training performance.
+
+    Post fit, access report & results via `Learner.profile_report` & `Learner.profile_results`.
+    """
+    order, remove_on_fetch = TrainEvalCallback.order + 1, True
+    _simple, _csv_name = False, "throughput.csv"
+    # event -> FitMarks method, per mode
+    _marks_events = {"before_draw": "before_draw", "before_batch": "before_batch"}
+
+    def __init__(self, show_report=True, plain=False, markdown=False, save_csv=False,
+                 csv_name=None, rolling_average=10, drop_first_batch=True,
+                 logger_callback=None, profiler=None, extras=False):
+        if int(rolling_average) < 1:
+            raise ValueError("rolling_average must be >= 1")
+        if profiler is not None and not isinstance(profiler, _sw.Profiler):
+            raise TypeError("profiler must be a stepwatch.Profiler")
+        bad = [n for n in ([logger_callback] if isinstance(logger_callback, str)
+                           else logger_callback or ()) if n not in _LOGGERS]
+        if bad:
+            raise ValueError(f"logger_callback: unknown {bad}; one of {list(_LOGGERS)}")
+        self.show_report, self.plain, self.markdown = show_report, plain, markdown
+        self.save_csv, self.csv_name = save_csv, Path(csv_name or self._csv_name)
+        self.rolling_average, self.drop_first_batch = rolling_average, drop_first_batch
+        self.logger_callback, self.extras = logger_callback, extras
+        self._rolling_average, self._drop = int(rolling_average), int(drop_first_batch)
+        self._init_state()
+        self._sw_profiler = profiler
+
+    def _sw_session(self):
+        return self._sw_fit
+
     def before_fit(self):
-        self._phase("fit")
+        self._sw_fit_ended()  # what a failed fit left
+        learn = self.learn
+        if learn not in _FITTING or hasattr(learn, "lr_finder") or hasattr(learn, "gather_preds"):
+            return  # validate(), get_preds() and lr_find are not profiled
+        fit = self._sw_fit = _Fit(self, learn)
+        fit.begin("fit")
+        on = {e: getattr(fit.marks, m) for e, m in self._marks_events.items()}
+        on.update(before_fit=self.before_fit,
+                  before_epoch=functools.partial(fit.begin, "epoch"),
+                  before_train=functools.partial(fit.begin, "train"),
+                  before_validate=functools.partial(fit.begin, "valid"))
+        self._sw_on = on
 
     def before_epoch(self):
-        self._phase("epoch")
+        if self._sw_fit is not None:
+            self._sw_fit.begin("epoch")
 
     def before_train(self):
-        self._phase("train")
-        self._first_step()
+        if self._sw_fit is not None:
+            self._sw_fit.begin("train")
 
     def before_validate(self):
-        self._phase("valid")
-        self._first_step()
+        if self._sw_fit is not None:
+            self._sw_fit.begin("valid")
 
-    def _first_step(self):
-        # n_iter is set only once the batches start: ask the DataLoader
-        try:
-            batches = len(self.learn.dl)
-        except TypeError:
-            batches = 1
-        if batches:
-            self._open_step()
+    before_draw = _forward("before_draw")
+    before_batch = _forward("before_batch")
 
-    def before_batch(self):
-        self._end("data")
-        try:
-            bs = find_bs(self.learn.yb) if len(self.learn.yb) else find_bs(self.learn.xb)
-            self.profiler.set_batch_size(int(bs))
-        except Exception:  # batch size unknown: no samples/s, never a failure
-            pass
-        self._begin("forward")
+    def _sw_fit_ended(self):
+        """The fit is over, or failed: close what is open, go back to waiting for a fit."""
+        if self._sw_fit is not None:
+            self._sw_fit.end("fit")
+            self._sw_fit = None
+        self._sw_on = {"before_fit": self.before_fit}
 
-    def after_pred(self):
-        self._end("forward")
-        self._begin("loss")
+    def _sw_show(self, report, results, core):
+        if self.show_report:
+            if self.markdown:
+                print(report.to_markdown(index=False))
+            elif _in_notebook() and not self.plain:
+                from IPython.display import display
+                import pandas as pd
+                with pd.option_context("display.max_rows", len(report.index)):
+                    display(report.style.set_caption("Profiling Results").hide(axis="index"))
+            else:
+                print("\nProfiling Results:")
+                print(report.to_string(index=False))
+            if self._drop > 0:
+                print(f"Batch dropped. train and valid phases show {self._drop} less batch "
+                      "than fit.")
+            if self.extras and core is not None:
+                print(core.report("table"))
+        if self.save_csv:
+            path = self.learn.path / self.csv_name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            results.to_csv(path, index=False)
 
-    def after_loss(self):
-        self._end("loss")
 
-    def before_backward(self):
-        self._begin("backward")
+def _in_notebook():
+    from fastcore.imports import in_notebook
+    return in_notebook()
 
-    def after_backward(self):
-        self._end("backward")
 
-    def before_step(self):
-        self._begin("optimizer")
+class ThroughputPostCallback(_MarkedCallback):
+    "Required pair with `ThroughputCallback` to profile training performance. Removes itself after training is over."
+    order, remove_on_fetch = Recorder.order - 1, True
+    _pair = ThroughputCallback
+    _marks_events = {"after_batch": "after_batch"}
 
-    def after_step(self):
-        self._end("optimizer")
-        self._begin("zero_grad")  # fastai zeroes the gradients right after the step
+    def __init__(self):
+        self._init_state()
 
-    def after_batch(self):
-        self._close_step()
-        if self.iter + 1 < self.n_iter:  # the next batch's draw is part of its step
-            self._open_step()
+    def _sw_main(self):
+        return next((cb for cb in self.learn.cbs if type(cb) is self._pair), None)
+
+    def _sw_session(self):
+        main = self._sw_main()
+        return main._sw_fit if main is not None else None
+
+    def before_fit(self):
+        fit = self._sw_session()
+        self._sw_fit_ended()
+        on = dict(self._sw_on)
+        if fit is not None:
+            on.update({e: getattr(fit.marks, m) for e, m in self._marks_events.items()})
+            on.update(after_train=functools.partial(fit.end, "train"),
+                      after_validate=functools.partial(fit.end, "valid"),
+                      after_epoch=functools.partial(fit.end, "epoch"))
+            self._sw_rolling = lambda: fit.loggers.rolling(fit.marks.rolling())
+        self._sw_on = on
+
+    def _sw_rolling_due(self):
+        self._sw_rolling()
 
     def after_train(self):
-        self._end_phase("train")
+        fit = self._sw_session()
+        if fit is not None:
+            fit.end("train")
 
     def after_validate(self):
-        self._end_phase("valid")
+        fit = self._sw_session()
+        if fit is not None:
+            fit.end("valid")
 
     def after_epoch(self):
-        self._end_phase("epoch")
+        fit = self._sw_session()
+        if fit is not None:
+            fit.end("epoch")
+
+    after_batch = _forward("after_batch")
 
     def after_fit(self):
-        self._end_phase("fit")
-        if self.show_report:
-            print(self.report())
-
-    after_cancel_fit = after_fit
-
-    # ---- results -------------------------------------------------------------------------
-    def report(self, format=None):
-        return self.profiler.report(format or self.format)
-
-    def records(self, phase=None):
-        return self.profiler.records(phase)
+        main = self._sw_main()
+        fit = main._sw_fit if main is not None else None
+        self._sw_fit_ended()
+        if fit is None:
+            return
+        main._sw_fit = None
+        main._sw_fit_ended()
+        if fit.finish():  # one report per fit; then the pair leaves the Learner
+            self.learn.remove_cbs([main, self])
 
 
-def _profile(self, mode="simple", **kwargs):
-    """Learner.profile(): add (or replace) the stepwatch callback; returns the Learner."""
-    for cb in list(self.cbs):
-        if isinstance(cb, StepwatchCallback):
-            self.remove_cb(cb)
-    self.add_cb(StepwatchCallback(mode=mode, **kwargs))
+class SimpleProfilerCallback(ThroughputCallback):
+    """fastxtend's simple profiler: ThroughputCallback's rows and every part of the batch
+    (forward, loss, backward, opt_step, zero_grad; valid: predict, loss). Pair with
+    SimpleProfilerPostCallback."""
+    order, remove_on_fetch = TrainEvalCallback.order + 1, True
+    _simple, _csv_name = True, "simpleprofiler.csv"
+    _marks_events = {"before_draw": "before_draw", "before_batch": "before_batch",
+                     "before_backward": "before_backward", "before_step": "before_step",
+                     "after_batch": "zero_grad_end"}
+
+    before_backward = _forward("before_backward")
+    before_step = _forward("before_step")
+    after_batch = _forward("zero_grad_end")
+
+
+class SimpleProfilerPostCallback(ThroughputPostCallback):
+    "Required pair with `SimpleProfilerCallback` to profile training performance. Removes itself after training is over."
+    order, remove_on_fetch = Recorder.order - 1, True
+    _pair = SimpleProfilerCallback
+    _marks_events = {"after_pred": "after_pred", "after_loss": "after_loss",
+                     "after_step": "after_step", "after_batch": "after_batch"}
+
+    after_pred = _forward("after_pred")
+    after_loss = _forward("after_loss")
+    after_step = _forward("after_step")
+
+
+def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, markdown=False,
+             save_csv=False, csv_name="profiler.csv", rolling_average=10, drop_first_batch=True,
+             logger_callback=None, profiler=None, extras=False):
+    """Run a fastxtend profiler which removes itself when finished training.
+
+    stepwatch's extras: profiler= a stepwatch.Profiler to record every step into (reports,
+    p50/p99, self time, run file); extras=True prints its table after fastxtend's report."""
+    mode = ProfileMode(mode)
+    self.remove_cbs([cb for cb in self.cbs if isinstance(cb, (ThroughputCallback,
+                                                              ThroughputPostCallback))])
+    main, post = ((SimpleProfilerCallback, SimpleProfilerPostCallback)
+                  if mode == ProfileMode.Simple else (ThroughputCallback, ThroughputPostCallback))
+    self.add_cbs([main(show_report=show_report, plain=plain, markdown=markdown,
+                       save_csv=save_csv, csv_name=csv_name, rolling_average=rolling_average,
+                       drop_first_batch=drop_first_batch, logger_callback=logger_callback,
+                       profiler=profiler, extras=extras),
+                  post()])
     return self
 
 
-Learner.profile = _profile
+_install()

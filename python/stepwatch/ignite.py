@@ -54,17 +54,52 @@ class Timer(_sw.Timer):
         return self
 
 
-def _stats(row, index_base=0):
-    """Ignite's basic stats dict (seconds) from a stepwatch record; None if never run."""
+def _stats(row, index):
+    """Ignite's basic stats dict (seconds) from a stepwatch record, min/max indices through
+    index(step); "not yet triggered" if never run."""
     if row is None or not row["count"]:
         return collections.OrderedDict([("total", "not yet triggered")])
     out = [("total", row["total_ns"] / 1e9)]
     if row["count"] > 1:
-        out += [("min/index", (row["min_ns"] / 1e9, max(row["min_step"] - index_base, 0))),
-                ("max/index", (row["max_ns"] / 1e9, max(row["max_step"] - index_base, 0))),
+        out += [("min/index", (row["min_ns"] / 1e9, index(row["min_step"]))),
+                ("max/index", (row["max_ns"] / 1e9, index(row["max_step"]))),
                 ("mean", row["mean_ns"] / 1e9),
                 ("std", row["std_ns"] / 1e9)]
     return collections.OrderedDict(out)
+
+
+def _list_stats(values):
+    """Ignite's basic stats of per-epoch (or per-run) values, as its _compute_basic_stats:
+    over the values > 0, index = position among them, std with n - 1."""
+    data = [v for v in values if v > 0]
+    if not data:
+        return collections.OrderedDict([("total", "not yet triggered")])
+    out = [("total", sum(data))]
+    if len(data) > 1:
+        mean = sum(data) / len(data)
+        std = (sum((v - mean) ** 2 for v in data) / (len(data) - 1)) ** 0.5
+        out += [("min/index", (min(data), data.index(min(data)))),
+                ("max/index", (max(data), data.index(max(data)))), ("mean", mean), ("std", std)]
+    return collections.OrderedDict(out)
+
+
+def _zero_stats(calls):
+    """An event that fired `calls` times with no user handler: no time in handlers, with
+    the keys Ignite gives an event that fired (its own markers' time, ~1 us, is not
+    counted here)."""
+    if calls == 0:
+        return collections.OrderedDict([("total", "not yet triggered")])
+    out = [("total", 0.0)]
+    if calls > 1:
+        out += [("min/index", (0.0, 0)), ("max/index", (0.0, 0)), ("mean", 0.0), ("std", 0.0)]
+    return collections.OrderedDict(out)
+
+
+def _need_pandas():
+    try:
+        import pandas  # noqa: F401  (Ignite writes its CSVs with pandas)
+    except ImportError:
+        raise ModuleNotFoundError("Need pandas to write results as files") from None
 
 
 def _handler_name(handler):
@@ -87,15 +122,42 @@ class _Base:
     def __init__(self, profiler, phase, max_rows, slot_actions=()):
         if max_rows < 1:
             raise ValueError("max_rows must be >= 1")
-        self.profiler = profiler if profiler is not None else _sw.Profiler(name="ignite")
-        p = self.profiler
-        self._fit, self._epoch, self._phase = p.phase("fit"), p.phase("epoch"), p.phase(phase)
-        self._marks = _sw._stepwatch.Marks(p, p.action("data"), p.action("processing"),
-                                           tuple(p.action(a) for a in slot_actions), max_rows)
+        self._own_profiler = profiler is None
+        self.profiler = profiler
+        self._phase_name, self._max_rows, self._slot_names = phase, max_rows, tuple(slot_actions)
         self._installed = []
         self._engine = None
         self._running = False     # between a run's STARTED and its COMPLETED (or exception)
         self._in_epoch = False
+        self._new_run(None)
+
+    def _new_run(self, engine):
+        """Each run is profiled anew, as Ignite's profilers reset at STARTED: a new stepwatch
+        Profiler (unless one was given: it keeps every run) and new marks."""
+        if self._own_profiler:
+            self.profiler = _sw.Profiler(name="ignite")
+        p = self.profiler
+        self._steps0 = p.snapshot().info()["steps"]   # the run's first step index
+        self._fit, self._epoch, self._phase = (p.phase("fit"), p.phase("epoch"),
+                                               p.phase(self._phase_name))
+        self._marks = _sw._stepwatch.Marks(p, p.action("data"), p.action("processing"),
+                                           tuple(p.action(a) for a in self._slot_names),
+                                           self._max_rows)
+        self._epochs = 0
+        state = getattr(engine, "state", None)
+        length, epochs = getattr(state, "epoch_length", None), getattr(state, "max_epochs", None)
+        self._total_iters = length * epochs if length and epochs else None
+
+    def _iteration_index(self, step):
+        """Ignite's index of an iteration-level value: iteration - 1."""
+        return max(step - self._steps0, 0)
+
+    def _fetch_index(self, step):
+        """Ignite's index of a fetch-level value (dataflow, GET_BATCH_*): Ignite stores them at
+        state.iteration - 1 before the iteration counter advances, so batch k (1-based) is
+        at k - 2 and the run's first at the last index."""
+        i = step - self._steps0 - 1
+        return i % self._total_iters if self._total_iters else max(i, 0)
 
     @property
     def dropped_rows(self):
@@ -139,6 +201,7 @@ class _Base:
         """A run begins (first STARTED handler). What a failed run left is cleared first."""
         if self._running:
             self._run_finished()
+        self._new_run(engine)
         self._engine = engine
         self._running = True
         self._fit.begin()
@@ -163,6 +226,7 @@ class _Base:
             raise exc
 
     def _epoch_started_first(self):
+        self._epochs += 1
         self._epoch.begin()
         self._phase.begin()
         self._in_epoch = True
@@ -214,13 +278,21 @@ class BasicTimeProfiler(_Base):
                    Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
 
     def __init__(self, profiler=None, phase="train", max_rows=100_000):
+        self.event_handlers_names = {}
         super().__init__(profiler, phase, max_rows,
                          slot_actions=[f"callback:Events.{e.name}" for e in _SLOT_EVENTS])
+
+    def _new_run(self, engine):
+        super()._new_run(engine)
         self._event_actions = {e: self.profiler.action(f"callback:Events.{e.name}")
                                for e in self._CSV_EVENTS}
-        self.event_handlers_names = {}
         self._event_start = {}
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
+        self._completed = False
+
+    def _run_finished(self):
+        self._completed = True
+        super()._run_finished()
 
     def _as_first_started(self, engine):
         self._run_started(engine)
@@ -261,20 +333,42 @@ class BasicTimeProfiler(_Base):
         self._per_epoch[(event, self._engine.state.epoch)] = (t - start) / 1e9
 
     def get_results(self):
-        """Ignite's result dict (seconds), computed from the stepwatch statistics."""
+        """Ignite's result dict (seconds), computed from the stepwatch statistics, with
+        Ignite's indices (see _iteration_index, _fetch_index)."""
+        import torch  # Ignite's total_time is a tensor
         rows = {r["action"]: r for r in self.profiler.records("all")}
+        calls = {Events.STARTED: 1 if self._engine is not None else 0,
+                 Events.COMPLETED: int(self._completed),
+                 Events.EPOCH_STARTED: self._epochs,
+                 Events.EPOCH_COMPLETED: sum(1 for (e, _) in self._per_epoch
+                                             if e is Events.EPOCH_COMPLETED) or self._epochs,
+                 Events.ITERATION_STARTED: (rows.get("processing") or {}).get("count", 0),
+                 Events.GET_BATCH_STARTED: (rows.get("data") or {}).get("count", 0)}
+        calls[Events.ITERATION_COMPLETED] = calls[Events.ITERATION_STARTED]
+        calls[Events.GET_BATCH_COMPLETED] = calls[Events.GET_BATCH_STARTED]
         handler_stats = collections.OrderedDict()
         total = 0.0
         for e in Events:
             if e in self.events_to_ignore:
                 continue
+            name = str(e.name).replace(".", "_")
             row = rows.get(f"callback:Events.{e.name}")
-            handler_stats[str(e.name).replace(".", "_")] = _stats(row)
+            if not self.event_handlers_names.get(e):
+                handler_stats[name] = _zero_stats(calls.get(e, 0))
+                continue
+            if e in _SLOT_EVENTS:
+                fetch = e in (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
+                handler_stats[name] = _stats(row, self._fetch_index if fetch
+                                             else self._iteration_index)
+            else:
+                handler_stats[name] = _list_stats(
+                    [v for (ev, _), v in sorted(self._per_epoch.items(), key=lambda kv: kv[0][1])
+                     if ev is e])
             total += row["total_ns"] / 1e9 if row else 0.0
-        handler_stats["total_time"] = total
+        handler_stats["total_time"] = torch.tensor(total)
         return collections.OrderedDict([
-            ("processing_stats", _stats(rows.get("processing"))),
-            ("dataflow_stats", _stats(rows.get("data"))),
+            ("processing_stats", _stats(rows.get("processing"), self._iteration_index)),
+            ("dataflow_stats", _stats(rows.get("data"), self._fetch_index)),
             ("event_handlers_stats", handler_stats),
             ("event_handlers_names", {str(e.name).replace(".", "_") + "_names": v
                                       for e, v in self.event_handlers_names.items()}),
@@ -313,6 +407,7 @@ class BasicTimeProfiler(_Base):
 
     def write_results(self, output_path):
         """Ignite's per-iteration CSV (the last max_rows iterations)."""
+        _need_pandas()
         header = ["epoch", "iteration", "processing_stats", "dataflow_stats", "Event_STARTED",
                   "Event_COMPLETED", "Event_EPOCH_STARTED", "Event_EPOCH_COMPLETED",
                   "Event_ITERATION_STARTED", "Event_ITERATION_COMPLETED",
@@ -337,38 +432,32 @@ class HandlersTimeProfiler(_Base):
 
     def __init__(self, profiler=None, phase="train", max_rows=100_000):
         super().__init__(profiler, phase, max_rows)
-        self._handlers = {}   # (handler name, event name) -> (action, deque of seconds)
-        self._max_rows = max_rows
+
+    def _new_run(self, engine):
+        super()._new_run(engine)
+        self._handlers = {}   # (handler name, event name) -> (action, [HandlerTimer])
 
     @staticmethod
     def _is_internal_handler(handler):
-        return any(n in repr(handler) for n in ["HandlersTimeProfiler.", "Timer."])
+        owner = getattr(handler, "__self__", None)  # stepwatch's own are C or bound methods
+        return (isinstance(owner, (_sw.Timer, _Base))
+                or any(n in repr(handler) for n in ["HandlersTimeProfiler.", "Timer."]))
 
     def _wrap(self, handler, event):
+        """The handler inside a C HandlerTimer (python/stepwatch/_marks.c) that records each
+        call as ``callback:<name> (<EVENT>)`` and keeps its durations for the CSV."""
         name = _handler_name(handler)
         key = (name, getattr(event, "name", str(event)))
         if key not in self._handlers:
-            action = self.profiler.action(f"callback:{name} ({key[1]})")
-            self._handlers[key] = (action, collections.deque(maxlen=self._max_rows))
-        action, times = self._handlers[key]
-        filtered = hasattr(handler, "_parent")
-        threshold = self.EVENT_FILTER_THESHOLD_TIME
-
-        @functools.wraps(handler)
-        def _timeit_handler(*args, **kwargs):
-            start = _sw.now_ns()
-            try:
-                handler(*args, **kwargs)
-            finally:
-                end = _sw.now_ns()
-                seconds = (end - start) / 1e9
-                # a filtered event's handler that did not run is not a call (as Ignite)
-                if not filtered or seconds >= threshold:
-                    action.record(start, end)
-                    times.append(seconds)
-
-        _timeit_handler._profiler_original = handler
-        return _timeit_handler
+            self._handlers[key] = (self.profiler.action(f"callback:{name} ({key[1]})"), [])
+        action, timers = self._handlers[key]
+        # a filtered event's handler that did not run is not a call (as Ignite)
+        threshold = self.EVENT_FILTER_THESHOLD_TIME if hasattr(handler, "_parent") else 0.0
+        timer = _sw._stepwatch.HandlerTimer(handler, action, threshold, self._max_rows)
+        functools.update_wrapper(timer, handler)  # name, and Ignite's _parent for filters
+        timer._profiler_original = handler
+        timers.append(timer)
+        return timer
 
     def _as_first_started(self, engine):
         self._run_started(engine)
@@ -391,23 +480,32 @@ class HandlersTimeProfiler(_Base):
         """Ignite's rows: [handler, event, total, (min, idx), (max, idx), mean, std] (s)."""
         rows = {r["action"]: r for r in self.profiler.records("all")}
 
-        def basic(row):
+        def basic(row, min_index, max_index):
             if row is None or not row["count"]:
                 return ["not triggered", ("None", "None"), ("None", "None"), "None", "None"]
             std = round(row["std_ns"] / 1e9, 5) if row["count"] > 1 else "None"
-            return [round(row["total_ns"] / 1e9, 5),
-                    (round(row["min_ns"] / 1e9, 5), max(row["min_step"], 0)),
-                    (round(row["max_ns"] / 1e9, 5), max(row["max_step"], 0)),
+            return [round(row["total_ns"] / 1e9, 5), (round(row["min_ns"] / 1e9, 5), min_index),
+                    (round(row["max_ns"] / 1e9, 5), max_index),
                     round(row["mean_ns"] / 1e9, 5), std]
 
+        def call_index(times, row, pick):
+            """Ignite's index of a handler's min/max: its position among the handler's calls
+            (the kept ones, after those let go)."""
+            return row["count"] - len(times) + times.index(pick(times)) if times else 0
+
         out, total = [], 0.0
-        for (name, event_name), (action, _times) in self._handlers.items():
+        for (name, event_name), (action, timers) in self._handlers.items():
             row = rows.get(action.name)
             total += row["total_ns"] / 1e9 if row else 0.0
-            out.append([name, event_name, *basic(row)])
+            times = [t for timer in timers for t in timer.times()]
+            out.append([name, event_name, *basic(row, call_index(times, row, min),
+                                                 call_index(times, row, max))])
         out.append(["Total", "", round(total, 5), "", "", "", ""])
-        out.append(["Processing", "None", *basic(rows.get("processing"))])
-        out.append(["Dataflow", "None", *basic(rows.get("data"))])
+        # Ignite appends processing and dataflow times once per iteration: index = iteration - 1
+        for label, action in (("Processing", "processing"), ("Dataflow", "data")):
+            row = rows.get(action)
+            out.append([label, "None", *basic(row, *(self._iteration_index(row[k]) for k in
+                                                    ("min_step", "max_step")) if row else (0, 0))])
         return out
 
     @staticmethod
@@ -434,12 +532,13 @@ class HandlersTimeProfiler(_Base):
 
     def write_results(self, output_path):
         """Ignite's CSV: '#', processing, dataflow, one column per handler (zero-padded)."""
+        _need_pandas()
         rows = self._marks.rows()
         cols = [[r[3] for r in rows], [r[2] for r in rows]]
         header = ["#", "processing_stats", "dataflow_stats"]
-        for (name, event_name), (_action, times) in self._handlers.items():
+        for (name, event_name), (_action, timers) in self._handlers.items():
             header.append(f"{name} ({event_name})")
-            cols.append(list(times))
+            cols.append([t for timer in timers for t in timer.times()])
         n = max((len(c) for c in cols), default=0)
         out = [[float(i + 1)] + [c[i] if i < len(c) else 0.0 for c in cols] for i in range(n)]
         self._write_csv(output_path, header, out)

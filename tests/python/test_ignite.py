@@ -1,5 +1,6 @@
 """stepwatch.ignite: Ignite's BasicTimeProfiler / HandlersTimeProfiler API on the C core."""
 import csv
+import time
 
 import pytest
 
@@ -45,7 +46,13 @@ def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     assert 0 <= res["dataflow_stats"]["min/index"][1] < 16
     hs = res["event_handlers_stats"]
     assert hs["ITERATION_COMPLETED"]["total"] > 0
-    assert hs["COMPLETED"] == {"total": "not yet triggered"}
+    # an event with no user handler: no time in handlers, with the keys Ignite gives
+    assert hs["COMPLETED"] == {"total": 0.0}
+    assert set(hs["EPOCH_STARTED"]) == {"total", "min/index", "max/index", "mean", "std"}
+    assert hs["total_time"].item() == pytest.approx(sum(
+        v["total"] for k, v in hs.items() if k != "total_time"), rel=1e-5)
+    # Ignite's indices: an epoch handler's is the epoch - 1
+    assert {hs["EPOCH_COMPLETED"]["min/index"][1], hs["EPOCH_COMPLETED"]["max/index"][1]} == {0, 1}
     assert res["event_handlers_names"]["ITERATION_COMPLETED_names"] == [
         "engine_with_handlers.<locals>.log_iter"]
     text = prof.print_results(res)
@@ -144,12 +151,12 @@ def test_a_failed_run_reraises_and_leaves_nothing_open(make, error):
                    for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
-    # a second run is profiled once, not twice
+    # a second run is profiled once, and anew (as Ignite's profilers reset at STARTED)
     fail_at["it"] = None
     eng.state.max_epochs = None  # Ignite's way to run again from the start
     eng.run([torch.zeros(2)] * 5, max_epochs=1)
     rows = {r["action"]: r for r in prof.records("all")}
-    assert rows["processing"]["count"] == 2 + 5 == len(ran)
+    assert rows["processing"]["count"] == 5 and len(ran) == 2 + 5
     misuse = prof.profiler.snapshot().info()["misuse"]
     assert sum(misuse.values()) == 0, misuse
 
@@ -210,3 +217,59 @@ def test_timer_attach_like_ignite():
     eng.run([1, 2, 3, 4], max_epochs=1)
     assert t.step_count == 4 and t.value() >= 0.0
     assert isinstance(t, stepwatch.Timer)
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_each_run_is_profiled_anew(make, sleepy):
+    """An evaluator run every epoch: each run's results are that run's, as Ignite's."""
+    evaluator = Engine(lambda e, b: None)
+    prof = make()
+    prof.attach(evaluator)
+    for n in (3, 5):
+        ds = sleepy(n, sleep_s=0.03)
+        evaluator.run(DataLoader(ds, batch_size=None), max_epochs=1)
+        rows = {r["action"]: r for r in prof.records("all")}
+        assert rows["processing"]["count"] == n and rows["data"]["count"] == n
+        assert within(rows["data"]["total_ns"], ds.slept_ns)
+        res = prof.get_results()
+        if make is BasicTimeProfiler:
+            assert within(res["dataflow_stats"]["total"] * 1e9, ds.slept_ns)
+        else:
+            assert within(res[-1][2] * 1e9, ds.slept_ns)
+
+
+def test_basic_get_batch_and_dataflow_indices_follow_ignite():
+    """Ignite stores dataflow and GET_BATCH_* times at state.iteration - 1 before the
+    iteration counter advances: batch k (1-based) at k - 2, the first at the last index."""
+    slow_fetch = {3}   # the batch whose GET_BATCH_STARTED handler is slowest
+    eng = Engine(lambda e, b: None)
+
+    @eng.on(Events.GET_BATCH_STARTED)
+    def before_fetch(e):
+        time.sleep(0.02 if e.state.iteration + 1 in slow_fetch else 0.001)
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def after_iteration(e):
+        time.sleep(0.02 if e.state.iteration == 4 else 0.001)
+
+    prof = BasicTimeProfiler()
+    prof.attach(eng)
+    eng.run([torch.zeros(1)] * 6, max_epochs=1)
+    hs = prof.get_results()["event_handlers_stats"]
+    assert hs["GET_BATCH_STARTED"]["max/index"][1] == 3 - 2
+    assert hs["ITERATION_COMPLETED"]["max/index"][1] == 4 - 1
+
+
+def test_timer_is_ignites_timer():
+    eng = Engine(lambda e, b: time.sleep(0.002))
+    t = Timer(average=False)
+    t.attach(eng, start=Events.STARTED, pause=Events.COMPLETED)
+    prof = HandlersTimeProfiler()
+    prof.attach(eng)
+    eng.run([1, 2, 3], max_epochs=1)
+    assert not t.running and t.total == pytest.approx(t.value()) and t.total >= 0.006
+    assert isinstance(t.step_count, float)
+    t.resume()
+    assert t.running
+    names = {r[0] for r in prof.get_results()}
+    assert not any("Timer" in n for n in names), names  # Timer's own methods are no rows
