@@ -4,8 +4,9 @@
  * Lightning hands its profiler every span as two calls, start(name) and stop(name), with a
  * name it formats anew each time ("[Callback]X.on_train_batch_end"), about 20 of them per
  * training step before any callback of the user's. stepwatch.lightning makes a Spans' bound
- * start and stop its Profiler's own, so each is one C call: a dict lookup of the name, a clock
- * read, sw_begin_at/sw_end_at. Nothing is allocated per call.
+ * start and stop its Profiler's own, so each is one C call: a lookup of the name in a table of
+ * its own (a stop finds its span by the very name object its start got), a clock read,
+ * sw_begin_at/sw_end_at. Nothing is allocated per call.
  *
  * A name is classified once, when first started, by the Python function given to the
  * constructor: classify(name) returns None for a name not to be timed, else a tuple
@@ -23,8 +24,7 @@
  * start and stop never raise on the loop's account.
  *
  * Each name keeps the durations of its last `keep` calls (Lightning's recorded_durations),
- * in a ring of doubles allocated with the name: memory grows with the names, never with the
- * calls. A stop without an open span of its name, and a start of a name already open, are
+ * in a ring allocated with the name: memory grows with the names, never with the calls. A stop without an open span of its name, and a start of a name already open, are
  * counted in .unbalanced (Lightning's SimpleProfiler raises ValueError), never raised; the
  * second start still opens a nested span.
  */

@@ -309,8 +309,8 @@ class Profiler(_LightningProfiler):
         stops by an exception or Ctrl-C (then skipping describe()), writes the report then.
         With loss_hooks, the LightningModule's loss modules are timed as "loss": their
         forward, on the instance, becomes Spans.timed around it (a torch forward hook would
-        send each call down torch's slow path, about 2 us). (No callback: Lightning would ask it for each of its ~20 hooks per
-        step, at about 60 ns each, even unused.)"""
+        send each call down torch's slow path, about 2 us). No callback: Lightning would ask
+        it for each of its ~20 hooks per step, at about 60 ns each, even unused."""
         if self._taps:
             return
         self._owners.update(_owners_of(trainer))

@@ -189,6 +189,12 @@ def test_the_same_figures_as_thunders_own_in_the_same_run(sleepy, tmp_path):
         theirs["train epoch"] -= logged
         theirs["total train downtime"] -= logged
         theirs["avg train downtime"] -= logged / (5 * 4)
+        # the epoch-level marks of the two are a hook apart: a preemption between them (a
+        # loaded machine) moves the epoch's figures, so those get 5 % of the epoch
+        epoch = theirs["train epoch"]
+        slack = {"train epoch": epoch, "total train downtime": epoch,
+                 "avg train downtime": epoch / (5 * 4)}
         for key in DEFAULT + OPTIONAL:
             mine = float(row[f"TimeProfiler/{key}"])
-            assert mine == pytest.approx(theirs[key], rel=0.05, abs=2e-4), (key, mine, theirs)
+            tolerance = 0.05 * slack.get(key, abs(theirs[key])) + 2e-4
+            assert abs(mine - theirs[key]) <= tolerance, (key, mine, theirs)
