@@ -77,28 +77,39 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------
  * Names: classified once, then found in a table of their own
  *
- * Lightning formats each name anew, so every lookup hashes a new string: the table hashes
- * the text 8 bytes at a time (a multiply-xorshift), several times cheaper than the SipHash
- * of a str's own hash, then compares the text.
+ * Lightning formats each name anew, so every lookup hashes a new string: the table hashes a
+ * few words of the text (name_hash), several times cheaper than the SipHash of a str's own
+ * hash over all of it, then compares the text.
  * ---------------------------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t h, uint64_t w) {
-    h = (h ^ w) * 0xff51afd7ed558ccdull;
-    return h ^ (h >> 32);
+/* 8 bytes of data at `at` (fewer at the end, zero-padded). */
+static uint64_t word_at(const unsigned char *data, size_t n, size_t at) {
+    uint64_t w = 0;
+    memcpy(&w, data + at, n - at < 8 ? n - at : 8);
+    return w;
 }
 
-/* The hash of a str's text (its kind and code units). */
+/* The hash of a str's text (its kind and code units): up to five 8-byte words (all of a
+ * short text; of a longer one its start, its middle and its end, where Lightning's names
+ * differ), each times its own odd constant, so the multiplies run side by side. Texts that
+ * share those words probe further and are told apart by comparing them whole. */
 static uint64_t name_hash(PyObject *name) {
+    static const uint64_t odd[5] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                                    0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull,
+                                    0xff51afd7ed558ccdull};
     const unsigned char *data = PyUnicode_DATA(name);
-    size_t n = (size_t)PyUnicode_GET_LENGTH(name) * PyUnicode_KIND(name), i = 0;
-    uint64_t h = mix(0x9e3779b97f4a7c15ull, n * 8 + PyUnicode_KIND(name)), w;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, data + i, 8);
-        h = mix(h, w);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(name) * PyUnicode_KIND(name);
+    uint64_t h = (uint64_t)n << 3 | (uint64_t)PyUnicode_KIND(name);
+    if (n <= 40) {
+        for (size_t i = 0, k = 0; i < n; i += 8, k++)
+            h ^= word_at(data, n, i) * odd[k];
+    } else {
+        const size_t at[5] = {0, 8, n / 2 - 4, n - 16, n - 8};
+        for (int k = 0; k < 5; k++)
+            h ^= word_at(data, n, at[k]) * odd[k];
     }
-    w = 0;
-    memcpy(&w, data + i, n - i);
-    return mix(h, w);
+    h = (h ^ (h >> 32)) * 0xd6e8feb86659fd93ull;
+    return h ^ (h >> 29);
 }
 
 static int same_text(PyObject *a, PyObject *b) {

@@ -19,6 +19,7 @@
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
  *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
+ *   Intervals thunder's TimeProfiler marks, paired and summed (_intervals.c).
  */
 #include "_stepwatch.h"
 
@@ -97,6 +98,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
+        add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
@@ -138,6 +140,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
+    Py_VISIT(st->intervals_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->shape_name);
@@ -160,6 +163,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
+    Py_CLEAR(st->intervals_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->shape_name);

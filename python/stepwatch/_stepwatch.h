@@ -19,6 +19,7 @@
  *                 of stepwatch.ignite
  *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
  *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
+ *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -50,6 +51,7 @@ typedef struct {
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
     PyTypeObject *spans_type;
+    PyTypeObject *intervals_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
@@ -78,6 +80,7 @@ extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
 
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file

@@ -30,6 +30,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import stepwatch as _sw
 
+from ._stepwatch import Intervals as _Intervals
 from ._stepwatch import Spans as _Spans
 
 __all__ = ["Profiler", "SimpleProfiler", "TimeProfiler"]
@@ -70,13 +71,12 @@ def classify(name, owners=None):
     python/stepwatch/_spans.c reads it; category False: not timed. Called once per name.
 
     owners maps Lightning's prefixes ("[LightningModule]Net", "[Callback]<state_key>", ...) to
-    the objects of the run: a hook ("on_...") that its object's class does not override is
-    Lightning calling its own empty base method, and is not timed (Profiler(empty_hooks=True)
-    passes no owners)."""
+    the objects of the run: a hook its object's class does not override is Lightning calling
+    its own base method, and is not timed (_lightnings_own; Profiler(empty_hooks=True) passes
+    no owners)."""
     category = next((c for pattern, c in _CATEGORIES if pattern.search(name)), "other")
     prefix, _, hook = name.rpartition(".")
-    if owners and hook.startswith("on_") and prefix in owners and \
-            not _overridden(owners[prefix], hook):
+    if owners and prefix in owners and _lightnings_own(owners[prefix], hook):
         category = False
     step = _STEP_NAME.search(name)
     if step:
@@ -88,17 +88,28 @@ def classify(name, owners=None):
     return category, _NONE, None
 
 
-def _overridden(obj, hook):
-    """Whether calling obj's hook runs anything but its Lightning base class's method."""
+# LightningModule methods timed even as Lightning wrote them: their spans carry a category.
+_MODULE_TIMED = frozenset({"optimizer_step", "optimizer_zero_grad", "lr_scheduler_step"})
+
+
+def _lightnings_own(obj, hook):
+    """Whether obj's hook, as Lightning calls it, runs only the method of obj's Lightning base
+    class: a hook ("on_...") of the module, datamodule, strategy or a callback (empty methods
+    there), or another method of the module or datamodule (transfer_batch_to_device,
+    configure_gradient_clipping, ...: their time shows in the span around them)."""
     from lightning.pytorch import LightningDataModule, LightningModule
     from lightning.pytorch.strategies import Strategy
     if hook in vars(obj):
-        return True
+        return False  # set on the instance
     for base in (LightningModule, LightningDataModule, Callback, Strategy):
         if isinstance(obj, base):
             theirs = getattr(base, hook, None)
-            return theirs is None or getattr(type(obj), hook, None) is not theirs
-    return True
+            if theirs is None or getattr(type(obj), hook, None) is not theirs:
+                return False  # overridden, or not Lightning's
+            if hook.startswith("on_"):
+                return True
+            return base in (LightningModule, LightningDataModule) and hook not in _MODULE_TIMED
+    return False
 
 
 def _owners_of(trainer):
@@ -406,6 +417,11 @@ def _describe_at_exit(ref):
 
 # ---- thunder's TimeProfiler ----------------------------------------------------------------
 
+# The keys the hooks mark (the downtimes are computed from them), by index into Intervals.
+_MARKED = ("train batch", "validation batch", "train epoch", "validation epoch", "backward",
+           "optimizer step")
+_TRAIN_BATCH, _VAL_BATCH, _TRAIN_EPOCH, _VAL_EPOCH, _BACKWARD, _OPT_STEP = range(len(_MARKED))
+
 
 class TimeProfiler(Callback):
     """thunder's TimeProfiler (``thunder.callbacks.TimeProfiler``).
@@ -417,6 +433,9 @@ class TimeProfiler(Callback):
     ``True`` for all): backward, optimizer step, total train downtime, total val downtime.
     Downtime is thunder's: the epoch less its batches (``total ... downtime``), per sample.
     Needs a logger (MisconfigurationException otherwise), as thunder's.
+
+    The per-batch hooks are C (``Intervals``, python/stepwatch/_intervals.c), set on the
+    instance; the hooks it does not need are None there, which Lightning skips.
 
     ``profiler``: a stepwatch.Profiler to also record every timed interval into (p50/p99,
     the per-step series of a run file). Off by default.
@@ -434,69 +453,75 @@ class TimeProfiler(Callback):
             raise ValueError(f"TimeProfiler got unknown keys: {set(keys) - set(known)}")
         self.keys = sorted(set(keys).union(self._default_keys))
         self.profiler = profiler
-        self._clear()
-        # Lightning calls each hook of each callback through its profiler (a context manager,
-        # about a microsecond) and skips hooks that are not callable: on this instance the
-        # hooks it does not need are None. backward and optimizer step are timed only when
-        # asked for (thunder times them always, and logs them only when asked for).
+        self.deltas = {}
+        self._hooks()
+
+    def _hooks(self):
+        """Lightning calls each hook of each callback through its profiler (a context manager,
+        about a microsecond) and skips hooks that are not callable: on this instance the hooks
+        not needed are None, and those a subclass does not override are C marks. backward
+        and optimizer step are timed only when asked for (thunder times them always, and
+        logs them only when asked for)."""
+        self._intervals = _Intervals(len(_MARKED))
+        self._opened = {}  # key -> its open mark's time, for profiler (opt-in)
         unused = set(_UNUSED_HOOKS)
         if "backward" not in self.keys:
             unused |= {"on_before_backward", "on_after_backward"}
         if "optimizer step" not in self.keys:
             unused.add("on_before_optimizer_step")
-        for hook in unused:
-            if getattr(type(self), hook) is getattr(TimeProfiler, hook, None) or \
-                    getattr(type(self), hook) is getattr(Callback, hook):
+        mark, batch = self._intervals.mark, self._intervals.mark_batch
+        train_end = (_TRAIN_BATCH, _OPT_STEP) if "optimizer step" in self.keys else _TRAIN_BATCH
+        fast = {"on_train_batch_start": functools.partial(batch, _TRAIN_BATCH),
+                "on_train_batch_end": functools.partial(mark, train_end),
+                "on_validation_batch_start": functools.partial(batch, _VAL_BATCH),
+                "on_validation_batch_end": functools.partial(mark, _VAL_BATCH),
+                "on_validation_epoch_start": functools.partial(mark, _VAL_EPOCH),
+                "on_validation_epoch_end": functools.partial(mark, _VAL_EPOCH),
+                "on_before_backward": functools.partial(mark, _BACKWARD),
+                "on_after_backward": functools.partial(mark, _BACKWARD),
+                "on_before_optimizer_step": functools.partial(mark, _OPT_STEP)}
+        for hook in dir(Callback):
+            if not hook.startswith("on_") or getattr(type(self), hook) is not getattr(
+                    TimeProfiler if hook in vars(TimeProfiler) else Callback, hook):
+                continue  # a subclass's own hook stays
+            if hook in unused:
                 setattr(self, hook, None)
+            elif hook in fast and self.profiler is None:
+                setattr(self, hook, fast[hook])
 
-    def _clear(self):
-        # key -> [start of the open interval or None, seconds summed, intervals]
-        self._intervals = {}
-        self._samples = {"train batch": [0, 0], "validation batch": [0, 0]}  # [batches, samples]
-        self.deltas = {}
-
-    def _mark(self, key):
-        """thunder's log_time: marks pair up, the first opens an interval, the second ends it."""
-        now = _sw.now_ns()
-        span = self._intervals.get(key)
-        if span is None:
-            self._intervals[key] = [now, 0.0, 0]
-        elif span[0] is None:
-            span[0] = now
+    # thunder's log_time: the marks of a key pair up, the first opens an interval, the second
+    # ends it (the class's hooks below; the instance's C ones do the same without profiler)
+    def _mark(self, key, batch=None):
+        if batch is None:
+            self._intervals.mark(key)
         else:
-            span[1] += (now - span[0]) / 1e9
-            span[2] += 1
-            if self.profiler is not None:
-                self.profiler.action(key).record(span[0], now)
-            span[0] = None
-
-    def _batch(self, key, batch):
-        n = self._samples[key]
-        n[0] += 1
-        n[1] += _sw.batch_size(batch)
+            self._intervals.mark_batch(key, None, None, batch)
+        if self.profiler is not None:
+            for k in key if isinstance(key, tuple) else (key,):
+                now = _sw.now_ns()
+                start = self._opened.pop(k, None)
+                if start is None:
+                    self._opened[k] = now
+                else:
+                    self.profiler.action(_MARKED[k]).record(start, now)
 
     def compute_time_delta(self):
         """thunder's deltas: the mean interval per key, then the downtimes."""
-        deltas = {}
-        for key, (open_at, total, count) in self._intervals.items():
-            # an interval left open counts as one of length 0 (thunder's pairing pads it)
+        deltas, samples = {}, {}
+        for key, (open_at, total, count, batches, n) in zip(_MARKED, self._intervals.state()):
+            # a mark left alone counts as an interval of length 0 (thunder's pairing pads it)
             count += open_at is not None
-            deltas[key] = total / count
+            if count:
+                deltas[key] = total / count
+                samples[key] = (batches, n)
         if "train epoch" in deltas and "train batch" in deltas:
             if "validation epoch" in deltas:
                 deltas["train epoch"] -= deltas["validation epoch"]
-            self._downtime(deltas, "train epoch", "train batch", "train")
+            _downtime(deltas, samples, "train epoch", "train batch", "train")
             if "validation epoch" in deltas and "validation batch" in deltas:
-                self._downtime(deltas, "validation epoch", "validation batch", "val")
+                _downtime(deltas, samples, "validation epoch", "validation batch", "val")
         self.deltas = deltas
         return deltas
-
-    def _downtime(self, deltas, epoch, batch, name):
-        batches, samples = self._samples[batch]
-        total = deltas[epoch] - batches * deltas[batch]
-        deltas[f"total {name} downtime"] = total
-        if samples:
-            deltas[f"avg {name} downtime"] = total / samples
 
     def log_to_logger(self, pl_module):
         self.compute_time_delta()
@@ -504,44 +529,45 @@ class TimeProfiler(Callback):
                             if k in self.keys}, prog_bar=False, on_step=False, on_epoch=True)
         self._clear()
 
+    def _clear(self):
+        self._intervals.clear()
+        self._opened.clear()
+        self.deltas = {}
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._mark("train batch")
-        self._batch("train batch", batch)
+        self._mark(_TRAIN_BATCH, batch)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self._mark("train batch")
-        if "optimizer step" in self.keys:
-            self._mark("optimizer step")
+        self._mark((_TRAIN_BATCH, _OPT_STEP) if "optimizer step" in self.keys else _TRAIN_BATCH)
 
     def on_train_epoch_start(self, trainer, pl_module):
-        self._mark("train epoch")
+        self._mark(_TRAIN_EPOCH)
 
     def on_train_epoch_end(self, trainer, pl_module):
-        self._mark("train epoch")
+        self._mark(_TRAIN_EPOCH)
         self.log_to_logger(pl_module)
 
     def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self._mark("validation batch")
-        self._batch("validation batch", batch)
+        self._mark(_VAL_BATCH, batch)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx,
                                 dataloader_idx=0):
-        self._mark("validation batch")
+        self._mark(_VAL_BATCH)
 
     def on_validation_epoch_start(self, trainer, pl_module):
-        self._mark("validation epoch")
+        self._mark(_VAL_EPOCH)
 
     def on_validation_epoch_end(self, trainer, pl_module):
-        self._mark("validation epoch")
+        self._mark(_VAL_EPOCH)
 
     def on_before_backward(self, trainer, pl_module, loss):
-        self._mark("backward")
+        self._mark(_BACKWARD)
 
     def on_after_backward(self, trainer, pl_module):
-        self._mark("backward")
+        self._mark(_BACKWARD)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        self._mark("optimizer step")
+        self._mark(_OPT_STEP)
 
     def setup(self, trainer, pl_module, stage):
         if not trainer.loggers:
@@ -555,19 +581,41 @@ class TimeProfiler(Callback):
             self._clear()
 
     def state_dict(self):
-        # plain types only: the checkpoint loads with torch.load(weights_only=True)
-        return {"keys": list(self.keys),
-                "intervals": {k: list(v) for k, v in self._intervals.items()},
-                "samples": {k: list(v) for k, v in self._samples.items()},
-                "deltas": dict(self.deltas)}
+        # plain types only: the checkpoint loads with torch.load(weights_only=True); a mark
+        # left open began on this process's clock and is not kept
+        return {"keys": list(self.keys), "deltas": dict(self.deltas),
+                "marks": {k: [None] + list(row[1:])
+                          for k, row in zip(_MARKED, self._intervals.state())}}
 
     def load_state_dict(self, state_dict):
         self.keys = list(state_dict.get("keys", self.keys))
-        # an interval open when the checkpoint was saved began on another process's clock
-        self._intervals = {k: [None] + list(v)[1:]
-                           for k, v in state_dict.get("intervals", {}).items()}
-        self._samples.update({k: list(v) for k, v in state_dict.get("samples", {}).items()})
+        marks = state_dict.get("marks", {})
+        self._intervals.set_state([marks.get(k, (None, 0.0, 0, 0, 0)) for k in _MARKED])
         self.deltas = dict(state_dict.get("deltas", {}))
+
+    # pickling (ddp_spawn pickles the trainer and its callbacks): the C marks stay behind
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_intervals", "_opened") and not k.startswith("on_")}
+        state["_marks"] = self._intervals.state()
+        state["profiler"] = None  # a live stepwatch.Profiler cannot travel: the copy has none
+        return state
+
+    def __setstate__(self, state):
+        marks = state.pop("_marks", None)
+        self.__dict__.update(state)
+        self._hooks()
+        if marks is not None:
+            self._intervals.set_state([(None,) + tuple(row[1:]) for row in marks])
+
+
+def _downtime(deltas, samples, epoch, batch, name):
+    """thunder's downtime: the epoch less its batches, and that per sample."""
+    batches, n = samples[batch]
+    total = deltas[epoch] - batches * deltas[batch]
+    deltas[f"total {name} downtime"] = total
+    if n:
+        deltas[f"avg {name} downtime"] = total / n
 
 
 _UNUSED_HOOKS = [h for h in dir(Callback) if h.startswith("on_") and h not in vars(TimeProfiler)

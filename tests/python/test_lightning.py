@@ -108,6 +108,7 @@ def test_steps_phases_and_names_of_a_real_fit(tmp_path):
     assert cats["[Strategy]SingleDeviceStrategy.backward"] == "backward"
     assert cats["[LightningModule]Model.optimizer_step"] == "optimizer"
     assert cats["[LightningModule]Model.optimizer_zero_grad"] == "zero_grad"
+    assert "[LightningModule]Model.transfer_batch_to_device" not in cats  # inside batch_to_device
     assert cats["[Callback]UsersCallback.on_train_batch_start"] == "callback"
     assert cats["run_training_batch"] == "other"
     # hooks no one overrides are Lightning calling empty methods: not timed
@@ -140,7 +141,10 @@ def test_empty_hooks_timed_on_request():
     ("[Callback]UsersCallback.on_train_batch_start", True),
     ("[Callback]UsersCallback.on_train_batch_end", False),
     ("[LightningModule]Model.on_train_batch_end", False),
-    ("[LightningModule]Model.training_step", True),  # not a hook: always timed
+    ("[LightningModule]Model.transfer_batch_to_device", False),  # Lightning's own
+    ("[LightningModule]Model.optimizer_step", True),  # Lightning's, but the optimizer's span
+    ("[LightningModule]Model.optimizer_zero_grad", True),
+    ("[LightningModule]Model.configure_optimizers", True),  # the user's own
     ("[Strategy]SingleDeviceStrategy.on_train_batch_start", False),
     ("[Strategy]SingleDeviceStrategy.backward", True),
     ("[Callback]Unknown.on_train_batch_end", True),  # not the run's: timed

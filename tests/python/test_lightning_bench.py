@@ -28,4 +28,10 @@ def test_bench_lightning_runs_every_variant(tmp_path):
         assert v["steps"] == 40 - 20 - 1 and v["step_ns"] > 0, (name, v)
         lo, hi = v["overhead_ci95_ns"]
         assert lo <= hi, (name, v)
-    assert set(fig["budgets_met"]) == {"profiler_le_third_of_simple", "time_profiler_le_simple"}
+    assert set(fig["budgets_met"]) == {
+        "profiler_le_third_of_simple", "time_profiler_le_simple",
+        "replayed_profiler_le_third_of_simple", "replayed_time_profiler_le_simple"}
+    replayed = fig["replayed"]
+    assert replayed["pairs_per_step"] >= 10
+    for key in ("simple_ns", "stepwatch_ns", "stepwatch_time_ns"):
+        assert key in replayed, (key, replayed)

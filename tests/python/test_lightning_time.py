@@ -134,16 +134,51 @@ def test_state_loads_with_weights_only(tmp_path):
     tp = TimeProfiler(True)
     t = trainer(tmp_path, max_epochs=1, callbacks=[tp], limit_val_batches=0)
     t.fit(Model(), small())
-    tp._mark("train batch")  # an interval left open in the state
+    tp.on_train_batch_start(t, t.lightning_module, next(iter(small())), 0)  # a mark left open
+    tp.on_train_batch_end(t, t.lightning_module, None, None, 0)
+    tp.on_train_batch_start(t, t.lightning_module, next(iter(small())), 0)
     path = tmp_path / "state.pt"
     torch.save(tp.state_dict(), path)
     restored = TimeProfiler(True)
     restored.load_state_dict(torch.load(path, weights_only=True))
-    saved, back = tp.state_dict(), restored.state_dict()
-    assert restored.keys == tp.keys and back["samples"] == saved["samples"]
-    assert saved["intervals"]["train batch"][0] is not None  # open when saved,
-    assert back["intervals"]["train batch"][0] is None  # not resumed on another clock
-    assert back["intervals"]["train batch"][1:] == saved["intervals"]["train batch"][1:]
+    saved, back = tp._intervals.state()[0], restored._intervals.state()[0]
+    assert restored.keys == tp.keys
+    assert saved[0] is not None and back[0] is None  # an open mark is not resumed
+    assert back[1:] == saved[1:] and back[2:] == (1, 2, 8)  # 1 interval, 2 batches of 4
+
+
+def test_pickled_and_copied_with_their_marks(tmp_path):
+    import copy
+    import pickle
+    tp = TimeProfiler("backward")
+    trainer(tmp_path, max_epochs=1, callbacks=[tp], limit_val_batches=0).fit(Model(), small())
+    tp.on_train_batch_start(None, None, next(iter(small())), 0)
+    tp.on_train_batch_end(None, None, None, None, 0)
+    for twin in (pickle.loads(pickle.dumps(tp)), copy.deepcopy(tp)):
+        assert twin.keys == tp.keys and twin.on_before_optimizer_step is None
+        assert twin._intervals.state()[0][1:] == tp._intervals.state()[0][1:]
+        twin.on_train_batch_start(None, None, next(iter(small())), 0)  # its own C marks
+        assert twin._intervals.state()[0][0] is not None
+        assert tp._intervals.state()[0][0] is None
+
+
+def test_a_subclass_keeps_its_own_hooks(tmp_path):
+    seen = []
+
+    class Mine(TimeProfiler):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append(batch_idx)
+            super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
+
+        def on_fit_start(self, trainer, pl_module):
+            seen.append("fit")
+
+    mine = Mine()
+    t = trainer(tmp_path, max_epochs=1, callbacks=[mine], limit_val_batches=0)
+    t.fit(Model(), small())
+    assert seen == ["fit", 0, 1, 2, 3]
+    row = next(r for r in metrics(tmp_path) if r.get("Mine/train batch"))
+    assert float(row["Mine/avg train downtime"]) > 0
 
 
 def test_stepwatch_additions_are_opt_in(tmp_path):
