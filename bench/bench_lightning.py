@@ -25,7 +25,8 @@ Profiler <= 1/3 of SimpleProfiler's overhead, TimeProfiler <= SimpleProfiler's.
 
 On a machine busy with other work the step's own time varies by far more than a profiler
 adds, so a second measurement takes the training out: the work each variant adds to one
-real training step, replayed (thread CPU time, best of repeats, variants alternating).
+real training step, replayed (thread CPU time, the best of many rounds, variants
+alternating: on a shared machine contention only ever adds time).
 A recording profiler notes every start/stop Lightning made in a steady-state step of a real
 fit; for the profilers these calls are replayed, with fresh name strings as Lightning's
 f-strings are (plus, for stepwatch, its two taps: the batch size through batch_to_device and
@@ -37,7 +38,6 @@ import argparse
 import logging
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -219,7 +219,8 @@ def bench_replay(batches, logdir, rounds, number=300):
         for name, step in steps.items():
             found[name].append(best_ns(step, number))
             simple.recorded_durations.clear()  # SimpleProfiler keeps every duration
-    med = {name: statistics.median(v) for name, v in found.items()}
+    # contention only ever adds time: the least disturbed round is the nearest to the cost
+    med = {name: min(v) for name, v in found.items()}
     out = {"pairs_per_step": len(calls) // 2, "rounds": rounds}
     for name in ("simple", "stepwatch"):
         out[name + "_ns"] = med[name] - med["none"]

@@ -89,25 +89,18 @@ static uint64_t word_at(const unsigned char *data, size_t n, size_t at) {
     return w;
 }
 
-/* The hash of a str's text (its kind and code units): up to five 8-byte words (all of a
- * short text; of a longer one its start, its middle and its end, where Lightning's names
- * differ), each times its own odd constant, so the multiplies run side by side. Texts that
- * share those words probe further and are told apart by comparing them whole. */
+/* The hash of a str's text (its kind and code units): its length and three 8-byte words,
+ * the start, the middle and the end (all of a text of up to 24 bytes), where Lightning's
+ * names differ, each times its own odd constant so that the multiplies run side by side.
+ * Texts that share those words probe further and are told apart by comparing them whole. */
 static uint64_t name_hash(PyObject *name) {
-    static const uint64_t odd[5] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
-                                    0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull,
-                                    0xff51afd7ed558ccdull};
     const unsigned char *data = PyUnicode_DATA(name);
     size_t n = (size_t)PyUnicode_GET_LENGTH(name) * PyUnicode_KIND(name);
-    uint64_t h = (uint64_t)n << 3 | (uint64_t)PyUnicode_KIND(name);
-    if (n <= 40) {
-        for (size_t i = 0, k = 0; i < n; i += 8, k++)
-            h ^= word_at(data, n, i) * odd[k];
-    } else {
-        const size_t at[5] = {0, 8, n / 2 - 4, n - 16, n - 8};
-        for (int k = 0; k < 5; k++)
-            h ^= word_at(data, n, at[k]) * odd[k];
-    }
+    size_t mid = n > 24 ? n / 2 - 4 : 8, end = n > 24 ? n - 8 : 16;
+    uint64_t h = ((uint64_t)n << 3 | (uint64_t)PyUnicode_KIND(name)) ^
+                 word_at(data, n, 0) * 0x9e3779b97f4a7c15ull ^
+                 (n > 8 ? word_at(data, n, mid) * 0xc2b2ae3d27d4eb4full : 0) ^
+                 (n > 16 ? word_at(data, n, end) * 0x165667b19e3779f9ull : 0);
     h = (h ^ (h >> 32)) * 0xd6e8feb86659fd93ull;
     return h ^ (h >> 29);
 }

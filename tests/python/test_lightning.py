@@ -370,6 +370,24 @@ def test_unbalanced_start_stop_is_counted_not_raised():
         assert {x["action"]: x["count"] for x in prof.records("all")}["ctx"] == 1
 
 
+def test_names_alike_in_every_hashed_word_stay_apart():
+    """Spans hashes a name's start, middle and end: names that differ only elsewhere share a
+    hash and are told apart by their whole text; the table grows past its first size."""
+    prof = Profiler()
+    prof.profiler
+    # 48 bytes: the words at 0, 20 and 40 are the same, the bytes between them differ
+    alike = ["A" * 8 + f"{i:012d}" + "B" * 8 + f"{i:012d}" + "D" * 8 for i in range(3)]
+    assert len({len(n) for n in alike}) == 1 and len(alike[0]) == 48
+    names = alike + [f"action {i}" for i in range(300)] + ["é" * 30, "日本" * 20, ""]
+    for rounds in range(2):
+        for name in names:
+            prof.start("".join(("", name)))  # a new object each call, as Lightning's
+            prof.stop("".join(("", name)))
+    counts = {r["action"]: r["count"] for r in prof.records("all")}
+    assert all(counts[n] == 2 for n in names), {n: counts.get(n) for n in names[:3]}
+    assert prof.unbalanced == 0 and len(prof.recorded_durations) == len(names)
+
+
 def test_spans_before_the_recorder_are_kept():
     """Lightning calls configure_callbacks before setup: those spans wait for the recorder."""
     prof = Profiler()
