@@ -31,6 +31,7 @@ def test_bench_lightning_runs_every_variant(tmp_path):
     assert set(fig["budgets_met"]) == {
         "profiler_le_third_of_simple", "time_profiler_le_simple",
         "replayed_profiler_le_third_of_simple", "replayed_time_profiler_le_simple"}
+    assert fig["fits_resolve_simple"] in (True, False)
     replayed = fig["replayed"]
     assert replayed["pairs_per_step"] >= 10
     for key in ("simple_ns", "stepwatch_ns", "stepwatch_time_ns"):
