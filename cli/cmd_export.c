@@ -1,8 +1,10 @@
-/* cmd_export.c — stepwatch export RUN --chrome OUT.json | --steps-csv OUT.csv */
+/* cmd_export.c — stepwatch export RUN --chrome OUT.json | --steps-csv OUT.csv |
+ * --collapsed OUT.txt */
 #include "options.h"
 
 static const char HELP[] =
-    "usage: stepwatch export RUN [--chrome OUT.json] [--steps-csv OUT.csv]\n\n"
+    "usage: stepwatch export RUN [--chrome OUT.json] [--steps-csv OUT.csv]\n"
+    "                            [--collapsed OUT.txt]\n\n"
     "Write a run file's records in other tools' formats (OUT '-' is standard output).\n\n"
     "  --chrome OUT     Chrome Trace Event JSON: spans per thread, counter tracks, one\n"
     "                   process per rank; open it in https://ui.perfetto.dev or\n"
@@ -10,6 +12,9 @@ static const char HELP[] =
     "                   on a terminal, a progress line shows on standard error\n"
     "  --steps-csv OUT  one row per step, Ignite's write_results columns (epoch, iteration,\n"
     "                   processing_stats, dataflow_stats) then stepwatch's breakdown\n"
+    "  --collapsed OUT  the function profiles (run --functions) as collapsed stacks, one\n"
+    "                   line per call path and its self time in ns: flamegraph.pl OUT >\n"
+    "                   f.svg, or open it in https://speedscope.app\n"
     "  -h, --help       this help\n";
 
 typedef int (*export_fn)(sw_run *run, FILE *out);
@@ -23,7 +28,11 @@ static int export_to(sw_run *run, export_fn fn, const char *path) {
     int rc = fn(run, out);
     sw__cli_progress_end(&progress);
     int code = sw__cli_close_output(out, path);
-    if (rc != 0 && code == SW_EXIT_OK) {
+    if (rc == SW_ENOTFOUND && fn == sw_run_export_collapsed && code == SW_EXIT_OK) {
+        sw__cli_error("the run file holds no function profiles (record them with "
+                      "'stepwatch run --functions ACTIONS')");
+        code = sw__cli_exit_code(rc);
+    } else if (rc != 0 && code == SW_EXIT_OK) {
         sw__cli_error("cannot export to %s: %s", path, sw_strerror(rc));
         code = sw__cli_exit_code(rc);
     }
@@ -31,12 +40,13 @@ static int export_to(sw_run *run, export_fn fn, const char *path) {
 }
 
 int sw_cmd_export(int argc, char **argv) {
-    enum { OPT_CHROME = 1000, OPT_STEPS_CSV };
+    enum { OPT_CHROME = 1000, OPT_STEPS_CSV, OPT_COLLAPSED };
     static const struct option options[] = {{"chrome", required_argument, NULL, OPT_CHROME},
                                             {"steps-csv", required_argument, NULL, OPT_STEPS_CSV},
+                                            {"collapsed", required_argument, NULL, OPT_COLLAPSED},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "export", .help = HELP};
-    const char *chrome = NULL, *csv = NULL;
+    const char *chrome = NULL, *csv = NULL, *collapsed = NULL;
     int code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "h", options, NULL)) != -1;) {
@@ -47,6 +57,9 @@ int sw_cmd_export(int argc, char **argv) {
         case OPT_STEPS_CSV:
             csv = optarg;
             break;
+        case OPT_COLLAPSED:
+            collapsed = optarg;
+            break;
         default:
             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
                 return code;
@@ -54,14 +67,17 @@ int sw_cmd_export(int argc, char **argv) {
     }
     if (argc - optind != 1)
         return sw__cli_usage(&args, "export takes one run file");
-    if (chrome == NULL && csv == NULL)
-        return sw__cli_usage(&args, "export needs --chrome OUT or --steps-csv OUT");
+    if (chrome == NULL && csv == NULL && collapsed == NULL)
+        return sw__cli_usage(&args,
+                             "export needs --chrome OUT, --steps-csv OUT or --collapsed OUT");
     sw_run *run = NULL;
     code = sw__cli_open_run(argv[optind], &run);
     if (code == SW_EXIT_OK && chrome != NULL)
         code = export_to(run, sw_run_export_chrome, chrome);
     if (code == SW_EXIT_OK && csv != NULL)
         code = export_to(run, sw_run_export_steps_csv, csv);
+    if (code == SW_EXIT_OK && collapsed != NULL)
+        code = export_to(run, sw_run_export_collapsed, collapsed);
     sw_run_close(run);
     return code;
 }

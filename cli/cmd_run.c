@@ -4,7 +4,7 @@
  * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
  * which instruments the script (the Python package). Any other program gets the run file's
  * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
- * STEPWATCH_RING_CAPACITY) for a program built with stepwatch.
+ * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS) for a program built with stepwatch.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
@@ -20,7 +20,7 @@
 
 static const char HELP[] =
     "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
-    "                     [--ring-capacity N] -- CMD ARGS...\n\n"
+    "                     [--ring-capacity N] [--functions A,B [--builtins]] -- CMD ARGS...\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
@@ -31,6 +31,9 @@ static const char HELP[] =
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
     "                    events buffered per thread (default 65536, 112 bytes each)\n"
+    "      --functions A,B  profile the Python functions called inside these actions\n"
+    "                    (data, forward, ...): cProfile tables per action in the report\n"
+    "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
     "  -h, --help        this help\n";
 
 /* python, python3, python3.11, ... */
@@ -91,18 +94,20 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
-    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY };
+    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_FUNCTIONS, OPT_BUILTINS };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
                                             {"on-full", required_argument, NULL, OPT_ON_FULL},
                                             {"ring-capacity", required_argument, NULL,
                                              OPT_RING_CAPACITY},
+                                            {"functions", required_argument, NULL, OPT_FUNCTIONS},
+                                            {"builtins", no_argument, NULL, OPT_BUILTINS},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL;
-    int timeline = 0, code;
+    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL;
+    int timeline = 0, builtins = 0, code;
     optind = 1;
     /* '+': stop at the first non-option, the program's name. */
     for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
@@ -137,6 +142,14 @@ int sw_cmd_run(int argc, char **argv) {
             ring = optarg;
             break;
         }
+        case OPT_FUNCTIONS:
+            if (optarg[0] == '\0')
+                return sw__cli_usage(&args, "--functions takes action names: data,forward");
+            functions = optarg;
+            break;
+        case OPT_BUILTINS:
+            builtins = 1;
+            break;
         default:
             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
                 return code;
@@ -161,6 +174,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_ON_FULL", on_full, 1);
     if (ring)
         setenv("STEPWATCH_RING_CAPACITY", ring, 1);
+    if (functions)
+        setenv("STEPWATCH_FUNCTIONS", functions, 1);
+    if (builtins)
+        setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
 
     fflush(NULL);
     g_child = fork();

@@ -208,6 +208,30 @@ SW_API void sw_end_at(sw_profiler *p, sw_id id, uint64_t now_ns);
 SW_API void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns);
 
 /* ------------------------------------------------------------------------------------------
+ * Watching actions: code of your own on the thread that opens and closes chosen actions.
+ * The function profilers (Python's, and the -finstrument-functions library) switch their
+ * hooks on and off this way, whichever front end opens the action.
+ * ---------------------------------------------------------------------------------------- */
+
+/* Called on the recording thread right after a watched action's span began (begins = 1) and
+ * when it ends (begins = 0): by sw_end, by the unwinding of a mismatched end or of a phase,
+ * and by an sw_end while recording is off. Begins and ends arrive nested like the spans; an
+ * end may come without its begin if the action was watched while open. Phases' own spans
+ * are actions too. Runs on the hot path, on every begin and end of a watched action: keep it
+ * short (locks and allocation only the first time, say) and call no recording call of p. */
+typedef void (*sw_watch_fn)(void *ctx, sw_id action, int begins);
+
+/* Set p's watcher (one per profiler; fn NULL removes it). SW_EINVAL for a NULL p, SW_ESTATE
+ * when another watcher is set. Removing it while a watched span is open leaves that span's
+ * end unreported. */
+SW_API int sw_watcher_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
+/* Watch action id (on nonzero) or stop watching it; SW_EINVAL for an unknown id. Costs one
+ * byte load per begin and end of any action. */
+SW_API int sw_watch(sw_profiler *p, sw_id id, int on);
+/* Nonzero when id is watched. */
+SW_API int sw_watched(const sw_profiler *p, sw_id id);
+
+/* ------------------------------------------------------------------------------------------
  * Training structure (hot path)
  * ---------------------------------------------------------------------------------------- */
 
@@ -516,8 +540,10 @@ typedef struct sw_counter_record {
 }
 #endif
 
-/* The layers built on the core: the C training engine, run files, and the analyses. */
+/* The layers built on the core: the C training engine, function profiles, run files, and the
+ * analyses. */
 #include "stepwatch/engine.h"
+#include "stepwatch/functions.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
 

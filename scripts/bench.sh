@@ -28,6 +28,11 @@ for fw in ignite fastai; do
         "$root/venv/bin/python" "bench/bench_$fw.py" --out "$out/$fw.json"
     fi
 done
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_functions.py ]; then
+    echo
+    echo "== Python: function profiling slowdown against cProfile at the same detail =="
+    "$root/venv/bin/python" bench/bench_functions.py --out "$out/functions.json"
+fi
 
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
     echo

@@ -47,12 +47,24 @@ SW_API const char *sw_run_action_name(const sw_run *run, int rank, sw_id action)
 SW_API const char *sw_run_phase_name(const sw_run *run, int rank, sw_phase phase);
 SW_API const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counter);
 
+/* Function profiles (stepwatch/functions.h). sw_run_add_functions adds fp's calls (copied) to
+ * the profile p's run file keeps, written with the next flush (so the latest state survives
+ * a crash up to that flush): the Python Profiler calls it when it closes and when its profiles
+ * are cleared, the instrument library when it stops. SW_ENOTFOUND when p has no run file.
+ * sw_run_functions reads a file's profile (rank -1: every rank merged) into *out (the
+ * caller frees it); SW_ENOTFOUND when the file holds none. */
+SW_API int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp);
+SW_API int sw_run_functions(sw_run *run, int rank, sw_fprofile **out);
+
 /* Merge run files (one per rank) into one new file at out_path (SW_EEXISTS if present). */
 SW_API int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path);
 
 /* Exports. */
 SW_API int sw_run_export_chrome(sw_run *run, FILE *out);     /* Chrome Trace Event JSON */
 SW_API int sw_run_export_steps_csv(sw_run *run, FILE *out);  /* Ignite-style per iteration */
+/* Collapsed stacks of the function profiles (flamegraph.pl, speedscope, inferno), values in
+ * ns; SW_ENOTFOUND when the file holds none. */
+SW_API int sw_run_export_collapsed(sw_run *run, FILE *out);
 
 #ifdef __cplusplus
 }

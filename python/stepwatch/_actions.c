@@ -77,8 +77,15 @@ static void Prebound_dealloc(PreboundObject *self) {
     Py_DECREF(tp);
 }
 
+/* Named like a method descriptor, which is what profilers print for the bound method. */
+static PyObject *Prebound_repr(PreboundObject *self) {
+    return PyUnicode_FromFormat("<method '%s' of '%s' objects>",
+                                self->exits ? "__exit__" : "__enter__", self->owner->tp_name);
+}
+
 static PyType_Slot Prebound_slots[] = {
     {Py_tp_doc, "__enter__/__exit__ of Action and Phase: the method bound when it was made."},
+    {Py_tp_repr, Prebound_repr},
     {Py_tp_descr_get, Prebound_get},
     {Py_tp_traverse, Prebound_traverse},
     {Py_tp_clear, Prebound_clear},

@@ -151,11 +151,17 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     loop_boundary(loop, p);
     if (PyVectorcall_NARGS(nargsf) >= 1)
         loop_enter_phase(loop, p, args[0]);
+    /* "data" is recorded after the fact; its function profile needs the fetch as a span */
+    sw_py_funcs *funcs = sw_watched(p, loop->data) ? loop->owner->funcs : NULL;
+    if (funcs)
+        sw_py_funcs_span(funcs, loop->data, 1);
     uint64_t fetch = sw_now_ns();
     PyObject *batch = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t arrived = sw_now_ns();
+    if (funcs && loop->owner->funcs == funcs)
+        sw_py_funcs_span(funcs, loop->data, 0);
     if (batch == NULL)
         return NULL; /* StopIteration at the end of the epoch, or the loader's own error */
-    uint64_t arrived = sw_now_ns();
     p = loop->owner->p;
     if (p != NULL) {
         sw_step_begin_at(p, sw_py_batch_size(batch, loop->shape), fetch);

@@ -11,16 +11,39 @@
 
 #include <string.h>
 
+static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase, int cat);
+
+/* Profiler(functions=[...]): profile the functions of each named action. */
+static int watch_functions(ProfilerObject *self, PyObject *names) {
+    if (PyUnicode_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "functions must be a list of action names, not a str");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(names, "functions must be a list of action names");
+    if (seq == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *action = profiler_named(self, PySequence_Fast_GET_ITEM(seq, i), 0, -1);
+        rc = action ? sw_py_profiler_watch(self, ((ActionObject *)action)->id) : -1;
+        Py_XDECREF(action);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", NULL};
+                             "on_full", "functions", "builtins", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
-    int timeline = 0, rank = 0, world_size = 0, enabled = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIs:Profiler", kwlist, &name,
+    int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0;
+    PyObject *functions = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOp:Profiler", kwlist, &name,
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
-                                     &world_size, &command, &enabled, &ring_capacity, &on_full))
+                                     &world_size, &command, &enabled, &ring_capacity, &on_full,
+                                     &functions, &builtins))
         return NULL;
     int block = strcmp(on_full, "block") == 0;
     if (!block && strcmp(on_full, "drop") != 0)
@@ -65,6 +88,11 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     }
     if (!enabled)
         sw_set_enabled(self->p, 0);
+    self->builtins = builtins;
+    if (functions != Py_None && watch_functions(self, functions) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
@@ -84,6 +112,7 @@ static int Profiler_clear(ProfilerObject *self) {
 }
 
 static void profiler_close(ProfilerObject *self) {
+    sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     sw_profiler *p = self->p;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
     if (p) {
@@ -96,6 +125,8 @@ static void profiler_close(ProfilerObject *self) {
 static void Profiler_dealloc(ProfilerObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    sw_py_funcs_free(self->funcs);
+    self->funcs = NULL;
     sw_profiler_free(self->p);
     self->p = NULL;
     Profiler_clear(self);
@@ -213,6 +244,13 @@ static PyObject *Profiler_action(ProfilerObject *self, PyObject *const *args, Py
         cat = (int)c;
     }
     return profiler_named(self, name, 0, cat);
+}
+
+static PyObject *Profiler_functions(ProfilerObject *self, PyObject *name) {
+    PyObject *action = profiler_named(self, name, 0, -1);
+    if (action && sw_py_profiler_watch(self, ((ActionObject *)action)->id) < 0)
+        Py_CLEAR(action);
+    return action;
 }
 
 /* An Action argument, or a str naming one (interned on first use). New reference. */
@@ -441,6 +479,24 @@ static PyMethodDef Profiler_methods[] = {
      "Snapshot.report)."},
     {"records", (PyCFunction)(void (*)(void))Profiler_records, METH_VARARGS | METH_KEYWORDS,
      "records(phase=None) -> list of dicts (pandas.DataFrame(records))."},
+    {"functions", (PyCFunction)Profiler_functions, METH_O,
+     "functions(name) -> Action: the action, whose function calls are profiled from now on "
+     "(`with prof.functions('data'):`)."},
+    {"function_stats", (PyCFunction)sw_py_profiler_function_stats, METH_O,
+     "function_stats(action) -> stepwatch.functions.FunctionStats: what ran inside the "
+     "action, in cProfile's shapes (pstats.Stats(...) reads it; dump_stats(path))."},
+    {"function_report", (PyCFunction)(void (*)(void))sw_py_profiler_function_report,
+     METH_VARARGS | METH_KEYWORDS,
+     "function_report(action=None, restriction=None, sort='cumulative', suffix=None, "
+     "full_paths=False) -> str: per action, the table pstats prints."},
+    {"collapsed", (PyCFunction)(void (*)(void))sw_py_profiler_collapsed,
+     METH_VARARGS | METH_KEYWORDS,
+     "collapsed(action=None) -> str: collapsed stacks (flamegraph.pl, speedscope), values in "
+     "ns."},
+    {"function_actions", (PyCFunction)sw_py_profiler_function_actions, METH_NOARGS,
+     "function_actions() -> list of the actions whose functions were profiled."},
+    {"clear_functions", (PyCFunction)sw_py_profiler_clear_functions, METH_NOARGS,
+     "clear_functions(): forget the function profiles recorded so far."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
      "close(): complete the run file and free the core profiler. Idempotent; actions become "
      "no-ops."},
@@ -465,11 +521,15 @@ static PyMemberDef Profiler_members[] = {
 static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
-     "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop')\n\n"
+     "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
+     "         functions=None, builtins=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
-     "waits), 'block' waits for the writer (a complete timeline, may slow training)."},
+     "waits), 'block' waits for the writer (a complete timeline, may slow training).\n"
+     "functions: action names whose function calls are profiled (see functions(name));\n"
+     "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
+     "tracing hook); by default Python functions only, a builtin's time in its caller."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

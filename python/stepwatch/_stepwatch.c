@@ -64,6 +64,11 @@ static PyMethodDef module_methods[] = {
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
     {"category_of", mod_category_of, METH_O, "category_of(action_name) -> str."},
+    {"_function_hook_state", sw_py_funcs_thread_state, METH_NOARGS,
+     "_function_hook_state() -> dict: the function profiler's hooks on this thread (tests)."},
+    {"_function_hook_floor", sw_py_funcs_floor, METH_O,
+     "_function_hook_floor('python' | 'builtins' | None): the hooks doing nothing "
+     "(the benchmark's floor)."},
     {"batch_size", mod_batch_size, METH_O,
      "batch_size(batch) -> int: samples in a batch, the first dimension of its first "
      "array-like (through tuples, lists and dicts); 0 when it cannot be told."},

@@ -18,6 +18,8 @@
  *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
  *                 of stepwatch.ignite
  *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
+ *   _funcprof.c   the function profiler: the interpreter's hooks, per action, per thread
+ *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
  *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
  *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
  *
@@ -86,9 +88,13 @@ extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
 
+typedef struct sw_py_funcs sw_py_funcs; /* _funcprof.c */
+
 typedef struct {
     PyObject_HEAD
     sw_profiler *p;      /* NULL once closed */
+    sw_py_funcs *funcs;  /* the function profiler, made by the first function action */
+    int builtins;        /* it records C builtins too (Profiler(builtins=...)) */
     PyObject *actions;   /* name -> Action */
     PyObject *phases;    /* name -> Phase */
     PyObject *counters;  /* name -> int counter id */
@@ -149,6 +155,48 @@ PyObject *sw_py_snapshot_records(PyObject *snapshot, PyObject *args, PyObject *k
 
 PyObject *sw_py_load(PyObject *module, PyObject *path);
 PyObject *sw_py_load_steps(PyObject *module, PyObject *path);
+
+/* ------------------------------------------------------------------------------------------
+ * _funcprof.c: the function profiler of one Profiler (its watcher on the core profiler)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A function profiler watching p's function actions; builtins: also C builtins (the profile
+ * hook), else Python functions only (the frame evaluation hook). NULL + exception. */
+sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins);
+/* Before p is freed: end this thread's open function actions and stop watching. */
+void sw_py_funcs_close(sw_py_funcs *f);
+void sw_py_funcs_free(sw_py_funcs *f); /* closes first; NULL is a no-op */
+/* Profile the functions of a span of action that the core records after the fact
+ * (sw_record): begins 1 before it, 0 after it, on the recording thread (the torch Loop's
+ * data fetch). */
+void sw_py_funcs_span(sw_py_funcs *f, sw_id action, int begins);
+/* Forget what was recorded (actions still open keep recording into the old profile). */
+int sw_py_funcs_clear(sw_py_funcs *f);
+/* What was recorded, and (if objects) the list naming each function: its code object, or a
+ * built-in's label. Borrowed, valid until the next clear; NULL + exception. */
+const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects);
+/* _function_hook_state() -> dict: this thread's hook ("off", "eval", "profile"), open
+ * function actions and shadow depth, and whether the frame evaluation hook is installed. For
+ * tests: "costs nothing when off" is checked through it. */
+PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused);
+/* _function_hook_floor(kind): "python" installs the frame evaluation hook passing every frame
+ * through, "builtins" a profile function that does nothing, None takes them off: what the
+ * interpreter's hooks cost before any profiler records anything (bench_functions.py). */
+PyObject *sw_py_funcs_floor(PyObject *module, PyObject *kind);
+
+/* ------------------------------------------------------------------------------------------
+ * _funcstats.c: the Profiler's function-profiling methods
+ * ---------------------------------------------------------------------------------------- */
+
+/* Profile the functions of action id of self (made on first use). -1 + exception. */
+int sw_py_profiler_watch(ProfilerObject *self, sw_id id);
+/* Profiler.function_stats(action), .function_report(...), .function_actions(),
+ * .collapsed(action=None), .clear_functions() (docs in _profiler.c's method table). */
+PyObject *sw_py_profiler_function_stats(ProfilerObject *self, PyObject *action);
+PyObject *sw_py_profiler_function_report(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_function_actions(ProfilerObject *self, PyObject *unused);
+PyObject *sw_py_profiler_collapsed(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_clear_functions(ProfilerObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------------------------
  * _util.c: shared helpers

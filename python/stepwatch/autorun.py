@@ -14,6 +14,9 @@ Options (each also read from the environment, for the C command to pass on):
   --on-full P       drop (default) or block when the run file's writer falls behind
                     (STEPWATCH_ON_FULL)
   --ring-capacity N events buffered per thread for the run file (STEPWATCH_RING_CAPACITY)
+  --functions A,B   profile the functions called inside these actions; their cProfile
+                    tables follow the report (STEPWATCH_FUNCTIONS)
+  --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
 """
 import argparse
 import os
@@ -38,6 +41,9 @@ def _parser():
     ap.add_argument("--on-full", default=env("STEPWATCH_ON_FULL", "drop"),
                     choices=["drop", "block"])
     ap.add_argument("--ring-capacity", type=int, default=int(env("STEPWATCH_RING_CAPACITY", "0")))
+    ap.add_argument("--functions", default=env("STEPWATCH_FUNCTIONS", ""))
+    ap.add_argument("--builtins", action="store_true",
+                    default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
     ap.add_argument("-m", dest="module", help="run a module, like python -m")
     ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
@@ -45,6 +51,8 @@ def _parser():
 
 def _write_report(prof, fmt, output):
     text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
+    if prof.function_actions():
+        text += "\n" + prof.function_report()
     if output:
         with open(output, "w") as f:
             f.write(text)
@@ -66,9 +74,11 @@ def main(argv=None):
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
         _parser().error(f"--ring-capacity must be 0 (the default) to "
                         f"{stepwatch.MAX_RING_CAPACITY}")
+    functions = [a.strip() for a in args.functions.split(",") if a.strip()]
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
-                              on_full=args.on_full, ring_capacity=args.ring_capacity)
+                              on_full=args.on_full, ring_capacity=args.ring_capacity,
+                              functions=functions, builtins=args.builtins)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch

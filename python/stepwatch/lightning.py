@@ -30,11 +30,12 @@ from lightning.pytorch.profilers import Profiler as _LightningProfiler
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import stepwatch as _sw
+from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 
 from ._stepwatch import Intervals as _Intervals
 from ._stepwatch import Spans as _Spans
 
-__all__ = ["Profiler", "SimpleProfiler", "TimeProfiler"]
+__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
 
 # ---- what each Lightning action is -----------------------------------------------------------
 

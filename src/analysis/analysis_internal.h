@@ -21,6 +21,7 @@ typedef struct sw__input {
     /* Visit every counter sample in time order; NULL when there are none. */
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
+    const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
 } sw__input;
 
 /* ---- diagnose ---- */
@@ -72,6 +73,11 @@ void sw__number_text(const sw__number *n, char *buf, size_t size);
 
 /* The HTML report of in (html.c). */
 int sw__html_write_input(const sw__input *in, FILE *out);
+/* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL),
+ * and the script that draws them (written before the report's own script, which calls it,
+ * only when there is a flame graph). */
+int sw__html_json_flames(FILE *out, const sw_fprofile *fp);
+extern const char sw__html_flame_script[];
 
 /* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
 

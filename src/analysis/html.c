@@ -345,9 +345,14 @@ int sw__html_write_input(const sw__input *in, FILE *out)
         json_misuse(out, &s->misuse);
         fputs(",\n", out);
         json_findings(out, d);
+        fputs(",\n", out);
+        rc = sw__html_json_flames(out, in->functions);
         fputs("\n}\n</script>\n", out);
+        if (in->functions && sw_fprofile_tree_count(in->functions) > 0)
+            fputs(sw__html_flame_script, out);
         fputs(sw__html_tail, out);
-        rc = ferror(out) ? SW_EIO : 0;
+        if (rc == 0 && ferror(out))
+            rc = SW_EIO;
     }
     for (size_t i = 0; i < h.ncounters; i++)
         sw__series_free(&h.counters[i].series);

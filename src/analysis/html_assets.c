@@ -339,6 +339,8 @@ const char sw__html_tail[] =
     "      return a.phase < b.phase ? -1 : a.phase > b.phase ? 1 : b.total_ns - a.total_ns; });\n"
     "    s.appendChild(table(per, [[\"Phase\", \"phase\", id, true]].concat(cols), \"phases\"));\n"
     "\n"
+    "    if (window.swFlames) window.swFlames(D, section, { el: el, sv: sv, fmtDur: fmtDur });\n"
+    "\n"
     "    s = section(\"Counters\");\n"
     "    if (D.counters.length) {\n"
     "      s.appendChild(table(D.counters, [[\"Counter\", \"name\", id, true], [\"Samples\", \"count\", id],\n"

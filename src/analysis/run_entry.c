@@ -89,9 +89,16 @@ SW_API int sw_html_write(sw_run *run, FILE *out)
         return SW_EINVAL;
     sw__input in = {0};
     sw_snapshot *snap = NULL;
+    sw_fprofile *functions = NULL;
     int rc = input_from_run(run, &in, &snap);
+    if (rc == 0) {
+        rc = sw_run_functions(run, -1, &functions);
+        rc = rc == SW_ENOTFOUND ? 0 : rc; /* a run without function profiles */
+        in.functions = functions;
+    }
     if (rc == 0)
         rc = sw__html_write_input(&in, out);
+    sw_fprofile_free(functions);
     sw_snapshot_free(snap);
     return rc;
 }

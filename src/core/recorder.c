@@ -109,6 +109,9 @@ struct sw_profiler {
 
     char *action_names[SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
+    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bytes; see sw_watch */
+    sw_watch_fn watch_fn;                      /* released after watch_ctx */
+    void *watch_ctx;
     _Atomic uint32_t naction;
     char *phase_names[SW__MAX_PHASES];
     sw_id phase_action[SW__MAX_PHASES];
@@ -430,6 +433,36 @@ int sw_enabled(const sw_profiler *p) {
     return p ? atomic_load_explicit(&p->enabled, memory_order_relaxed) : 0;
 }
 
+int sw_watcher_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
+    if (p == NULL)
+        return SW_EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&p->lock);
+    if (fn != NULL && p->watch_fn != NULL && (p->watch_fn != fn || p->watch_ctx != ctx)) {
+        rc = SW_ESTATE;
+    } else {
+        /* ctx first: a thread that loads the new fn (acquire) sees its ctx. */
+        __atomic_store_n(&p->watch_fn, NULL, __ATOMIC_RELEASE);
+        p->watch_ctx = ctx;
+        __atomic_store_n(&p->watch_fn, fn, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+int sw_watch(sw_profiler *p, sw_id id, int on) {
+    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
+        return SW_EINVAL;
+    __atomic_store_n(&p->action_watched[id], (uint8_t)(on != 0), __ATOMIC_RELAXED);
+    return 0;
+}
+
+int sw_watched(const sw_profiler *p, sw_id id) {
+    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
+        return 0;
+    return __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) != 0;
+}
+
 /* ---- thread records ---------------------------------------------------------------------- */
 
 static _Thread_local struct {
@@ -604,6 +637,15 @@ void sw__sink_detach(sw_profiler *p, sw__sink *sink) {
     sink->next = NULL;
 }
 
+sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops) {
+    pthread_mutex_lock(&p->lock);
+    sw__sink *s = p->sinks;
+    while (s && s->ops != ops)
+        s = s->next;
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
 static __attribute__((noinline)) void wake_sinks(sw_profiler *p) {
     for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next)
         if (s->ops->wake)
@@ -684,6 +726,17 @@ SW__INLINE int64_t current_step(const sw_profiler *p) {
     return atomic_load_explicit(&p->step_index, memory_order_relaxed);
 }
 
+/* A watched action began or ends on this thread: tell the watcher (sw_watch). */
+static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, int begins) {
+    sw_watch_fn fn = __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE);
+    if (fn != NULL)
+        fn(p->watch_ctx, id, begins);
+}
+
+SW__INLINE int is_watched(const sw_profiler *p, sw_id id) {
+    return __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) != 0;
+}
+
 SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now) {
     if (SW__UNLIKELY(t->depth >= p->opts.max_depth)) {
         t->overflow++;
@@ -699,6 +752,8 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
     f->cat_ns = 0;
     f->samples_at_begin = atomic_load_explicit(&p->samples_done, memory_order_relaxed);
     SW__PUT(t->depth, t->depth + 1);
+    if (SW__UNLIKELY(is_watched(p, id)))
+        notify_watcher(p, id, 1);
 }
 
 /* The timeline event of one finished span (only with the timeline option and events on). */
@@ -762,6 +817,8 @@ SW__INLINE uint64_t pop_frame(sw_profiler *p, sw__thread *t, uint64_t now) {
     sw__frame *f = &t->stack[depth];
     uint64_t duration = now > f->start_ns ? now - f->start_ns : 0;
     SW__PUT(t->depth, depth);
+    if (SW__UNLIKELY(is_watched(p, f->id)))
+        notify_watcher(p, f->id, 0);
     uint64_t given = record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration,
                                  f->child_ns, f->cat_ns, f->samples_at_begin, depth);
     if (depth > 0) {
@@ -837,8 +894,11 @@ SW__INLINE void end_at(sw_profiler *p, sw_id id, uint64_t now_ns) {
     }
     if (SW__UNLIKELY(!atomic_load_explicit(&p->enabled, memory_order_relaxed))) {
         /* Recording is off: forget a matching open span without recording it. */
-        if (t->depth > 0 && t->stack[t->depth - 1].id == id)
+        if (t->depth > 0 && t->stack[t->depth - 1].id == id) {
             SW__PUT(t->depth, t->depth - 1);
+            if (SW__UNLIKELY(is_watched(p, id)))
+                notify_watcher(p, id, 0);
+        }
         return;
     }
     end_span(p, t, id, now_ns);

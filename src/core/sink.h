@@ -48,6 +48,9 @@ void sw__sink_attach(sw_profiler *p, sw__sink *sink);
 /* Take sink off p without calling any op. Only while no thread records into p (a recording
  * thread may be calling wake), as in sw_profiler_free. */
 void sw__sink_detach(sw_profiler *p, sw__sink *sink);
+/* The attached sink with these ops (the layer that owns a kind of sink finds its own), or
+ * NULL. */
+sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops);
 
 /* ---- events: one tagged record per span, step or counter sample ---- */
 

@@ -49,6 +49,8 @@ typedef struct sw__journal {
     span_buffer **buffers;
     sw__event *events;         /* what the last drain handed over */
     size_t nevents, events_cap;
+    sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
+    int functions_dirty;       /* changed since it was last written */
 } sw__journal;
 
 /* ---- writing one flush ---- */
@@ -154,8 +156,13 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = flush_spans(j, j->buffers[i]);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
+    int functions = j->functions_dirty;
+    if (rc == 0 && functions)
+        rc = sw__store_write_functions(j->store, j->rank, j->functions);
     if (rc == 0)
         rc = sw__store_commit(j->store);
+    if (rc == 0 && functions)
+        j->functions_dirty = 0;
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         sw__store_rollback(j->store);
@@ -252,6 +259,7 @@ static int write_start(sw__journal *j) {
 /* ---- lifetime ---- */
 
 static void free_journal(sw__journal *j) {
+    sw_fprofile_free(j->functions);
     for (size_t i = 0; i < j->nbuffers; i++)
         free(j->buffers[i]);
     free(j->buffers);
@@ -336,6 +344,26 @@ static const sw__sink_ops journal_ops = {
     .on_close = close_sink,
     .on_fork_child = forget_in_child,
 };
+
+int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
+    if (p == NULL || fp == NULL)
+        return SW_EINVAL;
+    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+    if (j == NULL)
+        return SW_ENOTFOUND;
+    pthread_mutex_lock(&j->lock);
+    int rc = j->finished ? SW_ESTATE : 0;
+    if (rc == 0 && j->functions == NULL)
+        rc = sw_fprofile_new(&j->functions);
+    if (rc == 0)
+        rc = sw_fprofile_merge_into(j->functions, fp);
+    if (rc == 0)
+        j->functions_dirty = 1;
+    pthread_mutex_unlock(&j->lock);
+    if (rc == 0)
+        wake_flusher(&j->sink);
+    return rc;
+}
 
 int sw__journal_open(sw_profiler *p, const char *path) {
     if (p == NULL || path == NULL)

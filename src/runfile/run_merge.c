@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 static const char *const TABLES[] = {"ranks", "names", "aggregates", "counter_summaries",
-                                     "steps", "counters", "span_chunks"};
+                                     "steps", "counters", "span_chunks", "functions",
+                                     "function_nodes"};
 
 /* Every input opens cleanly and no rank appears twice. */
 static int check_inputs(const char *const *paths, size_t n) {

@@ -255,6 +255,8 @@ void sw_run_close(sw_run *run) {
 
 int sw_run_rank_count(const sw_run *run) { return run ? run->nranks : 0; }
 
+sqlite3 *sw__run_db(sw_run *run) { return run->db; }
+
 int sw_run_rank_id(const sw_run *run, int index) {
     if (run == NULL || index < 0 || index >= run->nranks)
         return -1;

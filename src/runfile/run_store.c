@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The schema, version 1. Every table has a rank column so rank files merge by union. */
+/* The schema, version 2 (2: function profiles). Every table has a rank column so rank files
+ * merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -50,7 +51,12 @@ static const char SCHEMA_SQL[] =
     "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
     " value REAL);"
     "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"
-    " first_start_ns INTEGER, data BLOB);";
+    " first_start_ns INTEGER, data BLOB);"
+    "CREATE TABLE functions(rank INTEGER, func INTEGER, file TEXT, line INTEGER, name TEXT,"
+    " PRIMARY KEY(rank, func)) WITHOUT ROWID;"
+    "CREATE TABLE function_nodes(rank INTEGER, action TEXT, node INTEGER, parent INTEGER,"
+    " func INTEGER, calls INTEGER, total_ns INTEGER, self_ns INTEGER, folded INTEGER,"
+    " PRIMARY KEY(rank, action, node)) WITHOUT ROWID;";
 
 int sw__sqlite_rc(int rc) {
     switch (rc & 0xff) {

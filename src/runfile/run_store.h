@@ -13,7 +13,7 @@
 
 /* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file. */
 #define SW__RUN_APPLICATION_ID 0x73777266
-#define SW__RUN_SCHEMA_VERSION 1
+#define SW__RUN_SCHEMA_VERSION 2
 /* The value of meta.magic. */
 #define SW__RUN_MAGIC "stepwatch-run"
 
@@ -70,6 +70,11 @@ int sw__store_add_counter(sw__store *st, int rank, const sw_counter_record *r);
 /* Spans of one thread, packed into one row. */
 int sw__store_add_spans(sw__store *st, int rank, uint32_t thread, const sw_span_record *spans,
                         size_t n);
+/* Replace the rank's function profile with fp's (merged per action; run_functions.c). */
+int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp);
+
+/* The reader's connection (run_reader.c), for the readers in other files. */
+sqlite3 *sw__run_db(sw_run *run);
 
 /* ---- encodings (little-endian, varint) ---- */
 

@@ -248,7 +248,9 @@ static void test_common_options(void **state) {
     expect(2, "stepwatch: html needs an output file: -o OUT.html\n" TRY("html"), "html '%s'",
            g_rank0);
     expect(2, "stepwatch: export takes one run file\n" TRY("export"), "export --chrome -");
-    expect(2, "stepwatch: export needs --chrome OUT or --steps-csv OUT\n" TRY("export"),
+    expect(2,
+           "stepwatch: export needs --chrome OUT, --steps-csv OUT or --collapsed OUT\n"
+           TRY("export"),
            "export '%s'", g_rank0);
     expect(2, "stepwatch: merge needs -o OUT\n" TRY("merge"), "merge '%s'", g_rank0);
     expect(2, "stepwatch: merge needs run files\n" TRY("merge"), "merge -o m.db");

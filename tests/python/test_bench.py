@@ -34,3 +34,20 @@ def test_bench_python_quick_writes_every_figure(tmp_path):
     assert set(fig["budgets_met"]) == {
         "with_le_100ns", "with_ge_8x_cheaper_than_simple",
         "torch_trivial_loop_le_2us", "real_step_le_1pct"}
+
+
+def test_bench_functions_quick_writes_every_figure(tmp_path):
+    root = os.environ.get("SW_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    out = tmp_path / "functions.json"
+    run = subprocess.run([sys.executable, os.path.join(root, "bench", "bench_functions.py"),
+                          "--quick", "--out", str(out)],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    fig = json.loads(out.read_text())
+    assert set(fig["workloads"]) == {"recursive", "pipeline", "lightning"}
+    for name, w in fig["workloads"].items():
+        for mode in ("none", "floor_python", "stepwatch_python", "cprofile_python",
+                     "floor_builtins", "stepwatch_builtins", "cprofile_builtins"):
+            assert w["slowdown"][mode] > 0, (name, mode)
+        assert "overhead_ratio_python" in w and "above_floor_ratio_builtins" in w
+    assert "lightning_advanced" in fig["workloads"]["lightning"]["slowdown"]
