@@ -351,13 +351,10 @@ static void test_begin_end_at(void **state) {
     sw_begin_at(p, inner, t + 20000);
     sw_end_at(p, inner, t + 19000); /* an end before its begin: a zero duration */
     sw_snapshot *s = take(p);
-    const sw_row *o = sw_snapshot_find(s, "outer", "all");
-    const sw_row *i = sw_snapshot_find(s, "inner", "all");
-    assert_int_equal(o->stats.total_ns, 10000);
-    assert_int_equal(o->stats.self_ns, 7000);
-    assert_int_equal(i->stats.count, 2);
-    assert_int_equal(i->stats.total_ns, 3000);
-    assert_int_equal(i->stats.min_ns, 0);
+    const sw_row *o = sw_snapshot_find(s, "outer", "all"), *i = sw_snapshot_find(s, "inner", "all");
+    /* outer: 10 us, 3 of them in inner; inner: 3 us and 0 */
+    assert_true(o->stats.total_ns == 10000 && o->stats.self_ns == 7000);
+    assert_true(i->stats.count == 2 && i->stats.total_ns == 3000 && i->stats.min_ns == 0);
     assert_int_equal(s->misuse.end_without_begin + s->misuse.mismatched_end, 0);
     sw_snapshot_free(s);
     sw_profiler_free(p);
