@@ -17,6 +17,8 @@ Options (each also read from the environment, for the C command to pass on):
   --functions A,B   profile the functions called inside these actions; their cProfile
                     tables follow the report (STEPWATCH_FUNCTIONS)
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
+  --live, --no-live the live status line on stderr: always / never (STEPWATCH_LIVE=1/0;
+                    by default when stderr is a terminal)
 """
 import argparse
 import os
@@ -46,6 +48,8 @@ def _parser():
     ap.add_argument("--functions", default=env("STEPWATCH_FUNCTIONS", ""))
     ap.add_argument("--builtins", action="store_true",
                     default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
+    ap.add_argument("--live", dest="live", action="store_const", const=True, default=None)
+    ap.add_argument("--no-live", dest="live", action="store_const", const=False)
     ap.add_argument("-m", dest="module", help="run a module, like python -m")
     ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
@@ -79,7 +83,7 @@ def main(argv=None):
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
                               on_full=args.on_full, ring_capacity=args.ring_capacity,
-                              functions=functions, builtins=args.builtins)
+                              functions=functions, builtins=args.builtins, live=args.live)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch
