@@ -46,7 +46,8 @@ import timeit
 import warnings
 
 import stepwatch
-from bench_python import pooled_median, write_figures  # bench/, beside this file
+import _bench_util as bu  # noqa: E402  (bench/, beside this file)
+from bench_python import pooled_median  # noqa: E402
 
 WARMUP = 20
 
@@ -327,7 +328,7 @@ def main():
     else:
         print("in the fits: the step time varies by more than SimpleProfiler adds (a busy "
               "machine): no verdict from them; see the replay")
-    write_figures(figures, args.out)
+    bu.write_json(args.out, figures)
     return 0
 
 

@@ -20,8 +20,6 @@
 Timings are medians over repeats; the variants of one measurement alternate so that machine
 load hits them alike. Prints a table; writes the figures as JSON.
 """
-import argparse
-import json
 import os
 import random
 import statistics
@@ -30,6 +28,9 @@ import time
 import timeit
 
 import stepwatch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench_util as bu  # noqa: E402
 
 
 def per_call_ns(stmt, setup_globals, number, repeat):
@@ -226,11 +227,7 @@ def ci(fig, prefix=""):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.environ.get("SW_BENCH_DIR", "build/bench"),
-                                                  "python.json"))
-    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
-    args = ap.parse_args()
+    args = bu.parse_args("python")
     q = args.quick
     figures = {"python": sys.version.split()[0], "stepwatch": stepwatch.__version__}
     figures["with"] = bench_with(number=20_000 if q else 200_000, repeat=3 if q else 9)
@@ -279,20 +276,9 @@ def main():
         ("torch 2x larger step: floor (do-nothing wrappers)",
          f"{tr1['floor_slowdown_pct']:.2f} %", "", None),
     ]
-    print(f"{'stepwatch Python benchmark':46} {'measured':>12} {'budget':>11}  ok")
-    for name, value, budget, ok in rows:
-        mark = "" if ok is None else ("yes" if ok else "NO")
-        print(f"{name:46} {value:>12} {budget:>11}  {mark}")
-    write_figures(figures, args.out)
+    bu.print_table("stepwatch Python benchmark", rows)
+    bu.write_json(args.out, figures)
     return 0
-
-
-def write_figures(figures, out):
-    """The figures as JSON at out (its folder made), and where they went."""
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(figures, f, indent=2)
-    print(f"figures: {out}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
  *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
  *   Intervals thunder's TimeProfiler marks, paired and summed (_intervals.c).
+ *   FireEvent Ignite's Engine._fire_event in C, making Marks' marks (_fire_event.c).
  *   Live      the live status line's figures over a window (_live.c).
  * Functions over run files: load(), load_steps() (_runfile.c); html(), export_chrome(),
  * diagnose(), compare() (_analysis.c).
@@ -152,6 +153,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
         add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
+        add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
@@ -195,6 +197,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
     Py_VISIT(st->intervals_type);
+    Py_VISIT(st->fire_event_type);
     Py_VISIT(st->live_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
@@ -219,6 +222,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
     Py_CLEAR(st->intervals_type);
+    Py_CLEAR(st->fire_event_type);
     Py_CLEAR(st->live_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
