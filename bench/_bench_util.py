@@ -63,12 +63,12 @@ def ratio_range(times, ours, theirs, base="bare", ours_base=None):
     return [min(ratios), max(ratios)] if ratios else None
 
 
-def print_table(title, rows):
+def print_table(title, rows, width=46, value_width=12):
     """rows: (label, measured text, budget text, ok: True/False/None for no budget)."""
-    print(f"{title:46} {'measured':>12} {'budget':>11}  ok")
+    print(f"{title:{width}} {'measured':>{value_width}} {'budget':>11}  ok")
     for label, value, budget, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
-        print(f"{label:46} {value:>12} {budget:>11}  {mark}")
+        print(f"{label:{width}} {value:>{value_width}} {budget:>11}  {mark}")
 
 
 def write_json(path, figures):

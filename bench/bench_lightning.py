@@ -47,7 +47,7 @@ import warnings
 
 import stepwatch
 import _bench_util as bu  # noqa: E402  (bench/, beside this file)
-from bench_python import pooled_median  # noqa: E402
+from bench_torch import pooled_median  # noqa: E402
 
 WARMUP = 20
 

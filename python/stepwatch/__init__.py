@@ -57,6 +57,7 @@ __all__ = [
     "load_steps", "now_ns",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
+    "step",
     "torch", "lightning", "ignite", "fastai", "live",
 ]
 
@@ -120,6 +121,42 @@ def distributed_rank(trainer=None):
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return None
+
+
+class _StepMark:
+    """What stepwatch.step() returns: as a context manager, the step ends with the block."""
+    __slots__ = ("_end",)
+
+    def __init__(self, end):
+        self._end = end
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._end()
+        return False
+
+
+def step(batch_size=0):
+    """Mark a step by hand, for loops no rule of stepwatch.torch can read (docs/python.md).
+
+    ``stepwatch.step()`` ends the step in progress and begins the next one here (at the
+    DataLoader batch fetched for it, if one was just fetched); ``with stepwatch.step(): ...``
+    also ends it at the end of the block. batch_size gives samples/s when no DataLoader
+    batch tells it. While stepwatch.torch is instrumented, the first mark turns its step rules
+    off (the report's rule is then "manual") and the other parts are timed as before; else the
+    step is one of the default profiler's."""
+    swtorch = sys.modules.get(__name__ + ".torch")
+    inst = swtorch.instrumented() if swtorch is not None else None
+    if inst is not None:
+        inst.mark(batch_size)
+        return _StepMark(inst.mark_end)
+    prof = profiler()
+    if prof.step_index >= 0:
+        prof.step_end()
+    prof.step_begin(batch_size)
+    return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
 _ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live")
