@@ -1,6 +1,8 @@
 /* cmd_report.c — stepwatch report RUN [--format F] [--rank N] [-o OUT] */
 #include "options.h"
 
+#include <string.h>
+
 static const char HELP[] =
     "usage: stepwatch report RUN [--format F] [--rank N] [-o OUT]\n\n"
     "Print the report of a run file (all ranks merged unless --rank is given).\n\n"
@@ -12,11 +14,12 @@ static const char HELP[] =
 typedef struct report_job {
     const sw_snapshot *snap;
     sw_format format;
+    sw_write_options layout;
 } report_job;
 
 static int write_report(void *ctx, FILE *out) {
     const report_job *job = ctx;
-    return sw_snapshot_write(job->snap, job->format, out);
+    return sw_snapshot_write_ex(job->snap, job->format, out, &job->layout);
 }
 
 int sw_cmd_report(int argc, char **argv) {
@@ -46,7 +49,9 @@ int sw_cmd_report(int argc, char **argv) {
         sw_run_close(run);
         return sw__cli_input_error(path, rc);
     }
-    report_job job = {.snap = snap, .format = args.format};
+    /* A report kept in a file keeps every name whole. */
+    report_job job = {.snap = snap, .format = args.format,
+                      .layout = {.full_names = strcmp(args.output, "-") != 0}};
     code = sw__cli_write_output(args.output, path, write_report, &job);
     sw_snapshot_free(snap);
     sw_run_close(run);

@@ -103,9 +103,13 @@ enum {
 /* In snapshot rows: all phases rolled up. (A macro: ISO C limits enumerators to int.) */
 #define SW_PHASE_ALL ((sw_phase)0xFFFFFFFFu)
 
-/* Each action belongs to one category, from its name (see DESIGN.md's vocabulary):
- * "data", "forward", "loss", "backward", "optimizer", "zero_grad", names starting with
- * "callback:", and everything else. Per-step breakdowns use the categories. */
+/* Each action belongs to one category (see DESIGN.md's vocabulary). sw_action gives it the
+ * category its name says: "data", "forward", "loss", "backward", "optimizer", "zero_grad",
+ * names starting with "callback:", and everything else is "other". A front end whose
+ * framework has names of its own ("[Strategy]DDPStrategy.backward") keeps them and gives
+ * the category explicitly (sw_action_with_category). Per-step breakdowns use the categories:
+ * a span with a category gives it its own time, that is its duration less the time of the
+ * spans with a category nested in it; a span of "other" inside one counts as its parent's. */
 typedef enum sw_category {
     SW_CAT_DATA = 0,
     SW_CAT_FORWARD,
@@ -230,6 +234,14 @@ SW_API uint64_t sw_now_ns(void);
  * Returns SW_ID_NONE when p or name is NULL or the table is full. Takes a lock: call it once
  * per name, not per step. */
 SW_API sw_id sw_action(sw_profiler *p, const char *name);
+/* Intern an action name with an explicit category, for names that do not say their category
+ * ("[Strategy]DDPStrategy.backward" is backward). A name has one category, the one it was
+ * first interned with (sw_action: from the name): SW_ID_NONE when name already exists with
+ * another category, and as sw_action for NULL arguments, a cat out of range or a full
+ * table. Takes a lock: call it once per name. */
+SW_API sw_id sw_action_with_category(sw_profiler *p, const char *name, sw_category cat);
+/* The category of an id; SW_CAT_OTHER for NULL p or an unknown id. */
+SW_API sw_category sw_action_category(const sw_profiler *p, sw_id id);
 /* The name of an id, or NULL. Valid until sw_profiler_free. */
 SW_API const char *sw_action_name(const sw_profiler *p, sw_id id);
 
@@ -239,6 +251,13 @@ SW_API const char *sw_action_name(const sw_profiler *p, sw_id id);
  * counted and ignored. SW_ID_NONE and unknown ids are counted and ignored. */
 SW_API void sw_begin(sw_profiler *p, sw_id id);
 SW_API void sw_end(sw_profiler *p, sw_id id);
+
+/* sw_begin and sw_end at a time the caller read (sw_now_ns clock), for front ends that want
+ * the span's times themselves (to keep each call's duration) without reading the clock
+ * twice. Times must not go back within a thread's spans: an end before its begin counts as a
+ * zero duration. */
+SW_API void sw_begin_at(sw_profiler *p, sw_id id, uint64_t now_ns);
+SW_API void sw_end_at(sw_profiler *p, sw_id id, uint64_t now_ns);
 
 /* Record a span measured elsewhere (start and end on the sw_now_ns clock) as if begun and
  * ended on this thread at its current depth. end < start is counted as misuse. */
@@ -558,6 +577,20 @@ SW_API const char *sw_format_name(sw_format fmt);
 
 /* Write a report of s in fmt to out. SW_EINVAL for NULL arguments, SW_EIO on write error. */
 SW_API int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out);
+/* How a report is laid out (sw_snapshot_write_ex). Zeroed = sw_snapshot_write's layout. */
+typedef struct sw_write_options {
+    size_t width;    /* columns the stepwatch table may take; 0 = the terminal's: $COLUMNS,
+                        else the width of out's terminal, 80 for a file or a pipe */
+    int full_names;  /* nonzero: no layout ever shortens a name (the table, Lightning's and
+                        fastxtend's layouts do past their width); for reports kept in files */
+    int brief;       /* nonzero: the short form of a layout that has one: Lightning's
+                        extended=False (Action, Mean duration, Total time; by mean). Other
+                        layouts ignore it */
+} sw_write_options;
+
+/* sw_snapshot_write with layout options (NULL = zeroed). Same errors. */
+SW_API int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
+                                const sw_write_options *opts);
 /* Snapshot p and write it. */
 SW_API int sw_report(sw_profiler *p, sw_format fmt, FILE *out);
 
@@ -577,8 +610,9 @@ typedef struct sw_step_record {
     uint32_t thread;        /* stepwatch thread number (0 = first thread seen) */
     uint64_t start_ns;      /* since the profiler started */
     uint64_t duration_ns;
-    uint64_t category_ns[SW_CAT_COUNT]; /* outermost categorized spans of the step's thread;
-                                           SW_CAT_OTHER = the rest of the step */
+    uint64_t category_ns[SW_CAT_COUNT]; /* the own time of the spans of each category on the
+                                           step's thread (see sw_category); SW_CAT_OTHER =
+                                           the rest of the step */
 } sw_step_record;
 
 typedef struct sw_span_record {

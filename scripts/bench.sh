@@ -43,5 +43,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_functions.py ]; then
     echo "== Python: function profiling slowdown against cProfile at the same detail =="
     "$root/venv/bin/python" bench/bench_functions.py --out "$out/functions.json"
 fi
+
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
+    echo
+    echo "== Lightning: per-step overhead in a real Trainer.fit, side by side =="
+    "$root/venv/bin/python" bench/bench_lightning.py --out "$out/lightning.json"
+fi
 echo
 echo "figures written to $out/"

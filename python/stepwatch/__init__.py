@@ -57,6 +57,7 @@ __all__ = [
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
+    "distributed_rank",
     "step",
     "torch", "lightning", "ignite", "fastai", "live",
     "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
@@ -99,6 +100,29 @@ def report(format="table"):
 def records(phase=None):
     """The default profiler's rows as a list of dicts."""
     return profiler().records(phase)
+
+
+def distributed_rank(trainer=None):
+    """(rank, world_size) of this process as the training framework sees it now, or None
+    when nothing tells (a Profiler made with rank=0, world_size=0 then reads RANK/WORLD_SIZE,
+    OMPI_COMM_WORLD_* or PMI_* from the environment, see sw_options).
+
+    Ask late, when the job is set up: launchers give a process its rank after the script made
+    its profilers (Lightning's ddp_spawn and ddp_fork start the process group in the child; its
+    ddp launcher sets no RANK), so front ends make their recorder, and expand "{rank}" in
+    run-file names, at setup. The answer, in order: a Lightning Trainer's global_rank and
+    world_size (right from Profiler.setup on); torch.distributed's, once its process group is
+    up (torchrun, any launcher); else None.
+    """
+    if trainer is not None:
+        try:
+            return int(trainer.global_rank), int(trainer.world_size)
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            pass
+    dist = sys.modules.get("torch.distributed")  # never import torch for this
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None
 
 
 class _StepMark:

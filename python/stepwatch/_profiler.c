@@ -34,7 +34,7 @@ static void sync_run_file_owner(void) {
     PyErr_Clear();
 }
 
-static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase);
+static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase, int cat);
 
 /* Profiler(functions=[...]): profile the functions of each named action. */
 static int watch_functions(ProfilerObject *self, PyObject *names) {
@@ -47,7 +47,7 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
         return -1;
     int rc = 0;
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *action = profiler_named(self, PySequence_Fast_GET_ITEM(seq, i), 0);
+        PyObject *action = profiler_named(self, PySequence_Fast_GET_ITEM(seq, i), 0, -1);
         rc = action ? sw_py_profiler_watch(self, ((ActionObject *)action)->id) : -1;
         Py_XDECREF(action);
     }
@@ -174,9 +174,32 @@ static sw_profiler *open_profiler(ProfilerObject *self) {
     return self->p;
 }
 
+/* The category named name ("data", ..., "other") into *out; ValueError for another name. */
+static int parse_category(const char *name, sw_category *out) {
+    for (int c = 0; c < SW_CAT_COUNT; c++) {
+        if (strcmp(name, sw_category_name((sw_category)c)) == 0) {
+            *out = (sw_category)c;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "unknown category '%s' (data, forward, loss, backward, optimizer, zero_grad, "
+                 "callback, other)",
+                 name);
+    return -1;
+}
+
+/* ValueError: name exists with another category than asked for. Returns NULL. */
+static PyObject *category_conflict(sw_profiler *p, PyObject *name, sw_id id, sw_category cat) {
+    return PyErr_Format(PyExc_ValueError, "action %R has category '%s', not '%s'", name,
+                        sw_category_name(sw_action_category(p, id)), sw_category_name(cat));
+}
+
 /* The Action (is_phase 0) or Phase (is_phase 1) named name: from the profiler's cache, else
- * interned in the core and cached. New reference. */
-static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase) {
+ * interned in the core and cached. An action is interned with category cat (an SW_CAT_*;
+ * -1: the category its name says); asking for a cached one with another cat raises. New
+ * reference. */
+static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase, int cat) {
     const char *what = is_phase ? "phase" : "action";
     if (!PyUnicode_Check(name)) {
         PyErr_Format(PyExc_TypeError, "%s name must be str, not %.100s", what,
@@ -185,8 +208,12 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     }
     PyObject *cache = is_phase ? self->phases : self->actions;
     PyObject *cached = PyDict_GetItemWithError(cache, name);
-    if (cached)
+    if (cached) {
+        sw_id id = ((ActionObject *)cached)->id;
+        if (cat >= 0 && self->p && sw_action_category(self->p, id) != (sw_category)cat)
+            return category_conflict(self->p, name, id, (sw_category)cat);
         return Py_NewRef(cached);
+    }
     if (PyErr_Occurred())
         return NULL;
     sw_profiler *p = open_profiler(self);
@@ -196,7 +223,16 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     const char *utf8 = PyUnicode_AsUTF8(name);
     if (!st || !utf8)
         return NULL;
-    uint32_t id = is_phase ? sw_phase_id(p, utf8) : sw_action(p, utf8);
+    uint32_t id;
+    if (is_phase)
+        id = sw_phase_id(p, utf8);
+    else if (cat < 0)
+        id = sw_action(p, utf8);
+    else if ((id = sw_action_with_category(p, utf8, (sw_category)cat)) == SW_ID_NONE) {
+        sw_id existing = sw_action(p, utf8); /* a phase's name, say: it has its own */
+        if (existing != SW_ID_NONE)
+            return category_conflict(p, name, existing, (sw_category)cat);
+    }
     if (id == (is_phase ? (uint32_t)SW_PHASE_NONE : SW_ID_NONE))
         return sw_py_raise(st, SW_ELIMIT, what);
     PyObject *o = sw_py_named_new(st, self, name, id, is_phase);
@@ -207,12 +243,40 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     return o;
 }
 
-static PyObject *Profiler_action(ProfilerObject *self, PyObject *name) {
-    return profiler_named(self, name, 0);
+/* action(name, category=None) */
+static PyObject *Profiler_action(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
+    static const char *const usage = "action(name, category=None)";
+    PyObject *name = NULL, *category = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs < 1 || nargs + nkw > 2 ||
+        (nkw == 1 &&
+         PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "category") != 0)) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return NULL;
+    }
+    name = args[0];
+    if (nargs + nkw == 2)
+        category = args[1];
+    int cat = -1;
+    if (category != Py_None) {
+        const char *cname = PyUnicode_Check(category) ? PyUnicode_AsUTF8(category) : NULL;
+        if (!cname) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "category must be str, not %.100s",
+                             Py_TYPE(category)->tp_name);
+            return NULL;
+        }
+        sw_category c;
+        if (parse_category(cname, &c) < 0)
+            return NULL;
+        cat = (int)c;
+    }
+    return profiler_named(self, name, 0, cat);
 }
 
 static PyObject *Profiler_functions(ProfilerObject *self, PyObject *name) {
-    PyObject *action = profiler_named(self, name, 0);
+    PyObject *action = profiler_named(self, name, 0, -1);
     if (action && sw_py_profiler_watch(self, ((ActionObject *)action)->id) < 0)
         Py_CLEAR(action);
     return action;
@@ -230,7 +294,7 @@ static ActionObject *as_action(ProfilerObject *self, PyObject *obj) {
         }
         return (ActionObject *)Py_NewRef(obj);
     }
-    return (ActionObject *)Profiler_action(self, obj);
+    return (ActionObject *)profiler_named(self, obj, 0, -1);
 }
 
 static PyObject *Profiler_begin(ProfilerObject *self, PyObject *obj) {
@@ -267,7 +331,7 @@ static PyObject *Profiler_record(ProfilerObject *self, PyObject *const *args, Py
 }
 
 static PyObject *Profiler_phase(ProfilerObject *self, PyObject *name) {
-    return profiler_named(self, name, 1);
+    return profiler_named(self, name, 1, -1);
 }
 
 static PyObject *Profiler_step(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -464,8 +528,11 @@ static PyObject *Profiler_repr(ProfilerObject *self) {
 }
 
 static PyMethodDef Profiler_methods[] = {
-    {"action", (PyCFunction)Profiler_action, METH_O,
-     "action(name) -> Action: the interned action (same object for the same name)."},
+    {"action", (PyCFunction)(void (*)(void))Profiler_action, METH_FASTCALL | METH_KEYWORDS,
+     "action(name, category=None) -> Action: the interned action (same object for the same\n"
+     "name). category: data, forward, loss, backward, optimizer, zero_grad, callback or\n"
+     "other, for a name that does not say it (default: from the name). A name has one\n"
+     "category: asking for another raises ValueError."},
     {"begin", (PyCFunction)Profiler_begin, METH_O, "begin(action or name): open a span."},
     {"end", (PyCFunction)Profiler_end, METH_O, "end(action or name): close a span."},
     {"record", (PyCFunction)(void (*)(void))Profiler_record, METH_FASTCALL,
@@ -487,7 +554,8 @@ static PyMethodDef Profiler_methods[] = {
     {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
      "snapshot() -> Snapshot of everything recorded so far."},
     {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,
-     "report(format='table') -> str."},
+     "report(format='table', *, width=None, full_names=False, brief=False) -> str (see "
+     "Snapshot.report)."},
     {"records", (PyCFunction)(void (*)(void))Profiler_records, METH_VARARGS | METH_KEYWORDS,
      "records(phase=None) -> list of dicts (pandas.DataFrame(records))."},
     {"functions", (PyCFunction)Profiler_functions, METH_O,

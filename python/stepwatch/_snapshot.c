@@ -50,17 +50,18 @@ int sw_py_parse_format(const char *name, sw_format *out) {
 typedef struct {
     const sw_snapshot *s;
     sw_format fmt;
+    const sw_write_options *opts;
 } report_job;
 
 static int write_report(void *ctx, FILE *f) {
     report_job *job = ctx;
-    return sw_snapshot_write(job->s, job->fmt, f);
+    return sw_snapshot_write_ex(job->s, job->fmt, f, job->opts);
 }
 
 /* The report text of s in fmt, written by the C report writers into a memory FILE. */
 static PyObject *snapshot_report_text(module_state *st, const sw_snapshot *s,
-                                      const char *fmt_name) {
-    report_job job = {.s = s};
+                                      const char *fmt_name, const sw_write_options *opts) {
+    report_job job = {.s = s, .opts = opts};
     if (sw_py_parse_format(fmt_name, &job.fmt) < 0)
         return NULL;
     return sw_py_text_of(st, write_report, &job, "report");
@@ -198,12 +199,26 @@ static PyObject *snapshot_info(const sw_snapshot *s) {
 }
 
 PyObject *sw_py_snapshot_report(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"format", NULL};
+    static char *kwlist[] = {"format", "width", "full_names", "brief", NULL};
     const char *fmt = "table";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s:report", kwlist, &fmt))
+    PyObject *width = Py_None;
+    int full_names = 0, brief = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s$Opp:report", kwlist, &fmt, &width,
+                                     &full_names, &brief))
         return NULL;
+    sw_write_options opts = {.full_names = full_names, .brief = brief};
+    if (width != Py_None) {
+        Py_ssize_t w = PyNumber_AsSsize_t(width, PyExc_OverflowError);
+        if (w == -1 && PyErr_Occurred())
+            return NULL;
+        if (w < 1) {
+            PyErr_Format(PyExc_ValueError, "report: width must be at least 1, not %zd", w);
+            return NULL;
+        }
+        opts.width = (size_t)w;
+    }
     module_state *st = sw_py_state_of_type(Py_TYPE(self));
-    return st ? snapshot_report_text(st, ((SnapshotObject *)self)->s, fmt) : NULL;
+    return st ? snapshot_report_text(st, ((SnapshotObject *)self)->s, fmt, &opts) : NULL;
 }
 
 PyObject *sw_py_snapshot_records(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -220,7 +235,10 @@ static PyObject *Snapshot_info(SnapshotObject *self, PyObject *unused) {
 
 static PyMethodDef Snapshot_methods[] = {
     {"report", (PyCFunction)(void (*)(void))sw_py_snapshot_report, METH_VARARGS | METH_KEYWORDS,
-     "report(format='table') -> str: table, lightning, fastxtend, ignite, markdown, csv, json."},
+     "report(format='table', *, width=None, full_names=False, brief=False) -> str: table,\n"
+     "lightning, fastxtend, ignite, markdown, csv, json. width: columns the table may take\n"
+     "(default: the terminal's); full_names: never shorten a name (for files); brief:\n"
+     "Lightning's extended=False layout."},
     {"records", (PyCFunction)(void (*)(void))sw_py_snapshot_records, METH_VARARGS | METH_KEYWORDS,
      "records(phase=None) -> list of dicts, one per (action, phase) row; phase 'all' is the "
      "roll-up over phases. pandas.DataFrame(records) loads it."},

@@ -24,6 +24,8 @@
  *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
  *   _ranks.c      many ranks: a Profiler's payload, rounds and clock offset in the run file,
  *                 the cross-rank view (stepwatch.distributed carries the payloads)
+ *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
+ *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
  *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
  *   _live.c       Live: the live status line's figures (sw_live_*)
  *
@@ -56,6 +58,8 @@ typedef struct {
     PyTypeObject *marks_type;
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
+    PyTypeObject *spans_type;
+    PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
     PyObject *error;          /* stepwatch.Error */
@@ -85,6 +89,8 @@ extern PyType_Spec sw_py_hook_spec;
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
+extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 
 /* ------------------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def _split(argv):
 
 
 def _write_report(prof, fmt, output, view=None):
-    text = prof.report(fmt)
+    text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
     if prof.function_actions():
         text += "\n" + prof.function_report()
     if view is not None:

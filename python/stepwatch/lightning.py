@@ -3,241 +3,412 @@
     Trainer(profiler=stepwatch.lightning.Profiler())                 # SimpleProfiler's place
     Trainer(callbacks=[stepwatch.lightning.TimeProfiler("backward")])  # thunder's callback
 
-``Profiler`` honours ``lightning.pytorch.profilers.Profiler``'s contract: ``dirpath`` and
-``filename`` (the report goes to ``{stage}-{filename}-{local_rank}.txt`` like Lightning's own
-profilers, else to the log), ``start``/``stop``/``profile``/``summary``/``describe``. Every
-Lightning action keeps its own name (``[Callback]X.on_train_batch_end``); the ones with a
-common meaning are also timed under the shared vocabulary around it: ``*_next`` -> data,
-``[Strategy]*.training_step`` (and validation/test/predict) -> forward, ``[Strategy]*.backward``
--> backward, ``*.optimizer_zero_grad`` -> zero_grad. (``optimizer_step`` runs the closure, i.e.
-forward and backward, inside it, so it keeps its Lightning name only: its self time is the
-optimizer's.) Steps begin at each ``*_next``; phases fit > epoch > train / valid. A step's
-batch size (for samples/s) is read from its batch (``stepwatch.batch_size``) by a callback the
-profiler adds to the Trainer at ``setup``: Lightning hands profilers no batches.
+``Profiler`` takes ``SimpleProfiler``'s place: the same arguments (``dirpath``, ``filename``,
+``extended``), files (``{stage}-{filename}-{local_rank}.txt``) and report titles
+(``FIT Profiler Report``), ``start``/``stop``/``profile``/``summary``/``describe``/``setup``/
+``teardown``, ``recorded_durations``; picklable and deep-copyable. Every Lightning action
+keeps its name and gets its category (data, forward, loss, backward, optimizer, zero_grad,
+callback; docs/python.md lists the rules). Its ``start`` and ``stop`` are C (``Spans``,
+python/stepwatch/_spans.c): Lightning calls them 18 times each per training step of a bare
+Trainer, 6 more per callback.
 
-That callback's own hooks are not timed (they are the profiler's work, not the user's).
+``TimeProfiler`` is thunder's callback: the same keys, definitions and logging.
 
 Under DDP (``strategy="ddp"``: a process group of more than one rank at ``setup``),
 ``stepwatch.distributed`` watches the profiler: every rank keeps its run file, DDP's gradient
 all-reduce is timed, and at ``describe()`` the ranks' payloads are gathered to rank 0, whose
 report (Lightning writes it on rank 0 only, unless ``filename`` is given) ends with the
 cross-rank view: the straggler ranks and their blame (docs/ranks.md).
-
-An unbalanced ``stop`` (or a second ``start``) is counted in ``unbalanced``, never raised. The
-report is written at ``describe()``; if training stops by an exception or Ctrl-C (Lightning
-then skips ``describe``), that callback's ``on_exception`` writes it instead.
 """
 import atexit
+import collections.abc
+import functools
+import multiprocessing
+import multiprocessing.util
+import os
 import re
+import sys
+import warnings
 import weakref
 
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import stepwatch as _sw
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 
-__all__ = ["Profiler", "TimeProfiler"]
+from ._stepwatch import Intervals as _Intervals
+from ._stepwatch import Spans as _Spans
 
-# Lightning action name -> the common action timed around it.
-_COMMON = [
-    (re.compile(r"_next$"), "data"),
-    (re.compile(r"^\[Strategy\].*\.(training|validation|test|predict)_step$"), "forward"),
-    (re.compile(r"^\[Strategy\].*\.backward$"), "backward"),
-    (re.compile(r"\.optimizer_zero_grad$"), "zero_grad"),
-]
-_TRAIN_NEXT = "train_dataloader_next"
-_UNTIMED = object()  # the entry of an action the profiler does not time
+__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
+
+# ---- what each Lightning action is -----------------------------------------------------------
+
+# Roles in the loop's structure (python/stepwatch/_spans.c).
+_NONE, _STEP, _CLOSE, _EPOCH = 0, 1, 2, 3
+
+# Lightning name -> category; the first match wins, other names are "other" (their time counts
+# as the enclosing span's category, or the step's "other").
+_CATEGORIES = [(re.compile(p), c) for p, c in [
+    (r"_next$", "data"),  # [_TrainingEpochLoop].train_dataloader_next, [_EvaluationLoop].val_next
+    (r"^\[Strategy\][^.]*\.batch_to_device$", "data"),
+    (r"^\[Lightning(Data)?Module\][^.]*\."
+     r"(on_before_batch_transfer|transfer_batch_to_device|on_after_batch_transfer)$", "data"),
+    (r"^\[Strategy\][^.]*\.(training|validation|test|predict)_step$", "forward"),
+    (r"^\[Strategy\][^.]*\.backward$", "backward"),
+    (r"^\[LightningModule\][^.]*\.optimizer_zero_grad$", "zero_grad"),
+    (r"^\[LightningModule\][^.]*\.(optimizer_step|configure_gradient_clipping|lr_scheduler_step)$",
+     "optimizer"),
+    (r"^optimizer_step$", "optimizer"),  # manual optimization
+    (r"^\[Loss\]", "loss"),  # loss modules (Profiler.loss_hooks)
+    (r"^\[Callback\]", "callback"),
+    (r"^\[Lightning(Data)?Module\][^.]*\.on_", "callback"),  # the module's own hooks
+]]
+# A *_next begins a step of its loop's phase.
+_STEP_NAME = re.compile(r"\.(train|val|test|predict)(?:_dataloader)?_next$")
+_STEP_PHASE = {"train": "train", "val": "valid", "test": "test", "predict": "predict"}
+# The first hooks of the work between a loop's batches and what follows: they end the open
+# step (else the last batch of a loop would take in validation's start or a checkpoint save).
+_CLOSE_NAME = re.compile(r"\.on_((validation|test|predict)_(model_eval|start)"
+                         r"|(train|validation|test|predict)_(epoch_end|end)|sanity_check_end)$")
 
 
-class _ProfilerEvents(Callback):
-    """Added by Profiler.setup, for what Lightning tells callbacks but not profilers: each
-    step's batch (its batch size, for samples/s), and an exception or Ctrl-C, after which
-    Lightning skips the profiler's describe() (the report is written here instead)."""
+def classify(name, owners=None):
+    """How stepwatch.lightning records a Lightning action name: (category, role, phase), as
+    python/stepwatch/_spans.c reads it; category False: not timed. Called once per name.
 
-    def __init__(self, profiler):
-        self._profiler = weakref.ref(profiler)
+    owners maps Lightning's prefixes ("[LightningModule]Net", "[Callback]<state_key>", ...) to
+    the objects of the run: a hook its object's class does not override is Lightning calling
+    its own base method, and is not timed (_lightnings_own; Profiler(empty_hooks=True) passes
+    no owners)."""
+    category = next((c for pattern, c in _CATEGORIES if pattern.search(name)), "other")
+    prefix, _, hook = name.rpartition(".")
+    if owners and prefix in owners and _lightnings_own(owners[prefix], hook):
+        category = False
+    step = _STEP_NAME.search(name)
+    if step:
+        return category, _STEP, _STEP_PHASE[step.group(1)]
+    if name == "run_training_epoch":
+        return category, _EPOCH, None
+    if _CLOSE_NAME.search(name):
+        return category, _CLOSE, None
+    return category, _NONE, None
 
-    def _batch(self, batch):
-        prof = self._profiler()
-        if prof is not None and prof._step_open:
-            prof.profiler.set_batch_size(_sw.batch_size(batch))
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._batch(batch)
+# LightningModule methods timed even as Lightning wrote them: their spans carry a category.
+_MODULE_TIMED = frozenset({"optimizer_step", "optimizer_zero_grad", "lr_scheduler_step"})
 
-    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self._batch(batch)
 
-    def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self._batch(batch)
+def _lightnings_own(obj, hook):
+    """Whether obj's hook, as Lightning calls it, runs only the method of obj's Lightning base
+    class: a hook ("on_...") of the module, datamodule, strategy or a callback (empty methods
+    there), or another method of the module or datamodule (transfer_batch_to_device,
+    configure_gradient_clipping, ...: their time shows in the span around them)."""
+    from lightning.pytorch import LightningDataModule, LightningModule
+    from lightning.pytorch.strategies import Strategy
+    if hook in vars(obj):
+        return False  # set on the instance
+    for base in (LightningModule, LightningDataModule, Callback, Strategy):
+        if isinstance(obj, base):
+            theirs = getattr(base, hook, None)
+            if theirs is None or getattr(type(obj), hook, None) is not theirs:
+                return False  # overridden, or not Lightning's
+            if hook.startswith("on_"):
+                return True
+            return base in (LightningModule, LightningDataModule) and hook not in _MODULE_TIMED
+    return False
 
-    def on_predict_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self._batch(batch)
 
-    def on_exception(self, trainer, pl_module, exception):
-        # The exception has left every profiled block, and this callback's own spans are not
-        # recorded: nothing is open, the report is complete.
-        prof = self._profiler()
-        if prof is not None:
-            prof.describe()
+def _owners_of(trainer):
+    """Lightning's name prefixes of the run's module, datamodule, strategy and callbacks."""
+    owners = {f"[Strategy]{type(trainer.strategy).__name__}": trainer.strategy}
+    for kind, obj in (("LightningModule", trainer.lightning_module),
+                      ("LightningDataModule", trainer.datamodule)):
+        if obj is not None:
+            owners[f"[{kind}]{type(obj).__name__}"] = obj
+    for callback in trainer.callbacks:
+        owners[f"[Callback]{callback.state_key}"] = callback
+    return owners
+
+
+# ---- the profiler ----------------------------------------------------------------------------
+
+_PENDING_MAX = 1024  # spans buffered before the recorder exists (see Profiler.start)
 
 
 class Profiler(_LightningProfiler):
-    """A Lightning profiler recording into a stepwatch Profiler (C hot path).
+    """Lightning's SimpleProfiler, recorded in C.
 
     Args:
-        dirpath, filename: as Lightning's profilers (report file ``{stage}-{filename}-{rank}.txt``).
-        format: report format: table (default), lightning, fastxtend, ignite, markdown, csv, json.
+        dirpath, filename: as SimpleProfiler (the report goes to
+            ``{dirpath}/{stage}-{filename}-{local_rank}.txt``, else to the log).
+        extended: as SimpleProfiler, for ``format="lightning"``: False gives its short
+            layout (Action, Mean duration, Total time). The stepwatch table ignores it.
+        format: the report's layout: table (default: Lightning's columns and std, p50, p99,
+            self time), lightning (SimpleProfiler's), fastxtend, ignite, markdown, csv, json.
         warmup_steps: first steps of each phase kept out of the statistics.
-        run_file: also write a stepwatch run file ("{rank}" expands to the rank).
-        profiler: record into this stepwatch.Profiler instead of a new one.
+        run_file: also write a stepwatch run file; "{rank}" expands to the rank, read when
+            Lightning sets the profiler up (``stepwatch.distributed_rank``), "{stage}" to the
+            stage of that setup (fit, validate, ...; ddp_spawn and ddp_fork run each stage
+            in new processes: give each its own file).
+        profiler: record into this stepwatch.Profiler instead of one made at setup.
+        keep_durations: per action, how many of the latest durations ``recorded_durations``
+            keeps (SimpleProfiler keeps all of them; the statistics cover every call).
+        loss_hooks: time loss modules (``torch.nn`` losses held by the LightningModule) as
+            "loss": their forward is wrapped on the instance during the run.
+        empty_hooks: also time the hooks no one overrides (Lightning calling the empty base
+            methods of the module, the strategy and every callback; SimpleProfiler times
+            them). Off: their calls count in their parent's time.
     """
 
-    def __init__(self, dirpath=None, filename=None, format="table", warmup_steps=0,
-                 run_file=None, profiler=None):
+    def __init__(self, dirpath=None, filename=None, extended=True, format="table",
+                 warmup_steps=0, run_file=None, profiler=None, keep_durations=1000,
+                 loss_hooks=True, empty_hooks=False):
         super().__init__(dirpath=dirpath, filename=filename)
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"unknown report format {format!r}; one of {_sw.FORMATS}")
+        if keep_durations < 0:
+            raise ValueError(f"keep_durations must be >= 0, not {keep_durations}")
+        if profiler is not None and not isinstance(profiler, _sw.Profiler):
+            raise TypeError(f"profiler must be a stepwatch.Profiler, not {type(profiler).__name__}")
+        self.extended = extended
         self.format = format
-        self.profiler = profiler if profiler is not None else _sw.Profiler(
-            name="lightning", warmup_steps=warmup_steps, run_file=run_file)
-        self.unbalanced = 0          # stops without a start, starts of an open action
-        self._entries = {}           # Lightning name -> [action, common action or None, open]
-        self._step_open = False
-        self._phase = None
-        self._fit = self.profiler.phase("fit")
-        self._epoch = self.profiler.phase("epoch")
-        self._train = self.profiler.phase("train")
-        self._valid = self.profiler.phase("valid")
-        self._fit_open = False
-        self._epoch_open = False
-        self._described = False
-        self._own_prefix = None      # "[Callback]<our callback>.": its hooks are not timed
-        self._ranks = None           # the stepwatch.distributed watch under DDP
+        self.warmup_steps = warmup_steps
+        self.run_file = run_file
+        self.keep_durations = keep_durations
+        self.loss_hooks = loss_hooks
+        self.empty_hooks = empty_hooks
+        self._given = profiler
+        self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
 
-    # ---- the Profiler contract -----------------------------------------------------------
+    def _reset_recording(self):
+        """No recorder yet: it is made at setup (or at first use without a Trainer)."""
+        self._recorder = self._given
+        self._spans = None
+        self._ranks = None            # the stepwatch.distributed watch under DDP
+        self._pending = []            # [name, start_ns, end_ns or None] before the recorder
+        self._pending_unbalanced = 0
+        self._fit_open = False
+        self._described = False
+        self._taps = []               # (object, attribute) set by _tap
+        self._owners = {}             # Lightning name prefix -> its object (see classify)
+        if self._recorder is not None:
+            self._attach(self._recorder)
+
+    # ---- the recorder: made late, when the rank is known ---------------------------------
+
+    @property
+    def profiler(self):
+        """The stepwatch.Profiler recorded into (made on first use outside a Trainer)."""
+        return self._ensure()
+
+    def _ensure(self, trainer=None):
+        if self._recorder is None:
+            where = _sw.distributed_rank(trainer)
+            rank, world = where if where is not None else (0, 0)
+            options = dict(name="lightning", warmup_steps=self.warmup_steps, rank=rank,
+                           world_size=world)
+            run_file = self.run_file
+            try:
+                if run_file:
+                    run_file = run_file.replace("{stage}", self._stage or "none")
+                    folder = os.path.dirname(run_file.replace("{rank}", str(rank)))
+                    os.makedirs(folder or ".", exist_ok=True)
+                recorder = _sw.Profiler(run_file=run_file, **options)
+            except (OSError, _sw.Error) as e:
+                # never stop the training for the profiler's sake: record without the file
+                warnings.warn(f"stepwatch: cannot write the run file {self.run_file!r} ({e}); "
+                              "recording without it", RuntimeWarning, stacklevel=2)
+                recorder = _sw.Profiler(**options)
+            self._attach(recorder)
+            if multiprocessing.parent_process() is not None:
+                # A multiprocessing child (ddp_spawn, ddp_fork) may end by os._exit, which runs
+                # no atexit: its finalizers complete the report and the run file instead.
+                multiprocessing.util.Finalize(self, _finish, args=(weakref.ref(self), recorder),
+                                              exitpriority=10)
+        return self._recorder
+
+    def _attach(self, recorder):
+        self._recorder = recorder
+        how = classify if self.empty_hooks else functools.partial(classify, owners=self._owners)
+        self._spans = _Spans(recorder, how, self.keep_durations)
+        # Lightning calls self.start/self.stop: from now on the C methods answer directly.
+        self.start = self._spans.start
+        self.stop = self._spans.stop
+        pending, self._pending = self._pending, []
+        for name, start, end in pending:
+            if end is None:
+                self._spans.start_at(name, start)
+            else:
+                self._spans.record(name, start, end)
+
+    # Before the recorder exists (Lightning's configure_callbacks hook runs before setup, when
+    # the rank may not be known yet) spans wait in a short list.
+    def start(self, action_name):
+        if len(self._pending) >= _PENDING_MAX:
+            self._ensure()
+            return self.start(action_name)
+        if any(span[0] == action_name and span[2] is None for span in self._pending):
+            self._pending_unbalanced += 1  # started again while open (as Spans counts it)
+        self._pending.append([action_name, _sw.now_ns(), None])
+
+    def stop(self, action_name):
+        now = _sw.now_ns()
+        for span in reversed(self._pending):
+            if span[0] == action_name and span[2] is None:
+                span[2] = now
+                return
+        self._pending_unbalanced += 1
+
+    # ---- the Lightning Profiler contract ------------------------------------------------
 
     def setup(self, stage, local_rank=None, log_dir=None):
         super().setup(stage, local_rank=local_rank, log_dir=log_dir)
-        self._described = False
         trainer = _trainer_of(self)
+        recorder = self._ensure(trainer)
+        self._described = False
         if trainer is not None:
-            events = next((cb for cb in trainer.callbacks
-                           if isinstance(cb, _ProfilerEvents) and cb._profiler() is self), None)
-            if events is None:
-                events = _ProfilerEvents(self)
-                trainer.callbacks.append(events)
-            self._own_prefix = f"[Callback]{events.state_key}."
+            self._tap(trainer)
         if not self._fit_open:
-            self._fit.begin()
+            recorder.phase("fit").begin()
             self._fit_open = True
         if self._ranks is None:
             import stepwatch.distributed as swdist
-            self._ranks = swdist.watch_group(self.profiler, quiet=True)
-
-    def start(self, action_name):
-        entry = self._entries.get(action_name)
-        if entry is None:
-            entry = self._entry(action_name)
-        if entry is _UNTIMED:
-            return
-        if entry[2]:
-            self.unbalanced += 1
-        entry[2] += 1
-        if entry[3]:
-            self._structure_start(action_name)
-        if entry[1] is not None:
-            entry[1].begin()
-        entry[0].begin()
-
-    def stop(self, action_name):
-        entry = self._entries.get(action_name)
-        if entry is _UNTIMED:
-            return
-        if entry is None or not entry[2]:
-            self.unbalanced += 1
-            return
-        entry[2] -= 1
-        if action_name == "run_training_epoch":
-            self._close_steps()  # the last step and phase nest inside the epoch's span
-        entry[0].end()
-        if entry[1] is not None:
-            entry[1].end()
-        if action_name == "run_training_epoch" and self._epoch_open:
-            self._epoch.end()
-            self._epoch_open = False
+            self._ranks = swdist.watch_group(recorder, quiet=True)
 
     def summary(self):
-        self._close_steps()
-        text = self.profiler.report(self.format)
+        """The report, titled as Lightning titles it ("FIT Profiler Report"); names whole."""
+        recorder = self._ensure()
+        self._spans.close()
+        text = recorder.report(self.format, full_names=True, brief=not self.extended)
         view = self._ranks.view if self._ranks is not None else None
-        if view is None:
+        if view is not None:  # the view's own formats; the peers' table styles get the table
+            text += view.report(self.format if self.format in ("markdown", "json") else "table")
+        if self.format in ("csv", "json"):
             return text
-        # the view's own formats; the peers' table styles get the plain table
-        return text + view.report(self.format if self.format in ("markdown", "json") else "table")
+        stage = f"{self._stage.upper()} " if self._stage is not None else ""
+        if self.format == "lightning":  # its first line is "Profiler Report"
+            return stage + text
+        return f"{stage}Profiler Report\n{text}"
 
     def describe(self):
         """Write the report (once per stage) to the file or the log."""
         if self._described:
             return
         self._described = True
-        self._close_steps()
+        self._ensure()
+        self._spans.close()
+        self._untap()
         if self._fit_open:
-            self._fit.end()
+            self._recorder.phase("fit").end()
             self._fit_open = False
         if self._ranks is not None:  # collective: Lightning describes on every rank
             import stepwatch.distributed as swdist
-            swdist.finish(self.profiler)
+            swdist.finish(self._recorder)
         super().describe()
 
-    # ---- helpers -------------------------------------------------------------------------
-
-    def _entry(self, name):
-        if self._own_prefix is not None and name.startswith(self._own_prefix):
-            self._entries[name] = _UNTIMED  # the profiler's own work, not the user's
-            return _UNTIMED
-        common = None
-        for pattern, common_name in _COMMON:
-            if pattern.search(name):
-                common = self.profiler.action(common_name)
-                break
-        # [action, common action, open count, marks the training structure]
-        entry = [self.profiler.action(name), common, 0,
-                 name.endswith("_next") or name == "run_training_epoch"]
-        self._entries[name] = entry
-        return entry
-
-    def _structure_start(self, name):
-        if name == "run_training_epoch":
-            self._close_steps()
-            self._epoch.begin()
-            self._epoch_open = True
-            return
-        # a *_next: a new step begins with its data wait
-        if self._step_open:
-            self.profiler.step_end()
-        want = self._train if name.endswith(_TRAIN_NEXT) else self._valid
-        if want is not self._phase:
-            if self._phase is not None:
-                self._phase.end()
-            want.begin()
-            self._phase = want
-        self.profiler.step_begin()
-        self._step_open = True
-
-    def _close_steps(self):
-        if self._step_open:
-            self.profiler.step_end()
-            self._step_open = False
-        if self._phase is not None:
-            self._phase.end()
-            self._phase = None
+    # ---- reading back -------------------------------------------------------------------
 
     def records(self, phase=None):
         """The report's rows as a list of dicts (pandas.DataFrame(records))."""
-        return self.profiler.records(phase)
+        return self._ensure().records(phase)
+
+    @property
+    def recorded_durations(self):
+        """SimpleProfiler's recorded_durations, read-only: action -> its latest durations
+        in seconds (at most keep_durations of them)."""
+        self._ensure()
+        return _Durations(self._spans)
+
+    @property
+    def unbalanced(self):
+        """Stops without a start and starts of an action already open: counted, not raised."""
+        spans = self._spans.unbalanced if self._spans is not None else 0
+        return spans + self._pending_unbalanced
+
+    # ---- what Lightning tells the strategy and the model but not the profiler ---------------
+
+    def _tap(self, trainer):
+        """Lightning hands profilers neither batches nor exceptions. For the run it is set up
+        for, the profiler taps the trainer's strategy (instance attributes, removed again by
+        describe()): batch_to_device, which every loop calls with each batch, gives the step
+        its batch size (for samples/s); teardown, which Lightning calls also when the run
+        stops by an exception or Ctrl-C (then skipping describe()), writes the report then.
+        With loss_hooks, the LightningModule's loss modules are timed as "loss": their
+        forward, on the instance, becomes Spans.timed around it (a torch forward hook would
+        send each call down torch's slow path, about 2 us). No callback: Lightning would ask
+        it for each of its 6 hooks per training step, at about 60 ns each, even unused."""
+        if self._taps:
+            return
+        self._owners.update(_owners_of(trainer))
+        strategy = trainer.strategy
+        self._taps = [(strategy, "batch_to_device"), (strategy, "teardown")]
+        strategy.batch_to_device = functools.partial(self._spans.batch, strategy.batch_to_device)
+        strategy.teardown = functools.partial(_teardown, weakref.ref(self), strategy.teardown)
+        if self.loss_hooks and trainer.lightning_module is not None:
+            import torch
+            for m in trainer.lightning_module.modules():
+                if isinstance(m, torch.nn.modules.loss._Loss) and "forward" not in vars(m):
+                    m.forward = functools.partial(self._spans.timed, f"[Loss]{type(m).__name__}",
+                                                  m.forward)
+                    self._taps.append((m, "forward"))
+
+    def _untap(self):
+        for owner, name in self._taps:
+            owner.__dict__.pop(name, None)
+        self._taps = []
+        self._owners.clear()  # the names seen are classified: let the run's objects go
+
+    # ---- pickling: the options travel, the recording does not ---------------------------
+
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in _TRANSIENT}
+        state["_output_file"] = None  # the file stays with its process
+        state["_write_stream"] = None
+        state["_given"] = None  # a live stepwatch.Profiler cannot travel: the copy makes its own
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset_recording()
+        atexit.register(_describe_at_exit, weakref.ref(self))
+
+
+SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: the one-line switch
+
+# What a pickled or copied Profiler leaves behind: the recording (it stays in this process).
+_TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "_pending", "_pending_unbalanced",
+                        "_fit_open", "_described", "_taps", "_owners",
+                        "_lightning_module", "_ranks"})
+
+
+class _Durations(collections.abc.Mapping):
+    """recorded_durations: action name -> list of its latest durations (s), read-only."""
+
+    def __init__(self, spans):
+        self._spans = spans
+
+    def __getitem__(self, name):
+        return self._spans.durations(name)
+
+    def __iter__(self):
+        return iter(self._spans.names())
+
+    def __len__(self):
+        return len(self._spans.names())
+
+
+def _teardown(ref, teardown):
+    """Strategy.teardown while a Profiler taps it: after the strategy's own, if an exception
+    is being handled (Lightning tears down in its `except` branch, then skips describe()),
+    the profiler writes its report: the exception has left every profiled block (profile()
+    stops them on the way out), so nothing is open."""
+    teardown()
+    prof = ref()
+    if prof is not None and sys.exc_info()[0] is not None:
+        prof.describe()
 
 
 def _trainer_of(profiler):
@@ -246,6 +417,11 @@ def _trainer_of(profiler):
         return module.trainer if module is not None else None
     except (ReferenceError, RuntimeError, AttributeError):
         return None
+
+
+def _finish(ref, recorder):
+    _describe_at_exit(ref)
+    recorder.close()
 
 
 def _describe_at_exit(ref):
@@ -259,121 +435,206 @@ def _describe_at_exit(ref):
 
 # ---- thunder's TimeProfiler ----------------------------------------------------------------
 
-_DEFAULT_KEYS = ("train batch", "validation batch", "train epoch", "validation epoch",
-                 "avg train downtime", "avg val downtime")
-_OPTIONAL_KEYS = ("backward", "optimizer step", "total train downtime", "total val downtime")
+# The keys the hooks mark (the downtimes are computed from them), by index into Intervals.
+_MARKED = ("train batch", "validation batch", "train epoch", "validation epoch", "backward",
+           "optimizer step")
+_TRAIN_BATCH, _VAL_BATCH, _TRAIN_EPOCH, _VAL_EPOCH, _BACKWARD, _OPT_STEP = range(len(_MARKED))
 
 
 class TimeProfiler(Callback):
-    """thunder's TimeProfiler: logs step times through ``pl_module.log`` (seconds).
+    """thunder's TimeProfiler (``thunder.callbacks.TimeProfiler``).
 
-    Logged by default: train batch, validation batch, train epoch, validation epoch,
-    avg train downtime, avg val downtime. Opt in with keys: backward, optimizer step,
-    total train downtime, total val downtime. Downtime is the time between one batch's end
-    and the next one's start (the data loader working, the model idle). Every key is also
-    timed as a stepwatch action of the same name (``profiler`` or a new Profiler).
+    Logs, at the end of each training epoch through ``pl_module.log_dict`` as
+    ``TimeProfiler/<key>`` (seconds, ``on_epoch=True``), the mean time of: train batch,
+    validation batch, train epoch (less the mean validation epoch), validation epoch, and
+    the downtime per sample (avg train downtime, avg val downtime). Opt in with keys (or
+    ``True`` for all): backward, optimizer step, total train downtime, total val downtime.
+    Downtime is thunder's: the epoch less its batches (``total ... downtime``), per sample.
+    Needs a logger (MisconfigurationException otherwise), as thunder's.
+
+    The per-batch hooks are C (``Intervals``, python/stepwatch/_intervals.c), set on the
+    instance; the hooks it does not need are None there, which Lightning skips.
+
+    ``profiler``: a stepwatch.Profiler to also record every timed interval into (p50/p99,
+    the per-step series of a run file). Off by default.
     """
 
+    _default_keys = ("train batch", "validation batch", "train epoch", "validation epoch",
+                     "avg train downtime", "avg val downtime")
+    _optional_keys = ("backward", "optimizer step", "total train downtime", "total val downtime")
+
     def __init__(self, *keys, profiler=None):
-        unknown = [k for k in keys if k not in _DEFAULT_KEYS + _OPTIONAL_KEYS]
-        if unknown:
-            raise ValueError(f"unknown TimeProfiler keys {unknown}; known: "
-                             f"{list(_DEFAULT_KEYS + _OPTIONAL_KEYS)}")
-        self.keys = set(_DEFAULT_KEYS) | set(keys)
-        self.profiler = profiler if profiler is not None else _sw.Profiler(name="TimeProfiler")
-        self._actions = {k: self.profiler.action(k) for k in _DEFAULT_KEYS + _OPTIONAL_KEYS}
-        self._start = {}
-        self._batch_end = {"train": None, "val": None}
-        self._downtime = {"train": [0.0, 0], "val": [0.0, 0]}
+        if len(keys) != 0 and keys[0] is True:
+            keys = sorted(self._optional_keys)
+        known = sorted(set(keys).intersection(self._optional_keys))
+        if known != sorted(keys):
+            raise ValueError(f"TimeProfiler got unknown keys: {set(keys) - set(known)}")
+        self.keys = sorted(set(keys).union(self._default_keys))
+        self.profiler = profiler
+        self.deltas = {}
+        self._hooks()
 
-    # timing helpers: a key's span from _begin to _finish, recorded and returned in seconds
-    def _begin(self, key):
-        self._start[key] = _sw.now_ns()
+    def _hooks(self):
+        """Lightning calls each hook of each callback through its profiler (a context manager,
+        about a microsecond) and skips hooks that are not callable: on this instance the hooks
+        not needed are None, and those a subclass does not override are C marks. backward
+        and optimizer step are timed only when asked for (thunder times them always, and
+        logs them only when asked for)."""
+        self._intervals = _Intervals(len(_MARKED))
+        self._opened = {}  # key -> its open mark's time, for profiler (opt-in)
+        unused = set(_UNUSED_HOOKS)
+        if "backward" not in self.keys:
+            unused |= {"on_before_backward", "on_after_backward"}
+        if "optimizer step" not in self.keys:
+            unused.add("on_before_optimizer_step")
+        mark, batch = self._intervals.mark, self._intervals.mark_batch
+        train_end = (_TRAIN_BATCH, _OPT_STEP) if "optimizer step" in self.keys else _TRAIN_BATCH
+        fast = {"on_train_batch_start": functools.partial(batch, _TRAIN_BATCH),
+                "on_train_batch_end": functools.partial(mark, train_end),
+                "on_validation_batch_start": functools.partial(batch, _VAL_BATCH),
+                "on_validation_batch_end": functools.partial(mark, _VAL_BATCH),
+                "on_validation_epoch_start": functools.partial(mark, _VAL_EPOCH),
+                "on_validation_epoch_end": functools.partial(mark, _VAL_EPOCH),
+                "on_before_backward": functools.partial(mark, _BACKWARD),
+                "on_after_backward": functools.partial(mark, _BACKWARD),
+                "on_before_optimizer_step": functools.partial(mark, _OPT_STEP)}
+        for hook in dir(Callback):
+            if not hook.startswith("on_") or getattr(type(self), hook) is not getattr(
+                    TimeProfiler if hook in vars(TimeProfiler) else Callback, hook):
+                continue  # a subclass's own hook stays
+            if hook in unused:
+                setattr(self, hook, None)
+            elif hook in fast and self.profiler is None:
+                setattr(self, hook, fast[hook])
 
-    def _finish(self, key):
-        start = self._start.pop(key, None)
-        if start is None:
-            return None
-        end = _sw.now_ns()
-        self._actions[key].record(start, end)
-        return (end - start) / 1e9
+    # thunder's log_time: the marks of a key pair up, the first opens an interval, the second
+    # ends it (the class's hooks below; the instance's C ones do the same without profiler)
+    def _mark(self, key, batch=None):
+        if batch is None:
+            self._intervals.mark(key)
+        else:
+            self._intervals.mark_batch(key, None, None, batch)
+        if self.profiler is not None:
+            for k in key if isinstance(key, tuple) else (key,):
+                now = _sw.now_ns()
+                start = self._opened.pop(k, None)
+                if start is None:
+                    self._opened[k] = now
+                else:
+                    self.profiler.action(_MARKED[k]).record(start, now)
 
-    def _log(self, pl_module, key, value, **kwargs):
-        if value is not None and key in self.keys:
-            pl_module.log(key, value, **kwargs)
+    def compute_time_delta(self):
+        """thunder's deltas: the mean interval per key, then the downtimes."""
+        deltas, samples = {}, {}
+        for key, (open_at, total, count, batches, n) in zip(_MARKED, self._intervals.state()):
+            # a mark left alone counts as an interval of length 0 (thunder's pairing pads it)
+            count += open_at is not None
+            if count:
+                deltas[key] = total / count
+                samples[key] = (batches, n)
+        if "train epoch" in deltas and "train batch" in deltas:
+            if "validation epoch" in deltas:
+                deltas["train epoch"] -= deltas["validation epoch"]
+            _downtime(deltas, samples, "train epoch", "train batch", "train")
+            if "validation epoch" in deltas and "validation batch" in deltas:
+                _downtime(deltas, samples, "validation epoch", "validation batch", "val")
+        self.deltas = deltas
+        return deltas
 
-    def _downtime_start(self, stage):
-        end = self._batch_end[stage]
-        if end is not None:
-            gap = _sw.now_ns() - end
-            total = self._downtime[stage]
-            total[0] += gap / 1e9
-            total[1] += 1
+    def log_to_logger(self, pl_module):
+        self.compute_time_delta()
+        pl_module.log_dict({f"{self.__class__.__name__}/{k}": v for k, v in self.deltas.items()
+                            if k in self.keys}, prog_bar=False, on_step=False, on_epoch=True)
+        self._clear()
 
-    def _log_downtime(self, pl_module, stage):
-        total, count = self._downtime[stage]
-        name = "train" if stage == "train" else "val"
-        if count:
-            self._log(pl_module, f"avg {name} downtime", total / count, on_epoch=True, on_step=False)
-            self._log(pl_module, f"total {name} downtime", total, on_epoch=True, on_step=False)
-        self._downtime[stage] = [0.0, 0]
-        self._batch_end[stage] = None
-
-    # train
-    def on_train_epoch_start(self, trainer, pl_module):
-        self._begin("train epoch")
-        self._val_in_epoch = 0.0
+    def _clear(self):
+        self._intervals.clear()
+        self._opened.clear()
+        self.deltas = {}
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self._downtime_start("train")
-        self._begin("train batch")
-
-    def on_before_backward(self, trainer, pl_module, loss):
-        self._begin("backward")
-
-    def on_after_backward(self, trainer, pl_module):
-        self._pending_backward = self._finish("backward")
-
-    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        self._begin("optimizer step")
+        self._mark(_TRAIN_BATCH, batch)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        opt = self._finish("optimizer step")
-        self._log(pl_module, "optimizer step", opt, on_step=True, on_epoch=False)
-        self._log(pl_module, "backward", getattr(self, "_pending_backward", None),
-                  on_step=True, on_epoch=False)
-        self._pending_backward = None
-        self._log(pl_module, "train batch", self._finish("train batch"), on_step=True,
-                  on_epoch=False)
-        self._batch_end["train"] = _sw.now_ns()
+        self._mark((_TRAIN_BATCH, _OPT_STEP) if "optimizer step" in self.keys else _TRAIN_BATCH)
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self._mark(_TRAIN_EPOCH)
 
     def on_train_epoch_end(self, trainer, pl_module):
-        start = self._start.pop("train epoch", None)
-        if start is not None:
-            # "without validation": Lightning validates inside the training epoch
-            total = (_sw.now_ns() - start) / 1e9 - getattr(self, "_val_in_epoch", 0.0)
-            self._actions["train epoch"].record(start, start + int(total * 1e9))
-            self._log(pl_module, "train epoch", total, on_epoch=True, on_step=False)
-        self._log_downtime(pl_module, "train")
-
-    # validation
-    def on_validation_epoch_start(self, trainer, pl_module):
-        self._begin("validation epoch")
+        self._mark(_TRAIN_EPOCH)
+        self.log_to_logger(pl_module)
 
     def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self._downtime_start("val")
-        self._begin("validation batch")
+        self._mark(_VAL_BATCH, batch)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx,
                                 dataloader_idx=0):
-        # Lightning keeps only epoch-level values of evaluation loops: the epoch's mean
-        self._log(pl_module, "validation batch", self._finish("validation batch"),
-                  on_step=False, on_epoch=True)
-        self._batch_end["val"] = _sw.now_ns()
+        self._mark(_VAL_BATCH)
+
+    def on_validation_epoch_start(self, trainer, pl_module):
+        self._mark(_VAL_EPOCH)
 
     def on_validation_epoch_end(self, trainer, pl_module):
-        took = self._finish("validation epoch")
-        if took is not None:
-            self._val_in_epoch = getattr(self, "_val_in_epoch", 0.0) + took
-        self._log(pl_module, "validation epoch", took, on_epoch=True, on_step=False)
-        self._log_downtime(pl_module, "val")
+        self._mark(_VAL_EPOCH)
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        self._mark(_BACKWARD)
+
+    def on_after_backward(self, trainer, pl_module):
+        self._mark(_BACKWARD)
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self._mark(_OPT_STEP)
+
+    def setup(self, trainer, pl_module, stage):
+        if not trainer.loggers:
+            raise MisconfigurationException(
+                f"Cannot use {self.__class__.__name__} callback with no logger")
+        if stage == "fit":
+            self._clear()
+
+    def teardown(self, trainer, pl_module, stage):
+        if stage == "fit":
+            self._clear()
+
+    def state_dict(self):
+        # plain types only: the checkpoint loads with torch.load(weights_only=True); a mark
+        # left open began on this process's clock and is not kept
+        return {"keys": list(self.keys), "deltas": dict(self.deltas),
+                "marks": {k: [None] + list(row[1:])
+                          for k, row in zip(_MARKED, self._intervals.state())}}
+
+    def load_state_dict(self, state_dict):
+        self.keys = list(state_dict.get("keys", self.keys))
+        marks = state_dict.get("marks", {})
+        self._intervals.set_state([marks.get(k, (None, 0.0, 0, 0, 0)) for k in _MARKED])
+        self.deltas = dict(state_dict.get("deltas", {}))
+
+    # pickling (ddp_spawn pickles the trainer and its callbacks): the C marks stay behind
+    def __getstate__(self):
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_intervals", "_opened") and not k.startswith("on_")}
+        state["_marks"] = self._intervals.state()
+        state["profiler"] = None  # a live stepwatch.Profiler cannot travel: the copy has none
+        return state
+
+    def __setstate__(self, state):
+        marks = state.pop("_marks", None)
+        self.__dict__.update(state)
+        self._hooks()
+        if marks is not None:
+            self._intervals.set_state([(None,) + tuple(row[1:]) for row in marks])
+
+
+def _downtime(deltas, samples, epoch, batch, name):
+    """thunder's downtime: the epoch less its batches, and that per sample."""
+    batches, n = samples[batch]
+    total = deltas[epoch] - batches * deltas[batch]
+    deltas[f"total {name} downtime"] = total
+    if n:
+        deltas[f"avg {name} downtime"] = total / n
+
+
+_UNUSED_HOOKS = [h for h in dir(Callback) if h.startswith("on_") and h not in vars(TimeProfiler)
+                 and h not in ("on_save_checkpoint", "on_load_checkpoint", "on_exception")]

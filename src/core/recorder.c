@@ -50,6 +50,7 @@ typedef struct sw__frame {
     sw_phase phase;            /* the phase current when the span began */
     uint64_t start_ns;
     uint64_t child_ns;         /* time spent in spans nested in this one */
+    uint64_t cat_ns;           /* time nested spans gave to categories (see record_span) */
     uint64_t samples_at_begin; /* profiler's samples_done at begin */
     struct sw__cell *cell;     /* where the span is recorded, found at begin; NULL if none */
 } sw__frame;
@@ -85,7 +86,6 @@ typedef struct sw__thread {
     sw__frame *stack;
     sw_phase phase_stack[SW__PHASE_STACK];
     uint32_t phase_depth;
-    uint32_t categorized_open; /* open spans whose category is not "other" */
     int step_open;
     uint64_t step_category_ns[SW_CAT_COUNT];
     sw__ring ring;
@@ -265,8 +265,9 @@ static void table_full(_Atomic int *warned, const char *what, unsigned max, cons
                  what, max, (int)name_length(name), name, what);
 }
 
-/* Intern under p->lock. */
-static sw_id intern_locked(sw_profiler *p, const char *name) {
+/* Intern under p->lock. A new name gets category cat; an existing name keeps its own (the
+ * caller compares). */
+static sw_id intern_locked(sw_profiler *p, const char *name, sw_category cat) {
     size_t len = name_length(name);
     uint32_t n = atomic_load_explicit(&p->naction, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++)
@@ -280,8 +281,8 @@ static sw_id intern_locked(sw_profiler *p, const char *name) {
     if (copy == NULL)
         return SW_ID_NONE;
     p->action_names[n] = copy;
-    p->action_category[n] = (uint8_t)sw_category_of(copy);
-    /* Release: a thread that sees the new count also sees the name. */
+    p->action_category[n] = (uint8_t)cat;
+    /* Release: a thread that sees the new count also sees the name and its category. */
     atomic_store_explicit(&p->naction, n + 1, memory_order_release);
     return n;
 }
@@ -290,9 +291,26 @@ sw_id sw_action(sw_profiler *p, const char *name) {
     if (p == NULL || name == NULL)
         return SW_ID_NONE;
     pthread_mutex_lock(&p->lock);
-    sw_id id = intern_locked(p, name);
+    sw_id id = intern_locked(p, name, sw_category_of(name));
     pthread_mutex_unlock(&p->lock);
     return id;
+}
+
+sw_id sw_action_with_category(sw_profiler *p, const char *name, sw_category cat) {
+    if (p == NULL || name == NULL || (unsigned)cat >= SW_CAT_COUNT)
+        return SW_ID_NONE;
+    pthread_mutex_lock(&p->lock);
+    sw_id id = intern_locked(p, name, cat);
+    if (id != SW_ID_NONE && p->action_category[id] != (uint8_t)cat)
+        id = SW_ID_NONE; /* a name has one category, the one it was first interned with */
+    pthread_mutex_unlock(&p->lock);
+    return id;
+}
+
+sw_category sw_action_category(const sw_profiler *p, sw_id id) {
+    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
+        return SW_CAT_OTHER;
+    return (sw_category)p->action_category[id];
 }
 
 const char *sw_action_name(const sw_profiler *p, sw_id id) {
@@ -324,7 +342,7 @@ static sw_phase phase_intern_locked(sw_profiler *p, const char *name) {
         table_full(&p->full_warned[1], "phase", SW__MAX_PHASES, name);
         return SW_PHASE_NONE;
     }
-    sw_id action = intern_locked(p, name);
+    sw_id action = intern_locked(p, name, sw_category_of(name));
     char *copy = copy_name(name, len);
     if (copy == NULL || action == SW_ID_NONE) {
         free(copy);
@@ -419,7 +437,7 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     static const char *const builtin[] = {"none", "fit", "epoch", "train", "valid"};
     for (size_t i = 0; i < sizeof builtin / sizeof *builtin; i++)
         phase_intern_locked(p, builtin[i]);
-    p->step_action = intern_locked(p, "step");
+    p->step_action = intern_locked(p, "step", SW_CAT_OTHER);
     if (p->retired == NULL || p->opts.name == NULL || p->command == NULL ||
         atomic_load(&p->nphase) != SW_PHASE_FIRST_USER || p->step_action == SW_ID_NONE) {
         sw_profiler_free(p);
@@ -834,9 +852,8 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
     f->cell = cell_of(p, t, id, f->phase);
     f->start_ns = now;
     f->child_ns = 0;
+    f->cat_ns = 0;
     f->samples_at_begin = atomic_load_explicit(&p->samples_done, memory_order_relaxed);
-    if (p->action_category[id] != SW_CAT_OTHER)
-        t->categorized_open++;
     SW__PUT(t->depth, t->depth + 1);
     if (SW__UNLIKELY(is_watched(p, id)))
         notify_watcher(p, id, 1);
@@ -861,10 +878,19 @@ static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, s
     ring_commit(t);
 }
 
-/* The statistics, the step breakdown and the timeline event of one finished span. */
-SW__INLINE void record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, sw_id id,
-                            sw_phase phase, uint64_t start, uint64_t duration,
-                            uint64_t child_ns, uint64_t samples_at_begin, uint32_t depth) {
+/* The statistics, the step breakdown and the timeline event of one finished span.
+ *
+ * The step breakdown: a span with a category gives that category its own time, its duration
+ * less what the spans nested in it gave to categories (cat_ns), and tells its parent it
+ * gave away its whole duration; a span without one ("other") passes its nested spans' gifts
+ * up unchanged, so its own time is left to the step's "other". Lightning's optimizer_step
+ * (optimizer) thus keeps only the optimizer's own time: the training_step (forward) and
+ * backward its closure runs are counted as theirs. Returns what to add to the parent's
+ * cat_ns. */
+SW__INLINE uint64_t record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, sw_id id,
+                                sw_phase phase, uint64_t start, uint64_t duration,
+                                uint64_t child_ns, uint64_t cat_ns,
+                                uint64_t samples_at_begin, uint32_t depth) {
     int64_t step = current_step(p);
     uint64_t samples = atomic_load_explicit(&p->samples_done, memory_order_relaxed) -
                        samples_at_begin;
@@ -876,11 +902,16 @@ SW__INLINE void record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, sw_id
         cell_add(t, cell, duration, self, step, samples, warm);
     }
     uint8_t category = p->action_category[id];
-    if (category != SW_CAT_OTHER && --t->categorized_open == 0 && t->step_open)
-        t->step_category_ns[category] += duration;
+    uint64_t given = cat_ns;
+    if (category != SW_CAT_OTHER) {
+        if (t->step_open)
+            t->step_category_ns[category] += duration > cat_ns ? duration - cat_ns : 0;
+        given = duration;
+    }
     if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) &&
         p->opts.timeline)
         emit_span(p, t, id, phase, start, duration, depth, step);
+    return given;
 }
 
 /* Close the innermost frame at time now; returns its duration. */
@@ -891,10 +922,12 @@ SW__INLINE uint64_t pop_frame(sw_profiler *p, sw__thread *t, uint64_t now) {
     SW__PUT(t->depth, depth);
     if (SW__UNLIKELY(is_watched(p, f->id)))
         notify_watcher(p, f->id, 0);
-    if (depth > 0)
+    uint64_t given = record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration,
+                                 f->child_ns, f->cat_ns, f->samples_at_begin, depth);
+    if (depth > 0) {
         t->stack[depth - 1].child_ns += duration;
-    record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration, f->child_ns,
-                f->samples_at_begin, depth);
+        t->stack[depth - 1].cat_ns += given;
+    }
     return duration;
 }
 
@@ -932,18 +965,27 @@ SW__INLINE uint64_t end_span(sw_profiler *p, sw__thread *t, sw_id id, uint64_t n
     return end_span_unwind(p, t, id, now);
 }
 
-void sw_begin(sw_profiler *p, sw_id id) {
+/* The calling thread's record for a begin of id, or NULL when nothing is to be recorded. */
+SW__INLINE sw__thread *begin_thread(sw_profiler *p, sw_id id) {
     if (SW__UNLIKELY(p == NULL) ||
         !atomic_load_explicit(&p->enabled, memory_order_relaxed) || !id_ok(p, id))
-        return;
-    sw__thread *t = thread_of(p);
-    if (SW__UNLIKELY(t == NULL))
-        return;
-    push_frame(p, t, id, sw__clock_ns());
+        return NULL;
+    return thread_of(p);
 }
 
-void sw_end(sw_profiler *p, sw_id id) {
-    uint64_t now = sw__clock_ns();
+void sw_begin(sw_profiler *p, sw_id id) {
+    sw__thread *t = begin_thread(p, id);
+    if (SW__LIKELY(t != NULL))
+        push_frame(p, t, id, sw__clock_ns());
+}
+
+void sw_begin_at(sw_profiler *p, sw_id id, uint64_t now_ns) {
+    sw__thread *t = begin_thread(p, id);
+    if (SW__LIKELY(t != NULL))
+        push_frame(p, t, id, now_ns);
+}
+
+SW__INLINE void end_at(sw_profiler *p, sw_id id, uint64_t now_ns) {
     if (SW__UNLIKELY(p == NULL))
         return;
     sw__thread *t = thread_of(p);
@@ -956,15 +998,21 @@ void sw_end(sw_profiler *p, sw_id id) {
     if (SW__UNLIKELY(!atomic_load_explicit(&p->enabled, memory_order_relaxed))) {
         /* Recording is off: forget a matching open span without recording it. */
         if (t->depth > 0 && t->stack[t->depth - 1].id == id) {
-            if (p->action_category[id] != SW_CAT_OTHER)
-                t->categorized_open--;
             SW__PUT(t->depth, t->depth - 1);
             if (SW__UNLIKELY(is_watched(p, id)))
                 notify_watcher(p, id, 0);
         }
         return;
     }
-    end_span(p, t, id, now);
+    end_span(p, t, id, now_ns);
+}
+
+void sw_end(sw_profiler *p, sw_id id) {
+    end_at(p, id, sw__clock_ns());
+}
+
+void sw_end_at(sw_profiler *p, sw_id id, uint64_t now_ns) {
+    end_at(p, id, now_ns);
 }
 
 void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
@@ -978,13 +1026,14 @@ void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
     if (t == NULL)
         return;
     uint64_t duration = end_ns - start_ns;
-    if (t->depth > 0)
-        t->stack[t->depth - 1].child_ns += duration;
-    if (p->action_category[id] != SW_CAT_OTHER)
-        t->categorized_open++; /* record_span closes it again */
     sw_phase phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
-    record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration, 0,
-                atomic_load_explicit(&p->samples_done, memory_order_relaxed), t->depth);
+    uint64_t given = record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration,
+                                 0, 0, atomic_load_explicit(&p->samples_done,
+                                                            memory_order_relaxed), t->depth);
+    if (t->depth > 0) {
+        t->stack[t->depth - 1].child_ns += duration;
+        t->stack[t->depth - 1].cat_ns += given;
+    }
 }
 
 /* ---- phases and steps ------------------------------------------------------------------------ */

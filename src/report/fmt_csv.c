@@ -26,7 +26,8 @@ static void put_fseconds(FILE *out, double ns) {
     fprintf(out, ",%.9f", ns / 1e9);
 }
 
-static int write_csv(const sw_snapshot *s, FILE *out) {
+static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
+    (void)opts;
     fprintf(out, "%s\n", header);
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {

@@ -38,6 +38,7 @@ typedef struct line {
 typedef struct table {
     line *lines;
     size_t n, cap;
+    size_t name_cols; /* NAME_MAX_COLS, or unlimited under full_names */
 } table;
 
 /* fastxtend's scale_time: "#0.4G" digits and an SI prefix; zero is "-". */
@@ -76,10 +77,10 @@ static line *add_line(table *t) {
     return l;
 }
 
-static void put_name(char *out, size_t size, const char *raw) {
+static void put_name(const table *t, char *out, size_t size, const char *raw) {
     char clean[SW__LABEL_MAX];
     sw__text_clean(raw, clean, sizeof clean);
-    sw__text_fit(clean, NAME_MAX_COLS, out, size);
+    sw__text_fit(clean, t->name_cols, out, size);
 }
 
 static void samples_cell(const sw_stats *st, char *out, size_t size) {
@@ -168,7 +169,7 @@ static int build(const sw_snapshot *s, table *t) {
         const sw_row *step = sw_snapshot_find(s, "step", phases[p]);
         if ((l = add_line(t)) == NULL)
             goto nomem;
-        put_name(l->v[1], sizeof l->v[1], phases[p]);
+        put_name(t, l->v[1], sizeof l->v[1], phases[p]);
         fill(s, l, &r->stats, step && p >= 2 ? &step->stats : NULL);
     }
 
@@ -189,8 +190,8 @@ static int build(const sw_snapshot *s, table *t) {
             if ((l = add_line(t)) == NULL)
                 goto nomem;
             if (i == 0)
-                put_name(l->v[0], sizeof l->v[0], p == nphases ? "none" : phases[p]);
-            put_name(l->v[1], sizeof l->v[1], group[i]->action_name ? group[i]->action_name : "?");
+                put_name(t, l->v[0], sizeof l->v[0], p == nphases ? "none" : phases[p]);
+            put_name(t, l->v[1], sizeof l->v[1], group[i]->action_name ? group[i]->action_name : "?");
             fill(s, l, &group[i]->stats, has_rate(group[i]) ? &group[i]->stats : NULL);
         }
     }
@@ -203,8 +204,8 @@ nomem:
     return SW_ENOMEM;
 }
 
-static int write_fastxtend(const sw_snapshot *s, FILE *out) {
-    table t = {0};
+static int write_fastxtend(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
+    table t = {.name_cols = sw__name_cols(opts, NAME_MAX_COLS)};
     int rc = build(s, &t);
     if (rc != 0) {
         free(t.lines);

@@ -33,7 +33,8 @@ static void put_stats(FILE *out, const sw_stats *st) {
     fputc('\n', out);
 }
 
-static int write_ignite(const sw_snapshot *s, FILE *out) {
+static int write_ignite(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
+    (void)opts;
     const sw_row **rows = NULL;
     long n = sw__rows_select(s, 1, &rows);
     if (n < 0)

@@ -93,7 +93,8 @@ static void put_misuse(sw__jw *w, const sw_misuse *m) {
     sw__jw_object_end(w);
 }
 
-static int write_json(const sw_snapshot *s, FILE *out) {
+static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
+    (void)opts;
     sw__jw w;
     sw__jw_init(&w, out, 3);
     sw__jw_object_begin(&w);

@@ -50,7 +50,8 @@ static void put_header(FILE *out) {
     fputs("|\n", out);
 }
 
-static int write_markdown(const sw_snapshot *s, FILE *out) {
+static int write_markdown(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
+    (void)opts;
     const sw_row **rows = NULL;
     long n = sw__rows_select(s, 0, &rows);
     if (n < 0)

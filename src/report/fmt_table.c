@@ -6,10 +6,12 @@
  * a "Total" row first. Warm-up calls get a section of their own; misuse, dropped events
  * and counters are listed under the table when there are any.
  *
- * The table fits the terminal width (sw__term_width): first the action column is
- * shortened in the middle, down to ACTION_MIN columns; when that is not enough, columns
- * are dropped in the order p50, Self, Std, p99. Mean, Calls, Total and % always stay, so
- * below about 50 columns the names shrink further (to 8 columns) and lines may overflow.
+ * The table fits the terminal width (sw__term_width) or the width asked for
+ * (sw_write_options): first the action column is shortened in the middle, down to
+ * ACTION_MIN columns; when that is not enough, columns are dropped in the order p50, Self,
+ * Std, p99. Mean, Calls, Total and % always stay, so below about 50 columns the names
+ * shrink further (to 8 columns) and lines may overflow. Under full_names (a report for a
+ * file) names are never shortened, and the width is unlimited unless one is given.
  */
 #include "writer.h"
 
@@ -110,7 +112,7 @@ static void put_counters(const sw_snapshot *s, FILE *out) {
     }
 }
 
-static int write_table(const sw_snapshot *s, FILE *out) {
+static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
     const sw_row **rows = NULL;
     long n = sw__rows_select(s, 0, &rows);
     if (n < 0)
@@ -145,7 +147,13 @@ static int write_table(const sw_snapshot *s, FILE *out) {
     sw__cells total;
     sw__cells_total(s, calls, &total);
     widen(&l, &total);
-    fit(&l, natural, sw__term_width(out));
+    /* A report for a file (full_names) takes the room its names need. */
+    size_t width = opts->width      ? opts->width
+                   : opts->full_names ? SIZE_MAX
+                                      : sw__term_width(out);
+    fit(&l, natural, width);
+    if (opts->full_names)
+        l.action_width = natural;
 
     char name[SW__LABEL_MAX], summary[256];
     sw__text_clean(s->name ? s->name : "stepwatch", name, sizeof name);

@@ -42,22 +42,28 @@ const char *sw_format_name(sw_format fmt) {
     return w ? w->name : NULL;
 }
 
-int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out) {
+int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
+                         const sw_write_options *opts) {
     if (s == NULL || out == NULL || (s->nrows > 0 && s->rows == NULL))
         return SW_EINVAL;
     const sw__writer *w = writer_of(fmt);
     if (w == NULL)
         return SW_EINVAL;
+    static const sw_write_options defaults = {0};
     int rc = 0;
     if (s->nrows == 0 && !w->machine)
         fputs("stepwatch: no actions recorded\n", out);
     else
-        rc = w->write(s, out);
+        rc = w->write(s, out, opts ? opts : &defaults);
     /* Writers print through stdio; a failed write (full disk, closed pipe) shows in the
      * stream's error flag once the buffer is flushed. */
     if (fflush(out) != 0 || ferror(out))
         return rc != 0 ? rc : SW_EIO;
     return rc;
+}
+
+int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out) {
+    return sw_snapshot_write_ex(s, fmt, out, NULL);
 }
 
 int sw_report(sw_profiler *p, sw_format fmt, FILE *out) {

@@ -68,6 +68,10 @@ static size_t offset_of(const char *s, size_t k) {
     return i;
 }
 
+size_t sw__name_cols(const sw_write_options *opts, size_t max_cols) {
+    return opts->full_names ? SIZE_MAX : max_cols;
+}
+
 void sw__text_fit(const char *in, size_t width, char *out, size_t size) {
     if (size == 0)
         return;

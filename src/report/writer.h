@@ -15,7 +15,7 @@ typedef struct sw__writer {
     sw_format format;
     const char *name;       /* as sw_format_parse reads it */
     int machine;            /* nonzero: CSV/JSON, which stay parseable when empty */
-    int (*write)(const sw_snapshot *s, FILE *out);
+    int (*write)(const sw_snapshot *s, FILE *out, const sw_write_options *opts); /* never NULL */
 } sw__writer;
 
 extern const sw__writer sw__writer_table;
@@ -36,6 +36,9 @@ extern const sw__writer sw__writer_json;
 size_t sw__text_clean(const char *in, char *out, size_t size);
 /* Columns taken by a clean UTF-8 string (one per code point). */
 size_t sw__text_width(const char *s);
+/* The columns a name may take in a layout whose own limit is max_cols: max_cols, or no limit
+ * (SIZE_MAX) under opts->full_names. */
+size_t sw__name_cols(const sw_write_options *opts, size_t max_cols);
 /* Copy clean string in to out, shortened to at most width columns by replacing its middle
  * with "…" (the start and the end of a name say the most). */
 void sw__text_fit(const char *in, size_t width, char *out, size_t size);

@@ -445,14 +445,76 @@ static void test_thread_names_follow_changes(void **state) {
     assert_int_equal(query_int(path, "SELECT count(*) FROM threads"), 2);
 }
 
+typedef struct { sw_step_record last; int steps; } breakdown;
+static int keep_step(void *ctx, int rank, const sw_step_record *s) {
+    breakdown *b = ctx;
+    b->last = *s;
+    b->steps++;
+    return 0;
+}
+
+/* The per-step breakdown counts each category's own time: Lightning's optimizer_step runs
+ * the forward and the backward in its closure, and its hooks are callbacks; an "other" span
+ * inside a categorized one is that one's. The spans carry given times (sw_begin_at/end_at),
+ * a second in the past, so the expected times are exact on any machine. */
+static void test_step_breakdown_own_time(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "breakdown.db");
+    SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 20);
+    sw_id data = sw_action_with_category(p, "[Loop].train_dataloader_next", SW_CAT_DATA);
+    sw_id opt = sw_action_with_category(p, "[LightningModule]M.optimizer_step",
+                                        SW_CAT_OPTIMIZER);
+    sw_id fwd = sw_action_with_category(p, "[Strategy]S.training_step", SW_CAT_FORWARD);
+    sw_id bwd = sw_action_with_category(p, "[Strategy]S.backward", SW_CAT_BACKWARD);
+    sw_id cb = sw_action_with_category(p, "[Callback]Cb.on_before_backward", SW_CAT_CALLBACK);
+    sw_id glue = sw_action(p, "closure glue"), batch = sw_action(p, "run_training_batch");
+    const uint64_t MS = 1000000, t = sw_now_ns() - 1000 * MS;
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    sw_step_begin_at(p, 8, t);
+    sw_begin_at(p, data, t), sw_end_at(p, data, t + 2 * MS);           /* data 2 */
+    sw_begin_at(p, batch, t + 2 * MS);                                  /* batch's own 1 */
+    sw_begin_at(p, opt, t + 3 * MS);                                    /* optimizer 3 + 1 */
+    sw_begin_at(p, fwd, t + 4 * MS), sw_end_at(p, fwd, t + 8 * MS);    /* forward 4 */
+    sw_begin_at(p, bwd, t + 8 * MS);                                    /* backward 5 - 2 */
+    sw_begin_at(p, cb, t + 9 * MS), sw_end_at(p, cb, t + 11 * MS);     /* callback 2 */
+    sw_end_at(p, bwd, t + 13 * MS);
+    sw_begin_at(p, glue, t + 13 * MS), sw_end_at(p, glue, t + 14 * MS); /* the optimizer's */
+    sw_end_at(p, opt, t + 16 * MS);
+    sw_end_at(p, batch, t + 16 * MS);
+    sw_step_end(p); /* now: other = the step less the 16 ms, plus batch's 1 ms */
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_profiler_free(p);
+
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    breakdown b = {0};
+    assert_int_equal(sw_run_foreach_step(run, -1, keep_step, &b), 0);
+    sw_run_close(run);
+    assert_int_equal(b.steps, 1);
+    const uint64_t *c = b.last.category_ns;
+    assert_int_equal(c[SW_CAT_DATA], 2 * MS);
+    assert_int_equal(c[SW_CAT_FORWARD], 4 * MS);
+    assert_int_equal(c[SW_CAT_BACKWARD], 3 * MS);
+    assert_int_equal(c[SW_CAT_CALLBACK], 2 * MS);
+    assert_int_equal(c[SW_CAT_OPTIMIZER], 4 * MS);
+    assert_int_equal(c[SW_CAT_LOSS] + c[SW_CAT_ZERO_GRAD], 0);
+    assert_true(b.last.duration_ns >= 1000 * MS);
+    assert_int_equal(c[SW_CAT_OTHER], b.last.duration_ns - 15 * MS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocking_ring_from_the_environment),
-        cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_sigkill_recovery),
-        cmocka_unit_test(test_sigterm_chains),    cmocka_unit_test(test_sigint_default),
-        cmocka_unit_test(test_completed_at_exit), cmocka_unit_test(test_refuses_foreign_file),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_step_breakdown_own_time),
+        cmocka_unit_test(test_sigkill_recovery),
+        cmocka_unit_test(test_sigterm_chains),
+        cmocka_unit_test(test_sigint_default),
+        cmocka_unit_test(test_completed_at_exit),
+        cmocka_unit_test(test_refuses_foreign_file),
         cmocka_unit_test(test_replaces_old_run_file),
-        cmocka_unit_test(test_thread_names_follow_changes), cmocka_unit_test(test_reader_open_at_the_end),
+        cmocka_unit_test(test_thread_names_follow_changes),
+        cmocka_unit_test(test_reader_open_at_the_end),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

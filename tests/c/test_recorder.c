@@ -377,6 +377,65 @@ static void test_step_breakdown_counters(void **state) {
     sw_profiler_free(p);
 }
 
+/* A framework's own names keep their names and get the category the front end gives. */
+static void test_explicit_category(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id bwd = sw_action_with_category(p, "[Strategy]DDPStrategy.backward", SW_CAT_BACKWARD);
+    assert_int_not_equal(bwd, SW_ID_NONE);
+    assert_int_equal(sw_action_category(p, bwd), SW_CAT_BACKWARD);
+    /* the same name and category again, or the plain lookup: the same id */
+    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward",
+                                             SW_CAT_BACKWARD), bwd);
+    assert_int_equal(sw_action(p, "[Strategy]DDPStrategy.backward"), bwd);
+    /* a name has one category: another one is refused, the first one stays */
+    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward",
+                                             SW_CAT_FORWARD), SW_ID_NONE);
+    sw_id fwd = sw_action(p, "forward");
+    assert_int_equal(sw_action_with_category(p, "forward", SW_CAT_OTHER), SW_ID_NONE);
+    assert_int_equal(sw_action_with_category(p, "forward", SW_CAT_FORWARD), fwd);
+    /* "other" is a category like the rest, and bad arguments are refused */
+    sw_id hook = sw_action_with_category(p, "data_like_hook", SW_CAT_OTHER);
+    assert_int_equal(sw_action_category(p, hook), SW_CAT_OTHER);
+    assert_int_equal(sw_action_with_category(p, "x", SW_CAT_COUNT), SW_ID_NONE);
+    assert_int_equal(sw_action_with_category(p, "x", (sw_category)-1), SW_ID_NONE);
+    assert_int_equal(sw_action_with_category(p, NULL, SW_CAT_DATA), SW_ID_NONE);
+    assert_int_equal(sw_action_with_category(NULL, "x", SW_CAT_DATA), SW_ID_NONE);
+    assert_int_equal(sw_action_category(p, 99999), SW_CAT_OTHER);
+    assert_int_equal(sw_action_category(NULL, 0), SW_CAT_OTHER);
+    /* the snapshot's rows carry it */
+    sw_begin(p, bwd);
+    sw_end(p, bwd);
+    sw_snapshot *s = take(p);
+    const sw_row *r = sw_snapshot_find(s, "[Strategy]DDPStrategy.backward", "all");
+    assert_non_null(r);
+    assert_int_equal(r->category, SW_CAT_BACKWARD);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+/* sw_begin_at/sw_end_at record the times given, nested spans included. */
+static void test_begin_end_at(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id outer = sw_action(p, "outer"), inner = sw_action(p, "inner");
+    uint64_t t = sw_now_ns();
+    sw_begin_at(p, outer, t);
+    sw_begin_at(p, inner, t + 1000);
+    sw_end_at(p, inner, t + 4000);
+    sw_end_at(p, outer, t + 10000);
+    sw_begin_at(p, inner, t + 20000);
+    sw_end_at(p, inner, t + 19000); /* an end before its begin: a zero duration */
+    sw_snapshot *s = take(p);
+    const sw_row *o = sw_snapshot_find(s, "outer", "all"), *i = sw_snapshot_find(s, "inner", "all");
+    /* outer: 10 us, 3 of them in inner; inner: 3 us and 0 */
+    assert_true(o->stats.total_ns == 10000 && o->stats.self_ns == 7000);
+    assert_true(i->stats.count == 2 && i->stats.total_ns == 3000 && i->stats.min_ns == 0);
+    assert_int_equal(s->misuse.end_without_begin + s->misuse.mismatched_end, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_and_free),
@@ -390,6 +449,8 @@ int main(void) {
         cmocka_unit_test(test_record_and_enabled),
         cmocka_unit_test(test_macros_cache_per_profiler),
         cmocka_unit_test(test_step_breakdown_counters),
+        cmocka_unit_test(test_explicit_category),
+        cmocka_unit_test(test_begin_end_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -353,6 +353,80 @@ static void test_table_fits_width(void **state) {
     free(fallback);
 }
 
+/* The report of s in fmt with layout options, as a malloc'ed string. */
+static char *render_ex(const sw_snapshot *s, sw_format fmt, const sw_write_options *opts) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    assert_non_null(mem);
+    assert_int_equal(sw_snapshot_write_ex(s, fmt, mem, opts), 0);
+    assert_int_equal(fclose(mem), 0);
+    return buf;
+}
+
+/* sw_write_options: a width given instead of the terminal's, names kept whole for files,
+ * Lightning's extended=False layout. */
+static void test_write_options(void **state) {
+    fixture *f = *state;
+    setenv("COLUMNS", "80", 1);
+    /* NULL and zeroed options are sw_snapshot_write's layout */
+    const sw_write_options zero = {0};
+    for (int fmt = SW_FORMAT_TABLE; fmt <= SW_FORMAT_JSON; fmt++) {
+        char *plain = render(&f->snap, (sw_format)fmt);
+        char *with_null = render_ex(&f->snap, (sw_format)fmt, NULL);
+        char *with_zero = render_ex(&f->snap, (sw_format)fmt, &zero);
+        assert_string_equal(plain, with_null);
+        assert_string_equal(plain, with_zero);
+        free(plain);
+        free(with_null);
+        free(with_zero);
+    }
+    /* a width asked for wins over $COLUMNS */
+    char *w60 = render_ex(&f->snap, SW_FORMAT_TABLE, &(sw_write_options){.width = 60});
+    setenv("COLUMNS", "60", 1);
+    char *columns60 = render(&f->snap, SW_FORMAT_TABLE);
+    setenv("COLUMNS", "80", 1);
+    assert_string_equal(w60, columns60);
+    free(w60);
+    free(columns60);
+    /* full_names: every layout that shortens names keeps this one whole; the table then
+     * takes the room it needs (all its columns) */
+    const sw_format shortening[] = {SW_FORMAT_TABLE, SW_FORMAT_LIGHTNING, SW_FORMAT_FASTXTEND};
+    for (size_t i = 0; i < 3; i++) {
+        char *cut = render(&f->snap, shortening[i]);
+        char *whole = render_ex(&f->snap, shortening[i], &(sw_write_options){.full_names = 1});
+        if (strstr(cut, long_name) != NULL || strstr(whole, long_name) == NULL)
+            fail_msg("%s: the long name should be cut by default, whole with full_names",
+                     sw_format_name(shortening[i]));
+        free(cut);
+        free(whole);
+    }
+    char *table = render_ex(&f->snap, SW_FORMAT_TABLE, &(sw_write_options){.full_names = 1});
+    assert_non_null(strstr(table, "p50"));
+    free(table);
+    /* brief: Lightning's extended=False (its log_row): three columns, largest mean first */
+    char *brief = render_ex(&f->snap, SW_FORMAT_LIGHTNING, &(sw_write_options){.brief = 1});
+    assert_null(strstr(brief, "Num calls"));
+    assert_null(strstr(brief, "\n|  Total "));
+    assert_non_null(strstr(brief, "Mean duration (s)"));
+    assert_non_null(strstr(brief, "Total time (s)"));
+    double last = 1e300;
+    int rows = 0;
+    for (char *line = strstr(brief, "\n|  "); line; line = strstr(line + 1, "\n|  ")) {
+        char *cell = strstr(line, "\t|  ");
+        if (strncmp(line, "\n|  Action", 10) == 0)
+            continue;
+        double mean = strtod(cell + 4, NULL);
+        if (mean > last)
+            fail_msg("brief rows not by mean: %g after %g", mean, last);
+        last = mean;
+        rows++;
+    }
+    assert_true(rows >= 8);
+    check_golden("report_lightning_brief.txt", brief);
+    free(brief);
+}
+
 /* Names never reach the terminal raw: no control characters but line breaks. */
 static void test_text_formats_escape_names(void **state) {
     fixture *f = *state;
@@ -591,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_golden_json),
         cmocka_unit_test(test_outputs_for_python),
         cmocka_unit_test(test_table_fits_width),
+        cmocka_unit_test(test_write_options),
         cmocka_unit_test(test_text_formats_escape_names),
         cmocka_unit_test(test_csv_shape),
         cmocka_unit_test(test_empty_snapshot),
