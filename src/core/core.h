@@ -55,6 +55,19 @@ uint32_t sw__action_count(const sw_profiler *p);
 uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
 
+/* ---- for the device layer (src/device/): the training state, and a watcher of its own ---- */
+
+/* The current phase, and whether the current step is a warm-up step (relaxed reads). */
+sw_phase sw__current_phase(const sw_profiler *p);
+int sw__in_warmup(const sw_profiler *p);
+
+/* A second watcher beside the public one (sw_watcher_set, used by the function profilers):
+ * fn sees the begins and ends of the actions watched with sw__hook_watch, on the recording
+ * thread, with sw_watch_fn's rules. One per profiler: SW_ESTATE when another is set; fn NULL
+ * removes it. A fork child starts without it. */
+int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
+int sw__hook_watch(sw_profiler *p, sw_id id, int on);
+
 /* ---- building snapshots (snapshot.c): every snapshot, from the recorder or from a run file,
  * is built with these so that sw_snapshot_free can free any of them ---- */
 

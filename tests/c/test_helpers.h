@@ -20,4 +20,31 @@ static inline void sw_test_spin(uint64_t ns) {
         assert_non_null(var);                                                       \
     } while (0)
 
+/* Run fn in a child process whose stderr goes into buf (NUL-terminated); its exit status
+ * (128 + N when killed by signal N). Needs <sys/wait.h> and <unistd.h>. */
+static inline int sw_test_in_child(void (*fn)(void), char *buf, size_t size) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn();
+        fflush(stderr);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n < size - 1 && (got = read(fds[0], buf + n, size - 1 - n)) > 0)
+        n += (size_t)got;
+    buf[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 #endif
