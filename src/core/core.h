@@ -63,8 +63,9 @@ int sw__in_warmup(const sw_profiler *p);
 
 /* A second watcher beside the public one (sw_watcher_set, used by the function profilers):
  * fn sees the begins and ends of the actions watched with sw__hook_watch, on the recording
- * thread, with sw_watch_fn's rules. One per profiler: SW_ESTATE when another is set; fn NULL
- * removes it. A fork child starts without it. */
+ * thread, with sw_watch_fn's rules (it may record counters), and their spans recorded after
+ * the fact by sw_record with begins = -1. One per profiler: SW_ESTATE when another is set;
+ * fn NULL removes it. A fork child starts without it. */
 int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
 int sw__hook_watch(sw_profiler *p, sw_id id, int on);
 

@@ -743,6 +743,15 @@ static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, i
         fn(p->hook_ctx, id, begins);
 }
 
+/* A watched action's span was recorded after the fact (sw_record): only the layers' hook
+ * hears of it (begins = -1), the public watcher's contract has begins and ends only. */
+static __attribute__((noinline)) void notify_recorded(sw_profiler *p, sw_id id) {
+    uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
+    sw_watch_fn fn = (bits & WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    if (fn != NULL)
+        fn(p->hook_ctx, id, -1);
+}
+
 SW__INLINE int is_watched(const sw_profiler *p, sw_id id) {
     return __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) != 0;
 }
@@ -910,6 +919,8 @@ void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
     sw_phase phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
     record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration, 0,
                 atomic_load_explicit(&p->samples_done, memory_order_relaxed), t->depth);
+    if (SW__UNLIKELY(is_watched(p, id)))
+        notify_recorded(p, id);
 }
 
 /* ---- phases and steps ------------------------------------------------------------------------ */

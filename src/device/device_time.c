@@ -13,12 +13,14 @@
  *
  * What the times mean. Between two events the stream's clock runs while the GPU executes the
  * kernels launched between them and while it waits for the host to launch more: a phase's
- * device time is the GPU time of its kernels plus the GPU's idle gaps inside it. Between the
- * end of one step and the begin of the next (a loop that begins a step once its batch
- * arrived, as stepwatch.torch and Ignite do, fetches there) the GPU runs what is left of the
- * previous step: the elapsed time there is the part of the data wait the GPU sat idle. It
- * counts as the next step's data and step time, so device "data" is the data wait the
- * kernels did not hide.
+ * device time is the GPU time of its kernels plus the GPU's idle gaps inside it. The time
+ * between the end of one step and the begin of the next (the gap) counts in the next step's
+ * device time, as its host time does. A loop that begins a step once its batch arrived
+ * (stepwatch.torch, Ignite: sw_step_begin_at, the data wait recorded after the fact) fetches
+ * in the gap, where the GPU runs what is left of the previous step: the gap's elapsed time
+ * is then the part of the data wait the GPU sat idle, the step's device "data". A data span
+ * inside the step is timed like the others, with the same meaning: device "data" is the
+ * data wait the kernels did not hide.
  *
  * Every resolved span becomes a sample of the counter "device:<phase>/<action>" in
  * nanoseconds (data and step: one per step), recorded like any counter; warm-up steps are
@@ -55,6 +57,8 @@ typedef struct dt_step {
     uint32_t made, used;
     int has_gap;                 /* gap_ns: GPU time from the previous step's end to this */
     uint64_t gap_ns;
+    int data_before;             /* its data wait was recorded after the fact (sw_record): it
+                                    lies in the gap */
 } dt_step;
 
 typedef struct sw__device_time {
@@ -183,8 +187,8 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
         atomic_fetch_add_explicit(&dt->warmup, 1, memory_order_relaxed);
         return 1;
     }
-    uint64_t data_ns = s->gap_ns; /* 0 without a gap */
-    int has_data = s->has_gap;
+    int has_data = s->has_gap && s->data_before;
+    uint64_t data_ns = has_data ? s->gap_ns : 0;
     for (uint32_t i = 1; i < s->nspans; i++) {
         if (s->spans[i].end == NULL)
             continue;
@@ -244,7 +248,7 @@ static void step_begin(sw__device_time *dt) {
     s->index = sw_step_index(dt->p);
     s->warm = sw__in_warmup(dt->p);
     s->nspans = s->used = 0;
-    s->has_gap = 0;
+    s->has_gap = s->data_before = 0;
     s->gap_ns = 0;
     dt->open = s;
     tl_timing = dt;
@@ -292,6 +296,10 @@ static void on_action(void *ctx, sw_id id, int begins) {
     }
     if (what == NWHAT || tl_timing != dt || dt->open == NULL)
         return;
+    if (begins < 0) { /* recorded after the fact: the data wait of a step begun late */
+        dt->open->data_before |= what == SW_CAT_DATA;
+        return;
+    }
     if (begins) {
         if (dt->depth[what]++ == 0)
             span_begin(dt, what);

@@ -231,7 +231,8 @@ static void test_host_bound_times(void **state) {
  * step's device data. */
 static void test_data_between_steps(void **state) {
     (void)state;
-    SW_TEST_PROFILER(p, .device_time = 1);
+    /* The first step has no gap before it: a warm-up step for both clocks. */
+    SW_TEST_PROFILER(p, .device_time = 1, .warmup_steps = 1);
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int i = 0; i < 10; i++) {
@@ -255,6 +256,62 @@ static void test_data_between_steps(void **state) {
     assert_true(fabs(mean_ms(s, "device:train/step") - host_ms(s, "step")) <=
                 0.1 * host_ms(s, "step"));
     sw_snapshot_free(s);
+}
+
+/* ---- in the reports and the run file ---- */
+
+static char *report_of(const sw_snapshot *s, sw_format fmt) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    assert_int_equal(sw_snapshot_write(s, fmt, out), 0);
+    fclose(out);
+    return text;
+}
+
+static void test_reports_and_run_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sw_device_time_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.db", dir);
+    SW_TEST_PROFILER(p, .device_time = 1, .run_file = path);
+    const part parts[] = {{"forward", 1 * MS, 4 * MS, 0}, {"zero_grad", MS / 2, 0, 0}};
+    run_steps(p, 6, parts, 2);
+    sw_device_time_info info;
+    sw_snapshot_free(finish(p, &info)); /* the run file completes */
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_true(fabs(mean_ms(s, "device:train/forward") - 4) <= 0.5);
+
+    assert_null(counter(s, "device:train/data")); /* no data wait in this loop */
+    char *table = report_of(s, SW_FORMAT_TABLE);
+    const char *section = strstr(table, "Device time (GPU events, per call):");
+    assert_non_null(section);
+    assert_non_null(strstr(section, "Host mean  Device mean"));
+    const char *step = strstr(section, "train/step"), *fwd = strstr(section, "train/forward");
+    assert_true(step != NULL && fwd != NULL && step < fwd); /* the step first */
+    assert_non_null(strstr(fwd, "4.00 ms")); /* 4 ms of kernels launched in 1 ms */
+    free(table);
+    char *md = report_of(s, SW_FORMAT_MARKDOWN);
+    assert_non_null(strstr(md, "#### Device time (GPU events, per call)"));
+    assert_non_null(strstr(md, "| train/zero\\_grad |")); /* escaped as the table's cells */
+    free(md);
+    char *lightning = report_of(s, SW_FORMAT_LIGHTNING);
+    assert_non_null(strstr(lightning, "Device time (GPU events, per call):"));
+    free(lightning);
+    char *csv = report_of(s, SW_FORMAT_CSV);
+    assert_non_null(strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s\n"));
+    assert_non_null(strstr(csv, "\nforward,train,forward,6,"));
+    free(csv);
+    char *json = report_of(s, SW_FORMAT_JSON);
+    assert_non_null(strstr(json, "\"device\": {\"count\":6,\"mean_ns\":4"));
+    free(json);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* ---- never waiting ---- */
@@ -408,6 +465,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_bound_times),
         cmocka_unit_test(test_host_bound_times),
         cmocka_unit_test(test_data_between_steps),
+        cmocka_unit_test(test_reports_and_run_file),
         cmocka_unit_test(test_gpu_far_behind),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_program_error_kept),

@@ -4,6 +4,10 @@
 
 #include "stepwatch.h"
 
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 /* Busy-wait ns nanoseconds on the profiler clock (sleeping would be too coarse). */
 static inline void sw_test_spin(uint64_t ns) {
     uint64_t end = sw_now_ns() + ns;
@@ -21,7 +25,7 @@ static inline void sw_test_spin(uint64_t ns) {
     } while (0)
 
 /* Run fn in a child process whose stderr goes into buf (NUL-terminated); its exit status
- * (128 + N when killed by signal N). Needs <sys/wait.h> and <unistd.h>. */
+ * (128 + N when killed by signal N). */
 static inline int sw_test_in_child(void (*fn)(void), char *buf, size_t size) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
