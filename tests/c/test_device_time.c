@@ -314,6 +314,58 @@ static void test_reports_and_run_file(void **state) {
     rmdir(dir);
 }
 
+/* diagnose's JSON for a loop of parts run with device time into a run file. */
+static char *diagnose_loop(const part *parts, size_t nparts, int steps) {
+    char dir[] = "/tmp/sw_device_diag_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.db", dir);
+    SW_TEST_PROFILER(p, .device_time = 1, .run_file = path, .warmup_steps = 1);
+    run_steps(p, steps, parts, nparts);
+    sleep_until(gpu.idle_at() + 1 * MS);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    assert_int_equal(sw_diagnose_write(run, SW_FORMAT_JSON, out), 0);
+    fclose(out);
+    assert_int_equal(sw_diagnose_write(run, SW_FORMAT_TABLE, stdout), 0); /* for the log */
+    sw_run_close(run);
+    unlink(path);
+    rmdir(dir);
+    return text;
+}
+
+static void test_diagnose_findings(void **state) {
+    (void)state;
+    /* The GPU waits for the host: idle, launch-bound, nothing hidden. */
+    const part host_bound[] = {{"data", 4 * MS, 0, 0},
+                               {"forward", 3 * MS, 1 * MS, 0},
+                               {"backward", 3 * MS, 2 * MS, 0}};
+    char *json = diagnose_loop(host_bound, 3, 12);
+    assert_non_null(strstr(json, "\"id\": \"host-bound\""));
+    assert_non_null(strstr(json, "\"id\": \"launch-bound\""));
+    assert_null(strstr(json, "\"id\": \"data-hidden\""));
+    free(json);
+    /* The host waits for the GPU: the data wait runs beside the previous step's kernels. */
+    const part gpu_bound[] = {{"data", 5 * MS, 0, 0},
+                              {"forward", 1 * MS, 10 * MS, 0},
+                              {"loss", 0, 0, 1},
+                              {"backward", 2 * MS, 20 * MS, 0},
+                              {"optimizer", MS / 2, 5 * MS, 0}};
+    json = diagnose_loop(gpu_bound, 5, 12);
+    assert_non_null(strstr(json, "\"id\": \"data-hidden\""));
+    assert_null(strstr(json, "\"id\": \"host-bound\""));
+    assert_null(strstr(json, "\"id\": \"launch-bound\""));
+    free(json);
+    /* The GPU 8 steps behind: the unresolved steps are named. */
+    const part behind[] = {{"forward", 1 * MS, 50 * MS, 0}};
+    json = diagnose_loop(behind, 1, 12);
+    assert_non_null(strstr(json, "\"id\": \"device-dropped\""));
+    free(json);
+}
+
 /* ---- never waiting ---- */
 
 /* The GPU falls ever further behind (50 ms of kernels per 1 ms step): the host never
@@ -466,6 +518,7 @@ int main(void) {
         cmocka_unit_test(test_host_bound_times),
         cmocka_unit_test(test_data_between_steps),
         cmocka_unit_test(test_reports_and_run_file),
+        cmocka_unit_test(test_diagnose_findings),
         cmocka_unit_test(test_gpu_far_behind),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_program_error_kept),
