@@ -35,15 +35,16 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", "functions", "builtins", NULL};
+                             "on_full", "functions", "builtins", "device_stats",
+                             "device_time", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0;
-    PyObject *functions = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOp:Profiler", kwlist, &name,
+    PyObject *functions = Py_None, *device_stats = Py_False, *device_time = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOO:Profiler", kwlist, &name,
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full,
-                                     &functions, &builtins))
+                                     &functions, &builtins, &device_stats, &device_time))
         return NULL;
     int block = strcmp(on_full, "block") == 0;
     if (!block && strcmp(on_full, "drop") != 0)
@@ -89,7 +90,8 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     if (!enabled)
         sw_set_enabled(self->p, 0);
     self->builtins = builtins;
-    if (functions != Py_None && watch_functions(self, functions) < 0) {
+    if ((functions != Py_None && watch_functions(self, functions) < 0) ||
+        sw_py_device_start(self, device_stats, device_time) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -125,6 +127,8 @@ static void profiler_close(ProfilerObject *self) {
 static void Profiler_dealloc(ProfilerObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs((PyObject *)self);
     sw_py_funcs_free(self->funcs);
     self->funcs = NULL;
     sw_profiler_free(self->p);
@@ -429,6 +433,9 @@ static PyMethodDef Profiler_methods[] = {
      "function_actions() -> list of the actions whose functions were profiled."},
     {"clear_functions", (PyCFunction)sw_py_profiler_clear_functions, METH_NOARGS,
      "clear_functions(): forget the function profiles recorded so far."},
+    {"device_time_info", (PyCFunction)sw_py_profiler_device_time, METH_NOARGS,
+     "device_time_info() -> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, "
+     "failed) of the device time (Profiler(device_time=...)), or None without it."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
      "close(): complete the run file and free the core profiler. Idempotent; actions become "
      "no-ops."},
@@ -447,6 +454,7 @@ static PyGetSetDef Profiler_getset[] = {
 
 static PyMemberDef Profiler_members[] = {
     {"name", T_OBJECT, offsetof(ProfilerObject, name), READONLY, "The run name."},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(ProfilerObject, weakrefs), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -454,14 +462,17 @@ static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=False)\n\n"
+     "         functions=None, builtins=False, device_stats=False, device_time=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
      "waits), 'block' waits for the writer (a complete timeline, may slow training).\n"
      "functions: action names whose function calls are profiled (see functions(name));\n"
      "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
-     "tracing hook); by default Python functions only, a builtin's time in its caller."},
+     "tracing hook); by default Python functions only, a builtin's time in its caller.\n"
+     "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
+     "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
+     "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

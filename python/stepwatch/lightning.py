@@ -30,6 +30,7 @@ from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
 import stepwatch as _sw
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
+from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 
 __all__ = ["Profiler", "TimeProfiler"]
 
