@@ -4,7 +4,8 @@
  * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
  * which instruments the script (the Python package). Any other program gets the run file's
  * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
- * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS) for a program built with stepwatch.
+ * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
+ * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME) for a program built with stepwatch.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
@@ -20,7 +21,8 @@
 
 static const char HELP[] =
     "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
-    "                     [--ring-capacity N] [--functions A,B [--builtins]] -- CMD ARGS...\n\n"
+    "                     [--ring-capacity N] [--functions A,B [--builtins]]\n"
+    "                     [--device-stats[=S]] [--device-time] -- CMD ARGS...\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
@@ -34,6 +36,8 @@ static const char HELP[] =
     "      --functions A,B  profile the Python functions called inside these actions\n"
     "                    (data, forward, ...): cProfile tables per action in the report\n"
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
+    "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
+    "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
     "  -h, --help        this help\n";
 
 /* python, python3, python3.11, ... */
@@ -94,7 +98,8 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
-    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_FUNCTIONS, OPT_BUILTINS };
+    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_FUNCTIONS, OPT_BUILTINS,
+           OPT_DEVICE_STATS, OPT_DEVICE_TIME };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
@@ -103,11 +108,15 @@ int sw_cmd_run(int argc, char **argv) {
                                              OPT_RING_CAPACITY},
                                             {"functions", required_argument, NULL, OPT_FUNCTIONS},
                                             {"builtins", no_argument, NULL, OPT_BUILTINS},
+                                            {"device-stats", optional_argument, NULL,
+                                             OPT_DEVICE_STATS},
+                                            {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
     const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL;
-    int timeline = 0, builtins = 0, code;
+    int timeline = 0, builtins = 0, device_time = 0, code;
+    char device_stats[24] = ""; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     optind = 1;
     /* '+': stop at the first non-option, the program's name. */
     for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
@@ -150,6 +159,18 @@ int sw_cmd_run(int argc, char **argv) {
         case OPT_BUILTINS:
             builtins = 1;
             break;
+        case OPT_DEVICE_STATS: {
+            char *end = NULL;
+            double seconds = optarg ? strtod(optarg, &end) : 0.5;
+            if (optarg && (end == optarg || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
+                return sw__cli_usage(&args, "--device-stats takes an interval in seconds from "
+                                            "0.01 to 3600, not '%s'", optarg);
+            snprintf(device_stats, sizeof device_stats, "%.0f", seconds * 1000);
+            break;
+        }
+        case OPT_DEVICE_TIME:
+            device_time = 1;
+            break;
         default:
             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
                 return code;
@@ -178,6 +199,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_FUNCTIONS", functions, 1);
     if (builtins)
         setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
+    if (device_stats[0])
+        setenv("STEPWATCH_DEVICE_STATS", device_stats, 1);
+    if (device_time)
+        setenv("STEPWATCH_DEVICE_TIME", "1", 1);
 
     fflush(NULL);
     g_child = fork();

@@ -17,6 +17,9 @@ Options (each also read from the environment, for the C command to pass on):
   --functions A,B   profile the functions called inside these actions; their cProfile
                     tables follow the report (STEPWATCH_FUNCTIONS)
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
+  --device-stats [S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
+                    (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
+  --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
 """
 import argparse
 import os
@@ -25,6 +28,13 @@ import sys
 import warnings
 
 import stepwatch
+
+
+def _device_stats_env(value):
+    """STEPWATCH_DEVICE_STATS: "1" is on at the default interval, more is the interval in ms."""
+    if not value.isdigit() or int(value) == 0:
+        return None
+    return 0.5 if value == "1" else int(value) / 1000
 
 
 def _parser():
@@ -44,6 +54,10 @@ def _parser():
     ap.add_argument("--functions", default=env("STEPWATCH_FUNCTIONS", ""))
     ap.add_argument("--builtins", action="store_true",
                     default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
+    ap.add_argument("--device-stats", type=float, nargs="?", const=0.5,
+                    default=_device_stats_env(env("STEPWATCH_DEVICE_STATS", "")))
+    ap.add_argument("--device-time", action="store_true",
+                    default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
     ap.add_argument("-m", dest="module", help="run a module, like python -m")
     ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
@@ -75,10 +89,14 @@ def main(argv=None):
         _parser().error(f"--ring-capacity must be 0 (the default) to "
                         f"{stepwatch.MAX_RING_CAPACITY}")
     functions = [a.strip() for a in args.functions.split(",") if a.strip()]
+    # torch.cuda.Event times the phases here, not the C runtime the variable asks the core for
+    os.environ.pop("STEPWATCH_DEVICE_TIME", None)
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
                               on_full=args.on_full, ring_capacity=args.ring_capacity,
-                              functions=functions, builtins=args.builtins)
+                              functions=functions, builtins=args.builtins,
+                              device_stats=args.device_stats or False,
+                              device_time=args.device_time)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch
