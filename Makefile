@@ -2,13 +2,19 @@
 #   make demo   build everything and run the main job: a real C training run, profiled
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
+#   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
+#               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
 BUILD   ?= build
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE   ?= cmake
 CONFIG_FLAGS ?=
 
-.PHONY: all build demo test test-c test-asan test-tsan test-python bench venv clean
+FUZZ_SECONDS ?= 300
+
+.PHONY: all build demo test test-c test-asan test-tsan test-python test-fuzz bench venv clean \
+	fault-long fuzz
 
 all: build
 
@@ -19,7 +25,7 @@ build:
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: test-c test-asan test-tsan test-python
+test: test-c test-asan test-tsan test-python test-fuzz
 
 test-c: build
 	@cd $(BUILD)/release && ctest --output-on-failure -j $(JOBS)
@@ -42,6 +48,17 @@ venv:
 
 test-python: build venv
 	@scripts/test-python.sh $(BUILD)
+
+test-fuzz:
+	@scripts/fuzz.sh $(BUILD) 3
+
+fuzz:
+	@scripts/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+
+fault-long: build
+	@cd $(BUILD)/release && export SW_BUILD_DIR=$$PWD SW_FAULT_KILLS=75 SW_FAULT_FORKS=5000 \
+	    SW_FAULT_THREADS=8000 && ./tests/test_fault_kill && ./tests/test_fault_fork && \
+	    ./tests/test_fault_threads_mt
 
 bench: build venv
 	@scripts/bench.sh $(BUILD)

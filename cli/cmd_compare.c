@@ -27,11 +27,19 @@ static int load(const char *path, sw_snapshot **snap) {
         return code;
     int rc = sw_run_snapshot(run, snap);
     sw_run_close(run);
-    if (rc != 0) {
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-        return SW_EXIT_DATA;
-    }
+    if (rc != 0)
+        return sw__cli_input_error(path, rc);
     return SW_EXIT_OK;
+}
+
+typedef struct compare_job {
+    const sw_snapshot *a, *b;
+    sw_format format;
+} compare_job;
+
+static int write_comparison(void *ctx, FILE *out) {
+    compare_job *job = ctx;
+    return sw_compare_write(job->a, job->b, job->format, out);
 }
 
 int sw_cmd_compare(int argc, char **argv) {
@@ -63,16 +71,9 @@ int sw_cmd_compare(int argc, char **argv) {
     size_t regressions = 0;
     if (code == SW_EXIT_OK && sw_compare_regressions(a, b, &regressions) != 0)
         code = SW_EXIT_DATA;
-    FILE *out = code == SW_EXIT_OK ? sw__cli_open_output(args.output) : NULL;
-    if (code == SW_EXIT_OK && !out)
-        code = SW_EXIT_IO;
-    if (out) {
-        int rc = sw_compare_write(a, b, args.format, out);
-        code = sw__cli_close_output(out, args.output);
-        if (rc != 0 && code == SW_EXIT_OK) {
-            sw__cli_error("cannot write the comparison: %s", sw_strerror(rc));
-            code = sw__cli_exit_code(rc);
-        }
+    if (code == SW_EXIT_OK) {
+        compare_job job = {.a = a, .b = b, .format = args.format};
+        code = sw__cli_write_output(args.output, argv[optind + 1], write_comparison, &job);
     }
     if (code == SW_EXIT_OK && fail_on_regression && regressions > 0) {
         sw__cli_error("%zu significant regression%s", regressions, regressions == 1 ? "" : "s");

@@ -19,6 +19,16 @@ static const char HELP[] =
     "Exit status: 0 done, 1 problems found (with --check), 2 bad usage, 3 unreadable run\n"
     "file, 4 cannot write the output.\n";
 
+typedef struct diagnose_job {
+    sw_run *run;
+    sw_format format;
+} diagnose_job;
+
+static int write_findings(void *ctx, FILE *out) {
+    diagnose_job *job = ctx;
+    return sw_diagnose_write(job->run, job->format, out);
+}
+
 int sw_cmd_diagnose(int argc, char **argv) {
     enum { OPT_CHECK = 1000 };
     static const struct option options[] = {SW_CLI_OPTION_FORMAT,
@@ -49,19 +59,11 @@ int sw_cmd_diagnose(int argc, char **argv) {
         return code;
     size_t problems = 0;
     int rc = check ? sw_diagnose_count(run, &problems) : 0;
-    FILE *out = rc == 0 ? sw__cli_open_output(args.output) : NULL;
     if (rc != 0) {
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-        code = sw__cli_exit_code(rc);
-    } else if (!out) {
-        code = SW_EXIT_IO;
+        code = sw__cli_input_error(path, rc);
     } else {
-        rc = sw_diagnose_write(run, args.format, out);
-        code = sw__cli_close_output(out, args.output);
-        if (rc != 0 && code == SW_EXIT_OK) {
-            sw__cli_error("%s: %s", path, sw_strerror(rc));
-            code = sw__cli_exit_code(rc);
-        }
+        diagnose_job job = {.run = run, .format = args.format};
+        code = sw__cli_write_output(args.output, path, write_findings, &job);
         if (code == SW_EXIT_OK && problems > 0)
             code = SW_EXIT_FINDINGS;
     }

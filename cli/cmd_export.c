@@ -17,26 +17,35 @@ static const char HELP[] =
     "                   f.svg, or open it in https://speedscope.app\n"
     "  -h, --help       this help\n";
 
-typedef int (*export_fn)(sw_run *run, FILE *out);
+typedef struct export_job {
+    sw_run *run;
+    int (*fn)(sw_run *run, FILE *out);
+} export_job;
 
-static int export_to(sw_run *run, export_fn fn, const char *path) {
-    FILE *out = sw__cli_open_output(path);
-    if (out == NULL)
-        return SW_EXIT_IO;
+static int write_export(void *ctx, FILE *out) {
+    export_job *job = ctx;
     sw__cli_progress progress;
-    sw__cli_progress_begin(&progress, run, "export");
-    int rc = fn(run, out);
+    sw__cli_progress_begin(&progress, job->run, "export");
+    int rc = job->fn(job->run, out);
     sw__cli_progress_end(&progress);
-    int code = sw__cli_close_output(out, path);
-    if (rc == SW_ENOTFOUND && fn == sw_run_export_collapsed && code == SW_EXIT_OK) {
-        sw__cli_error("the run file holds no function profiles (record them with "
-                      "'stepwatch run --functions ACTIONS')");
-        code = sw__cli_exit_code(rc);
-    } else if (rc != 0 && code == SW_EXIT_OK) {
-        sw__cli_error("cannot export to %s: %s", path, sw_strerror(rc));
-        code = sw__cli_exit_code(rc);
+    return rc;
+}
+
+static int export_to(sw_run *run, const char *input, int (*fn)(sw_run *, FILE *),
+                     const char *path) {
+    if (fn == sw_run_export_collapsed) {
+        /* Said before OUT is touched: a run without function profiles has nothing to give. */
+        sw_fprofile *profiles = NULL;
+        int rc = sw_run_functions(run, -1, &profiles);
+        sw_fprofile_free(profiles);
+        if (rc == SW_ENOTFOUND) {
+            sw__cli_error("the run file holds no function profiles (record them with "
+                          "'stepwatch run --functions ACTIONS')");
+            return sw__cli_exit_code(rc);
+        }
     }
-    return code;
+    export_job job = {.run = run, .fn = fn};
+    return sw__cli_write_output(path, input, write_export, &job);
 }
 
 int sw_cmd_export(int argc, char **argv) {
@@ -73,11 +82,11 @@ int sw_cmd_export(int argc, char **argv) {
     sw_run *run = NULL;
     code = sw__cli_open_run(argv[optind], &run);
     if (code == SW_EXIT_OK && chrome != NULL)
-        code = export_to(run, sw_run_export_chrome, chrome);
+        code = export_to(run, argv[optind], sw_run_export_chrome, chrome);
     if (code == SW_EXIT_OK && csv != NULL)
-        code = export_to(run, sw_run_export_steps_csv, csv);
+        code = export_to(run, argv[optind], sw_run_export_steps_csv, csv);
     if (code == SW_EXIT_OK && collapsed != NULL)
-        code = export_to(run, sw_run_export_collapsed, collapsed);
+        code = export_to(run, argv[optind], sw_run_export_collapsed, collapsed);
     sw_run_close(run);
     return code;
 }

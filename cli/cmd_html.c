@@ -14,6 +14,10 @@ static const char HELP[] =
     "  -h, --help       this help\n\n"
     "Exit status: 0 done, 2 bad usage, 3 unreadable run file, 4 cannot write the output.\n";
 
+static int write_html(void *run, FILE *out) {
+    return sw_html_write(run, out);
+}
+
 int sw_cmd_html(int argc, char **argv) {
     static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
                                             SW_CLI_OPTION_END};
@@ -34,23 +38,11 @@ int sw_cmd_html(int argc, char **argv) {
     int code = sw__cli_open_run(path, &run);
     if (code != SW_EXIT_OK)
         return code;
-    FILE *out = sw__cli_open_output(output);
-    if (!out) {
-        sw_run_close(run);
-        return SW_EXIT_IO;
-    }
-    int rc = sw_html_write(run, out);
-    code = sw__cli_close_output(out, output);
+    code = sw__cli_write_output(output, path, write_html, run);
     sw_run_close(run);
-    if (rc != 0) {
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-        if (strcmp(output, "-") != 0)
-            remove(output); /* no half-written report left behind */
-        return code != SW_EXIT_OK ? code : sw__cli_exit_code(rc);
-    }
     if (code == SW_EXIT_OK && strcmp(output, "-") != 0) {
         struct stat st;
-        if (stat(output, &st) == 0)
+        if (stat(output, &st) == 0 && S_ISREG(st.st_mode))
             fprintf(stderr, "stepwatch: wrote %s (%lld kB)\n", output,
                     (long long)(st.st_size + 1023) / 1024);
     }

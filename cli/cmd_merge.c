@@ -1,15 +1,13 @@
 /* cmd_merge.c — stepwatch merge RUN... -o OUT */
 #include "options.h"
 
-#include <string.h>
-#include <unistd.h>
 
 static const char HELP[] =
     "usage: stepwatch merge RUN... -o OUT [--force]\n\n"
     "Merge run files (one per rank) into one file that keeps every rank; report, html and\n"
     "diagnose then show all ranks together and the slowest ones.\n\n"
     "  -o, --output OUT the merged run file (must not exist unless --force)\n"
-    "  --force          replace OUT if it is a stepwatch run file\n"
+    "  --force          replace OUT if it is an earlier stepwatch run file\n"
     "  -h, --help       this help\n";
 
 int sw_cmd_merge(int argc, char **argv) {
@@ -43,31 +41,22 @@ int sw_cmd_merge(int argc, char **argv) {
         if (code != SW_EXIT_OK)
             return code;
     }
-    if (access(output, F_OK) == 0) {
-        sw_run *existing = NULL;
-        int ours = sw_run_open(output, &existing) == 0;
-        sw_run_close(existing);
-        if (!force || !ours) {
-            sw__cli_error("%s exists%s", output,
-                          ours ? " (use --force to replace it)" : " and is not a run file");
-            return SW_EXIT_IO;
-        }
-        /* With its WAL and shared-memory files: a stale WAL would be replayed into the
-         * new file. */
-        char side[4096];
-        unlink(output);
-        snprintf(side, sizeof side, "%s-wal", output);
-        unlink(side);
-        snprintf(side, sizeof side, "%s-shm", output);
-        unlink(side);
-    }
-    int rc = sw_run_merge((const char *const *)argv + optind, (size_t)(argc - optind), output);
+    const char *const *inputs = (const char *const *)argv + optind;
+    size_t ninputs = (size_t)(argc - optind);
+    int rc = force ? sw_run_merge_replace(inputs, ninputs, output)
+                   : sw_run_merge(inputs, ninputs, output);
     if (rc == SW_EINVAL) {
         sw__cli_error("two inputs hold the same rank: merge files of different ranks");
         return SW_EXIT_DATA;
     }
     if (rc != 0) {
-        sw__cli_error("cannot merge into %s: %s", output, sw_strerror(rc));
+        char why[640];
+        snprintf(why, sizeof why, "%s", *sw_last_error() ? sw_last_error() : sw_strerror(rc));
+        sw_run *existing = NULL;
+        int earlier_run = rc == SW_EEXISTS && !force && sw_run_open(output, &existing) == 0;
+        sw_run_close(existing);
+        sw__cli_error("cannot merge into %s%s", why,
+                      earlier_run ? " (an earlier run file: --force replaces it)" : "");
         return sw__cli_exit_code(rc);
     }
     fprintf(stderr, "stepwatch: merged %d files into %s\n", argc - optind, output);

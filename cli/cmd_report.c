@@ -9,6 +9,16 @@ static const char HELP[] =
     "  -o, --output OUT write to OUT instead of standard output\n"
     "  -h, --help       this help\n";
 
+typedef struct report_job {
+    const sw_snapshot *snap;
+    sw_format format;
+} report_job;
+
+static int write_report(void *ctx, FILE *out) {
+    const report_job *job = ctx;
+    return sw_snapshot_write(job->snap, job->format, out);
+}
+
 int sw_cmd_report(int argc, char **argv) {
     static const struct option options[] = {SW_CLI_OPTION_FORMAT, SW_CLI_OPTION_RANK,
                                             SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
@@ -33,23 +43,11 @@ int sw_cmd_report(int argc, char **argv) {
     int rc = args.rank < 0 ? sw_run_snapshot(run, &snap)
                            : sw_run_rank_snapshot(run, args.rank, &snap);
     if (rc != 0) {
-        if (rc == SW_ENOTFOUND)
-            sw__cli_error("%s: no rank %d in this run file", path, args.rank);
-        else
-            sw__cli_error("%s: %s", path, sw_strerror(rc));
         sw_run_close(run);
-        return SW_EXIT_DATA;
+        return sw__cli_input_error(path, rc);
     }
-    FILE *out = sw__cli_open_output(args.output);
-    code = SW_EXIT_IO;
-    if (out != NULL) {
-        rc = sw_snapshot_write(snap, args.format, out);
-        code = sw__cli_close_output(out, args.output);
-        if (rc != 0 && code == SW_EXIT_OK) {
-            sw__cli_error("cannot write the report: %s", sw_strerror(rc));
-            code = sw__cli_exit_code(rc);
-        }
-    }
+    report_job job = {.snap = snap, .format = args.format};
+    code = sw__cli_write_output(args.output, path, write_report, &job);
     sw_snapshot_free(snap);
     sw_run_close(run);
     return code;

@@ -34,46 +34,52 @@ int sw__cli_exit_code(int rc) {
     }
 }
 
-/* Plain words for what went wrong with an input run file. */
-static const char *why_not_readable(int rc) {
-    switch (rc) {
-    case SW_ENOTFOUND:
-        return "no such file";
-    case SW_EFOREIGN:
-        return "not a stepwatch run file";
-    case SW_ECORRUPT:
-        return "the run file is corrupt or truncated";
-    case SW_EVERSION:
-        return "the run file was written by another stepwatch version (unknown schema)";
-    default:
-        return sw_strerror(rc);
-    }
+int sw__cli_input_error(const char *path, int rc) {
+    /* The library's sentence names the file and the cause ("run.db: truncated: ..."). */
+    if (*sw_last_error())
+        sw__cli_error("%s", sw_last_error());
+    else
+        sw__cli_error("%s: %s", path, sw_strerror(rc));
+    int code = sw__cli_exit_code(rc);
+    return code == SW_EXIT_IO ? SW_EXIT_DATA : code;
 }
 
 int sw__cli_open_run(const char *path, sw_run **out) {
     int rc = sw_run_open(path, out);
-    if (rc == 0)
-        return SW_EXIT_OK;
-    sw__cli_error("%s: %s", path, why_not_readable(rc));
-    return rc == SW_EIO ? SW_EXIT_DATA : sw__cli_exit_code(rc);
+    if (rc != 0)
+        return sw__cli_input_error(path, rc);
+    /* A run that was killed (or still runs) is readable; say what it lacks. */
+    char what[1024];
+    if (sw_run_incomplete(*out, what, sizeof what) > 0)
+        fprintf(stderr, "stepwatch: %s: note: %s\n", path, what);
+    return SW_EXIT_OK;
 }
 
-FILE *sw__cli_open_output(const char *path) {
-    if (strcmp(path, "-") == 0)
-        return stdout;
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        sw__cli_error("cannot write %s: %s", path, strerror(errno));
-    return f;
-}
-
-int sw__cli_close_output(FILE *f, const char *path) {
-    int failed = ferror(f) != 0;
-    failed |= f == stdout ? fflush(f) != 0 : fclose(f) != 0;
-    if (!failed)
-        return SW_EXIT_OK;
-    sw__cli_error("error writing %s", strcmp(path, "-") == 0 ? "standard output" : path);
-    return SW_EXIT_IO;
+int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx) {
+    sw_output *o = NULL;
+    int rc = sw_output_open(path, &o);
+    if (rc != 0) {
+        sw__cli_error("cannot write %s", *sw_last_error() ? sw_last_error() : path);
+        return SW_EXIT_IO;
+    }
+    FILE *out = sw_output_stream(o);
+    errno = 0;
+    rc = write(ctx, out);
+    int err = errno;
+    if (rc != 0 && ferror(out)) {
+        sw_output_abort(o);
+        sw__cli_error("cannot write %s: %s", path, strerror(err ? err : EIO));
+        return SW_EXIT_IO;
+    }
+    if (rc != 0) {
+        sw_output_abort(o);
+        return sw__cli_input_error(input, rc);
+    }
+    if (sw_output_commit(o) != 0) {
+        sw__cli_error("cannot write %s", sw_last_error());
+        return SW_EXIT_IO;
+    }
+    return SW_EXIT_OK;
 }
 
 static void draw_progress(void *ctx, const char *stage, uint64_t done, uint64_t total) {

@@ -19,13 +19,21 @@ void sw__cli_verror(const char *fmt, va_list ap) __attribute__((format(printf, 1
  * output errors, SW_EXIT_USAGE for bad arguments. */
 int sw__cli_exit_code(int rc);
 
-/* Open a run file; on error print "stepwatch: PATH: why" and return the exit code. */
+/* Open a run file; on error print "stepwatch: PATH: why" and return the exit code. A run
+ * that did not complete its file (killed, or still running) opens, with a note saying so. */
 int sw__cli_open_run(const char *path, sw_run **out);
+/* Say why reading the input at path failed (sw_last_error's sentence, else the code's
+ * message); the exit code for it (SW_EXIT_DATA, or SW_EXIT_USAGE for a bad argument). */
+int sw__cli_input_error(const char *path, int rc);
 
-/* An output file, "-" meaning stdout. NULL after printing why. */
-FILE *sw__cli_open_output(const char *path);
-/* Close it (not stdout) and report a write error; returns an exit code. */
-int sw__cli_close_output(FILE *f, const char *path);
+/* Write an output file all or nothing (stepwatch/output.h: "-" is standard output, a
+ * device or FIFO is written as a stream, a regular file is replaced only once complete):
+ * write(ctx, stream) writes it and returns 0 or SW_E*. On failure the old file is untouched
+ * and one line says whose fault it was: the output's ("cannot write OUT: why") or, for a
+ * write that failed without an output error, the input's ("INPUT: why"). Returns the exit
+ * code. */
+typedef int (*sw__cli_writer)(void *ctx, FILE *out);
+int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx);
 
 /* A progress line for the long walks over a run file (sw_run_set_progress), redrawn in place
  * on stderr at most ten times a second, and only when stderr is a terminal: logs and pipes

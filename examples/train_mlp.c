@@ -148,16 +148,19 @@ static int write_json(sw_engine *e, FILE *f)
 /* Write a file with one of the engine's writers; 0 or a negative SW_E* code (said on stderr). */
 static int write_file(sw_engine *e, const char *path, int (*write)(sw_engine *, FILE *))
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return SW_EIO;
+    /* All or nothing: a failed write leaves an older file of that name as it was. */
+    sw_output *out = NULL;
+    int rc = sw_output_open(path, &out);
+    if (rc == 0) {
+        rc = write(e, sw_output_stream(out));
+        if (rc == 0)
+            rc = sw_output_commit(out);
+        else
+            sw_output_abort(out);
     }
-    int rc = write(e, f);
-    if (fclose(f) != 0 && rc == 0)
-        rc = SW_EIO;
     if (rc < 0)
-        fprintf(stderr, "train_mlp: writing %s: %s\n", path, sw_strerror(rc));
+        fprintf(stderr, "train_mlp: writing %s: %s\n", path,
+                *sw_last_error() ? sw_last_error() : sw_strerror(rc));
     return rc;
 }
 

@@ -64,7 +64,8 @@ extern "C" {
     X(NOTFOUND, -10, "no such item")                                           \
     X(SQLITE, -11, "SQLite error")                                             \
     X(UNSUPPORTED, -12, "not supported on this platform or build")             \
-    X(EXISTS, -13, "file exists")
+    X(EXISTS, -13, "file exists")                                              \
+    X(BUSY, -14, "file in use by another run")
 
 typedef enum sw_errno {
 #define SW__ERRNO_ENUM(name, value, message) SW_E##name = (value),
@@ -76,6 +77,12 @@ typedef enum sw_errno {
 SW_API const char *sw_strerror(int rc);
 /* The code's name without prefix, e.g. "INVAL"; "OK" for 0. Static string. */
 SW_API const char *sw_err_name(int rc);
+/* Why the last failed call on this thread failed, in one sentence naming the file or name
+ * at fault and the cause ("out.html: No space left on device"), or "" when there is nothing
+ * to add to sw_strerror. The calls that open or write files (sw_profiler_new with a run
+ * file, sw_run_open and the sw_run_* readers, sw_run_merge, sw_output_*) clear it when they
+ * begin and set it when they fail. Thread-local; never NULL. */
+SW_API const char *sw_last_error(void);
 
 /* ------------------------------------------------------------------------------------------
  * Identifiers and vocabulary
@@ -133,9 +140,12 @@ typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
     uint32_t max_depth;      /* open spans per thread; 0 = 64 */
-    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands. NULL = the
-                                environment's STEPWATCH_RUN_FILE (set by `stepwatch run`),
-                                else none; STEPWATCH_TIMELINE=1 then turns the timeline on */
+    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands to the
+                                rank, "{pid}" to the process id. NULL = the environment's
+                                STEPWATCH_RUN_FILE (set by `stepwatch run`) if this is the
+                                first profiler of the process that owns it (children leave
+                                it alone unless it has "{pid}"), else none;
+                                STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
     uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536;
                                 at most SW_MAX_RING_CAPACITY (112 bytes an event) */
@@ -155,9 +165,21 @@ typedef struct sw_options {
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
  * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
- * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM, or an SW_EIO/SW_ESQLITE from opening
- * the run file). The caller owns *out. */
+ * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM). The caller owns *out.
+ * A run file that cannot be created never fails this call: the profiler works without one,
+ * one line on stderr says why, and sw_profiler_run_file tells it too. A run file replaces
+ * only an earlier stepwatch run file that no live process writes; anything else at the path
+ * is left alone (docs/reliability.md). */
 SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
+
+/* The run file p writes. 0 while it is written; SW_ENOTFOUND when p writes none (none was
+ * asked for, or the environment's file belongs to another process or profiler); else the
+ * SW_E* code of why it is not written now: SW_EEXISTS (something that is not an old run
+ * file is at the path), SW_EBUSY (a live process writes that file), SW_EIO (it could not be
+ * created, or writing it fails now: full disk, I/O error; writing resumes by itself and the
+ * events meanwhile are counted as dropped). *path (if path is not NULL) gets the file's path
+ * after {rank}/{pid} expansion, or NULL; valid until sw_profiler_free. Thread-safe. */
+SW_API int sw_profiler_run_file(sw_profiler *p, const char **path);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as
  * misuse in the run file's last snapshot). No other thread may use p during or after this
@@ -176,9 +198,23 @@ SW_API uint64_t sw_now_ns(void);
  * Actions (hot path)
  * ---------------------------------------------------------------------------------------- */
 
-/* Intern an action name (copied; at most 255 bytes are kept). The same name always gives the
- * same id. Returns SW_ID_NONE when p or name is NULL or the table is full (4096 actions).
- * Takes a lock: call it once per name, not per step. */
+/* Names (docs/reliability.md, "Names"). Every name (action, phase, counter) is copied and
+ * cut to at most SW_NAME_MAX bytes, at a character boundary when it is UTF-8: two names
+ * equal once cut are one name. A profiler holds at most SW_MAX_ACTIONS action names (the
+ * built-in "none", "fit", "epoch", "train", "valid" and "step" and every phase included),
+ * SW_MAX_PHASES phases (the 5 built-in included) and SW_MAX_COUNTERS counters. A new name
+ * once a table is full gets no id (SW_ID_NONE, SW_PHASE_NONE): one line on stderr says so
+ * the first time, spans of that id are counted as misuse (bad id), and Python raises
+ * stepwatch.Error (LIMIT) at the same name. Reports write any bytes as valid UTF-8 (others
+ * become U+FFFD) with control characters escaped. */
+#define SW_NAME_MAX 255
+#define SW_MAX_ACTIONS 4096
+#define SW_MAX_PHASES 32
+#define SW_MAX_COUNTERS 256
+
+/* Intern an action name (copied and cut as above). The same name always gives the same id.
+ * Returns SW_ID_NONE when p or name is NULL or the table is full. Takes a lock: call it once
+ * per name, not per step. */
 SW_API sw_id sw_action(sw_profiler *p, const char *name);
 /* The name of an id, or NULL. Valid until sw_profiler_free. */
 SW_API const char *sw_action_name(const sw_profiler *p, sw_id id);
@@ -223,8 +259,8 @@ SW_API int sw_watched(const sw_profiler *p, sw_id id);
  * ---------------------------------------------------------------------------------------- */
 
 /* The id of a phase name: "fit", "epoch", "train", "valid" give the built-ins; other names
- * are interned (at most 32 phases in all). SW_PHASE_NONE for NULL p/name or a full table.
- * Takes a lock. */
+ * are interned (SW_MAX_PHASES in all; a phase is also an action of the same name).
+ * SW_PHASE_NONE for NULL p/name or a full table. Takes a lock. */
 SW_API sw_phase sw_phase_id(sw_profiler *p, const char *name);
 SW_API const char *sw_phase_name(const sw_profiler *p, sw_phase phase);
 
@@ -256,7 +292,8 @@ SW_API int64_t sw_step_index(const sw_profiler *p);
  * Counters (device samples, memory, anything numeric over time)
  * ---------------------------------------------------------------------------------------- */
 
-/* Intern a counter name (at most 256 counters). Takes a lock. SW_ID_NONE on error. */
+/* Intern a counter name (SW_MAX_COUNTERS in all; cut as action names are). Takes a lock.
+ * SW_ID_NONE for NULL p/name or a full table. */
 SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
 /* Record a sample of a counter now. Kept in the run file and the Chrome trace; the last
  * value and min/max/mean are kept in memory. Meant for sampling (a few times a second): it
@@ -519,5 +556,6 @@ typedef struct sw_counter_record {
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
 #include "stepwatch/device.h"
+#include "stepwatch/output.h"
 
 #endif /* STEPWATCH_H */

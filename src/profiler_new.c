@@ -6,12 +6,23 @@
  * that `stepwatch run` sets) and attaches the run-file writer. A new kind of sink that
  * options turn on is attached here too. sw_profiler_free is the core's: it closes whatever
  * sinks are attached.
+ *
+ * The environment's run file belongs to one process (docs/reliability.md). `stepwatch run`
+ * puts its path in STEPWATCH_RUN_FILE; the first profiler of the first process that finds it
+ * unclaimed takes it and marks the environment with STEPWATCH_RUN_FILE_OWNER=<its pid>.
+ * Children inherit the mark (forked DataLoader workers, spawn workers, subprocesses started
+ * with the process's environment) and leave the file alone; so do later profilers of the
+ * owner. A path with "{pid}" in it gives every process a file of its own instead.
  */
 #include "core/core.h"
 #include "runfile/journal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#define OWNER_VARIABLE "STEPWATCH_RUN_FILE_OWNER"
 
 /* The run file's options that `stepwatch run` passes along with STEPWATCH_RUN_FILE. The
  * command checked the values; one malformed here (set by hand) is ignored. */
@@ -55,12 +66,33 @@ static void attach_device(sw_profiler *p, const sw_options *o) {
         sw_device_time_cuda(p, NULL);
 }
 
+/* The environment's run file if this profiler is the one to take it (see above), claimed
+ * for this process; else NULL. */
+static const char *claim_env_run_file(void) {
+    const char *path = getenv("STEPWATCH_RUN_FILE");
+    if (path == NULL || path[0] == '\0')
+        return NULL;
+    const char *owner = getenv(OWNER_VARIABLE);
+    long me = (long)getpid();
+    if (owner != NULL && owner[0] != '\0') {
+        int mine = strtol(owner, NULL, 10) == me;
+        /* With {pid} every other process gets a file of its own; the owner has its file. */
+        if (mine || strstr(path, "{pid}") == NULL)
+            return NULL;
+    }
+    char pid[24];
+    snprintf(pid, sizeof pid, "%ld", me);
+    setenv(OWNER_VARIABLE, pid, 1);
+    return path;
+}
+
 int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
+    sw__error_clear();
     sw_options o = opts ? *opts : (sw_options){0};
     /* `stepwatch run -- ./program` asks for a run file through the environment. */
-    const char *env_run_file = getenv("STEPWATCH_RUN_FILE");
-    if (o.run_file == NULL && env_run_file != NULL && env_run_file[0] != '\0') {
-        o.run_file = env_run_file;
+    int from_env = 0;
+    if (o.run_file == NULL && (o.run_file = claim_env_run_file()) != NULL) {
+        from_env = 1;
         run_file_options_from_env(&o);
         device_options_from_env(&o);
     }
@@ -72,14 +104,16 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         return 0;
     }
     /* The rank may come from the environment: the core has read it by now. */
-    char *path = sw__expand_rank(o.run_file, sw__options(*out)->rank);
-    rc = path ? sw__journal_open(*out, path) : SW_ENOMEM;
-    free(path);
-    if (rc != 0) {
+    char *path = sw__expand_path(o.run_file, sw__options(*out)->rank, (long)getpid());
+    if (path == NULL) {
         sw_profiler_free(*out);
         *out = NULL;
-        return rc;
+        return SW_ENOMEM;
     }
+    /* A file that cannot be written never stops the program: the writer said why on stderr,
+     * and sw_profiler_run_file tells the caller. */
+    sw__journal_open(*out, path, from_env);
+    free(path);
     attach_device(*out, &o); /* after the run file: closed first, so its last samples land */
     return 0;
 }

@@ -10,11 +10,20 @@ extern "C" {
 
 typedef struct sw_run sw_run;
 
-/* Open a run file read-only (also while its run is still writing it). SW_ENOTFOUND if the
- * file does not exist, SW_EFOREIGN for a file that is not a stepwatch run file,
- * SW_ECORRUPT for a damaged one, SW_EVERSION for an unknown schema version. */
+/* Open a run file read-only (also while its run is still writing it, and after it was
+ * killed: any file SQLite can read, a WAL left behind included). SW_ENOTFOUND if the file
+ * does not exist, SW_EFOREIGN for a file that is not a stepwatch run file, SW_ECORRUPT for
+ * a damaged one, SW_EVERSION for an unknown schema version; sw_last_error() says why. The
+ * readers below (snapshots, records) say why they failed the same way. */
 SW_API int sw_run_open(const char *path, sw_run **out);
 SW_API void sw_run_close(sw_run *run);
+
+/* How the run ended: 0 when every rank completed its file (the profiler was freed, the
+ * program exited, or SIGINT/SIGTERM came), else how many ranks did not: killed, crashed, or
+ * still running. what (if not NULL) then gets "incomplete: rank 0 stopped without
+ * completing its file (killed, or crashed); the file covers its first 12.3 s, ...", one
+ * clause per rank (cut to size bytes). A negative SW_E* on a read error. */
+SW_API int sw_run_incomplete(sw_run *run, char *what, size_t size);
 
 /* Ranks held by the file (1 for a single-process file, N after sw_run_merge). */
 SW_API int sw_run_rank_count(const sw_run *run);
@@ -56,8 +65,14 @@ SW_API const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counte
 SW_API int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp);
 SW_API int sw_run_functions(sw_run *run, int rank, sw_fprofile **out);
 
-/* Merge run files (one per rank) into one new file at out_path (SW_EEXISTS if present). */
+/* Merge run files (one per rank) into one new file at out_path: SW_EEXISTS if anything is
+ * there, SW_EINVAL when two inputs hold the same rank, an input's sw_run_open error. The
+ * merged file is built under a temporary name beside out_path and appears whole or not at
+ * all. sw_last_error() says why a merge failed. */
 SW_API int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path);
+/* The same, replacing out_path when it is an earlier stepwatch run file that no live process
+ * writes (in one rename); anything else there is left alone (SW_EEXISTS, SW_EBUSY). */
+SW_API int sw_run_merge_replace(const char *const *paths, size_t npaths, const char *out_path);
 
 /* Exports. */
 SW_API int sw_run_export_chrome(sw_run *run, FILE *out);     /* Chrome Trace Event JSON */

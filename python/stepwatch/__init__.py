@@ -38,13 +38,14 @@ from ._stepwatch import (
     load_steps,
     now_ns,
     strerror,
+    write_output,
 )
 
 __all__ = [
     "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
-    "strerror", "profiler", "set_profiler", "action", "report", "records",
+    "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "torch", "lightning", "ignite", "fastai",
 ]
 

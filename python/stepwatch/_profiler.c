@@ -11,6 +11,29 @@
 
 #include <string.h>
 
+/* The core marks the environment when this process takes the run file `stepwatch run` named
+ * (STEPWATCH_RUN_FILE_OWNER, docs/reliability.md), so children leave it alone. os.environ
+ * is a copy made at start-up: a child started with env=dict(os.environ) must see the mark
+ * too. Best effort: nothing to say if it cannot be done. */
+static void sync_run_file_owner(void) {
+    const char *owner = getenv("STEPWATCH_RUN_FILE_OWNER");
+    if (owner == NULL)
+        return;
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+    PyObject *key = PyUnicode_FromString("STEPWATCH_RUN_FILE_OWNER");
+    PyObject *value = PyUnicode_FromString(owner);
+    PyObject *seen = environ && key ? PyObject_CallMethod(environ, "get", "O", key) : NULL;
+    if (value && seen && PyObject_RichCompareBool(seen, value, Py_EQ) != 1)
+        PyObject_SetItem(environ, key, value);
+    Py_XDECREF(seen);
+    Py_XDECREF(value);
+    Py_XDECREF(key);
+    Py_XDECREF(environ);
+    Py_XDECREF(os);
+    PyErr_Clear();
+}
+
 static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_phase);
 
 /* Profiler(functions=[...]): profile the functions of each named action. */
@@ -95,6 +118,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
+    sync_run_file_owner();
     return (PyObject *)self;
 }
 
@@ -386,6 +410,22 @@ static PyObject *Profiler_get_closed(ProfilerObject *self, void *closure) {
     return PyBool_FromLong(self->p == NULL);
 }
 
+static PyObject *Profiler_get_run_file(ProfilerObject *self, void *closure) {
+    const char *path = NULL;
+    if (self->p)
+        sw_profiler_run_file(self->p, &path);
+    if (path == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(path);
+}
+
+static PyObject *Profiler_get_run_file_error(ProfilerObject *self, void *closure) {
+    int rc = self->p ? sw_profiler_run_file(self->p, NULL) : SW_ENOTFOUND;
+    if (rc == 0 || rc == SW_ENOTFOUND)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(sw_strerror(rc));
+}
+
 static PyObject *Profiler_repr(ProfilerObject *self) {
     return PyUnicode_FromFormat("<stepwatch.Profiler %R%s>", self->name,
                                 self->p ? "" : " closed");
@@ -449,6 +489,12 @@ static PyGetSetDef Profiler_getset[] = {
     {"step_index", (getter)Profiler_get_step_index, NULL,
      "Global index of the open step, -1 outside a step.", NULL},
     {"closed", (getter)Profiler_get_closed, NULL, "True after close().", NULL},
+    {"run_file", (getter)Profiler_get_run_file, NULL,
+     "The run file's path ({rank}/{pid} expanded), or None when none was asked for.", NULL},
+    {"run_file_error", (getter)Profiler_get_run_file_error, NULL,
+     "None while the run file is written; else why not (it could not be created, the disk "
+     "is full, ...). A run file never stops the program: one line on stderr said why.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

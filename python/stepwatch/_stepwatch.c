@@ -50,6 +50,35 @@ static PyObject *mod_category_of(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(sw_category_name(sw_category_of(name)));
 }
 
+/* write_output(path, data): sw_output_write_file (stepwatch/output.h): all or nothing. */
+static PyObject *mod_write_output(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "write_output(path, data) takes 2 arguments");
+    PyObject *path = NULL;
+    if (!PyUnicode_FSConverter(args[0], &path))
+        return NULL;
+    Py_buffer data;
+    PyObject *encoded = NULL;
+    if (PyUnicode_Check(args[1]))
+        encoded = PyUnicode_AsUTF8String(args[1]);
+    if ((PyUnicode_Check(args[1]) && !encoded) ||
+        PyObject_GetBuffer(encoded ? encoded : args[1], &data, PyBUF_SIMPLE) < 0) {
+        Py_XDECREF(encoded);
+        Py_DECREF(path);
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_output_write_file(PyBytes_AS_STRING(path), data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    Py_XDECREF(encoded);
+    Py_DECREF(path);
+    if (rc != 0)
+        return sw_py_raise(sw_py_state_of_module(module), rc, "write_output");
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
     module_state *st = sw_py_state_of_module(module);
     return PyLong_FromUnsignedLong(sw_py_batch_size(batch, st->shape_name));
@@ -61,6 +90,10 @@ static PyMethodDef module_methods[] = {
     {"load_steps", sw_py_load_steps, METH_O,
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
+    {"write_output", (PyCFunction)(void (*)(void))mod_write_output, METH_FASTCALL,
+     "write_output(path, data): write str or bytes to path all or nothing: a temporary file "
+     "renamed into place (the old file untouched on failure); a device or FIFO is written as "
+     "a stream. Raises stepwatch.Error saying why."},
     {"category_of", mod_category_of, METH_O, "category_of(action_name) -> str."},
     {"_function_hook_state", sw_py_funcs_thread_state, METH_NOARGS,
      "_function_hook_state() -> dict: the function profiler's hooks on this thread (tests)."},

@@ -12,7 +12,9 @@ PyObject *sw_py_raise(module_state *st, int rc, const char *what) {
         return PyErr_NoMemory();
     if (rc == SW_EINVAL)
         return PyErr_Format(PyExc_ValueError, "%s: %s", what, sw_strerror(rc));
-    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, sw_strerror(rc));
+    /* The library's sentence names the file or name at fault and the cause, when it has one. */
+    const char *why = *sw_last_error() ? sw_last_error() : sw_strerror(rc);
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, why);
     if (!msg)
         return NULL;
     PyObject *exc = PyObject_CallOneArg(st->error, msg);

@@ -44,7 +44,9 @@ def _parser():
     ap.add_argument("--format", default=env("STEPWATCH_FORMAT", "table"),
                     choices=list(stepwatch.FORMATS) + ["md"])
     ap.add_argument("--output", default=env("STEPWATCH_OUTPUT"))
-    ap.add_argument("--run-file", default=env("STEPWATCH_RUN_FILE"))
+    # None: the core takes STEPWATCH_RUN_FILE itself, so that this process owns it and its
+    # children (DataLoader workers, subprocesses) leave it alone (docs/reliability.md).
+    ap.add_argument("--run-file", default=None)
     ap.add_argument("--warmup", type=int, default=int(env("STEPWATCH_WARMUP", "0")))
     ap.add_argument("--timeline", action="store_true",
                     default=env("STEPWATCH_TIMELINE", "") not in ("", "0"))
@@ -68,8 +70,7 @@ def _write_report(prof, fmt, output):
     if prof.function_actions():
         text += "\n" + prof.function_report()
     if output:
-        with open(output, "w") as f:
-            f.write(text)
+        stepwatch.write_output(output, text)  # all or nothing: an old report stays whole
     else:
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -27,6 +27,8 @@ its own; see docs/python.md "Overhead" for the figures.
 import collections
 import csv
 import functools
+import io
+import os
 
 from ignite.engine import Engine, Events
 
@@ -263,10 +265,12 @@ class _Base:
         return self.profiler.report(format)
 
     def _write_csv(self, output_path, header, rows):
-        with open(output_path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(header)
-            writer.writerows(rows)
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(header)
+        writer.writerows(rows)
+        # All or nothing: a failed write leaves an older file of that name whole.
+        _sw.write_output(os.fspath(output_path), text.getvalue())
 
 
 class BasicTimeProfiler(_Base):

@@ -22,6 +22,8 @@ typedef struct sw__input {
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
+    /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
+    char incomplete[512];
 } sw__input;
 
 /* ---- diagnose ---- */
@@ -94,5 +96,8 @@ void sw__json_string(FILE *out, const char *s);
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */
 void sw__html_text(FILE *out, const char *s);
+/* s for a terminal or a text file (report/writer.h's sw__text_clean): control characters
+ * as visible escapes (\n, \x1B), bytes that are not UTF-8 as U+FFFD. */
+void sw__clean_text(FILE *out, const char *s);
 
 #endif /* SW_ANALYSIS_INTERNAL_H */

@@ -9,6 +9,7 @@
  * enough to matter (|change of the mean| >= SW__MIN_CHANGE_PCT).
  */
 #include "analysis_internal.h"
+#include "report/writer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -237,8 +238,10 @@ static size_t count_verdict(const cmp_row *rows, size_t n, verdict v)
 static void run_line(FILE *out, const char *label, const sw_snapshot *s)
 {
     char wall[32];
-    fprintf(out, "%s \"%s\": %llu steps, %s\n", label, s->name ? s->name : "stepwatch",
-            (unsigned long long)s->steps, sw_format_duration((double)s->wall_ns, wall, sizeof wall));
+    fprintf(out, "%s \"", label);
+    sw__clean_text(out, s->name ? s->name : "stepwatch");
+    fprintf(out, "\": %llu steps, %s\n", (unsigned long long)s->steps,
+            sw_format_duration((double)s->wall_ns, wall, sizeof wall));
 }
 
 /* Display width of a UTF-8 string (code points; good enough for action names). */
@@ -285,8 +288,10 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
             SW__MIN_CHANGE_PCT);
     int wa = 6, wp = 5;
+    char phase[SW__LABEL_MAX], action[SW__LABEL_MAX]; /* names as a terminal may show them */
     for (size_t i = 0; i < n; i++) {
-        int la = text_width(rows[i].action), lp = text_width(rows[i].phase);
+        int la = (int)sw__text_clean(rows[i].action, action, sizeof action);
+        int lp = (int)sw__text_clean(rows[i].phase, phase, sizeof phase);
         wa = la > wa ? la : wa;
         wp = lp > wp ? lp : wp;
     }
@@ -303,9 +308,11 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
         char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
-        put_left(out, c->phase, wp);
+        sw__text_clean(c->phase, phase, sizeof phase);
+        sw__text_clean(c->action, action, sizeof action);
+        put_left(out, phase, wp);
         fputs("  ", out);
-        put_left(out, c->action, wa);
+        put_left(out, action, wa);
         pct_text(c->delta_pct, b3, sizeof b3);
         const char *cell[] = {dur(c->a, row_mean(c->a), b1, sizeof b1),
                               dur(c->b, row_mean(c->b), b2, sizeof b2), b3,
@@ -322,13 +329,16 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
                            const cmp_row *rows, size_t n)
 {
     char wa[32], wb[32];
+    char na[SW__LABEL_MAX], nb[SW__LABEL_MAX];
+    sw__text_clean(a->name ? a->name : "stepwatch", na, sizeof na);
+    sw__text_clean(b->name ? b->name : "stepwatch", nb, sizeof nb);
     fprintf(out, "## stepwatch compare\n\n");
     fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
                  "%zu slower, %zu faster, %zu new, %zu gone. A change counts when a two-sided "
                  "Mann-Whitney U test on the histograms gives p < %.2g and the mean moved by at "
                  "least %.0f %%.\n\n",
-            a->name ? a->name : "stepwatch", (unsigned long long)a->steps,
-            sw_format_duration((double)a->wall_ns, wa, sizeof wa), b->name ? b->name : "stepwatch",
+            na, (unsigned long long)a->steps,
+            sw_format_duration((double)a->wall_ns, wa, sizeof wa), nb,
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
@@ -345,7 +355,8 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
         fputs("| ", out);
         /* Escape the table separator inside names. */
         for (int k = 0; k < 2; k++) {
-            for (const char *s = k ? c->action : c->phase; *s; s++) {
+            sw__text_clean(k ? c->action : c->phase, na, sizeof na);
+            for (const char *s = na; *s; s++) {
                 if (*s == '|')
                     fputc('\\', out);
                 fputc(*s, out);
@@ -369,10 +380,12 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     }
 }
 
-static void csv_field(FILE *out, const char *s)
+static void csv_field(FILE *out, const char *name)
 {
+    char s_clean[SW__LABEL_MAX];
+    sw__text_clean(name, s_clean, sizeof s_clean);
     fputc('"', out);
-    for (; *s; s++) {
+    for (const char *s = s_clean; *s; s++) {
         if (*s == '"')
             fputc('"', out);
         fputc(*s, out);

@@ -442,8 +442,18 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
     add_number(f, "ranks", nr, "");
 }
 
-static void check_recording(sw__diagnosis *d, const sw_snapshot *s)
+static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *incomplete)
 {
+    if (incomplete[0] != '\0') {
+        sw__finding *f = add_finding(d, "incomplete-run", SW__SEV_WARNING);
+        if (f) {
+            snprintf(f->title, sizeof f->title, "The run file is incomplete");
+            snprintf(f->sentence, sizeof f->sentence,
+                     "The run did not complete its file, so what it recorded last is missing "
+                     "from every figure: %.400s.",
+                     incomplete + (strncmp(incomplete, "incomplete: ", 12) == 0 ? 12 : 0));
+        }
+    }
     if (!s)
         return;
     const sw_misuse *m = &s->misuse;
@@ -474,8 +484,9 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s)
             snprintf(f->title, sizeof f->title, "%llu events dropped",
                      (unsigned long long)s->dropped_events);
             snprintf(f->sentence, sizeof f->sentence,
-                     "The run file's writer could not keep up and dropped %llu events, so the "
-                     "timeline and per-step records have holes (the aggregates are complete); "
+                     "The run file lost %llu events (its writer fell behind, or could not "
+                     "write: the run's warnings say which), so the timeline and per-step "
+                     "records have holes (the aggregates are complete); if it fell behind, "
                      "rerun with a larger ring or the blocking policy (stepwatch run --on-full "
                      "block --ring-capacity N; Profiler(on_full='block')).",
                      (unsigned long long)s->dropped_events);
@@ -552,7 +563,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
         check_idle(d, &c);
         check_straggler(d, &c);
         check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
-        check_recording(d, in->snap);
+        check_recording(d, in->snap, in->incomplete);
         sw__diagnose_device(d, in->snap);
         sort_findings(d);
     }

@@ -16,9 +16,11 @@ static size_t problems(const sw__diagnosis *d)
 static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, const char *prefix)
 {
     char t[32];
-    fprintf(out, "%sstepwatch diagnose: \"%s\", %d rank%s, %llu steady steps, %s in steps\n",
-            prefix, s && s->name ? s->name : "stepwatch", d->nranks, d->nranks == 1 ? "" : "s",
-            (unsigned long long)d->steps, sw_format_duration((double)d->step_ns, t, sizeof t));
+    fprintf(out, "%sstepwatch diagnose: \"", prefix);
+    sw__clean_text(out, s && s->name ? s->name : "stepwatch");
+    fprintf(out, "\", %d rank%s, %llu steady steps, %s in steps\n", d->nranks,
+            d->nranks == 1 ? "" : "s", (unsigned long long)d->steps,
+            sw_format_duration((double)d->step_ns, t, sizeof t));
 }
 
 static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
@@ -40,7 +42,12 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
         const sw__finding *f = &d->findings[i];
         if (i || problems(d) == 0)
             fputc('\n', out);
-        fprintf(out, "[%s] %s\n  %s\n  ", sw__severity_name(f->severity), f->title, f->sentence);
+        /* Titles and sentences may quote names from the run file: cleaned. */
+        fprintf(out, "[%s] ", sw__severity_name(f->severity));
+        sw__clean_text(out, f->title);
+        fputs("\n  ", out);
+        sw__clean_text(out, f->sentence);
+        fputs("\n  ", out);
         numbers_line(out, f, " | ");
         fputc('\n', out);
     }
@@ -54,8 +61,11 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
         fputs("No problems found.\n\n", out);
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
-        fprintf(out, "- **%s — %s.** %s  \n  ", sw__severity_name(f->severity), f->title,
-                f->sentence);
+        fprintf(out, "- **%s — ", sw__severity_name(f->severity));
+        sw__clean_text(out, f->title);
+        fputs(".** ", out);
+        sw__clean_text(out, f->sentence);
+        fputs("  \n  ", out);
         numbers_line(out, f, " · ");
         fputs("\n", out);
     }

@@ -1,42 +1,26 @@
 /*
- * escape.c — JSON and HTML escaping for the analysis outputs.
+ * escape.c — JSON, HTML and terminal-safe text for the analysis outputs: every name comes
+ * out as valid UTF-8 with its control characters escaped, whatever bytes a run file held.
  *
  * The JSON strings are also embedded in the HTML report's <script> element, where a
  * literal "</script>" or "<!--" would end or confuse the script; escaping <, > and & as
  * \u003c, \u003e, \u0026 keeps the JSON identical in meaning and inert as HTML.
  */
 #include "analysis_internal.h"
+#include "report/json_out.h"
+#include "report/writer.h"
 
 #include <math.h>
 #include <string.h>
 
 void sw__json_string(FILE *out, const char *s)
 {
-    fputc('"', out);
-    if (!s) s = "";
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        switch (*c) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '<': fputs("\\u003c", out); break;
-        case '>': fputs("\\u003e", out); break;
-        case '&': fputs("\\u0026", out); break;
-        default:
-            if (*c < 0x20 || *c == 0x7f) {
-                fprintf(out, "\\u%04x", *c);
-            } else if (*c == 0xe2 && c[1] == 0x80 && (c[2] == 0xa8 || c[2] == 0xa9)) {
-                /* U+2028/U+2029: valid in JSON, line terminators in older JavaScript. */
-                fprintf(out, "\\u%04x", c[2] == 0xa8 ? 0x2028 : 0x2029);
-                c += 2;
-            } else {
-                fputc(*c, out);
-            }
-        }
-    }
-    fputc('"', out);
+    /* The report layer's strict writer: bytes that are not UTF-8 become U+FFFD, control
+     * characters, U+2028/9 and (html_safe) <, >, & become \uXXXX. */
+    sw__jw w;
+    sw__jw_init(&w, out, 0);
+    w.html_safe = 1;
+    sw__jw_string(&w, s ? s : "");
 }
 
 void sw__json_number(FILE *out, double v)
@@ -50,10 +34,19 @@ void sw__json_number(FILE *out, double v)
     }
 }
 
+void sw__clean_text(FILE *out, const char *s)
+{
+    char clean[SW__LABEL_MAX];
+    sw__text_clean(s, clean, sizeof clean);
+    fputs(clean, out);
+}
+
 void sw__html_text(FILE *out, const char *s)
 {
     if (!s) return;
-    for (const char *c = s; *c; c++) {
+    char clean[SW__LABEL_MAX];
+    sw__text_clean(s, clean, sizeof clean);
+    for (const char *c = clean; *c; c++) {
         switch (*c) {
         case '&': fputs("&amp;", out); break;
         case '<': fputs("&lt;", out); break;

@@ -35,6 +35,8 @@ static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
     in->foreach_step = run_steps;
     in->foreach_counter = run_counters;
     in->counter_name = run_counter_name;
+    if (sw_run_incomplete(run, in->incomplete, sizeof in->incomplete) <= 0)
+        in->incomplete[0] = '\0';
     *snap_out = snap;
     return 0;
 }

@@ -12,10 +12,10 @@
 
 #include <stdatomic.h>
 
-#define SW__MAX_ACTIONS 4096u
-#define SW__MAX_PHASES 32u
-#define SW__MAX_COUNTERS 256u
-#define SW__NAME_MAX 255u
+#define SW__MAX_ACTIONS ((uint32_t)SW_MAX_ACTIONS)
+#define SW__MAX_PHASES ((uint32_t)SW_MAX_PHASES)
+#define SW__MAX_COUNTERS ((uint32_t)SW_MAX_COUNTERS)
+#define SW__NAME_MAX ((size_t)SW_NAME_MAX)
 
 /* Welford/Chan for a block of raw durations: the sum of squared deviations of n_a values
  * (mean mean_a, m2_a) together with the n_b values v. The recorder batches durations so the
@@ -84,6 +84,31 @@ int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter);
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);
 
+/* ---- why a call failed (errors.c; sw_last_error) ---- */
+
+/* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",
+ * path, strerror(errno));`. */
+int sw__error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forget it: the calls that set it clear it when they begin. */
+void sw__error_clear(void);
+
+/* One line on stderr, "stepwatch: " + message: for what a running program must hear about
+ * (a run file that cannot be written) and that no return code can carry. Never on the hot
+ * path. One write(2), so lines of several threads do not interleave. */
+void sw__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- files that appear whole (tempfile.c) ---- */
+
+/* The directory part of path ("." when there is none); caller frees. NULL: out of memory. */
+char *sw__dir_of(const char *path);
+/* A new file in dir that nobody can see yet: unnamed (O_TMPFILE) where the file system
+ * allows it (*temp NULL), else a hidden ".stepwatch-XXXXXX" whose name goes to *temp (the
+ * caller frees it, and removes the file if it gives up). Its descriptor, or -1 and errno. */
+int sw__unnamed_open(const char *dir, char **temp);
+/* Give the file of fd a fresh hidden name in dir, into *temp, so that rename(2) or link(2)
+ * can put it in place; nothing to do when *temp already names it. 0, or -1 and errno. */
+int sw__unnamed_name(int fd, const char *dir, char **temp);
+
 /* ---- small shared helpers (util.c) ---- */
 
 /* strdup that returns NULL on NULL. */
@@ -92,7 +117,7 @@ char *sw__strdup(const char *s);
 void sw__hostname(char *buf, size_t size);
 /* The process's command line, arguments joined by spaces; caller frees. */
 char *sw__command_line(void);
-/* Replace every "{rank}" in pattern with rank; caller frees. */
-char *sw__expand_rank(const char *pattern, int rank);
+/* Replace every "{rank}" in pattern with rank and every "{pid}" with pid; caller frees. */
+char *sw__expand_path(const char *pattern, int rank, long pid);
 
 #endif /* SW_CORE_H */

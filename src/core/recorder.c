@@ -137,6 +137,8 @@ struct sw_profiler {
     uint32_t threads_seen;
     sw__thread *retired; /* statistics of threads that exited */
 
+    _Atomic int full_warned[3]; /* the action, phase, counter table was full (warned) */
+
     _Atomic uint64_t misuse_end_without_begin, misuse_mismatched_end, misuse_depth_overflow,
         misuse_bad_id, misuse_phase_mismatch, misuse_step_overlap, misuse_bad_record;
 
@@ -155,8 +157,25 @@ static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
 
 static void reset_after_fork(sw_profiler *p);
 
+/* The sinks that got before_fork, to get after_fork in the parent (the forking thread
+ * holds live_lock from prepare to parent, so one fork at a time uses these). */
+#define SW__FORK_SINKS_MAX 64
+static sw__sink *forking_sinks[SW__FORK_SINKS_MAX];
+static size_t nforking_sinks;
+
 static void atfork_prepare(void) {
     pthread_mutex_lock(&live_lock);
+    /* Sinks first, before the profilers' locks: a sink's flusher may need them to finish
+     * what it is doing (the run file drains under p->lock). */
+    nforking_sinks = 0;
+    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
+        for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next) {
+            if (s->ops->before_fork == NULL || nforking_sinks == SW__FORK_SINKS_MAX)
+                continue;
+            s->ops->before_fork(s);
+            forking_sinks[nforking_sinks++] = s;
+        }
+    }
     for (sw_profiler *p = live_profilers; p; p = p->next_live) {
         pthread_mutex_lock(&p->lock);
         pthread_mutex_lock(&p->counter_lock);
@@ -168,11 +187,16 @@ static void atfork_parent(void) {
         pthread_mutex_unlock(&p->counter_lock);
         pthread_mutex_unlock(&p->lock);
     }
+    for (size_t i = 0; i < nforking_sinks; i++)
+        if (forking_sinks[i]->ops->after_fork)
+            forking_sinks[i]->ops->after_fork(forking_sinks[i]);
+    nforking_sinks = 0;
     pthread_mutex_unlock(&live_lock);
 }
 
 static void atfork_child(void) {
     pthread_mutex_init(&live_lock, NULL);
+    nforking_sinks = 0;
     for (sw_profiler *p = live_profilers; p; p = p->next_live) {
         pthread_mutex_init(&p->lock, NULL);
         pthread_mutex_init(&p->counter_lock, NULL);
@@ -197,20 +221,55 @@ static void install_process_hooks(void) {
 
 /* ---- names ------------------------------------------------------------------------------ */
 
-/* Intern under p->lock. Names longer than SW__NAME_MAX are cut. */
+/* The length name is cut to: at most SW__NAME_MAX bytes, and never inside a UTF-8
+ * character (a cut that would split one ends before it). */
+static size_t name_length(const char *name) {
+    size_t n = strnlen(name, SW__NAME_MAX + 1);
+    if (n <= SW__NAME_MAX)
+        return n;
+    n = SW__NAME_MAX;
+    while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* Is stored (a cut copy) the name name is cut to? */
+static int same_name(const char *stored, const char *name, size_t len) {
+    return strncmp(stored, name, len) == 0 && stored[len] == '\0';
+}
+
+static char *copy_name(const char *name, size_t len) {
+    char *copy = malloc(len + 1);
+    if (copy != NULL) {
+        memcpy(copy, name, len);
+        copy[len] = '\0';
+    }
+    return copy;
+}
+
+/* A table is full: say so once per table and profiler (never on the hot path: interning
+ * takes a lock and is done once per name). */
+static void table_full(_Atomic int *warned, const char *what, unsigned max, const char *name) {
+    if (atomic_exchange(warned, 1) == 0)
+        sw__warn("the %s table is full (%u names): '%.*s' and any later new %s names get no id "
+                 "and are not timed",
+                 what, max, (int)name_length(name), name, what);
+}
+
+/* Intern under p->lock. */
 static sw_id intern_locked(sw_profiler *p, const char *name) {
+    size_t len = name_length(name);
     uint32_t n = atomic_load_explicit(&p->naction, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++)
-        if (strncmp(p->action_names[i], name, SW__NAME_MAX) == 0)
+        if (same_name(p->action_names[i], name, len))
             return i;
-    if (n >= SW__MAX_ACTIONS)
+    if (n >= SW__MAX_ACTIONS) {
+        table_full(&p->full_warned[0], "action", SW__MAX_ACTIONS, name);
         return SW_ID_NONE;
-    size_t len = strnlen(name, SW__NAME_MAX);
-    char *copy = malloc(len + 1);
+    }
+    char *copy = copy_name(name, len);
     if (copy == NULL)
         return SW_ID_NONE;
-    memcpy(copy, name, len);
-    copy[len] = '\0';
     p->action_names[n] = copy;
     p->action_category[n] = (uint8_t)sw_category_of(copy);
     /* Release: a thread that sees the new count also sees the name. */
@@ -247,14 +306,17 @@ sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name) {
 }
 
 static sw_phase phase_intern_locked(sw_profiler *p, const char *name) {
+    size_t len = name_length(name);
     uint32_t n = atomic_load_explicit(&p->nphase, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++)
-        if (strcmp(p->phase_names[i], name) == 0)
+        if (same_name(p->phase_names[i], name, len))
             return i;
-    if (n >= SW__MAX_PHASES)
+    if (n >= SW__MAX_PHASES) {
+        table_full(&p->full_warned[1], "phase", SW__MAX_PHASES, name);
         return SW_PHASE_NONE;
+    }
     sw_id action = intern_locked(p, name);
-    char *copy = sw__strdup(name);
+    char *copy = copy_name(name, len);
     if (copy == NULL || action == SW_ID_NONE) {
         free(copy);
         return SW_PHASE_NONE;
@@ -1059,13 +1121,16 @@ sw_id sw_counter_id(sw_profiler *p, const char *name) {
     if (p == NULL || name == NULL)
         return SW_ID_NONE;
     sw_id id = SW_ID_NONE;
+    size_t len = name_length(name);
     pthread_mutex_lock(&p->counter_lock);
     uint32_t n = atomic_load(&p->ncounter);
-    for (uint32_t i = 0; i < n; i++)
-        if (strcmp(p->counters[i].name, name) == 0)
+    for (uint32_t i = 0; i < n && id == SW_ID_NONE; i++)
+        if (same_name(p->counters[i].name, name, len))
             id = i;
+    if (id == SW_ID_NONE && n >= SW__MAX_COUNTERS)
+        table_full(&p->full_warned[2], "counter", SW__MAX_COUNTERS, name);
     if (id == SW_ID_NONE && n < SW__MAX_COUNTERS) {
-        p->counters[n].name = sw__strdup(name);
+        p->counters[n].name = copy_name(name, len);
         if (p->counters[n].name) {
             id = n;
             atomic_store(&p->ncounter, n + 1);
@@ -1219,12 +1284,13 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
     }
     pthread_mutex_lock(&p->lock);
     uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);
+    /* Every thread that recorded, those that exited included (their statistics are in
+     * p->retired). */
+    s->threads = p->threads_seen;
     for (sw__thread *t = p->threads; rc == 0 && t; t = t->next) {
         uint32_t depth;
         SW__GET(depth, t->depth);
         s->misuse.open_at_snapshot += depth;
-        if (atomic_load(&t->alive))
-            s->threads++;
     }
     for (sw_id a = 0; rc == 0 && a < naction; a++) {
         for (sw_phase ph = 0; rc == 0 && ph < nphase; ph++) {

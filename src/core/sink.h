@@ -14,8 +14,16 @@
  *                  if the profiler is freed later (by another atexit hook, say).
  *   on_close       sw_profiler_free, the sink already detached: drain what is left, complete
  *                  the output and free the sink. The profiler is still whole during the call.
+ *   before_fork    fork() is about to copy the process (pthread_atfork's prepare), before
+ *                  the core takes its own locks: reach a state the child can live with.
+ *                  The run file waits until its flusher is out of SQLite, so no SQLite
+ *                  mutex is held across fork and the child can use SQLite (its own or the
+ *                  user's). May block briefly; must not take the profiler's lock.
+ *   after_fork     in the parent after fork (pthread_atfork's parent): undo before_fork.
+ *                  Called for exactly the sinks that got before_fork.
  *   on_fork_child  in a fork child (pthread_atfork), the sink already detached: what the sink
  *                  holds (files, threads, connections) is the parent's; free memory only.
+ *                  What before_fork locked is locked in the child too: never unlock it.
  *
  * on_exit runs with the core's process-wide lock held: it must not create or free profilers.
  *
@@ -35,6 +43,8 @@ typedef struct sw__sink_ops {
     void (*on_exit)(sw__sink *sink);
     void (*on_close)(sw__sink *sink);
     void (*on_fork_child)(sw__sink *sink);
+    void (*before_fork)(sw__sink *sink);
+    void (*after_fork)(sw__sink *sink);
 } sw__sink_ops;
 
 struct sw__sink {

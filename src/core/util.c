@@ -38,27 +38,30 @@ char *sw__command_line(void) {
     return sw__strdup(buf);
 }
 
-char *sw__expand_rank(const char *pattern, int rank) {
-    static const char token[] = "{rank}";
-    size_t token_len = sizeof token - 1;
-    char rank_text[16];
-    int rank_len = snprintf(rank_text, sizeof rank_text, "%d", rank);
-    size_t count = 0;
-    for (const char *s = strstr(pattern, token); s; s = strstr(s + token_len, token))
-        count++;
-    size_t len = strlen(pattern) + count * (size_t)rank_len + 1;
+char *sw__expand_path(const char *pattern, int rank, long pid) {
+    char values[2][24];
+    const char *tokens[2] = {"{rank}", "{pid}"};
+    snprintf(values[0], sizeof values[0], "%d", rank);
+    snprintf(values[1], sizeof values[1], "%ld", pid);
+    /* Room: the pattern plus every value (the tokens' own bytes make it an upper bound). */
+    size_t len = strlen(pattern) + 1;
+    for (int k = 0; k < 2; k++)
+        for (const char *s = strstr(pattern, tokens[k]); s; s = strstr(s + 1, tokens[k]))
+            len += strlen(values[k]);
     char *out = malloc(len);
     if (out == NULL)
         return NULL;
     char *w = out;
     for (const char *s = pattern; *s;) {
-        if (strncmp(s, token, token_len) == 0) {
-            memcpy(w, rank_text, (size_t)rank_len);
-            w += rank_len;
-            s += token_len;
-        } else {
+        int k = strncmp(s, tokens[0], 6) == 0 ? 0 : strncmp(s, tokens[1], 5) == 0 ? 1 : -1;
+        if (k < 0) {
             *w++ = *s++;
+            continue;
         }
+        size_t n = strlen(values[k]);
+        memcpy(w, values[k], n);
+        w += n;
+        s += strlen(tokens[k]);
     }
     *w = '\0';
     return out;

@@ -102,8 +102,7 @@ void sw_engine_free(sw_engine *e)
     free(e->handlers);
     sw__history_free(&e->processing_history);
     sw__history_free(&e->dataflow_history);
-    if (e->csv.file)
-        fclose(e->csv.file);
+    sw_output_abort(e->csv.out); /* freed mid-run: the old CSV, if any, stays */
     if (e->owns_profiler)
         sw_profiler_free(e->profiler);
     free(e->csv_path);

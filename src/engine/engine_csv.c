@@ -42,12 +42,15 @@ static void sw__csv_num(char *out, double seconds)
 int sw__csv_open(sw__csv *c, const char *path)
 {
     memset(c, 0, sizeof *c);
-    /* w+: rows are appended, two columns are rewritten in place later. */
-    c->file = fopen(path, "w+");
-    if (!c->file)
-        return SW_EIO;
+    /* Rows are appended and two columns rewritten in place later: the stream of a regular
+     * file is opened "w+"; the file replaces the old one only when complete. */
+    int rc = sw_output_open(path, &c->out);
+    if (rc != 0)
+        return rc;
+    c->file = sw_output_stream(c->out);
     if (fputs(sw__csv_header, c->file) == EOF) {
-        fclose(c->file);
+        sw_output_abort(c->out);
+        c->out = NULL;
         c->file = NULL;
         return SW_EIO;
     }
@@ -116,9 +119,14 @@ int sw__csv_close(sw__csv *c, double completed_s)
         return 0;
     if (!c->failed)
         sw__csv_patch(c, 0, SW__COL_COMPLETED, completed_s);
-    int failed = c->failed;
-    if (fclose(c->file) != 0)
-        failed = 1;
+    int rc = 0;
+    if (c->failed) {
+        sw_output_abort(c->out); /* the old file, if any, stays */
+        rc = SW_EIO;
+    } else {
+        rc = sw_output_commit(c->out);
+    }
+    c->out = NULL;
     c->file = NULL;
-    return failed ? SW_EIO : 0;
+    return rc;
 }

@@ -41,7 +41,8 @@ typedef struct sw__loop {
 
 /* Ignite's per-iteration CSV, written as iterations complete (engine_csv.c). */
 typedef struct sw__csv {
-    FILE *file;
+    sw_output *out;           /* written all or nothing (stepwatch/output.h) */
+    FILE *file;               /* its stream */
     long header_len;
     uint64_t rows;
     uint64_t epoch_first_row; /* first row of the current epoch */

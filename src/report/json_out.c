@@ -124,7 +124,9 @@ static void escaped(sw__jw *w, const char *s, size_t len) {
         size_t n = 1;
         if (c >= 0x80) {
             n = sw__utf8_decode(p + i, len - i, &cp);
-            if (n > 1 && cp != 0x2028 && cp != 0x2029) {
+            /* C1 controls (U+0080..U+009F) are escaped too: U+009B starts a terminal escape
+             * sequence in a file someone cats. */
+            if (n > 1 && cp != 0x2028 && cp != 0x2029 && !(cp >= 0x80 && cp <= 0x9F)) {
                 i += n; /* valid multi-byte character: copied as is */
                 continue;
             }
@@ -139,8 +141,9 @@ static void escaped(sw__jw *w, const char *s, size_t len) {
         case '\b': puts_(w, "\\b"); break;
         case '\f': puts_(w, "\\f"); break;
         default:
-            /* Other control characters, <>& when html_safe, U+2028/9 and U+FFFD for a
-             * byte that is not UTF-8: all as \uXXXX, which needs no further checking. */
+            /* Other control characters (C1 too), <>& when html_safe, U+2028/9 and U+FFFD
+             * for a byte that is not UTF-8: all as \uXXXX, which needs no further
+             * checking. */
             snprintf(buf, sizeof buf, "\\u%04" PRIx32, cp);
             puts_(w, buf);
         }

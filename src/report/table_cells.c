@@ -104,6 +104,6 @@ void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet) {
     if (misuse[0])
         fprintf(out, "%sMisuse: %s\n", bullet, misuse);
     if (s->dropped_events)
-        fprintf(out, "%sDropped events: %" PRIu64 " (the run file's flusher could not keep up)\n",
+        fprintf(out, "%sDropped events: %" PRIu64 " (not in the run file: its writer fell behind, or could not write)\n",
                 bullet, s->dropped_events);
 }

@@ -215,10 +215,14 @@ void sw__csv_put_text(FILE *out, const char *s) {
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t n = sw__utf8_decode(p + i, len - i, &cp);
+        int control = (cp < 0x20 && cp != '\t' && cp != '\n') || cp == 0x7F ||
+                      (cp >= 0x80 && cp <= 0x9F);
         if (cp == '"')
             fputs("\"\"", out);
         else if (cp == SW__UTF8_REPLACEMENT && n == 1)
             fputs("\xEF\xBF\xBD", out);
+        else if (control) /* an escape sequence must not reach a terminal showing the file */
+            fprintf(out, cp < 0x80 ? "\\x%02X" : "\\u%04X", (unsigned)cp);
         else
             fwrite(p + i, 1, n, out);
         i += n;

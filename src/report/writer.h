@@ -65,7 +65,8 @@ void sw__with_commas(uint64_t v, char *out, size_t size);
 /* Exact seconds of a duration in ns: "1.250000000". */
 void sw__seconds_text(uint64_t ns, char *out, size_t size);
 /* One CSV field: quoted per RFC 4180 when it holds a comma, a quote, a line break or edge
- * spaces (quotes doubled); bytes that are not UTF-8 become U+FFFD. NULL reads as "". */
+ * spaces (quotes doubled); bytes that are not UTF-8 become U+FFFD, control characters other
+ * than tab and line feed become visible escapes (\x1B, \x0D). NULL reads as "". */
 void sw__csv_put_text(FILE *out, const char *s);
 
 /* ---- the stepwatch table's cells, shared by the table and markdown (table_cells.c) ---- */

@@ -6,31 +6,45 @@
  * once a second (and at the end) the aggregates of a fresh snapshot. A SIGKILL therefore
  * loses at most the last interval of records and the last second of aggregates; the steps
  * table is complete up to the last flush.
+ *
+ * Never hurting the run (docs/reliability.md). Nothing here stops training or raises:
+ *   - a file that cannot be created: one warning, and the profiler goes on without one;
+ *   - a flush that fails (disk full, I/O error): rolled back, its events counted as dropped,
+ *     one warning naming the cause; the next flushes try again, and a line says when
+ *     writing resumed. The aggregates are a snapshot of everything, so they catch up whole;
+ *   - the file removed or replaced underneath (checked once a second): a new file starts at
+ *     the path, and the events the lost one held are counted as dropped.
+ * Accounting stays exact: what the file holds plus its dropped_events is what was recorded.
+ *
+ * Fork: before_fork waits until the flusher is out of SQLite (it holds the journal's lock
+ * for every SQLite call), so the child never inherits a SQLite mutex held by a thread it
+ * does not have.
  */
 #include "journal.h"
 #include "run_store.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define AGGREGATE_PERIOD_NS 1000000000ull
-
-/* Spans of one recording thread waiting to be packed into one row. */
-typedef struct span_buffer {
-    uint32_t thread;
-    size_t n;
-    sw_span_record spans[SW__SPAN_CHUNK_MAX];
-} span_buffer;
+#define CHECK_PERIOD_NS 1000000000ull
+#define MAX_WARNINGS 20 /* lines about one file, at most: a flapping disk must not flood */
 
 typedef struct sw__journal {
     sw__sink sink;             /* first: the core hands this back to the ops below */
     sw_profiler *p;
-    sw__store *store;
+    char *path;
+    sw__store *store;          /* NULL while there is no file to write */
+    atomic_int status;         /* 0 while writing, else why not (sw_profiler_run_file) */
     int rank;
     uint32_t flush_ms;
     int wake[2];               /* a byte here wakes the flusher early */
@@ -38,44 +52,80 @@ typedef struct sw__journal {
     pthread_t thread;
     int thread_running;
     atomic_int stop;
-    pthread_mutex_t lock;      /* the store: flusher vs. finish */
+    pthread_mutex_t lock;      /* the store and every SQLite call: flusher, finish, fork */
     int finished;              /* store closed, file complete */
     unsigned signals_seen;
     uint64_t last_aggregate_ns;
+    uint64_t last_check_ns;
     uint32_t names_written[3]; /* actions, phases, counters already in the file */
-    uint64_t lost_events;      /* drained but not written (a failed transaction) */
-    int flush_rc;              /* the last flush's result, for tests and close */
-    size_t nbuffers;
-    span_buffer **buffers;
+    uint64_t written_events;   /* events in the current file */
+    uint64_t lost_events;      /* drained but not in the file: failed flushes, a lost file */
+    uint64_t lost_at_failure;  /* lost_events when the current failure began */
+    int failing;               /* the last flush failed (warned; waiting to resume) */
+    char cause[256];           /* why the last write failed */
+    int warnings;
     sw__event *events;         /* what the last drain handed over */
     size_t nevents, events_cap;
+    uint32_t *order;           /* the spans among them, grouped by thread (events_cap long) */
+    sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
-    int functions_dirty;       /* changed since it was last written */
+    int functions_dirty;       /* changed since it was last written (or the file is new) */
 } sw__journal;
 
+static const sw__sink_ops journal_ops;
+
+/* ---- saying what went wrong (stderr, bounded) ---- */
+
+static void say(sw__journal *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(sw__journal *j, const char *fmt, ...) {
+    if (j->warnings++ >= MAX_WARNINGS)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    sw__warn("run file %s: %s", j->path, line);
+}
+
+/* Keep the cause of the failure that just happened, in the system's words when it has them
+ * ("No space left on device" rather than SQLite's "database or disk is full"): taken at once,
+ * before a rollback or a retry replaces it. */
+static void keep_cause(sw__journal *j) {
+    int err = errno; /* the failed write's, when SQLite's last call was it */
+    const char *why = sw_last_error();
+    if (j->store != NULL) {
+        int code = sqlite3_extended_errcode(j->store->db) & 0xff;
+        int sys = sqlite3_system_errno(j->store->db);
+        why = code == SQLITE_FULL                ? strerror(ENOSPC)
+              : sys != 0                         ? strerror(sys)
+              : code == SQLITE_IOERR && err != 0 ? strerror(err)
+                                                 : sqlite3_errmsg(j->store->db);
+    }
+    snprintf(j->cause, sizeof j->cause, "%s", why);
+}
+
+static void note_failure(sw__journal *j, int rc) {
+    atomic_store(&j->status, rc);
+    if (j->failing)
+        return;
+    j->failing = 1;
+    j->lost_at_failure = j->lost_events;
+    say(j, "cannot write (%s); training goes on, events are counted as dropped (%llu so far) "
+           "and writing resumes when it can",
+        j->cause, (unsigned long long)j->lost_events);
+}
+
+static void note_success(sw__journal *j) {
+    atomic_store(&j->status, 0);
+    if (!j->failing)
+        return;
+    j->failing = 0;
+    say(j, "writing again; %llu events were dropped while it could not",
+        (unsigned long long)(j->lost_events - j->lost_at_failure));
+}
+
 /* ---- writing one flush ---- */
-
-static int flush_spans(sw__journal *j, span_buffer *b) {
-    int rc = sw__store_add_spans(j->store, j->rank, b->thread, b->spans, b->n);
-    b->n = 0;
-    return rc;
-}
-
-static span_buffer *buffer_for(sw__journal *j, uint32_t thread) {
-    for (size_t i = 0; i < j->nbuffers; i++)
-        if (j->buffers[i]->thread == thread)
-            return j->buffers[i];
-    span_buffer **grown = realloc(j->buffers, (j->nbuffers + 1) * sizeof *grown);
-    if (grown == NULL)
-        return NULL;
-    j->buffers = grown;
-    span_buffer *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        return NULL;
-    b->thread = thread;
-    j->buffers[j->nbuffers++] = b;
-    return b;
-}
 
 /* sw__drain holds the profiler's lock while it hands events over, so they are only copied
  * here (into a buffer reused across flushes) and written to SQLite after the lock is gone. */
@@ -89,6 +139,12 @@ static void collect(void *ctx, const sw__event *e) {
             return;
         }
         j->events = grown;
+        uint32_t *order = realloc(j->order, cap * sizeof *order);
+        if (order == NULL) {
+            j->lost_events++;
+            return;
+        }
+        j->order = order;
         j->events_cap = cap;
     }
     j->events[j->nevents++] = *e;
@@ -100,15 +156,42 @@ static int write_event(sw__journal *j, const sw__event *e) {
         return sw__store_add_step(j->store, j->rank, &e->u.step);
     case SW__EVENT_COUNTER:
         return sw__store_add_counter(j->store, j->rank, &e->u.counter);
-    case SW__EVENT_SPAN: {
-        span_buffer *b = buffer_for(j, e->u.span.thread);
-        if (b == NULL)
-            return SW_ENOMEM;
-        b->spans[b->n++] = e->u.span;
-        return b->n == SW__SPAN_CHUNK_MAX ? flush_spans(j, b) : 0;
-    }
+    case SW__EVENT_SPAN:
+        return 0; /* written by write_spans, grouped by thread */
     }
     return 0;
+}
+
+/* Span events in thread order, and in drain order within a thread (qsort_r's comparison). */
+static int by_thread(const void *a, const void *b, void *ctx) {
+    const sw__event *events = ctx;
+    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
+    uint32_t ta = events[ia].u.span.thread, tb = events[ib].u.span.thread;
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* Spans are stored packed, one row per chunk of one thread's spans (run_store.c): this
+ * flush's spans grouped by thread, each group written in chunks. No buffer per thread is
+ * kept between flushes, so memory follows what one flush holds, however many threads
+ * there ever were. */
+static int write_spans(sw__journal *j) {
+    size_t n = 0;
+    for (size_t i = 0; i < j->nevents; i++)
+        if (j->events[i].kind == SW__EVENT_SPAN)
+            j->order[n++] = (uint32_t)i;
+    if (n > 1)
+        qsort_r(j->order, n, sizeof *j->order, by_thread, j->events);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n;) {
+        uint32_t thread = j->events[j->order[i]].u.span.thread;
+        size_t k = 0;
+        while (i < n && k < SW__SPAN_CHUNK_MAX && j->events[j->order[i]].u.span.thread == thread)
+            j->chunk[k++] = j->events[j->order[i++]].u.span;
+        rc = sw__store_add_spans(j->store, j->rank, thread, j->chunk, k);
+    }
+    return rc;
 }
 
 /* Names are append-only in the profiler: write the ids added since the last flush. */
@@ -142,18 +225,23 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
     return rc;
 }
 
-/* One transaction: names, drained events, and the aggregates when asked. Called with
- * j->lock held. */
+/* Drain the rings and write what they held, in one transaction with the aggregates when
+ * asked. Without a file, or when the transaction fails, the drained events are counted as
+ * dropped. Called with j->lock held. */
 static int flush(sw__journal *j, int aggregates, int complete, const char *reason) {
+    j->nevents = 0;
+    sw__drain(j->p, collect, j); /* always: full rings would drop newer events instead */
+    if (j->store == NULL) {
+        j->lost_events += j->nevents;
+        return atomic_load(&j->status);
+    }
     int rc = sw__store_begin(j->store);
     if (rc == 0)
         rc = write_new_names(j);
-    j->nevents = 0;
-    sw__drain(j->p, collect, j);
     for (size_t i = 0; rc == 0 && i < j->nevents; i++)
         rc = write_event(j, &j->events[i]);
-    for (size_t i = 0; rc == 0 && i < j->nbuffers; i++)
-        rc = flush_spans(j, j->buffers[i]);
+    if (rc == 0)
+        rc = write_spans(j);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
     int functions = j->functions_dirty;
@@ -165,47 +253,19 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         j->functions_dirty = 0;
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
+        keep_cause(j);
         sw__store_rollback(j->store);
         j->lost_events += j->nevents;
-        for (size_t i = 0; i < j->nbuffers; i++)
-            j->buffers[i]->n = 0;
         j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
+        note_failure(j, rc);
+        return rc;
     }
-    j->flush_rc = rc;
-    return rc;
+    j->written_events += j->nevents;
+    note_success(j);
+    return 0;
 }
 
-static const char *signal_reason(int signo) {
-    return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "signal";
-}
-
-static void *flusher_main(void *arg) {
-    sw__journal *j = arg;
-    char sink[64];
-    while (!atomic_load(&j->stop)) {
-        struct pollfd pfd = {.fd = j->wake[0], .events = POLLIN};
-        poll(&pfd, 1, (int)j->flush_ms);
-        while (read(j->wake[0], sink, sizeof sink) > 0) {
-        }
-        if (atomic_load(&j->stop))
-            break;
-        unsigned signals = sw__signal_count();
-        pthread_mutex_lock(&j->lock);
-        if (signals != j->signals_seen) {
-            /* A SIGINT/SIGTERM handler waits for this: complete the file now. */
-            j->signals_seen = signals;
-            flush(j, 1, 1, signal_reason(sw__signal_last()));
-            sw__signal_done();
-        } else {
-            int due = sw_now_ns() - j->last_aggregate_ns >= AGGREGATE_PERIOD_NS;
-            flush(j, due, 0, NULL);
-        }
-        pthread_mutex_unlock(&j->lock);
-    }
-    return NULL;
-}
-
-/* ---- metadata ---- */
+/* ---- the file itself ---- */
 
 static char *options_json(const sw_options *o) {
     char *json = malloc(320);
@@ -222,6 +282,7 @@ static char *options_json(const sw_options *o) {
     return json;
 }
 
+/* The metadata and a first snapshot, in a fresh file. */
 static int write_start(sw__journal *j) {
     sw_snapshot *snap = NULL;
     int rc = sw_snapshot_take(j->p, &snap);
@@ -230,6 +291,7 @@ static int write_start(sw__journal *j) {
     const sw_options *o = sw__options(j->p);
     char *options = options_json(o);
     j->rank = snap->rank;
+    snap->dropped_events += j->lost_events;
     sw__run_meta m = {.rank = snap->rank,
                       .world_size = snap->world_size,
                       .name = snap->name,
@@ -256,14 +318,102 @@ static int write_start(sw__journal *j) {
     return rc;
 }
 
+/* Create the file at j->path and write its start; on failure there is no store and the
+ * status says why (sw_last_error has the sentence). */
+static int open_file(sw__journal *j) {
+    int rc = sw__store_create(j->path, &j->store);
+    if (rc == 0) {
+        rc = write_start(j);
+        if (rc != 0) {
+            keep_cause(j);
+            sw__error(rc, "%s: %s", j->path, j->cause);
+            sw__store_close(j->store);
+            sw__run_file_remove(j->path); /* ours, just created, and useless */
+            j->store = NULL;
+        }
+    }
+    j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
+    j->written_events = 0;
+    j->functions_dirty = j->functions != NULL; /* a new file gets the profile kept so far */
+    atomic_store(&j->status, rc);
+    return rc;
+}
+
+/* Is the file we write still the one at the path? Removed (or moved away, or replaced by
+ * another file) means what it holds is out of every reader's reach. */
+static int file_is_gone(const sw__journal *j) {
+    struct stat ours, there;
+    if (fstat(j->store->lock_fd, &ours) != 0)
+        return 0;
+    return ours.st_nlink == 0 || stat(j->path, &there) != 0 || there.st_ino != ours.st_ino ||
+           there.st_dev != ours.st_dev;
+}
+
+/* Once a second: a file removed underneath is replaced by a new one at the path (what the
+ * lost file held is counted as dropped); a file that could not be made again is retried. */
+static void check_file(sw__journal *j) {
+    uint64_t now = sw_now_ns();
+    if (now - j->last_check_ns < CHECK_PERIOD_NS)
+        return;
+    j->last_check_ns = now;
+    if (j->store != NULL && !file_is_gone(j))
+        return;
+    if (j->store != NULL) {
+        say(j, "was removed while the run went on: a new one starts there, and the %llu "
+               "events the removed one held are counted as dropped",
+            (unsigned long long)j->written_events);
+        j->lost_events += j->written_events;
+        sw__store_close(j->store);
+        j->store = NULL;
+        j->failing = 0;
+    }
+    if (open_file(j) == 0) {
+        note_success(j);
+    } else {
+        keep_cause(j);
+        note_failure(j, atomic_load(&j->status));
+    }
+}
+
+static const char *signal_reason(int signo) {
+    return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "signal";
+}
+
+static void *flusher_main(void *arg) {
+    sw__journal *j = arg;
+    char sink[64];
+    while (!atomic_load(&j->stop)) {
+        struct pollfd pfd = {.fd = j->wake[0], .events = POLLIN};
+        poll(&pfd, 1, (int)j->flush_ms);
+        while (read(j->wake[0], sink, sizeof sink) > 0) {
+        }
+        if (atomic_load(&j->stop))
+            break;
+        unsigned signals = sw__signal_count();
+        pthread_mutex_lock(&j->lock);
+        check_file(j);
+        if (signals != j->signals_seen) {
+            /* A SIGINT/SIGTERM handler waits for this: complete the file now. */
+            j->signals_seen = signals;
+            flush(j, 1, 1, signal_reason(sw__signal_last()));
+            sw__signal_done();
+        } else {
+            int due = sw_now_ns() - j->last_aggregate_ns >= AGGREGATE_PERIOD_NS;
+            flush(j, due, 0, NULL);
+        }
+        pthread_mutex_unlock(&j->lock);
+    }
+    return NULL;
+}
+
 /* ---- lifetime ---- */
 
 static void free_journal(sw__journal *j) {
     sw_fprofile_free(j->functions);
-    for (size_t i = 0; i < j->nbuffers; i++)
-        free(j->buffers[i]);
-    free(j->buffers);
     free(j->events);
+    free(j->order);
+    free(j->chunk);
+    free(j->path);
     if (j->wake[0] >= 0)
         close(j->wake[0]);
     if (j->wake[1] >= 0)
@@ -291,6 +441,8 @@ static int start_flusher(sw__journal *j) {
  * drain now instead of at the next period. */
 static void wake_flusher(sw__sink *sink) {
     sw__journal *j = (sw__journal *)sink;
+    if (j->wake[1] < 0)
+        return;
     ssize_t n = write(j->wake[1], "x", 1); /* a full pipe already holds a wake-up */
     (void)n;
 }
@@ -309,12 +461,15 @@ static void finish(sw__journal *j, const char *reason) {
         j->thread_running = 0;
     }
     pthread_mutex_lock(&j->lock);
-    if (!j->finished) {
-        flush(j, 1, 1, reason);
+    if (!j->finished && j->store != NULL) {
+        if (flush(j, 1, 1, reason) != 0)
+            say(j, "the run ended while it could not be written (%s): it stays incomplete, "
+                   "%llu events dropped",
+                j->cause, (unsigned long long)j->lost_events);
         sw__store_close(j->store);
         j->store = NULL;
-        j->finished = 1;
     }
+    j->finished = 1;
     pthread_mutex_unlock(&j->lock);
 }
 
@@ -331,11 +486,24 @@ static void close_sink(sw__sink *sink) {
     free_journal(j);
 }
 
+/* fork: the flusher holds j->lock around every SQLite call, so holding it across fork means
+ * no SQLite mutex is held by a thread the child will not have. */
+static void before_fork(sw__sink *sink) {
+    pthread_mutex_lock(&((sw__journal *)sink)->lock);
+}
+
+static void after_fork(sw__sink *sink) {
+    pthread_mutex_unlock(&((sw__journal *)sink)->lock);
+}
+
 static void forget_in_child(sw__sink *sink) {
     /* The parent's SQLite connection must not be used or closed here (closing could
-     * checkpoint or remove the parent's WAL); the store's memory is leaked on purpose. The
-     * flusher thread does not exist in the child. */
-    free_journal((sw__journal *)sink);
+     * checkpoint or remove the parent's WAL); the store's connection is leaked on purpose,
+     * the child's copy of the lock's descriptor closed. The flusher thread does not exist
+     * in the child; j->lock is held (before_fork) and goes with the struct. */
+    sw__journal *j = (sw__journal *)sink;
+    sw__store_forget(j->store);
+    free_journal(j);
 }
 
 static const sw__sink_ops journal_ops = {
@@ -343,6 +511,8 @@ static const sw__sink_ops journal_ops = {
     .on_exit = exit_unfreed,
     .on_close = close_sink,
     .on_fork_child = forget_in_child,
+    .before_fork = before_fork,
+    .after_fork = after_fork,
 };
 
 int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
@@ -352,7 +522,9 @@ int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
     if (j == NULL)
         return SW_ENOTFOUND;
     pthread_mutex_lock(&j->lock);
-    int rc = j->finished ? SW_ESTATE : 0;
+    /* Finished: closed (SW_ESTATE), or never had a file (why not: its status). */
+    int status = atomic_load(&j->status);
+    int rc = j->finished ? (status != 0 ? status : SW_ESTATE) : 0;
     if (rc == 0 && j->functions == NULL)
         rc = sw_fprofile_new(&j->functions);
     if (rc == 0)
@@ -365,7 +537,7 @@ int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
     return rc;
 }
 
-int sw__journal_open(sw_profiler *p, const char *path) {
+int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
     if (p == NULL || path == NULL)
         return SW_EINVAL;
     sw__journal *j = calloc(1, sizeof *j);
@@ -377,11 +549,15 @@ int sw__journal_open(sw_profiler *p, const char *path) {
     const sw_options *o = sw__options(p);
     j->flush_ms = o->flush_interval_ms ? o->flush_interval_ms : 200;
     pthread_mutex_init(&j->lock, NULL);
-    int rc = pipe2(j->wake, O_NONBLOCK | O_CLOEXEC) == 0 ? 0 : SW_EIO;
-    if (rc == 0)
-        rc = sw__store_create(path, &j->store);
-    if (rc == 0)
-        rc = write_start(j);
+    j->path = sw__strdup(path);
+    j->chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *j->chunk);
+    if (j->path == NULL || j->chunk == NULL) {
+        free_journal(j);
+        return SW_ENOMEM;
+    }
+    int rc = open_file(j);
+    if (rc == 0 && pipe2(j->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+        rc = sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     if (rc == 0 && !o->no_signal_handlers) {
         rc = sw__signal_watch(j->wake[1]);
         j->signals_watched = rc == 0;
@@ -390,14 +566,33 @@ int sw__journal_open(sw_profiler *p, const char *path) {
         sw__events_enable(p);
         rc = start_flusher(j);
     }
-    if (rc != 0) {
+    if (rc != 0 && j->store != NULL) { /* made, but no flusher: remove what is ours */
         if (j->signals_watched)
             sw__signal_unwatch(j->wake[1]);
+        j->signals_watched = 0;
         sw__store_close(j->store);
-        pthread_mutex_destroy(&j->lock);
-        free_journal(j);
-        return rc;
+        sw__run_file_remove(path);
+        j->store = NULL;
+    }
+    if (rc != 0) {
+        /* The profiler goes on without a file; the sink stays to say why (status). */
+        atomic_store(&j->status, rc);
+        j->finished = 1;
+        if (!(quiet_if_busy && rc == SW_EBUSY))
+            sw__warn("run file not written: %s; training goes on without it",
+                     *sw_last_error() ? sw_last_error() : sw_strerror(rc));
     }
     sw__sink_attach(p, &j->sink);
-    return 0;
+    return rc;
+}
+
+int sw_profiler_run_file(sw_profiler *p, const char **path) {
+    if (path != NULL)
+        *path = NULL;
+    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+    if (j == NULL)
+        return p == NULL ? SW_EINVAL : SW_ENOTFOUND;
+    if (path != NULL)
+        *path = j->path;
+    return atomic_load(&j->status);
 }

@@ -11,9 +11,13 @@
 
 #include "core/sink.h"
 
-/* Open the run file at path for p (path already has {rank} expanded), write the metadata,
- * start the flusher thread, enable events and attach the writer to p. 0 or SW_E*. */
-int sw__journal_open(sw_profiler *p, const char *path);
+/* Open the run file at path for p (path already has {rank} and {pid} expanded), write the
+ * metadata, start the flusher thread, enable events and attach the writer to p. 0 or SW_E*.
+ * On failure the writer is attached all the same, without a file, to tell
+ * sw_profiler_run_file why, and one warning is printed on stderr (none for SW_EBUSY when
+ * quiet_if_busy: the environment's file, already written by another profiler). Training is
+ * never stopped: the caller goes on with the profiler. */
+int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy);
 
 /* ---- signals.c: completing files on SIGINT/SIGTERM ---- */
 

@@ -5,6 +5,7 @@
  */
 #include "run_store.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,19 +65,45 @@ static int copy_input(sqlite3 *db, const char *path) {
     return rc ? rc : detach;
 }
 
-int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path) {
+/* A name for the merged file while it is built, beside out_path: ".stepwatch-merge-PID-N". */
+static char *temporary_beside(const char *out_path, unsigned attempt) {
+    const char *slash = strrchr(out_path, '/');
+    int dir_len = slash ? (int)(slash - out_path + 1) : 0;
+    size_t n = (size_t)dir_len + 64;
+    char *temp = malloc(n);
+    if (temp)
+        snprintf(temp, n, "%.*s.stepwatch-merge-%ld-%u", dir_len, out_path, (long)getpid(),
+                 attempt);
+    return temp;
+}
+
+/* Build the merged file under a temporary name, then give it out_path in one step: a failed
+ * or interrupted merge never leaves a half-merged file at out_path, nor touches what is
+ * there. */
+static int merge(const char *const *paths, size_t npaths, const char *out_path, int replace) {
+    sw__error_clear();
     if (paths == NULL || npaths == 0 || out_path == NULL)
         return SW_EINVAL;
     for (size_t i = 0; i < npaths; i++)
         if (paths[i] == NULL)
             return SW_EINVAL;
-    if (access(out_path, F_OK) == 0)
-        return SW_EEXISTS;
-    int rc = check_inputs(paths, npaths);
+    int exists = 0;
+    int rc = sw__run_file_check(out_path, &exists);
+    if (rc == 0 && exists && !replace)
+        rc = sw__error(SW_EEXISTS, "%s: exists", out_path);
+    if (rc == 0)
+        rc = check_inputs(paths, npaths);
     if (rc != 0)
         return rc;
     sw__store *st = NULL;
-    rc = sw__store_create(out_path, &st);
+    char *temp = NULL;
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        free(temp);
+        temp = temporary_beside(out_path, attempt);
+        rc = temp ? sw__store_create(temp, &st) : SW_ENOMEM;
+        if (rc != SW_EBUSY && rc != SW_EEXISTS)
+            break;
+    }
     for (size_t i = 0; rc == 0 && i < npaths; i++)
         rc = copy_input(st->db, paths[i]);
     if (rc == 0) {
@@ -84,8 +111,28 @@ int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path) 
         snprintf(sql, sizeof sql, "INSERT INTO meta VALUES('merged_files', %zu)", npaths);
         rc = sw__sql_exec(st->db, sql);
     }
-    sw__store_close(st);
-    if (rc != 0 && st != NULL)
-        unlink(out_path);
+    sw__store_close(st); /* leaves WAL mode: one self-contained file */
+    if (rc == 0 && replace) {
+        /* Checked again: it may have changed while we merged. Its -wal and -shm go first (a
+         * stale WAL would be replayed into the new file), then one rename replaces it. */
+        rc = sw__run_file_check(out_path, &exists);
+        if (rc == 0 && exists)
+            sw__run_file_remove_sidecars(out_path);
+    }
+    /* link never replaces anything; rename replaces the old run file in one step. */
+    if (rc == 0 && (replace && exists ? rename(temp, out_path) : link(temp, out_path)) != 0)
+        rc = errno == EEXIST ? sw__error(SW_EEXISTS, "%s: exists", out_path)
+                             : sw__error(SW_EIO, "%s: %s", out_path, strerror(errno));
+    if (st != NULL)
+        sw__run_file_remove(temp); /* ours: made above; linked in, or of no use */
+    free(temp);
     return rc;
+}
+
+int sw_run_merge(const char *const *paths, size_t npaths, const char *out_path) {
+    return merge(paths, npaths, out_path, 0);
+}
+
+int sw_run_merge_replace(const char *const *paths, size_t npaths, const char *out_path) {
+    return merge(paths, npaths, out_path, 1);
 }

@@ -5,6 +5,7 @@
 #include "run_store.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@ typedef struct rank_info {
 
 struct sw_run {
     sqlite3 *db;
+    char *path;
     int nranks;
     rank_info *ranks;
     sw_progress_fn progress;
@@ -39,32 +41,51 @@ static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Look at the file itself before SQLite does: missing, foreign, or shorter than its header
- * says (truncated). */
-static int check_file(const char *path) {
+/* Before SQLite opens it: is there a regular file at path? (Only stat: no descriptor of our
+ * own, whose closing would drop the POSIX locks of a writer in this same process.) */
+static int check_path(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0)
-        return errno == ENOENT || errno == ENOTDIR ? SW_ENOTFOUND : SW_EIO;
+        return errno == ENOENT || errno == ENOTDIR
+                   ? sw__error(SW_ENOTFOUND, "%s: no such file", path)
+                   : sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return SW_EFOREIGN;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return SW_EIO;
+        return sw__error(SW_EFOREIGN, "%s: %s, not a run file", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    return 0;
+}
+
+/* The file's first 100 bytes and its size, read through SQLite's own descriptor: foreign,
+ * cut inside the header, or shorter than its header says (truncated)? A database in WAL
+ * mode is not measured: its newest pages may live in the -wal file. */
+static int check_header(sqlite3 *db, const char *path) {
+    sqlite3_file *f = NULL;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+        f == NULL || f->pMethods == NULL)
+        return 0; /* nothing to look at: SQLite's own checks follow */
+    sqlite3_int64 size = 0;
     unsigned char header[100];
-    size_t n = fread(header, 1, sizeof header, f);
-    fclose(f);
-    size_t compare = n < sizeof SQLITE_MAGIC ? n : sizeof SQLITE_MAGIC;
-    if (memcmp(header, SQLITE_MAGIC, compare) != 0)
-        return SW_EFOREIGN;
-    if (n < sizeof header)
-        return SW_ECORRUPT; /* empty, or cut inside the header */
+    memset(header, 0, sizeof header);
+    if (f->pMethods->xFileSize(f, &size) != SQLITE_OK)
+        return sw__error(SW_EIO, "%s: cannot read its size", path);
+    int read = f->pMethods->xRead(f, header, sizeof header, 0);
+    size_t have = size < (sqlite3_int64)sizeof header ? (size_t)size : sizeof header;
+    if (read != SQLITE_OK && read != SQLITE_IOERR_SHORT_READ)
+        return sw__error(SW_EIO, "%s: cannot read its header", path);
+    if (memcmp(header, SQLITE_MAGIC, have < sizeof SQLITE_MAGIC ? have : sizeof SQLITE_MAGIC))
+        return sw__error(SW_EFOREIGN, "%s: not a stepwatch run file (not SQLite)", path);
+    if (have < sizeof header)
+        return sw__error(SW_ECORRUPT, "%s: truncated: %lld bytes, not even a header", path,
+                         (long long)size);
+    int wal = header[18] == 2 || header[19] == 2;
     uint32_t page_size = (uint32_t)header[16] << 8 | header[17];
     if (page_size == 1)
         page_size = 65536;
-    uint32_t pages = be32(header + 28);
+    uint64_t pages = be32(header + 28);
     int pages_valid = be32(header + 24) == be32(header + 92);
-    if (pages_valid && (uint64_t)st.st_size < (uint64_t)pages * page_size)
-        return SW_ECORRUPT;
+    if (!wal && pages_valid && (uint64_t)size < pages * page_size)
+        return sw__error(SW_ECORRUPT, "%s: truncated: %lld of its %llu bytes", path,
+                         (long long)size, (unsigned long long)(pages * page_size));
     return 0;
 }
 
@@ -85,18 +106,22 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out) {
 }
 
 /* The file is SQLite (header checked): is it ours, of our version, intact? */
-static int check_database(sqlite3 *db) {
+static int check_database(sqlite3 *db, const char *path) {
     int64_t app = 0, version = 0;
     int rc = query_int(db, "PRAGMA application_id", &app);
     if (rc != SQLITE_OK)
-        return (rc & 0xff) == SQLITE_NOTADB ? SW_ECORRUPT : sw__sqlite_rc(rc);
+        return sw__error((rc & 0xff) == SQLITE_NOTADB ? SW_ECORRUPT : sw__sqlite_rc(rc),
+                         "%s: %s", path, sqlite3_errmsg(db));
     if (app != SW__RUN_APPLICATION_ID)
-        return SW_EFOREIGN;
+        return sw__error(SW_EFOREIGN, "%s: an SQLite database, not a stepwatch run file", path);
     rc = query_int(db, "PRAGMA user_version", &version);
     if (rc != SQLITE_OK)
-        return sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc);
+        return sw__error(sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc),
+                         "%s: %s", path, sqlite3_errmsg(db));
     if (version != SW__RUN_SCHEMA_VERSION)
-        return SW_EVERSION;
+        return sw__error(SW_EVERSION,
+                         "%s: schema version %lld; this stepwatch reads version %d", path,
+                         (long long)version, SW__RUN_SCHEMA_VERSION);
     sqlite3_stmt *q = NULL;
     rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
     if (rc == SQLITE_OK) {
@@ -107,12 +132,16 @@ static int check_database(sqlite3 *db) {
     }
     sqlite3_finalize(q);
     if (rc != SQLITE_OK)
-        return sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc);
+        return sw__error(sw__sqlite_rc(rc) == SW_EFOREIGN || rc == SQLITE_CORRUPT
+                             ? SW_ECORRUPT
+                             : sw__sqlite_rc(rc),
+                         "%s: %s", path, rc == SQLITE_CORRUPT ? "damaged (SQLite's integrity check failed)" : sqlite3_errmsg(db));
     int64_t magic_ok = 0;
     rc = query_int(db, "SELECT value = '" SW__RUN_MAGIC "' FROM meta WHERE key = 'magic'",
                    &magic_ok);
     if (rc != SQLITE_OK || !magic_ok)
-        return SW_ECORRUPT;
+        return sw__error(SW_ECORRUPT, "%s: %s", path,
+                         rc != SQLITE_OK ? sqlite3_errmsg(db) : "its meta table lost its mark");
     return 0;
 }
 
@@ -139,8 +168,8 @@ static int load_ranks(sw_run *run) {
     int rc = sw__sqlite_rc(query_int(run->db, "SELECT count(*) FROM ranks", &n));
     if (rc != 0)
         return rc;
-    if (n == 0)
-        return SW_ECORRUPT; /* created but the metadata never written */
+    if (n == 0) /* created but the metadata never written */
+        return sw__error(SW_ECORRUPT, "%s: holds no run (no rank's metadata)", run->path);
     run->ranks = calloc((size_t)n, sizeof *run->ranks);
     if (run->ranks == NULL)
         return SW_ENOMEM;
@@ -205,32 +234,59 @@ const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counter) {
 
 /* ---- open / close ---- */
 
+/* A failure reading a file that opened gets its sentence, in SQLite's words where it has
+ * some ("no such table: steps"). The file opened as a run file, so an SQLite error here means
+ * its tables are not what stepwatch writes: corrupt. */
+static int reading(sw_run *run, int rc) {
+    if (rc >= 0)
+        return rc;
+    if (rc == SW_ESQLITE)
+        rc = SW_ECORRUPT;
+    if (*sw_last_error() == '\0') {
+        int code = sqlite3_errcode(run->db);
+        int sqlite_said = code != SQLITE_OK && code != SQLITE_ROW && code != SQLITE_DONE;
+        sw__error(rc, "%s: %s", run->path,
+                  sqlite_said            ? sqlite3_errmsg(run->db)
+                  : rc == SW_ECORRUPT    ? "damaged: it holds values stepwatch never writes"
+                                         : sw_strerror(rc));
+    }
+    return rc;
+}
+
 int sw_run_open(const char *path, sw_run **out) {
+    sw__error_clear();
     if (path == NULL || out == NULL)
         return SW_EINVAL;
     *out = NULL;
-    int rc = check_file(path);
+    int rc = check_path(path);
     if (rc != 0)
         return rc;
     sw_run *run = calloc(1, sizeof *run);
-    if (run == NULL)
+    if (run == NULL || (run->path = sw__strdup(path)) == NULL) {
+        free(run);
         return SW_ENOMEM;
+    }
     /* Read-only; a file left by a killed writer may need its WAL recovered, which SQLite
      * can only do with write access, so fall back to read-write (we never write). */
     int flags[2] = {SQLITE_OPEN_READONLY, SQLITE_OPEN_READWRITE};
     for (int attempt = 0; attempt < 2; attempt++) {
         sqlite3_close(run->db);
         run->db = NULL;
+        sw__error_clear();
         rc = sw__sqlite_rc(sqlite3_open_v2(path, &run->db, flags[attempt], NULL));
+        if (rc != 0)
+            sw__error(rc, "%s: %s", path, run->db ? sqlite3_errmsg(run->db) : sw_strerror(rc));
         if (rc == 0) {
             sqlite3_busy_timeout(run->db, 2000);
-            rc = check_database(run->db);
+            rc = check_header(run->db, path);
         }
+        if (rc == 0)
+            rc = check_database(run->db, path);
         if (rc != SW_EIO && rc != SW_ESQLITE)
             break;
     }
     if (rc == 0)
-        rc = load_ranks(run);
+        rc = reading(run, load_ranks(run));
     if (rc != 0) {
         sw_run_close(run);
         return rc;
@@ -250,6 +306,7 @@ void sw_run_close(sw_run *run) {
         }
     free(run->ranks);
     sqlite3_close(run->db);
+    free(run->path);
     free(run);
 }
 
@@ -389,7 +446,7 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
     return rc;
 }
 
-int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
+static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
     *out = NULL;
@@ -404,6 +461,8 @@ int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
         rc = read_rows(run, rank, s);
     if (rc == 0)
         rc = read_counters(run, rank, s);
+    if (rc != SW_ENOTFOUND)
+        rc = reading(run, rc); /* before COMMIT, which would reset SQLite's message */
     sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
     if (rc != 0) {
         sw_snapshot_free(s);
@@ -487,19 +546,19 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
     return 0;
 }
 
-int sw_run_snapshot(sw_run *run, sw_snapshot **out) {
+static int snapshot(sw_run *run, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
     *out = NULL;
     if (run->nranks == 1)
-        return sw_run_rank_snapshot(run, run->ranks[0].rank, out);
+        return rank_snapshot(run, run->ranks[0].rank, out);
     sw_snapshot *all = sw__snapshot_new();
     if (all == NULL)
         return SW_ENOMEM;
     int rc = 0;
     for (int r = 0; rc == 0 && r < run->nranks; r++) {
         sw_snapshot *one = NULL;
-        rc = sw_run_rank_snapshot(run, run->ranks[r].rank, &one);
+        rc = rank_snapshot(run, run->ranks[r].rank, &one);
         if (rc == 0 && r == 0) {
             /* Identity of the merged run: the first rank's, with rank -1 for "all". */
             all->name = sw__snapshot_string(all, one->name);
@@ -526,6 +585,80 @@ int sw_run_snapshot(sw_run *run, sw_snapshot **out) {
     return 0;
 }
 
+int sw_run_rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
+    sw__error_clear();
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    int rc = rank_snapshot(run, rank, out);
+    if (rc == SW_ENOTFOUND)
+        return sw__error(rc, "%s: no rank %d in this run file", run->path, rank);
+    return reading(run, rc);
+}
+
+int sw_run_snapshot(sw_run *run, sw_snapshot **out) {
+    sw__error_clear();
+    if (run == NULL || out == NULL)
+        return SW_EINVAL;
+    return reading(run, snapshot(run, out));
+}
+
+/* ---- how the run ended ---- */
+
+/* One rank's line of sw_run_incomplete: why its file was not completed, and how much of the
+ * run the file covers. */
+static void describe_incomplete(sqlite3_stmt *q, char *out, size_t size) {
+    int rank = sqlite3_column_int(q, 0);
+    int64_t pid = sqlite3_column_int64(q, 1);
+    const char *host = (const char *)sqlite3_column_text(q, 2);
+    double covered_s = (double)(sqlite3_column_int64(q, 4) - sqlite3_column_int64(q, 3)) / 1e9;
+    char here[256];
+    sw__hostname(here, sizeof here);
+    /* The writer may still be at work: its process is alive on this host. */
+    int alive = host != NULL && strcmp(host, here) == 0 && pid > 0 && kill((pid_t)pid, 0) == 0;
+    if (alive)
+        snprintf(out, size,
+                 "rank %d is still being written by its process (pid %lld on this host); the "
+                 "file covers its first %.1f s so far",
+                 rank, (long long)pid, covered_s);
+    else
+        snprintf(out, size,
+                 "rank %d stopped without completing its file (killed, or crashed); the file "
+                 "covers its first %.1f s, and what was recorded in the last second before "
+                 "that (totals, the last flush of steps) may be missing",
+                 rank, covered_s);
+}
+
+int sw_run_incomplete(sw_run *run, char *what, size_t size) {
+    sw__error_clear();
+    if (run == NULL)
+        return SW_EINVAL;
+    if (what != NULL && size > 0)
+        what[0] = '\0';
+    sqlite3_stmt *q = NULL;
+    int rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(
+                              run->db,
+                              "SELECT rank, pid, host, start_unix_ns, updated_unix_ns FROM ranks"
+                              " WHERE complete = 0 ORDER BY rank",
+                              -1, &q, NULL)));
+    int incomplete = 0, step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        if (what != NULL && size > 0) {
+            size_t used = strlen(what);
+            if (incomplete == 0)
+                used += (size_t)snprintf(what + used, size - used, "incomplete: ");
+            else if (used < size)
+                used += (size_t)snprintf(what + used, size - used, "; ");
+            if (used < size)
+                describe_incomplete(q, what + used, size - used);
+        }
+        incomplete++;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = reading(run, sw__sqlite_rc(step));
+    sqlite3_finalize(q);
+    return rc != 0 ? rc : incomplete;
+}
+
 /* ---- records ---- */
 
 /* Prepare a query with an optional "WHERE rank = ?" (rank -1 = all ranks). */
@@ -534,13 +667,14 @@ static int prepare_ranked(sw_run *run, const char *select, const char *order, in
     char sql[512];
     snprintf(sql, sizeof sql, "%s%s ORDER BY %s", select, rank >= 0 ? " WHERE rank = ?" : "",
              order);
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, sql, -1, q, NULL));
+    int rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(run->db, sql, -1, q, NULL)));
     if (rc == 0 && rank >= 0)
         sqlite3_bind_int(*q, 1, rank);
     return rc;
 }
 
 int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
+    sw__error_clear();
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
     sqlite3_stmt *q = NULL;
@@ -567,12 +701,13 @@ int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
         }
     }
     if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
+        rc = reading(run, sw__sqlite_rc(step));
     sqlite3_finalize(q);
     return rc;
 }
 
 int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
+    sw__error_clear();
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
     sqlite3_stmt *q = NULL;
@@ -591,7 +726,7 @@ int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
         }
     }
     if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
+        rc = reading(run, sw__sqlite_rc(step));
     sqlite3_finalize(q);
     return rc;
 }
@@ -694,18 +829,20 @@ static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
 }
 
 int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
+    sw__error_clear();
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
     uint64_t total = 0, done = 0;
-    int rc = spans_to_temp_table(run, rank, &total);
+    int rc = reading(run, spans_to_temp_table(run, rank, &total));
     sqlite3_stmt *q = NULL;
     progress(run, "sorting spans", 0, total); /* SQLite sorts at the first row it returns */
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            run->db,
-            "SELECT rank, thread, depth, start_ns, duration_ns, action, phase, step"
-            " FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread, depth",
-            -1, &q, NULL));
+        rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(
+                              run->db,
+                              "SELECT rank, thread, depth, start_ns, duration_ns, action, phase,"
+                              " step FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread,"
+                              " depth",
+                              -1, &q, NULL)));
     int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),
@@ -719,7 +856,7 @@ int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
         progress(run, "writing spans", ++done, total);
     }
     if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
+        rc = reading(run, sw__sqlite_rc(step));
     sqlite3_finalize(q);
     /* The sorted copy lives in a temporary file until dropped. */
     sqlite3_exec(run->db, "DROP TABLE IF EXISTS temp.sw_sorted_spans", NULL, NULL, NULL);

@@ -86,80 +86,51 @@ int sw__sql_exec(sqlite3 *db, const char *sql) {
     return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
-/* 1 if path holds a file we may replace: empty, or a stepwatch run file. */
-static int replaceable(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0 || st.st_size == 0)
-        return 1;
-    sqlite3 *db = NULL;
-    int ours = 0;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_stmt *q = NULL;
-        if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &q, NULL) == SQLITE_OK &&
-            sqlite3_step(q) == SQLITE_ROW)
-            ours = sqlite3_column_int(q, 0) == SW__RUN_APPLICATION_ID;
-        sqlite3_finalize(q);
-    }
-    sqlite3_close(db);
-    return ours;
-}
-
-static void remove_with_wal(const char *path) {
-    size_t n = strlen(path) + 8;
-    char *side = malloc(n);
-    unlink(path);
-    if (side == NULL)
-        return;
-    snprintf(side, n, "%s-wal", path);
-    unlink(side);
-    snprintf(side, n, "%s-shm", path);
-    unlink(side);
-    free(side);
-}
-
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out) {
     return sw__sqlite_rc(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL));
 }
+
+int sw__store_init(sqlite3 *db) {
+    char sql[256];
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d; BEGIN;",
+             SW__RUN_APPLICATION_ID, SW__RUN_SCHEMA_VERSION);
+    int rc = sw__sql_exec(db, sql);
+    if (rc == 0)
+        rc = sw__sql_exec(db, SCHEMA_SQL);
+    if (rc == 0) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO meta VALUES('magic','" SW__RUN_MAGIC "'),"
+                 "('schema_version',%d),('library_version','" SW_VERSION_STRING "');",
+                 SW__RUN_SCHEMA_VERSION);
+        rc = sw__sql_exec(db, sql);
+    }
+    return sw__sql_exec(db, rc == 0 ? "COMMIT" : "ROLLBACK") | rc;
+}
+
+static void close_connection(sw__store *st, int finished);
 
 int sw__store_create(const char *path, sw__store **out) {
     if (path == NULL || out == NULL)
         return SW_EINVAL;
     *out = NULL;
-    if (access(path, F_OK) == 0) {
-        if (!replaceable(path))
-            return SW_EEXISTS;
-        remove_with_wal(path);
-    }
     sw__store *st = calloc(1, sizeof *st);
     if (st == NULL)
         return SW_ENOMEM;
-    int rc = sw__sqlite_rc(sqlite3_open_v2(path, &st->db,
-                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    int rc = sw__run_file_create(path, &st->lock_fd);
+    if (rc != 0) {
+        free(st);
+        return rc;
+    }
+    /* The file exists, whole, and is ours (locked): never create or follow a link here. */
+    rc = sw__sqlite_rc(sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
+                                       NULL));
     if (rc == 0) {
         sqlite3_busy_timeout(st->db, 2000);
-        /* WAL: readers see the file while it grows, and a killed writer loses at most the
-         * transaction in flight. NORMAL sync: durable across a process crash. */
-        char pragmas[160];
-        snprintf(pragmas, sizeof pragmas,
-                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                 "PRAGMA application_id=%d; PRAGMA user_version=%d;",
-                 SW__RUN_APPLICATION_ID, SW__RUN_SCHEMA_VERSION);
-        rc = sw__sql_exec(st->db, pragmas);
+        /* WAL (set in the file from the start): readers see the file while it grows, and a
+         * killed writer loses at most the transaction in flight. NORMAL sync: durable across
+         * a process crash. */
+        rc = sw__sql_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     }
-    if (rc == 0)
-        rc = sw__sql_exec(st->db, "BEGIN");
-    if (rc == 0)
-        rc = sw__sql_exec(st->db, SCHEMA_SQL);
-    if (rc == 0) {
-        char meta[256];
-        snprintf(meta, sizeof meta,
-                 "INSERT INTO meta VALUES('magic','" SW__RUN_MAGIC "'),"
-                 "('schema_version',%d),('library_version','" SW_VERSION_STRING "');",
-                 SW__RUN_SCHEMA_VERSION);
-        rc = sw__sql_exec(st->db, meta);
-    }
-    if (rc == 0)
-        rc = sw__sql_exec(st->db, "COMMIT");
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      &st->step);
@@ -170,28 +141,45 @@ int sw__store_create(const char *path, sw__store **out) {
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
     if (rc != 0) {
-        sw__store_close(st);
-        remove_with_wal(path);
+        sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
+        close_connection(st, 0);
+        sw__run_file_remove(path); /* ours: created above, still locked */
+        sw__store_forget(st);
         return rc;
     }
     *out = st;
     return 0;
 }
 
-void sw__store_close(sw__store *st) {
-    if (st == NULL)
-        return;
+/* Finalize the statements and close the connection; finished: leave WAL mode first. */
+static void close_connection(sw__store *st, int finished) {
     sqlite3_finalize(st->step);
     sqlite3_finalize(st->span_chunk);
     sqlite3_finalize(st->counter);
     sqlite3_finalize(st->name);
-    /* A finished file is one self-contained file: leaving WAL mode checkpoints the WAL into
-     * it, and later readers (read-only) then create no empty -wal and -shm beside it. This
-     * needs the only connection; when a reader has the file open it stays in WAL mode (no
-     * waiting: the process is ending). */
-    sqlite3_busy_timeout(st->db, 0);
-    sqlite3_exec(st->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    if (st->db != NULL && finished) {
+        /* A finished file is one self-contained file: leaving WAL mode checkpoints the WAL
+         * into it, and later readers (read-only) then create no empty -wal and -shm beside
+         * it. This needs the only connection; when a reader has the file open it stays in
+         * WAL mode (no waiting: the process is ending). */
+        sqlite3_busy_timeout(st->db, 0);
+        sqlite3_exec(st->db, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
+    }
     sqlite3_close(st->db);
+}
+
+void sw__store_close(sw__store *st) {
+    if (st == NULL)
+        return;
+    close_connection(st, 1);
+    sw__store_forget(st); /* the claim goes last: after SQLite's own descriptors */
+}
+
+void sw__store_forget(sw__store *st) {
+    if (st == NULL)
+        return;
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
     free(st);
 }
 
@@ -524,10 +512,12 @@ int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
             rc = put_varint(&b, s->phase);
         if (rc == 0)
             rc = put_varint(&b, s->depth);
+        /* Deltas in unsigned arithmetic (wrapping, as the decoder adds them): a step of -1
+         * after INT64_MAX must not overflow (found by fuzz_decode's round trip). */
         if (rc == 0)
-            rc = put_varint(&b, zigzag(s->step - prev_step));
+            rc = put_varint(&b, zigzag((int64_t)((uint64_t)s->step - (uint64_t)prev_step)));
         if (rc == 0)
-            rc = put_varint(&b, zigzag((int64_t)s->start_ns - prev_start));
+            rc = put_varint(&b, zigzag((int64_t)(s->start_ns - (uint64_t)prev_start)));
         if (rc == 0)
             rc = put_varint(&b, s->duration_ns);
         prev_step = s->step;
@@ -553,9 +543,11 @@ int sw__spans_decode(const void *blob, size_t size, uint32_t thread, sw_span_rec
                 return SW_ECORRUPT;
         if (count == max || f[0] > UINT32_MAX || f[1] > UINT32_MAX || f[2] > UINT32_MAX)
             return SW_ECORRUPT;
-        step += unzigzag(f[3]);
-        start += unzigzag(f[4]);
-        if (start < 0)
+        /* Deltas are added in unsigned arithmetic: a crafted blob may overflow, which must
+         * give SW_ECORRUPT, not undefined behaviour. */
+        step = (int64_t)((uint64_t)step + (uint64_t)unzigzag(f[3]));
+        start = (int64_t)((uint64_t)start + (uint64_t)unzigzag(f[4]));
+        if (start < 0 || step < -1 || f[5] > (uint64_t)INT64_MAX)
             return SW_ECORRUPT;
         spans[count++] = (sw_span_record){.action = (sw_id)f[0],
                                           .phase = (sw_phase)f[1],

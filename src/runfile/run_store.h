@@ -37,6 +37,7 @@ typedef struct sw__run_meta {
 
 typedef struct sw__store {
     sqlite3 *db;
+    int lock_fd;       /* holds the file's exclusive flock: the claim (run_create.c) */
     sqlite3_stmt *step, *span_chunk, *counter, *name;
 } sw__store;
 
@@ -45,11 +46,34 @@ int sw__sqlite_rc(int rc);
 /* Run SQL without results; 0 or SW_E*. */
 int sw__sql_exec(sqlite3 *db, const char *sql);
 
-/* Create a new run file at path (an existing run file there is replaced; any other existing
- * file gives SW_EEXISTS): WAL mode, schema, meta. */
+/* Create a new run file at path and open it (run_create.c says what may be replaced: only
+ * a stepwatch run file no live process writes; SW_EEXISTS for anything else, SW_EBUSY for a
+ * live one; sw_last_error says why). The store holds the file's lock until closed. */
 int sw__store_create(const char *path, sw__store **out);
-/* Close the file (statements and connection). NULL is a no-op. */
+/* Close the file (statements and connection), then let go of the lock. NULL is a no-op. */
 void sw__store_close(sw__store *st);
+/* In a fork child: the store is the parent's. Let go of the child's copy of the lock's
+ * descriptor and the struct; the connection is never touched (it may be mid-write in the
+ * parent, and closing it could checkpoint or remove the parent's WAL). NULL is a no-op. */
+void sw__store_forget(sw__store *st);
+/* The schema, application_id, user_version and meta rows, in an empty database. */
+int sw__store_init(sqlite3 *db);
+
+/* ---- run_create.c ---- */
+
+/* Make path a new run file (the rules above), written whole under the path before anyone
+ * can see it, and locked: *lock_fd holds the lock (close it after SQLite's connection). */
+int sw__run_file_create(const char *path, int *lock_fd);
+/* May path take a new run file? 0 when nothing is there (*exists 0) or an earlier run file
+ * of ours that no live process writes (*exists 1); else SW_EEXISTS, SW_EBUSY or SW_EIO with
+ * the sentence in sw_last_error. Touches nothing. */
+int sw__run_file_check(const char *path, int *exists);
+/* Remove a run file of ours with its -wal and -shm; or only those two. */
+void sw__run_file_remove(const char *path);
+void sw__run_file_remove_sidecars(const char *path);
+/* Do these first 100 bytes of a file say "stepwatch run file" (SQLite's magic and our
+ * application_id)? */
+int sw__run_header_is_ours(const unsigned char header[100]);
 
 int sw__store_begin(sw__store *st);
 int sw__store_commit(sw__store *st);

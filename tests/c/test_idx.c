@@ -121,6 +121,11 @@ static void test_bad_files(void **state)
     const uint8_t trailing[] = {0, 0, 0x08, 1, 0, 0, 0, 2, 1, 2, 3};
     write_bytes("trailing", trailing, sizeof trailing);
     expect_bad("trailing", SW_ECORRUPT, "trailing bytes");
+    /* Found by fuzz_idx: a 20-byte file whose header promises 28 GB of float64 was read by
+     * allocating what it promised first. It is truncated, and nothing is allocated. */
+    const uint8_t promise[] = {0, 0, 0x0E, 1, 0xD7, 0xD7, 0xD7, 0, 0, 0, 0x10, 0, 0, 0, 0x3F};
+    write_bytes("promise", promise, sizeof promise);
+    expect_bad("promise", SW_ECORRUPT, "promises 28969973760 bytes of data, the file has 7");
 }
 
 static void test_mnist_pair(void **state)

@@ -1,0 +1,216 @@
+"""stepwatch never hurts the job it watches (docs/reliability.md), from Python, with real torch:
+spawn and fork DataLoader workers, subprocesses inheriting `stepwatch run`'s environment, run
+files that cannot be written, name limits, all-or-nothing outputs."""
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import stepwatch
+
+# A module the training script imports, as a spawn worker imports it too: making a profiler
+# at import is what code does (a library's default profiler, a logging helper).
+DATA_MODULE = """
+import os, torch, stepwatch
+prof = stepwatch.Profiler(name="imported")
+with open(os.path.join(os.environ["SW_TEST_OUT"], f"import-{os.getpid()}.txt"), "w") as f:
+    f.write(repr(prof.run_file))
+
+class Batches(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.randn(4, 3), torch.randn(4, 1)
+"""
+
+TRAIN_SCRIPT = """
+import torch
+from data_mod import Batches
+m = torch.nn.Linear(3, 1)
+o = torch.optim.SGD(m.parameters(), 0.1)
+if __name__ == "__main__":
+    loader = torch.utils.data.DataLoader(Batches(), batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn",
+                                         persistent_workers=True)
+    for epoch in range(2):
+        for x, y in loader:
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(x), y).backward()
+            o.step()
+    print("trained")
+"""
+
+
+def completed(path):
+    """Did the run complete its file (ranks.complete, read with plain SQLite)?"""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT min(complete) FROM ranks").fetchone()[0] == 1
+    finally:
+        db.close()
+
+
+def stepwatch_run(args, tmp_path, build_dir, timeout=600):
+    """`stepwatch run ARGS` with the C command when it is built, else `python -m stepwatch`."""
+    exe = os.path.join(build_dir or "", "stepwatch")
+    cmd = [exe] if build_dir and os.access(exe, os.X_OK) else [sys.executable, "-m", "stepwatch"]
+    env = dict(os.environ, SW_TEST_OUT=str(tmp_path),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env.pop("STEPWATCH_RUN_FILE_OWNER", None)
+    return subprocess.run(cmd + ["run"] + args, capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path, env=env)
+
+
+def test_spawn_workers_under_stepwatch_run(tmp_path, build_dir):
+    """Spawn workers import the training code, which makes a profiler: they leave the run file
+    alone, and every training completes (3 of 6 crashed when workers took the file over;
+    each training here takes ~25 s, spawn workers import torch)."""
+    (tmp_path / "data_mod.py").write_text(DATA_MODULE)
+    (tmp_path / "train.py").write_text(TRAIN_SCRIPT)
+    for attempt in range(2):
+        run_file = tmp_path / f"run{attempt}.db"
+        out = stepwatch_run(["--run-file", str(run_file), "--", "python", "train.py"], tmp_path,
+                            build_dir)
+        assert out.returncode == 0, out.stderr
+        assert "trained" in out.stdout
+        assert "exited unexpectedly" not in out.stderr
+        assert "run file not written" not in out.stderr  # the workers say nothing
+        assert completed(run_file)
+        assert stepwatch.load(str(run_file)).info()["steps"] == 16
+    # autorun's profiler has the file; the one the import made has none, in the training
+    # process (a later profiler) as in every worker (a child): 2 trainings x (1 + 2 workers).
+    seen = [p.read_text() for p in tmp_path.glob("import-*.txt")]
+    assert len(seen) == 2 * 3 and set(seen) == {"None"}, seen
+
+
+EVAL_SCRIPT = """
+import stepwatch, sys
+p = stepwatch.Profiler(name="eval")
+for i in range(3):
+    with p.step(1):
+        pass
+print("eval run_file", p.run_file)
+p.close()
+"""
+
+PARENT_SCRIPT = """
+import os, subprocess, sys, stepwatch
+p = stepwatch.Profiler(name="parent")
+for i in range(10):
+    with p.step(1):
+        pass
+# A subprocess started with the process's environment, and one with a copy of os.environ.
+subprocess.run([sys.executable, "eval.py"], check=True)
+subprocess.run([sys.executable, "eval.py"], check=True, env=dict(os.environ))
+for i in range(5):
+    with p.step(1):
+        pass
+p.close()
+"""
+
+
+def test_subprocesses_leave_the_parents_run_file_alone(tmp_path, build_dir):
+    (tmp_path / "eval.py").write_text(EVAL_SCRIPT)
+    (tmp_path / "parent.py").write_text(PARENT_SCRIPT)
+    run_file = tmp_path / "run.db"
+    # Through a shell, so that the script's own profiler is the first (not autorun's).
+    out = stepwatch_run(["--run-file", str(run_file), "--", "sh", "-c", "python parent.py"],
+                        tmp_path, build_dir)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("eval run_file None") == 2
+    info = stepwatch.load(str(run_file)).info()
+    assert completed(run_file) and info["steps"] == 15 and info["name"] == "parent"
+    # With {pid} every process writes a file of its own.
+    out = stepwatch_run(["--run-file", str(tmp_path / "own-{pid}.db"), "--", "sh", "-c",
+                         "python parent.py"], tmp_path, build_dir)
+    assert out.returncode == 0, out.stderr
+    files = sorted(tmp_path.glob("own-*.db"))
+    steps = sorted(stepwatch.load(str(f)).info()["steps"] for f in files)
+    assert steps == [3, 3, 15]
+
+
+FORK_SQLITE_SCRIPT = """
+import sqlite3, torch, stepwatch, sys
+class Rows(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        db = sqlite3.connect(":memory:")  # the worker's own SQLite, right after fork
+        db.execute("CREATE TABLE t(x)")
+        db.execute("INSERT INTO t VALUES (?)", (i,))
+        x = db.execute("SELECT x FROM t").fetchone()[0]
+        db.close()
+        return torch.full((2,), float(x))
+prof = stepwatch.Profiler(run_file=sys.argv[1], timeline=True)
+fwd = prof.action("forward")
+for epoch in range(6):
+    loader = torch.utils.data.DataLoader(Rows(), batch_size=4, num_workers=3,
+                                         multiprocessing_context="fork")
+    for x in loader:
+        with prof.step(4):
+            for k in range(50):  # keep the flusher busy in SQLite while workers fork
+                with fwd:
+                    pass
+prof.close()
+print("done", epoch)
+"""
+
+
+def test_fork_workers_use_sqlite_while_the_run_file_flushes(tmp_path):
+    """Workers forked while the flusher writes can use SQLite (4 of 300 worker epochs hung
+    when the flusher held SQLite's mutex across fork)."""
+    script = tmp_path / "fork_sqlite.py"
+    script.write_text(FORK_SQLITE_SCRIPT)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "run.db")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "done 5" in out.stdout
+    assert stepwatch.load(str(tmp_path / "run.db")).info()["steps"] == 6 * 16
+
+
+def test_a_run_file_that_cannot_be_written_never_raises(tmp_path, capfd):
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo)
+    notes = tmp_path / "notes.db"
+    notes.write_text("my notes\n")
+    for path, why in ((fifo, "is a FIFO"), (notes, "not a stepwatch run file"),
+                      (tmp_path / "no" / "dir.db", "No such file or directory")):
+        prof = stepwatch.Profiler(run_file=str(path))
+        with prof.step(1):
+            pass
+        assert prof.run_file == str(path)
+        assert prof.run_file_error is not None
+        prof.close()
+        assert why in capfd.readouterr().err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert notes.read_text() == "my notes\n"
+    ok = stepwatch.Profiler(run_file=str(tmp_path / "ok.db"))
+    assert ok.run_file_error is None
+    ok.close()
+    assert stepwatch.Profiler().run_file is None
+
+
+def test_the_action_limit_is_the_c_one(tmp_path):
+    prof = stepwatch.Profiler()
+    made = 0
+    with pytest.raises(stepwatch.Error) as err:
+        for i in range(5000):
+            prof.action(f"a{i}")
+            made += 1
+    assert err.value.name == "LIMIT"
+    assert made == 4096 - 6  # the C table: 4096 names, 6 of them built in
+    prof.close()
+
+
+def test_write_output_is_all_or_nothing(tmp_path):
+    path = tmp_path / "report.txt"
+    stepwatch.write_output(str(path), "first\n")
+    stepwatch.write_output(str(path), b"second\n")
+    assert path.read_text() == "second\n"
+    with pytest.raises(stepwatch.Error, match="is a directory"):
+        stepwatch.write_output(str(tmp_path), "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]
