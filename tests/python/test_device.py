@@ -104,7 +104,7 @@ def test_extra_stats_and_cpu_stats_switch():
 
 # ---- the sampler -------------------------------------------------------------------------
 
-def test_sampler_counters_reach_the_run_file(tmp_path):
+def test_sampler_counters_reach_the_run_file(tmp_path, build_dir):
     path = tmp_path / "run.db"
     prof = stepwatch.Profiler(run_file=str(path), device_stats=0.05)
     with prof.phase("train"):
@@ -119,6 +119,16 @@ def test_sampler_counters_reach_the_run_file(tmp_path):
         assert live[name]["count"] >= 2, name
         assert saved[name]["count"] >= live[name]["count"], name  # the last sample at close
     assert within(saved["process_rss_bytes"]["last"], psutil.Process().memory_info().rss, 0.25)
+    # ... and the Chrome trace's counter tracks, one point per sample
+    trace = tmp_path / "trace.json"
+    subprocess.run([os.path.join(build_dir, "stepwatch"), "export", str(path), "--chrome",
+                    str(trace)], check=True, capture_output=True, timeout=60)
+    tracks = {}
+    for e in json.loads(trace.read_text())["traceEvents"]:
+        if e.get("ph") == "C":
+            tracks[e["name"]] = tracks.get(e["name"], 0) + 1
+    assert tracks["cpu_percent"] == saved["cpu_percent"]["count"]
+    assert tracks["process_rss_bytes"] == saved["process_rss_bytes"]["count"]
     with pytest.raises(ValueError, match="device_stats"):
         stepwatch.Profiler(device_stats=0)
     with pytest.raises(TypeError, match="device_time"):
