@@ -188,9 +188,17 @@ static void test_gpu_bound_times(void **state) {
            mean_ms(s, "device:train/loss"), mean_ms(s, "device:train/backward"),
            mean_ms(s, "device:train/optimizer"), mean_ms(s, "device:train/step"),
            host_ms(s, "step"), host_ms(s, "data"));
-    assert_true(fabs(mean_ms(s, "device:train/forward") - 10) <= 0.3);
-    assert_true(fabs(mean_ms(s, "device:train/backward") - 20) <= 0.3);
-    assert_true(fabs(mean_ms(s, "device:train/optimizer") - 5) <= 0.3);
+    /* Each phase's kernels' time. A host stalled between a phase's begin and its launch
+     * while the GPU is idle (a loaded machine stalls for ms) adds to that step's device
+     * time, as it would on a real GPU: the fastest step is exact, the mean a little above. */
+    const char *const phases[] = {"device:train/forward", "device:train/backward",
+                                  "device:train/optimizer"};
+    const double kernels_ms[] = {10, 20, 5};
+    for (int i = 0; i < 3; i++) {
+        assert_true(fabs(counter(s, phases[i])->min / 1e6 - kernels_ms[i]) <= 0.3);
+        assert_true(mean_ms(s, phases[i]) >= kernels_ms[i] - 0.3);
+        assert_true(mean_ms(s, phases[i]) <= 1.25 * kernels_ms[i]);
+    }
     assert_true(mean_ms(s, "device:train/data") < 0.3 * host_ms(s, "data")); /* hidden */
     double step = mean_ms(s, "device:train/step");
     assert_true(step >= 35 && fabs(step - host_ms(s, "step")) <= 0.1 * host_ms(s, "step"));
@@ -276,6 +284,9 @@ static void test_reports_and_run_file(void **state) {
     snprintf(path, sizeof path, "%s/run.db", dir);
     SW_TEST_PROFILER(p, .device_time = 1, .run_file = path);
     const part parts[] = {{"forward", 1 * MS, 4 * MS, 0}, {"zero_grad", MS / 2, 0, 0}};
+    /* The GPU busy from the start: every forward begins on the GPU when the kernels before it
+     * end, so its device time is its kernels' 4 ms exactly, however late the host runs. */
+    gpu.launch(100 * MS);
     run_steps(p, 6, parts, 2);
     sw_device_time_info info;
     sw_snapshot_free(finish(p, &info)); /* the run file completes */
@@ -349,11 +360,12 @@ static void test_diagnose_findings(void **state) {
     assert_null(strstr(json, "\"id\": \"data-hidden\""));
     free(json);
     /* The host waits for the GPU: the data wait runs beside the previous step's kernels. */
-    const part gpu_bound[] = {{"data", 5 * MS, 0, 0},
+    /* (57 ms of kernels left behind a 15 ms data wait: hidden also when the host stalls.) */
+    const part gpu_bound[] = {{"data", 15 * MS, 0, 0},
                               {"forward", 1 * MS, 10 * MS, 0},
                               {"loss", 0, 0, 1},
                               {"backward", 2 * MS, 20 * MS, 0},
-                              {"optimizer", MS / 2, 5 * MS, 0}};
+                              {"optimizer", MS / 2, 40 * MS, 0}};
     json = diagnose_loop(gpu_bound, 5, 12);
     assert_non_null(strstr(json, "\"id\": \"data-hidden\""));
     assert_null(strstr(json, "\"id\": \"host-bound\""));
@@ -380,11 +392,13 @@ static void test_gpu_far_behind(void **state) {
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     sw_profiler_free(p); /* does not wait for the 1.5 s of queued kernels either */
     double wall_ms = (double)(sw_now_ns() - start) / 1e6;
-    printf("30 steps, 1.5 s of kernels: host %.1f ms, dropped %llu\n", wall_ms,
-           (unsigned long long)info.steps_dropped);
-    assert_true(wall_ms < 500);
-    assert_true(info.steps_dropped >= 30 - 8 - 1);
-    assert_int_equal(info.steps_timed, 0);
+    printf("30 steps, 1.5 s of kernels: host %.1f ms, dropped %llu, timed %llu\n", wall_ms,
+           (unsigned long long)info.steps_dropped, (unsigned long long)info.steps_timed);
+    assert_true(wall_ms < 1000); /* 30 ms of host work; 1.5 s if it waited */
+    /* All but the last 8 dropped; a step is timed only when the host stalled 50 ms (a
+     * loaded machine may), and then one fewer is dropped. */
+    assert_true(info.steps_timed <= 3);
+    assert_true(info.steps_dropped + info.steps_timed >= 30 - 8 - 1);
     sleep_until(gpu.idle_at());
 }
 

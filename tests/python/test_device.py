@@ -143,8 +143,9 @@ def test_html_draws_device_charts_beside_the_steps(tmp_path):
     with prof.phase("train"):
         for _ in range(12):
             with prof.step(8):
+                gpu.launch(0.010)  # the GPU busy when forward begins: its time is exactly ...
                 with fwd:
-                    gpu.launch(0.004)  # launched at once: 4 ms on the GPU, however busy the host
+                    gpu.launch(0.004)  # ... its kernels' 4 ms, however late the host runs
                 with loss:
                     gpu.idle()  # loss.item()
     gpu.idle()
@@ -203,9 +204,15 @@ def test_device_time_of_known_kernels_without_synchronizing():
     c = counters(snap)
     ms = {k.split("/")[1]: v["mean"] / 1e6 for k, v in c.items() if k.startswith("device:train/")}
     print("device ms:", {k: round(v, 3) for k, v in ms.items()})
-    assert abs(ms["forward"] - 8) <= 0.4 and abs(ms["backward"] - 16) <= 0.4
-    assert abs(ms["optimizer"] - 4) <= 0.4
-    assert ms["data"] < 1.0  # the data wait ran beside the previous step's kernels
+    # Each phase's kernels' time. A host stalled between a phase's begin and its launch while
+    # the GPU is idle adds to that step's device time, as it would on a real GPU (a loaded
+    # machine stalls for ms): the fastest step is exact, the mean a little above.
+    for phase, kernels in (("forward", 8), ("backward", 16), ("optimizer", 4)):
+        fastest = c[f"device:train/{phase}"]["min"] / 1e6
+        assert abs(fastest - kernels) <= 0.4, phase
+        assert kernels - 0.4 <= ms[phase] <= 1.25 * kernels, phase
+    # The 3 ms data wait ran beside the previous step's 4 ms optimizer kernel: hidden
+    assert c["device:train/data"]["min"] < 0.5e6 and ms["data"] < 0.5 * 3
     assert c["device:train/forward"]["count"] == 9  # the warm-up step kept out
     assert info == {"steps_timed": 9, "steps_dropped": 0, "spans_dropped": 0,
                     "warmup_steps": 1, "failed": False}

@@ -84,12 +84,12 @@ def test_lightning_same_keys_steps_and_values_as_lightnings_in_the_same_run(tmp_
     keys = {k for _, k in ours}
     assert keys == {f"{h}/{s}" for h in HOOKS for s in CPU_KEYS}
     assert len({step for step, _ in ours}) == 8  # 4 batches x 2 epochs: the training steps
-    for at, v in ours.items():  # read within milliseconds of each other
+    for at, v in ours.items():  # read within milliseconds of each other, on a busy machine
         key = at[1]
         if key.endswith("cpu_percent"):  # over different intervals (since each's last read)
             assert 0 <= v <= 100, at
         else:  # memory and swap in use, in percent
-            assert v == pytest.approx(theirs[at], abs=1.0), at
+            assert v == pytest.approx(theirs[at], abs=2.0), at
 
 
 def test_lightning_cpu_stats_switch_and_extras(tmp_path):
