@@ -291,7 +291,7 @@ def test_device_time_stops_when_the_runtime_fails():
 def test_device_time_true_without_cuda_changes_nothing():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
-        pytest.skip("a GPU is here: tests/python/test_device_gpu.py covers it")
+        pytest.skip("CUDA is available here: this test is for machines without it")
     with pytest.warns(RuntimeWarning, match="no device time"):
         prof = stepwatch.Profiler(device_time=True)
     plain = stepwatch.Profiler()
