@@ -1,7 +1,8 @@
 /*
  * test_engine_delay.c — the data wait is measured right: the example's loader sleeps a known
- * 20 ms per batch, and the engine (Ignite's dataflow), the profiler's "data" action (mean
- * and median) and thunder's "avg train downtime" must all read 20 ms within ±10 %.
+ * 20 ms per batch and times its own sleeps (the truth: a loaded machine oversleeps), and the
+ * engine (Ignite's dataflow), the profiler's "data" action (mean and median) and thunder's
+ * "avg train downtime" must all read that truth within ±10 %.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,10 +22,11 @@ static int process_noop(sw_engine *e, void *b, uint32_t size, void *user)
     return 0;
 }
 
-static void assert_near_delay(const char *what, double ns)
+static void assert_near(const char *what, double ns, double truth_ns)
 {
-    double rel = fabs(ns - DELAY_NS) / DELAY_NS;
-    print_message("%-28s %.3f ms (%.1f %% off)\n", what, ns / 1e6, 100 * rel);
+    double rel = fabs(ns - truth_ns) / truth_ns;
+    print_message("%-28s %.3f ms (%.1f %% off the loader's %.3f ms)\n", what, ns / 1e6,
+                  100 * rel, truth_ns / 1e6);
     assert_true(rel <= 0.10);
 }
 
@@ -46,9 +48,13 @@ static void test_known_delay_is_measured(void **state)
     assert_int_equal(sw_engine_run(e), 0);
     assert_int_equal(l.batches, 25);
 
+    /* The loader's own timer: the mean time it really slept per batch. */
+    double truth = (double)l.slept_ns / (double)l.batches;
+    assert_true(truth >= DELAY_NS);
+
     const sw_stats *df = sw_engine_measure_stats(e, SW_MEASURE_DATAFLOW);
     assert_int_equal(df->count, 25);
-    assert_near_delay("engine dataflow mean", df->mean_ns);
+    assert_near("engine dataflow mean", df->mean_ns, truth);
     assert_true(df->min_ns >= DELAY_NS); /* a sleep never ends early */
 
     sw_snapshot *s = NULL;
@@ -56,19 +62,19 @@ static void test_known_delay_is_measured(void **state)
     const sw_row *data = sw_snapshot_find(s, "data", "train");
     assert_non_null(data);
     assert_int_equal(data->stats.count, 25);
-    assert_near_delay("profiler data mean", data->stats.mean_ns);
-    assert_near_delay("profiler data p50", (double)sw_hist_quantile(&data->hist, 0.5));
-    /* The measured wait and the loader's own truth (time really slept) agree closely. */
-    double truth = (double)l.slept_ns / (double)l.batches;
-    print_message("loader truth (slept)         %.3f ms\n", truth / 1e6);
+    assert_near("profiler data mean", data->stats.mean_ns, truth);
     assert_true(fabs(data->stats.mean_ns - truth) / truth <= 0.05);
+    /* The median lies between the asked sleep and the mean (oversleeping skews right). */
+    double p50 = (double)sw_hist_quantile(&data->hist, 0.5);
+    print_message("profiler data p50            %.3f ms\n", p50 / 1e6);
+    assert_true(p50 >= 0.97 * DELAY_NS && p50 <= 1.10 * truth);
     sw_snapshot_free(s);
 
     sw_time_profiler tp;
     sw_time_profiler_init(&tp);
     double v = 0;
     assert_int_equal(sw_time_profiler_value(&tp, e, "avg train downtime", &v), 0);
-    assert_near_delay("thunder avg train downtime", v * 1e9);
+    assert_near("thunder avg train downtime", v * 1e9, truth);
 
     sw_engine_free(e);
     loader_free(&l);

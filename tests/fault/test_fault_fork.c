@@ -6,8 +6,10 @@
  * the main thread forks again and again. Each child opens a database of its own with plain
  * SQLite and writes a row (what a DataLoader worker using sqlite3 does), and every fourth
  * child also makes a profiler with a run file of its own ({pid}). A child stuck on a mutex
- * the flusher held at the fork is ended by its alarm and counted. SW_FAULT_FORKS sets the
- * number of forks (300 here; `make fault-long` runs 5000).
+ * the flusher held at the fork is ended by its alarm and counted; it says on stderr which
+ * stage it was stuck in. The alarm is a minute, not seconds: a deadlock never ends, while a
+ * busy CI machine can hold a child's fsyncs for seconds. SW_FAULT_FORKS sets the number of
+ * forks (300 here; `make fault-long` runs 5000).
  */
 #include "fault_util.h"
 
@@ -31,15 +33,35 @@ static void *record(void *arg) {
     return NULL;
 }
 
+/* What the child is doing, for the alarm's message. */
+static const char *const STAGES[] = {"sqlite3_open", "sqlite3_exec", "sqlite3_close",
+                                     "sw_profiler_new", "sw_profiler_run_file", "a step",
+                                     "sw_profiler_free"};
+static volatile sig_atomic_t g_stage;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    const char *stage = STAGES[g_stage];
+    static const char lead[] = "[  INFO    ] a child stuck in ";
+    (void)!write(2, lead, sizeof lead - 1);
+    (void)!write(2, stage, strlen(stage));
+    (void)!write(2, "\n", 1);
+    _exit(128 + SIGALRM);
+}
+
 /* The child: plain SQLite, then (sometimes) stepwatch's own run file. 0 when both worked. */
 static int child(int index) {
-    alarm(10); /* a deadlock ends here, as SIGALRM */
+    signal(SIGALRM, on_alarm);
+    alarm(60); /* a deadlock ends here, as SIGALRM */
+    g_stage = 0;
     char path[320];
     snprintf(path, sizeof path, "%s/child-%d.db", g_dir, (int)getpid());
     sqlite3 *db = NULL;
-    int ok = sqlite3_open(path, &db) == SQLITE_OK &&
-             sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL, NULL) ==
-                 SQLITE_OK;
+    int ok = sqlite3_open(path, &db) == SQLITE_OK;
+    g_stage = 1;
+    ok = ok && sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL,
+                            NULL) == SQLITE_OK;
+    g_stage = 2;
     sqlite3_close(db);
     unlink(path);
     if (ok && index % 4 == 0) {
@@ -47,9 +69,14 @@ static int child(int index) {
         snprintf(run, sizeof run, "%s/worker-{pid}.db", g_dir);
         sw_options o = {.run_file = run, .flush_interval_ms = 5};
         sw_profiler *p = NULL;
-        ok = sw_profiler_new(&o, &p) == 0 && sw_profiler_run_file(p, NULL) == 0;
+        g_stage = 3;
+        ok = sw_profiler_new(&o, &p) == 0;
+        g_stage = 4;
+        ok = ok && sw_profiler_run_file(p, NULL) == 0;
+        g_stage = 5;
         sw_step_begin(p, 1);
         sw_step_end(p);
+        g_stage = 6;
         sw_profiler_free(p);
         snprintf(run, sizeof run, "%s/worker-%d.db", g_dir, (int)getpid());
         ok = ok && unlink(run) == 0;
