@@ -2,6 +2,7 @@
 #   make demo   build everything and run the main job: a real C training run, profiled
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
+#   make wheel  dist/: an sdist that builds with only a compiler, a manylinux wheel
 #   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
 #               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
@@ -13,35 +14,44 @@ CONFIG_FLAGS ?=
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: all build demo test test-c test-asan test-tsan test-python test-fuzz bench venv clean \
-	fault-long fuzz
+.PHONY: all build demo test test-c test-asan test-tsan test-python test-fuzz bench venv wheel \
+	clean deps-demo deps-test fault-long fuzz
 
 all: build
 
-build:
+# What a fresh Debian machine lacks is installed with apt-get when it can be (scripts/deps.sh):
+# the demo needs a C compiler, CMake and SQLite; the tests need more (cmocka, Python, Chromium).
+deps-demo:
+	@scripts/deps.sh demo
+
+deps-test:
+	@scripts/deps.sh test
+
+build: deps-demo
 	@$(CMAKE) -S . -B $(BUILD)/release -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CONFIG_FLAGS) >/dev/null
 	@$(CMAKE) --build $(BUILD)/release -j $(JOBS)
 
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: test-c test-asan test-tsan test-python test-fuzz
+test: deps-test test-c test-asan test-tsan test-python test-fuzz
 
-test-c: build
-	@cd $(BUILD)/release && ctest --output-on-failure -j $(JOBS)
+# --no-tests=error: a build configured without cmocka has no C tests, and must not pass.
+test-c: deps-test build
+	@cd $(BUILD)/release && ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-test-asan:
+test-asan: deps-test
 	@$(CMAKE) -S . -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug -DSW_SANITIZE=address,undefined \
 	    -DSW_BUILD_BENCH=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD)/asan -j $(JOBS)
 	@cd $(BUILD)/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-test-tsan:
+test-tsan: deps-test
 	@$(CMAKE) -S . -B $(BUILD)/tsan -DCMAKE_BUILD_TYPE=Debug -DSW_SANITIZE=thread \
 	    -DSW_TSAN_ONLY_MT=ON -DSW_BUILD_BENCH=OFF -DSW_BUILD_EXAMPLES=OFF -DSW_BUILD_CLI=OFF >/dev/null
 	@$(CMAKE) --build $(BUILD)/tsan -j $(JOBS)
-	@cd $(BUILD)/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD)/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure --no-tests=error -j $(JOBS)
 
 venv:
 	@scripts/venv.sh $(BUILD)/venv
@@ -62,6 +72,10 @@ fault-long: build
 
 bench: build venv
 	@scripts/bench.sh $(BUILD)
+
+# The release files in dist/: an sdist carrying SQLite, a manylinux wheel (scripts/wheel.sh).
+wheel: deps-test
+	@scripts/wheel.sh dist
 
 clean:
 	rm -rf $(BUILD)

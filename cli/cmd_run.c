@@ -22,7 +22,8 @@
 static const char HELP[] =
     "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
     "                     [--ring-capacity N] [--functions A,B [--builtins]]\n"
-    "                     [--device-stats[=S]] [--device-time] -- CMD ARGS...\n\n"
+    "                     [--live|--no-live] [--device-stats[=S]] [--device-time]\n"
+    "                     -- CMD ARGS...\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
@@ -36,6 +37,8 @@ static const char HELP[] =
     "      --functions A,B  profile the Python functions called inside these actions\n"
     "                    (data, forward, ...): cProfile tables per action in the report\n"
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
+    "      --live        the live status line even when stderr is not a terminal\n"
+    "      --no-live     no live status line (by default: when stderr is a terminal)\n"
     "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
     "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
     "  -h, --help        this help\n";
@@ -99,7 +102,7 @@ static void forward(int signo) {
 
 int sw_cmd_run(int argc, char **argv) {
     enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_FUNCTIONS, OPT_BUILTINS,
-           OPT_DEVICE_STATS, OPT_DEVICE_TIME };
+           OPT_LIVE, OPT_NO_LIVE, OPT_DEVICE_STATS, OPT_DEVICE_TIME };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
@@ -108,13 +111,15 @@ int sw_cmd_run(int argc, char **argv) {
                                              OPT_RING_CAPACITY},
                                             {"functions", required_argument, NULL, OPT_FUNCTIONS},
                                             {"builtins", no_argument, NULL, OPT_BUILTINS},
+                                            {"live", no_argument, NULL, OPT_LIVE},
+                                            {"no-live", no_argument, NULL, OPT_NO_LIVE},
                                             {"device-stats", optional_argument, NULL,
                                              OPT_DEVICE_STATS},
                                             {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL;
+    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL, *live = NULL;
     int timeline = 0, builtins = 0, device_time = 0, code;
     char device_stats[24] = ""; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     optind = 1;
@@ -136,6 +141,10 @@ int sw_cmd_run(int argc, char **argv) {
             format = optarg;
             break;
         }
+        case OPT_LIVE:
+        case OPT_NO_LIVE:
+            live = opt == OPT_LIVE ? "1" : "0"; /* the last one given wins */
+            break;
         case OPT_ON_FULL:
             if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0)
                 return sw__cli_usage(&args, "--on-full takes drop or block, not '%s'", optarg);
@@ -199,6 +208,8 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_FUNCTIONS", functions, 1);
     if (builtins)
         setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
+    if (live)
+        setenv("STEPWATCH_LIVE", live, 1);
     if (device_stats[0])
         setenv("STEPWATCH_DEVICE_STATS", device_stats, 1);
     if (device_time)

@@ -98,9 +98,10 @@ enum {
     SW_PHASE_EPOCH = 2, /* one epoch (train + valid) */
     SW_PHASE_TRAIN = 3, /* the training part of an epoch */
     SW_PHASE_VALID = 4, /* the validation part of an epoch */
-    SW_PHASE_FIRST_USER = 5,
-    SW_PHASE_ALL = 0xFFFFFFFFu /* in snapshot rows: all phases rolled up */
+    SW_PHASE_FIRST_USER = 5
 };
+/* In snapshot rows: all phases rolled up. (A macro: ISO C limits enumerators to int.) */
+#define SW_PHASE_ALL ((sw_phase)0xFFFFFFFFu)
 
 /* Each action belongs to one category, from its name (see DESIGN.md's vocabulary):
  * "data", "forward", "loss", "backward", "optimizer", "zero_grad", names starting with
@@ -136,6 +137,15 @@ typedef enum sw_full_policy {
 /* The largest ring_capacity: 4,194,304 events, about 470 MB per recording thread. */
 #define SW_MAX_RING_CAPACITY (1u << 22)
 
+/* The live status line (stepwatch/live.h): one line at the bottom of the terminal while the
+ * run goes on. */
+typedef enum sw_live_mode {
+    SW_LIVE_AUTO = 0, /* default: when stderr is a terminal, on rank 0; STEPWATCH_LIVE=1/0
+                         (set by `stepwatch run --live/--no-live`) decides instead */
+    SW_LIVE_ON = 1,   /* always on rank 0; to a pipe or file, a plain line every 10 s */
+    SW_LIVE_OFF = 2   /* never */
+} sw_live_mode;
+
 typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
@@ -161,11 +171,12 @@ typedef struct sw_options {
     uint32_t device_stats_ms; /* the sampling interval; 0 = 500 */
     int device_time;         /* nonzero: GPU time per phase with the CUDA runtime
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_TIME=1 */
+    sw_live_mode live;       /* the live status line on stderr */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
  * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
- * SW_MAX_RING_CAPACITY or an unknown on_full, SW_ENOMEM). The caller owns *out.
+ * SW_MAX_RING_CAPACITY, an unknown on_full or live, SW_ENOMEM). The caller owns *out.
  * A run file that cannot be created never fails this call: the profiler works without one,
  * one line on stderr says why, and sw_profiler_run_file tells it too. A run file replaces
  * only an earlier stepwatch run file that no live process writes; anything else at the path
@@ -416,6 +427,11 @@ SW_API double sw_stats_stddev(const sw_stats *s);
 SW_API double sw_stats_pstddev(const sw_stats *s);
 /* Samples per second over the calls (samples / total time); 0 when unknown. */
 SW_API double sw_stats_samples_per_s(const sw_stats *s);
+/* The q-quantile of calls summarized by s whose durations h holds (the same calls, as in an
+ * sw_row): sw_hist_quantile clamped to [s->min_ns, s->max_ns], so a bucket midpoint never
+ * reads above the slowest call or below the fastest. 0 when there are no calls. Every report
+ * prints quantiles through this call. */
+SW_API uint64_t sw_stats_quantile(const sw_stats *s, const sw_hist *h, double q);
 
 /* ------------------------------------------------------------------------------------------
  * Snapshots — a consistent copy of everything measured, independent of the profiler.
@@ -557,5 +573,6 @@ typedef struct sw_counter_record {
 #include "stepwatch/analysis.h"
 #include "stepwatch/device.h"
 #include "stepwatch/output.h"
+#include "stepwatch/live.h"
 
 #endif /* STEPWATCH_H */

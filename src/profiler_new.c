@@ -3,8 +3,10 @@
  *
  * The one file above the layers (src/README.md). The core makes a profiler that knows no
  * consumer; this file reads the run-file options (from the caller, or from the environment
- * that `stepwatch run` sets) and attaches the run-file writer. A new kind of sink that
- * options turn on is attached here too. sw_profiler_free is the core's: it closes whatever
+ * that `stepwatch run` sets) and attaches the run-file writer, the device sampler and
+ * device time (src/device/) when asked for, then the live status line (src/live/) when the
+ * options or the terminal call for it. A new kind of sink that options
+ * turn on is attached here too. sw_profiler_free is the core's: it closes whatever
  * sinks are attached.
  *
  * The environment's run file belongs to one process (docs/reliability.md). `stepwatch run`
@@ -15,6 +17,7 @@
  * owner. A path with "{pid}" in it gives every process a file of its own instead.
  */
 #include "core/core.h"
+#include "live/status_line.h"
 #include "runfile/journal.h"
 
 #include <stdio.h>
@@ -96,24 +99,30 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         run_file_options_from_env(&o);
         device_options_from_env(&o);
     }
+    if (o.live != SW_LIVE_AUTO && o.live != SW_LIVE_ON && o.live != SW_LIVE_OFF) {
+        if (out != NULL)
+            *out = NULL;
+        return SW_EINVAL;
+    }
     int rc = sw__profiler_new(&o, out);
     if (rc != 0)
         return rc;
-    if (o.run_file == NULL) {
-        attach_device(*out, &o);
-        return 0;
+    if (o.run_file != NULL) {
+        /* The rank may come from the environment: the core has read it by now. */
+        char *path = sw__expand_path(o.run_file, sw__options(*out)->rank, (long)getpid());
+        if (path == NULL) {
+            sw_profiler_free(*out);
+            *out = NULL;
+            return SW_ENOMEM;
+        }
+        /* A file that cannot be written never stops the program: the writer said why on
+         * stderr, and sw_profiler_run_file tells the caller. */
+        sw__journal_open(*out, path, from_env);
+        free(path);
     }
-    /* The rank may come from the environment: the core has read it by now. */
-    char *path = sw__expand_path(o.run_file, sw__options(*out)->rank, (long)getpid());
-    if (path == NULL) {
-        sw_profiler_free(*out);
-        *out = NULL;
-        return SW_ENOMEM;
-    }
-    /* A file that cannot be written never stops the program: the writer said why on stderr,
-     * and sw_profiler_run_file tells the caller. */
-    sw__journal_open(*out, path, from_env);
-    free(path);
-    attach_device(*out, &o); /* after the run file: closed first, so its last samples land */
+    /* After the run file: closed first, so the device's last samples land in it. */
+    attach_device(*out, &o);
+    /* The live status line, when asked for or when stderr is a terminal (never an error). */
+    sw__status_line_open(*out);
     return 0;
 }

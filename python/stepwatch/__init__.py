@@ -16,6 +16,9 @@ default profiler and lazy access to the framework adapters::
     stepwatch.torch.instrument()              # plain PyTorch, zero code changes
     Trainer(profiler=stepwatch.lightning.Profiler())
     stepwatch.ignite.BasicTimeProfiler().attach(engine)
+
+    stepwatch.html("run.db", "report.html")   # the analyses of `stepwatch html/export/...`
+    print(stepwatch.diagnose("run.db"), stepwatch.compare("base.db", "run.db"))
 """
 import importlib
 import threading
@@ -25,6 +28,7 @@ from ._stepwatch import (
     MAX_RING_CAPACITY,
     Action,
     Error,
+    Live,
     Phase,
     Profiler,
     Snapshot,
@@ -34,6 +38,10 @@ from ._stepwatch import (
     __version__,
     batch_size,
     category_of,
+    compare,
+    diagnose,
+    export_chrome,
+    html,
     load,
     load_steps,
     now_ns,
@@ -42,11 +50,12 @@ from ._stepwatch import (
 )
 
 __all__ = [
-    "Action", "Error", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
+    "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
+    "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
-    "torch", "lightning", "ignite", "fastai",
+    "torch", "lightning", "ignite", "fastai", "live",
 ]
 
 FORMATS = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
@@ -88,7 +97,7 @@ def records(phase=None):
     return profiler().records(phase)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai")
+_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live")
 
 
 def __getattr__(name):

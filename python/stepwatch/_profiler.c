@@ -58,16 +58,20 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", "functions", "builtins", "device_stats",
+                             "on_full", "functions", "builtins", "live", "device_stats",
                              "device_time", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0;
-    PyObject *functions = Py_None, *device_stats = Py_False, *device_time = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOO:Profiler", kwlist, &name,
+    PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
+             *device_time = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOOO:Profiler", kwlist, &name,
                                      &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full,
-                                     &functions, &builtins, &device_stats, &device_time))
+                                     &functions, &builtins, &live, &device_stats, &device_time))
+        return NULL;
+    int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
+    if (live_on < 0)
         return NULL;
     int block = strcmp(on_full, "block") == 0;
     if (!block && strcmp(on_full, "drop") != 0)
@@ -102,6 +106,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.command = command;
     opts.ring_capacity = ring_capacity;
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
+    opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);
@@ -508,7 +513,8 @@ static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=False, device_stats=False, device_time=False)\n\n"
+     "         functions=None, builtins=False, live=None, device_stats=False,\n"
+     "         device_time=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -516,6 +522,8 @@ static PyType_Slot Profiler_slots[] = {
      "functions: action names whose function calls are profiled (see functions(name));\n"
      "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
      "tracing hook); by default Python functions only, a builtin's time in its caller.\n"
+     "live: the status line on stderr while the run goes on; None = when stderr is a terminal\n"
+     "(or as `stepwatch run --live/--no-live` says), True = always, False = never.\n"
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
      "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},

@@ -17,7 +17,7 @@
 
 /* Open the run file at arg (str or os.PathLike), raising SW_EUNSUPPORTED when this build
  * has no reader, FileNotFoundError, or stepwatch.Error. */
-static sw_run *open_run(module_state *st, PyObject *arg) {
+sw_run *sw_py_open_run(module_state *st, PyObject *arg) {
     if (!(sw_run_open && sw_run_close && sw_run_snapshot && sw_run_foreach_step &&
           sw_run_phase_name)) {
         sw_py_raise(st, SW_EUNSUPPORTED, "run file reader");
@@ -46,7 +46,7 @@ static sw_run *open_run(module_state *st, PyObject *arg) {
 
 PyObject *sw_py_load(PyObject *module, PyObject *arg) {
     module_state *st = sw_py_state_of_module(module);
-    sw_run *run = open_run(st, arg);
+    sw_run *run = sw_py_open_run(st, arg);
     if (!run)
         return NULL;
     sw_snapshot *s = NULL;
@@ -88,7 +88,7 @@ static int collect_step(void *ctx, int rank, const sw_step_record *r) {
 
 PyObject *sw_py_load_steps(PyObject *module, PyObject *arg) {
     module_state *st = sw_py_state_of_module(module);
-    sw_run *run = open_run(st, arg);
+    sw_run *run = sw_py_open_run(st, arg);
     if (!run)
         return NULL;
     steps_ctx ctx = {run, PyList_New(0)};

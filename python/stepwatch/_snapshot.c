@@ -31,8 +31,11 @@ static void Snapshot_dealloc(SnapshotObject *self) {
     Py_DECREF(tp);
 }
 
-/* Parse a format name ("table", "json", ...) into *out; raises on an unknown name. */
-static int parse_format(module_state *st, const char *name, sw_format *out) {
+const sw_snapshot *sw_py_snapshot_of(module_state *st, PyObject *obj) {
+    return Py_IS_TYPE(obj, st->snapshot_type) ? ((SnapshotObject *)obj)->s : NULL;
+}
+
+int sw_py_parse_format(const char *name, sw_format *out) {
     int rc = sw_format_parse(name, out);
     if (rc < 0) {
         PyErr_Format(PyExc_ValueError,
@@ -44,35 +47,34 @@ static int parse_format(module_state *st, const char *name, sw_format *out) {
     return 0;
 }
 
+typedef struct {
+    const sw_snapshot *s;
+    sw_format fmt;
+} report_job;
+
+static int write_report(void *ctx, FILE *f) {
+    report_job *job = ctx;
+    return sw_snapshot_write(job->s, job->fmt, f);
+}
+
 /* The report text of s in fmt, written by the C report writers into a memory FILE. */
 static PyObject *snapshot_report_text(module_state *st, const sw_snapshot *s,
                                       const char *fmt_name) {
-    sw_format fmt;
-    if (parse_format(st, fmt_name, &fmt) < 0)
+    report_job job = {.s = s};
+    if (sw_py_parse_format(fmt_name, &job.fmt) < 0)
         return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    int rc = sw_snapshot_write(s, fmt, f);
-    if (fclose(f) != 0 && rc == 0)
-        rc = SW_EIO;
-    PyObject *text = rc == 0 ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace")
-                             : sw_py_raise(st, rc, "report");
-    free(buf);
-    return text;
+    return sw_py_text_of(st, write_report, &job, "report");
 }
 
-/* One row as a plain dict: every key is a column when loaded into pandas.DataFrame. */
 static PyObject *row_record(const sw_snapshot *s, const sw_row *r) {
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
     const sw_stats *st = &r->stats;
     double pct = s->wall_ns ? 100.0 * (double)st->total_ns / (double)s->wall_ns : 0.0;
-    uint64_t p50 = sw_hist_quantile(&r->hist, 0.50), p90 = sw_hist_quantile(&r->hist, 0.90),
-             p99 = sw_hist_quantile(&r->hist, 0.99);
+    uint64_t p50 = sw_stats_quantile(st, &r->hist, 0.50),
+             p90 = sw_stats_quantile(st, &r->hist, 0.90),
+             p99 = sw_stats_quantile(st, &r->hist, 0.99);
     int ok =
         sw_py_dict_put(d, "action", sw_py_str_or_none(r->action_name)) == 0 &&
         sw_py_dict_put(d, "phase", sw_py_str_or_none(r->phase_name)) == 0 &&

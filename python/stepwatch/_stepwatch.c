@@ -18,6 +18,9 @@
  *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
+ *   Live      the live status line's figures over a window (_live.c).
+ * Functions over run files: load(), load_steps() (_runfile.c); html(), export_chrome(),
+ * diagnose(), compare() (_analysis.c).
  */
 #include "_stepwatch.h"
 
@@ -89,6 +92,18 @@ static PyMethodDef module_methods[] = {
     {"load", sw_py_load, METH_O, "load(path) -> Snapshot of a run file (all ranks merged)."},
     {"load_steps", sw_py_load_steps, METH_O,
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
+    {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
+     "html(run, path): write the self-contained HTML report of a run file (sw_html_write)."},
+    {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
+     "export_chrome(run, path): write a run file's timeline as Chrome Trace Event JSON, for "
+     "Perfetto (sw_run_export_chrome)."},
+    {"diagnose", (PyCFunction)(void (*)(void))sw_py_diagnose, METH_VARARGS | METH_KEYWORDS,
+     "diagnose(run, format='table') -> str: the findings about a run file "
+     "(sw_diagnose_write); format table, markdown or json."},
+    {"compare", (PyCFunction)(void (*)(void))sw_py_compare, METH_VARARGS | METH_KEYWORDS,
+     "compare(baseline, new, format='table') -> str: what changed between two runs (run "
+     "files or Snapshots), means and tails (sw_compare_write); format table, markdown, csv "
+     "or json."},
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
     {"write_output", (PyCFunction)(void (*)(void))mod_write_output, METH_FASTCALL,
      "write_output(path, data): write str or bytes to path all or nothing: a temporary file "
@@ -137,6 +152,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_marks_spec, &st->marks_type) < 0 ||
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
+        add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
@@ -177,6 +193,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->marks_type);
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
+    Py_VISIT(st->live_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->shape_name);
@@ -198,6 +215,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->marks_type);
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
+    Py_CLEAR(st->live_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->shape_name);

@@ -22,6 +22,8 @@
  *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
  *   _device.c     device statistics (a reader for the monitors) and Profiler(device_stats=,
  *                 device_time=): the sampler and the GPU clock on torch.cuda.Event
+ *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
+ *   _live.c       Live: the live status line's figures (sw_live_*)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -52,6 +54,7 @@ typedef struct {
     PyTypeObject *marks_type;
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
+    PyTypeObject *live_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
@@ -141,6 +144,11 @@ int sw_py_add_prebound(PyTypeObject *prebound_type, PyTypeObject *owner);
 /* A Snapshot owning s (freed here on failure). New reference. */
 PyObject *sw_py_snapshot_wrap(module_state *st, sw_snapshot *s);
 
+/* The snapshot a Snapshot object holds, or NULL (no exception) when obj is not one. */
+const sw_snapshot *sw_py_snapshot_of(module_state *st, PyObject *obj);
+/* Parse a format name ("table", "json", ...) into *out; ValueError and -1 on an unknown one. */
+int sw_py_parse_format(const char *name, sw_format *out);
+
 /* Snapshot.report(format='table') and Snapshot.records(phase=None) on a Snapshot (Profiler's
  * report() and records() share them). */
 PyObject *sw_py_snapshot_report(PyObject *snapshot, PyObject *args, PyObject *kwargs);
@@ -152,6 +160,24 @@ PyObject *sw_py_snapshot_records(PyObject *snapshot, PyObject *args, PyObject *k
 
 PyObject *sw_py_load(PyObject *module, PyObject *path);
 PyObject *sw_py_load_steps(PyObject *module, PyObject *path);
+/* Open the run file at path (str or os.PathLike); NULL with FileNotFoundError or
+ * stepwatch.Error set. The caller closes it with sw_run_close. */
+sw_run *sw_py_open_run(module_state *st, PyObject *path);
+
+/* ------------------------------------------------------------------------------------------
+ * _analysis.c: html(), export_chrome(), diagnose(), compare() over the C analyses
+ * ---------------------------------------------------------------------------------------- */
+
+PyObject *sw_py_html(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *sw_py_export_chrome(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *sw_py_diagnose(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_compare(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* ------------------------------------------------------------------------------------------
+ * _live.c: Live, the figures of the last seconds of a running profiler (sw_live_*)
+ * ---------------------------------------------------------------------------------------- */
+
+extern PyType_Spec sw_py_live_spec;
 
 /* ------------------------------------------------------------------------------------------
  * _funcprof.c: the function profiler of one Profiler (its watcher on the core profiler)
@@ -223,6 +249,11 @@ int sw_py_dict_put(PyObject *d, const char *key, PyObject *value);
 
 /* s decoded as UTF-8 (bad bytes replaced), or None for NULL. New reference. */
 PyObject *sw_py_str_or_none(const char *s);
+
+/* What a C writer wrote into a FILE, as str: write(ctx, f) returns 0 or an SW_E* code, which
+ * is raised (named `what`). Runs without the GIL: write must not touch Python objects. */
+typedef int (*sw_py_writer)(void *ctx, FILE *f);
+PyObject *sw_py_text_of(module_state *st, sw_py_writer write, void *ctx, const char *what);
 
 /* tp_descr_get of callables that bind like functions (a method gets its instance). */
 PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type);

@@ -120,3 +120,21 @@ uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name) {
     }
     return 0;
 }
+
+PyObject *sw_py_text_of(module_state *st, sw_py_writer write, void *ctx, const char *what) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a diagnosis reads every step of a run file */
+    rc = write(ctx, f);
+    Py_END_ALLOW_THREADS
+    if (fclose(f) != 0 && rc == 0)
+        rc = SW_EIO;
+    PyObject *text = rc == 0 ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace")
+                             : sw_py_raise(st, rc, what);
+    free(buf);
+    return text;
+}

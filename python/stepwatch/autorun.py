@@ -17,6 +17,8 @@ Options (each also read from the environment, for the C command to pass on):
   --functions A,B   profile the functions called inside these actions; their cProfile
                     tables follow the report (STEPWATCH_FUNCTIONS)
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
+  --live, --no-live the live status line on stderr: always / never (STEPWATCH_LIVE=1/0;
+                    by default when stderr is a terminal)
   --device-stats [S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
@@ -56,6 +58,8 @@ def _parser():
     ap.add_argument("--functions", default=env("STEPWATCH_FUNCTIONS", ""))
     ap.add_argument("--builtins", action="store_true",
                     default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
+    ap.add_argument("--live", dest="live", action="store_const", const=True, default=None)
+    ap.add_argument("--no-live", dest="live", action="store_const", const=False)
     ap.add_argument("--device-stats", type=float, nargs="?", const=0.5,
                     default=_device_stats_env(env("STEPWATCH_DEVICE_STATS", "")))
     ap.add_argument("--device-time", action="store_true",
@@ -95,7 +99,7 @@ def main(argv=None):
     prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
                               run_file=args.run_file, timeline=args.timeline,
                               on_full=args.on_full, ring_capacity=args.ring_capacity,
-                              functions=functions, builtins=args.builtins,
+                              functions=functions, builtins=args.builtins, live=args.live,
                               device_stats=args.device_stats or False,
                               device_time=args.device_time)
     stepwatch.set_profiler(prof)

@@ -7,6 +7,14 @@
  * counts in one pass (docs/compare.md explains the choice and its limits). A change is
  * reported as slower or faster only when it is both significant (p < SW__ALPHA) and large
  * enough to matter (|change of the mean| >= SW__MIN_CHANGE_PCT).
+ *
+ * The tails are judged on their own, since a few new stalls move p99 without moving the bulk
+ * that U looks at: for p90 and p99, the calls above the pooled quantile (both runs' calls
+ * together, at or above its bucket) are counted on each side and Fisher's exact test on that
+ * 2x2 table says whether
+ * one run has more of them (Mood's median test, at another quantile). A tail is slower or
+ * faster when that test gives p < SW__TAIL_ALPHA and the quantile itself moved by at least
+ * SW__TAIL_MIN_RATIO. A slower tail makes the row slower even when the bulk is unchanged.
  */
 #include "analysis_internal.h"
 #include "report/writer.h"
@@ -18,6 +26,11 @@
 #define SW__ALPHA 0.01
 #define SW__MIN_CHANGE_PCT 5.0
 #define SW__MIN_CALLS 5 /* below this the normal approximation of U is not trusted */
+#define SW__TAIL_ALPHA 0.005    /* per tail: two tails share the 0.01 (Bonferroni) */
+#define SW__TAIL_MIN_RATIO 1.10 /* tails are noisier than means: at least 10 % */
+#define SW__NTAILS 2
+static const double tail_q[SW__NTAILS] = {0.90, 0.99};
+static const char *const tail_names[SW__NTAILS] = {"p90", "p99"};
 
 /* Verdicts, in the order rows are listed: what a person acts on first. */
 typedef enum verdict {
@@ -32,6 +45,13 @@ typedef enum verdict {
 static const char *const verdict_names[] = {"slower", "faster", "new", "gone", "unclear",
                                             "same"};
 
+typedef struct tail_test {
+    double base_ns, new_ns; /* the quantile of each run (NaN when a side is missing) */
+    double ratio;           /* new / base */
+    double p;               /* Fisher's exact test on the calls above the pooled quantile */
+    int dir;                /* +1 significantly and materially slower, -1 faster, else 0 */
+} tail_test;
+
 typedef struct cmp_row {
     const char *action;
     const char *phase;
@@ -40,7 +60,10 @@ typedef struct cmp_row {
     double delta_pct;     /* change of the mean, % of the baseline mean (NaN if undefined) */
     double impact_ns;     /* (new mean - base mean) x new calls: time the change cost */
     double z, p;          /* Mann-Whitney U: z score (> 0: new is slower) and p-value */
+    tail_test tails[SW__NTAILS];
     verdict v;
+    const char *by;       /* what decided slower/faster: "mean", "p50", "p90" or "p99"; else
+                             NULL */
 } cmp_row;
 
 /* ---- the test ---- */
@@ -81,12 +104,93 @@ static void mann_whitney(const sw_hist *a, const sw_hist *b, double *z_out, doub
 
 static double row_mean(const sw_row *r) { return r ? r->stats.mean_ns : NAN; }
 
+static double q(const sw_row *r, double quantile)
+{
+    return r ? (double)sw_stats_quantile(&r->stats, &r->hist, quantile) : NAN;
+}
+
+/* log of the hypergeometric probability: k of the K marked calls among the nb drawn of N. */
+static double log_hyper(double k, double nb, double K, double N)
+{
+    return lgamma(K + 1) - lgamma(k + 1) - lgamma(K - k + 1) + lgamma(N - K + 1) -
+           lgamma(nb - k + 1) - lgamma(N - K - nb + k + 1) - lgamma(N + 1) + lgamma(nb + 1) +
+           lgamma(N - nb + 1);
+}
+
+/* Two-sided Fisher's exact test of x marked calls among the nb calls of one run, K marked
+ * among N in all: the probability of a table at most as likely as the one seen. Terms beyond
+ * 40 standard deviations of the mean are below 1e-300 and are not summed. */
+static double fisher_exact(double x, double nb, double K, double N)
+{
+    double lo = fmax(0, nb - (N - K)), hi = fmin(K, nb);
+    double mean = nb * K / N;
+    double sd = N > 1 ? sqrt(mean * (1 - K / N) * (N - nb) / (N - 1)) : 0;
+    double from = fmax(lo, floor(mean - 40 * sd - 50)), to = fmin(hi, ceil(mean + 40 * sd + 50));
+    double lx = log_hyper(x, nb, K, N), p = 0;
+    if (x < from || x > to)
+        return fmin(1, exp(lx) * (hi - lo + 1)); /* far out: a bound, far below any alpha */
+    for (double k = from; k <= to; k++) {
+        double lk = log_hyper(k, nb, K, N);
+        if (lk <= lx + 1e-7)
+            p += exp(lk);
+    }
+    return fmin(1, p);
+}
+
+/* The tail at quantile qq: Fisher's exact test on the calls above the pooled quantile.
+ * a and b have at least SW__MIN_CALLS calls each. */
+static void judge_tail(const sw_row *a, const sw_row *b, double qq, tail_test *t)
+{
+    t->base_ns = q(a, qq);
+    t->new_ns = q(b, qq);
+    t->ratio = t->base_ns > 0 ? t->new_ns / t->base_ns : NAN;
+    double na = (double)a->hist.count, nb = (double)b->hist.count, n = na + nb;
+    /* The calls at or above the bucket of the pooled quantile (all tied within it): a run
+     * whose stalls fill that bucket is seen. When every call is at or above it (the bucket
+     * is the lowest), the calls strictly above. */
+    double rank = fmax(1, ceil(qq * n)), seen = 0, a_above = na, b_above = nb;
+    uint32_t i = 0;
+    for (; i < SW_HIST_BUCKETS; i++) {
+        seen += a->hist.buckets[i] + b->hist.buckets[i];
+        if (seen >= rank)
+            break;
+        a_above -= a->hist.buckets[i];
+        b_above -= b->hist.buckets[i];
+    }
+    if (i < SW_HIST_BUCKETS && a_above + b_above >= n) {
+        a_above -= a->hist.buckets[i];
+        b_above -= b->hist.buckets[i];
+    }
+    t->p = fisher_exact(b_above, nb, a_above + b_above, n);
+    int more_above = b_above / nb > a_above / na; /* the new run has more of its calls above */
+    int significant = t->p < SW__TAIL_ALPHA;
+    if (significant && more_above && t->ratio >= SW__TAIL_MIN_RATIO)
+        t->dir = 1;
+    else if (significant && !more_above && t->ratio <= 1 / SW__TAIL_MIN_RATIO)
+        t->dir = -1;
+}
+
+/* The tail that moved in direction dir by the most, or -1. */
+static int tail_moved(const cmp_row *c, int dir)
+{
+    int best = -1;
+    for (int k = 0; k < SW__NTAILS; k++)
+        if (c->tails[k].dir == dir &&
+            (best < 0 || fabs(log(c->tails[k].ratio)) > fabs(log(c->tails[best].ratio))))
+            best = k;
+    return best;
+}
+
 static void judge(cmp_row *c)
 {
-    c->z = NAN; /* both stay NaN unless the test runs */
+    c->z = NAN; /* the tests' figures stay NaN unless they run */
     c->p = NAN;
     c->delta_pct = NAN;
     c->impact_ns = 0;
+    c->by = NULL;
+    for (int k = 0; k < SW__NTAILS; k++)
+        c->tails[k] = (tail_test){.base_ns = q(c->a, tail_q[k]), .new_ns = q(c->b, tail_q[k]),
+                                  .ratio = NAN, .p = NAN};
     if (!c->a) {
         c->v = V_NEW;
         c->impact_ns = c->b ? (double)c->b->stats.total_ns : 0;
@@ -106,15 +210,33 @@ static void judge(cmp_row *c)
         return;
     }
     mann_whitney(&c->a->hist, &c->b->hist, &c->z, &c->p);
-    int material = isfinite(c->delta_pct) && fabs(c->delta_pct) >= SW__MIN_CHANGE_PCT;
-    /* The rank test and the mean must agree on the direction; a mean moved only by a few
-     * outliers, against the bulk of the calls, is not called a change. */
-    if (c->p < SW__ALPHA && material && c->z > 0 && c->delta_pct > 0)
+    for (int k = 0; k < SW__NTAILS; k++)
+        judge_tail(c->a, c->b, tail_q[k], &c->tails[k]);
+    /* The bulk moved when U says so and the mean, or else the median, moved the same way by
+     * at least SW__MIN_CHANGE_PCT: a mean moved only by a few outliers, against the bulk of
+     * the calls, is no change of the bulk (the tail tests judge those outliers), and a bulk
+     * that moved while a stall dragged the mean the other way is one (decided by the p50).
+     * A slower tail outranks a faster bulk: a regression is what a person acts on first. */
+    double min_ratio = 1 + SW__MIN_CHANGE_PCT / 100, p50_ratio = q(c->b, 0.5) / q(c->a, 0.5);
+    int mean_up = isfinite(c->delta_pct) && c->delta_pct >= SW__MIN_CHANGE_PCT;
+    int mean_down = isfinite(c->delta_pct) && c->delta_pct <= -SW__MIN_CHANGE_PCT;
+    int bulk_up = c->p < SW__ALPHA && c->z > 0 && (mean_up || p50_ratio >= min_ratio);
+    int bulk_down = c->p < SW__ALPHA && c->z < 0 && (mean_down || p50_ratio <= 1 / min_ratio);
+    int slower_tail = tail_moved(c, 1), faster_tail = tail_moved(c, -1);
+    c->v = V_SAME;
+    if (bulk_up) {
         c->v = V_SLOWER;
-    else if (c->p < SW__ALPHA && material && c->z < 0 && c->delta_pct < 0)
+        c->by = mean_up ? "mean" : "p50";
+    } else if (slower_tail >= 0) {
+        c->v = V_SLOWER;
+        c->by = tail_names[slower_tail];
+    } else if (bulk_down) {
         c->v = V_FASTER;
-    else
-        c->v = V_SAME;
+        c->by = mean_down ? "mean" : "p50";
+    } else if (faster_tail >= 0) {
+        c->v = V_FASTER;
+        c->by = tail_names[faster_tail];
+    }
 }
 
 /* ---- matching and ordering ---- */
@@ -195,16 +317,14 @@ static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out,
 
 /* ---- writers ---- */
 
+/* A duration into buf, "-" when the side is missing or the figure undefined. */
 static const char *dur(const sw_row *r, double ns, char *buf, size_t size)
 {
-    if (!r)
-        return "-";
-    return sw_format_duration(ns, buf, size);
-}
-
-static double q(const sw_row *r, double quantile)
-{
-    return r ? (double)sw_hist_quantile(&r->hist, quantile) : NAN;
+    if (!r || !isfinite(ns))
+        snprintf(buf, size, "-");
+    else
+        sw_format_duration(ns, buf, size);
+    return buf;
 }
 
 static double total(const sw_row *r) { return r ? (double)r->stats.total_ns : NAN; }
@@ -214,7 +334,7 @@ static void pct_text(double pct, char *buf, size_t size)
     if (!isfinite(pct))
         snprintf(buf, size, "-");
     else
-        snprintf(buf, size, "%+.1f %%", pct);
+        snprintf(buf, size, fabs(pct) >= 999.95 ? "%+.0f %%" : "%+.1f %%", pct);
 }
 
 static void p_text(double p, char *buf, size_t size)
@@ -277,16 +397,44 @@ static void put_right(FILE *out, const char *s, int w)
     fprintf(out, "%*s%s", len < w ? w - len : 0, "", s);
 }
 
+/* "x2.30": how many times the new quantile is the baseline's. */
+static void ratio_text(double ratio, char *buf, size_t size)
+{
+    if (!isfinite(ratio))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, ratio >= 99.95 ? "x%.0f" : ratio >= 9.995 ? "x%.1f" : "x%.2f", ratio);
+}
+
+/* "slower", or "slower p99" when a tail decided it. */
+static void verdict_text(const cmp_row *c, char *buf, size_t size)
+{
+    if (c->by && strcmp(c->by, "mean") != 0)
+        snprintf(buf, size, "%s %s", verdict_names[c->v], c->by);
+    else
+        snprintf(buf, size, "%s", verdict_names[c->v]);
+}
+
+static void summary_lines(FILE *out, const cmp_row *rows, size_t n)
+{
+    fprintf(out, "%zu slower, %zu faster, %zu new, %zu gone\n", count_verdict(rows, n, V_SLOWER),
+            count_verdict(rows, n, V_FASTER), count_verdict(rows, n, V_NEW),
+            count_verdict(rows, n, V_GONE));
+    fprintf(out, "mean:  Mann-Whitney U on the histograms, p < %.2g and |change| >= %.0f %%\n",
+            SW__ALPHA, SW__MIN_CHANGE_PCT);
+    fprintf(out, "tails: calls above the pooled p90/p99, Fisher's exact test, p < %.2g and "
+                 "change >= %.0f %%\n",
+            SW__TAIL_ALPHA, (SW__TAIL_MIN_RATIO - 1) * 100);
+}
+
+/* The terminal table: at most 100 columns (names are cut to fit). Markdown, CSV and JSON
+ * carry every figure. */
 static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
                         const cmp_row *rows, size_t n)
 {
     run_line(out, "baseline", a);
     run_line(out, "new     ", b);
-    fprintf(out, "%zu slower, %zu faster, %zu new, %zu gone (Mann-Whitney U on the histograms, "
-                 "p < %.2g and |change| >= %.0f %%)\n",
-            count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
-            count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
-            SW__MIN_CHANGE_PCT);
+    summary_lines(out, rows, n);
     int wa = 6, wp = 5;
     char phase[SW__LABEL_MAX], action[SW__LABEL_MAX]; /* names as a terminal may show them */
     for (size_t i = 0; i < n; i++) {
@@ -295,33 +443,38 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
         wa = la > wa ? la : wa;
         wp = lp > wp ? lp : wp;
     }
-    wa = wa > 28 ? 28 : wa;
-    wp = wp > 10 ? 10 : wp;
+    wa = wa > 22 ? 22 : wa;
+    wp = wp > 8 ? 8 : wp;
+    enum { NCOLS = 6 };
+    static const char *const head[NCOLS] = {"Base mean", "New mean", "Change",
+                                            "Base p99", "New p99", "p99"};
+    static const int width[NCOLS] = {10, 10, 9, 10, 10, 7};
     fputc('\n', out);
     put_left(out, "Phase", wp);
     fputs("  ", out);
     put_left(out, "Action", wa);
-    const char *head[] = {"Base mean", "New mean", "Change", "Base p99", "New p99", "New total"};
-    for (int k = 0; k < 6; k++)
-        put_right(out, head[k], k ? 11 : 12);
+    for (int k = 0; k < NCOLS; k++)
+        put_right(out, head[k], width[k]);
     fputs("  Verdict\n", out);
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
-        char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+        const tail_test *p99 = &c->tails[SW__NTAILS - 1];
+        char t[NCOLS][32], vtext[32];
         sw__text_clean(c->phase, phase, sizeof phase);
         sw__text_clean(c->action, action, sizeof action);
         put_left(out, phase, wp);
         fputs("  ", out);
         put_left(out, action, wa);
-        pct_text(c->delta_pct, b3, sizeof b3);
-        const char *cell[] = {dur(c->a, row_mean(c->a), b1, sizeof b1),
-                              dur(c->b, row_mean(c->b), b2, sizeof b2), b3,
-                              dur(c->a, q(c->a, 0.99), b4, sizeof b4),
-                              dur(c->b, q(c->b, 0.99), b5, sizeof b5),
-                              dur(c->b, total(c->b), b6, sizeof b6)};
-        for (int k = 0; k < 6; k++)
-            put_right(out, cell[k], k ? 11 : 12);
-        fprintf(out, "  %s\n", verdict_names[c->v]);
+        dur(c->a, row_mean(c->a), t[0], sizeof t[0]);
+        dur(c->b, row_mean(c->b), t[1], sizeof t[1]);
+        pct_text(c->delta_pct, t[2], sizeof t[2]);
+        dur(c->a, p99->base_ns, t[3], sizeof t[3]);
+        dur(c->b, p99->new_ns, t[4], sizeof t[4]);
+        ratio_text(c->a && c->b ? p99->new_ns / p99->base_ns : NAN, t[5], sizeof t[5]);
+        for (int k = 0; k < NCOLS; k++)
+            put_right(out, t[k], width[k]);
+        verdict_text(c, vtext, sizeof vtext);
+        fprintf(out, "  %s\n", vtext);
     }
 }
 
@@ -334,24 +487,30 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     sw__text_clean(b->name ? b->name : "stepwatch", nb, sizeof nb);
     fprintf(out, "## stepwatch compare\n\n");
     fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
-                 "%zu slower, %zu faster, %zu new, %zu gone. A change counts when a two-sided "
-                 "Mann-Whitney U test on the histograms gives p < %.2g and the mean moved by at "
+                 "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
+                 "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
+                 "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
+                 "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
                  "least %.0f %%.\n\n",
             na, (unsigned long long)a->steps,
             sw_format_duration((double)a->wall_ns, wa, sizeof wa), nb,
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
-            SW__MIN_CHANGE_PCT);
+            SW__MIN_CHANGE_PCT, SW__TAIL_ALPHA, (SW__TAIL_MIN_RATIO - 1) * 100);
     fprintf(out, "| Phase | Action | Calls (base) | Calls (new) | Mean (base) | Mean (new) | Change "
-                 "| p50 (base) | p50 (new) | p99 (base) | p99 (new) | Total (base) | Total (new) "
-                 "| p-value | Verdict |\n");
-    fprintf(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+                 "| p50 (base) | p50 (new) | p90 (base) | p90 (new) | p99 (base) | p99 (new) "
+                 "| Total (base) | Total (new) | p-value | p-value (p90) | p-value (p99) "
+                 "| Verdict |\n");
+    fprintf(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
-        char t[10][32];
+        char t[15][32];
         pct_text(c->delta_pct, t[0], sizeof t[0]);
         p_text(c->p, t[1], sizeof t[1]);
+        p_text(c->tails[0].p, t[10], sizeof t[10]);
+        p_text(c->tails[1].p, t[11], sizeof t[11]);
+        verdict_text(c, t[12], sizeof t[12]);
         fputs("| ", out);
         /* Escape the table separator inside names. */
         for (int k = 0; k < 2; k++) {
@@ -371,12 +530,14 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
             fprintf(out, "%llu | ", (unsigned long long)c->b->stats.count);
         else
             fputs("- | ", out);
-        fprintf(out, "%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-                dur(c->a, row_mean(c->a), t[2], 32), dur(c->b, row_mean(c->b), t[3], 32), t[0],
-                dur(c->a, q(c->a, 0.5), t[4], 32), dur(c->b, q(c->b, 0.5), t[5], 32),
-                dur(c->a, q(c->a, 0.99), t[6], 32), dur(c->b, q(c->b, 0.99), t[7], 32),
-                dur(c->a, total(c->a), t[8], 32), dur(c->b, total(c->b), t[9], 32), t[1],
-                verdict_names[c->v]);
+        fprintf(out, "%s | %s | %s | %s | %s | ", dur(c->a, row_mean(c->a), t[2], 32),
+                dur(c->b, row_mean(c->b), t[3], 32), t[0], dur(c->a, q(c->a, 0.5), t[4], 32),
+                dur(c->b, q(c->b, 0.5), t[5], 32));
+        fprintf(out, "%s | %s | %s | %s | ", dur(c->a, c->tails[0].base_ns, t[6], 32),
+                dur(c->b, c->tails[0].new_ns, t[7], 32), dur(c->a, c->tails[1].base_ns, t[8], 32),
+                dur(c->b, c->tails[1].new_ns, t[9], 32));
+        fprintf(out, "%s | %s | %s | %s | %s | %s |\n", dur(c->a, total(c->a), t[13], 32),
+                dur(c->b, total(c->b), t[14], 32), t[1], t[10], t[11], t[12]);
     }
 }
 
@@ -405,7 +566,8 @@ static void write_csv(FILE *out, const cmp_row *rows, size_t n)
 {
     fprintf(out, "phase,action,calls_base,calls_new,mean_base_ns,mean_new_ns,change_pct,"
                  "p50_base_ns,p50_new_ns,p99_base_ns,p99_new_ns,total_base_ns,total_new_ns,"
-                 "impact_ns,z,p_value,verdict\n");
+                 "impact_ns,z,p_value,verdict,p90_base_ns,p90_new_ns,p90_p_value,p99_p_value,"
+                 "decided_by\n");
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
         csv_field(out, c->phase);
@@ -425,7 +587,12 @@ static void write_csv(FILE *out, const cmp_row *rows, size_t n)
         csv_number(out, c->impact_ns);
         csv_number(out, c->z);
         csv_number(out, c->p);
-        fprintf(out, ",%s\n", verdict_names[c->v]);
+        fprintf(out, ",%s", verdict_names[c->v]);
+        csv_number(out, c->tails[0].base_ns);
+        csv_number(out, c->tails[0].new_ns);
+        csv_number(out, c->tails[0].p);
+        csv_number(out, c->tails[1].p);
+        fprintf(out, ",%s\n", c->by ? c->by : "");
     }
 }
 
@@ -446,9 +613,10 @@ static void json_side(FILE *out, const char *key, const sw_row *r)
     }
     fprintf(out, "{\"calls\": %llu, \"mean_ns\": ", (unsigned long long)r->stats.count);
     sw__json_number(out, r->stats.mean_ns);
-    fprintf(out, ", \"p50_ns\": %llu, \"p99_ns\": %llu, \"total_ns\": %llu}",
-            (unsigned long long)sw_hist_quantile(&r->hist, 0.5),
-            (unsigned long long)sw_hist_quantile(&r->hist, 0.99),
+    fprintf(out, ", \"p50_ns\": %llu, \"p90_ns\": %llu, \"p99_ns\": %llu, \"total_ns\": %llu}",
+            (unsigned long long)sw_stats_quantile(&r->stats, &r->hist, 0.5),
+            (unsigned long long)sw_stats_quantile(&r->stats, &r->hist, 0.9),
+            (unsigned long long)sw_stats_quantile(&r->stats, &r->hist, 0.99),
             (unsigned long long)r->stats.total_ns);
 }
 
@@ -461,6 +629,9 @@ static void write_json(FILE *out, const sw_snapshot *a, const sw_snapshot *b, co
     json_run(out, b);
     fprintf(out, ",\n \"test\": \"mann-whitney-u\", \"alpha\": %.17g, \"min_change_pct\": %.17g,\n",
             SW__ALPHA, SW__MIN_CHANGE_PCT);
+    fprintf(out, " \"tail_test\": \"fisher-exact-above-pooled-quantile\", \"tail_alpha\": %.17g, "
+                 "\"tail_min_ratio\": %.17g,\n",
+            SW__TAIL_ALPHA, SW__TAIL_MIN_RATIO);
     fprintf(out, " \"slower\": %zu, \"faster\": %zu, \"new_actions\": %zu, \"gone_actions\": %zu,\n",
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE));
@@ -483,7 +654,19 @@ static void write_json(FILE *out, const sw_snapshot *a, const sw_snapshot *b, co
         sw__json_number(out, c->z);
         fputs(", \"p_value\": ", out);
         sw__json_number(out, c->p);
-        fprintf(out, ", \"verdict\": \"%s\"}", verdict_names[c->v]);
+        fputs(", \"tails\": {", out);
+        for (int k = 0; k < SW__NTAILS; k++) {
+            fprintf(out, "%s\"%s\": {\"ratio\": ", k ? ", " : "", tail_names[k]);
+            sw__json_number(out, c->tails[k].ratio);
+            fputs(", \"p_value\": ", out);
+            sw__json_number(out, c->tails[k].p);
+            fputc('}', out);
+        }
+        fprintf(out, "}, \"verdict\": \"%s\", \"decided_by\": ", verdict_names[c->v]);
+        if (c->by)
+            fprintf(out, "\"%s\"}", c->by);
+        else
+            fputs("null}", out);
     }
     fputs(n ? "\n ]\n}\n" : "]\n}\n", out);
 }

@@ -29,10 +29,16 @@ typedef struct counter_series {
     sw__series series; /* x = ns since start, y = value */
 } counter_series;
 
+/* The step-time chart draws train and valid steps apart (other phases with train). */
+enum { PHASE_TRAIN = 0, PHASE_VALID, NPHASES };
+static const char *const phase_names[NPHASES] = {"train", "valid"};
+
 typedef struct html_ctx {
     const sw__input *in;
     sw__series steps;  /* x = step index, y = duration, sums = per-category ns */
+    sw__series phase_steps[NPHASES]; /* the same, per phase, without the sums */
     sw_hist *step_hist;
+    sw_stats step_range; /* min/max of the steady-state steps, to clamp their quantiles */
     uint64_t step_records;
     counter_series *counters;
     size_t ncounters;
@@ -46,8 +52,12 @@ static int on_step(void *ctx, int rank, const sw_step_record *s)
     for (int k = 0; k < SW_CAT_COUNT; k++)
         cats[k] = (double)s->category_ns[k];
     sw__series_add(&h->steps, s->step, (double)s->duration_ns, cats);
-    if (!s->warmup)
+    sw__series_add(&h->phase_steps[s->phase == SW_PHASE_VALID ? PHASE_VALID : PHASE_TRAIN],
+                   s->step, (double)s->duration_ns, NULL);
+    if (!s->warmup) {
         sw_hist_add(h->step_hist, s->duration_ns);
+        sw_stats_add(&h->step_range, s->duration_ns, s->duration_ns, (int64_t)s->step, 0);
+    }
     h->step_records++;
     return 0;
 }
@@ -99,13 +109,19 @@ static void kv_str(FILE *out, const char *k, const char *v, int comma)
         fputs(", ", out);
 }
 
-/* Non-empty buckets as [low, high, count]. */
-static void json_hist(FILE *out, const sw_hist *h)
+/* A quantile of calls st summarizes, null when there are none. */
+static void json_quantile(FILE *out, const sw_stats *st, const sw_hist *h, double q)
+{
+    sw__json_number(out, st->count ? (double)sw_stats_quantile(st, h, q) : NAN);
+}
+
+/* Non-empty buckets as [low, high, count]; st gives the calls' range. */
+static void json_hist(FILE *out, const sw_stats *st, const sw_hist *h)
 {
     fputs("{\"p50\": ", out);
-    sw__json_number(out, (double)sw_hist_quantile(h, 0.5));
+    json_quantile(out, st, h, 0.5);
     fputs(", \"p99\": ", out);
-    sw__json_number(out, (double)sw_hist_quantile(h, 0.99));
+    json_quantile(out, st, h, 0.99);
     fputs(", \"buckets\": [", out);
     int first = 1;
     for (uint32_t i = 0; i < SW_HIST_BUCKETS; i++) {
@@ -140,9 +156,10 @@ static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_
     fputs("}", out);
 }
 
-static void json_steps(FILE *out, const sw__series *st)
+/* The points of a series: [first step, count, min, mean, max] and, with sums, the mean
+ * per category. */
+static void json_points(FILE *out, const sw__series *st, int sums)
 {
-    fputs("\"steps\": {", out);
     kv_num(out, "first", (double)st->origin, 1);
     kv_num(out, "width", (double)st->width, 1);
     fputs("\"points\": [", out);
@@ -151,7 +168,6 @@ static void json_steps(FILE *out, const sw__series *st)
         const sw__point *p = &st->points[i];
         if (p->count == 0)
             continue;
-        /* [first step, count, min, mean, max, mean per category...] */
         fprintf(out, "%s[%llu, %llu, ", first ? "" : ",\n  ",
                 (unsigned long long)(st->origin + i * st->width), (unsigned long long)p->count);
         sw__json_number(out, p->min);
@@ -159,14 +175,38 @@ static void json_steps(FILE *out, const sw__series *st)
         sw__json_number(out, p->sum / (double)p->count);
         fputs(", ", out);
         sw__json_number(out, p->max);
-        for (int k = 0; k < SW_CAT_COUNT; k++) {
+        for (int k = 0; sums && k < SW_CAT_COUNT; k++) {
             fputs(", ", out);
             sw__json_number(out, round(p->sums[k] / (double)p->count));
         }
         fputc(']', out);
         first = 0;
     }
-    fputs("]}", out);
+    fputs("]", out);
+}
+
+static void json_steps(FILE *out, const sw__series *st)
+{
+    fputs("\"steps\": {", out);
+    json_points(out, st, 1);
+    fputs("}", out);
+}
+
+/* The step time per phase, for the step-time chart (phases without steps are left out). */
+static void json_step_phases(FILE *out, const html_ctx *h)
+{
+    fputs("\"step_phases\": [", out);
+    int first = 1;
+    for (int k = 0; k < NPHASES; k++) {
+        if (h->phase_steps[k].npoints == 0)
+            continue;
+        fputs(first ? "\n  {" : ",\n  {", out);
+        kv_str(out, "phase", phase_names[k], 1);
+        json_points(out, &h->phase_steps[k], 0);
+        fputc('}', out);
+        first = 0;
+    }
+    fputs("]", out);
 }
 
 static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
@@ -175,15 +215,24 @@ static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
     kv_num(out, "calls", (double)st->count, 1);
     kv_num(out, "total_ns", (double)st->total_ns, 1);
     kv_num(out, "self_ns", (double)st->self_ns, 1);
-    kv_num(out, "mean_ns", st->mean_ns, 1);
-    kv_num(out, "std_ns", sw_stats_stddev(st), 1);
-    kv_num(out, "min_ns", st->count ? (double)st->min_ns : 0, 1);
-    kv_num(out, "max_ns", (double)st->max_ns, 1);
-    kv_num(out, "p50_ns", (double)sw_hist_quantile(&r->hist, 0.5), 1);
-    kv_num(out, "p90_ns", (double)sw_hist_quantile(&r->hist, 0.9), 1);
-    kv_num(out, "p99_ns", (double)sw_hist_quantile(&r->hist, 0.99), 1);
+    /* null (shown "-") where a figure is undefined: a deviation of one call, the range and
+     * quantiles of none, a rate without batch sizes. */
+    double none = NAN;
+    kv_num(out, "mean_ns", st->count ? st->mean_ns : none, 1);
+    kv_num(out, "std_ns", st->count >= 2 ? sw_stats_stddev(st) : none, 1);
+    kv_num(out, "min_ns", st->count ? (double)st->min_ns : none, 1);
+    kv_num(out, "max_ns", st->count ? (double)st->max_ns : none, 1);
+    key(out, "p50_ns");
+    json_quantile(out, st, &r->hist, 0.5);
+    fputs(", ", out);
+    key(out, "p90_ns");
+    json_quantile(out, st, &r->hist, 0.9);
+    fputs(", ", out);
+    key(out, "p99_ns");
+    json_quantile(out, st, &r->hist, 0.99);
+    fputs(", ", out);
     kv_num(out, "pct", s->wall_ns ? (double)st->total_ns / (double)s->wall_ns * 100.0 : NAN, 1);
-    kv_num(out, "samples_per_s", sw_stats_samples_per_s(st), 1);
+    kv_num(out, "samples_per_s", st->samples ? sw_stats_samples_per_s(st) : none, 1);
     kv_num(out, "warmup_calls", (double)r->warmup.count, 1);
     kv_num(out, "warmup_total_ns", (double)r->warmup.total_ns, 0);
 }
@@ -224,7 +273,7 @@ static void json_actions(FILE *out, const sw_snapshot *s)
         json_stats(out, r, s);
         if (among_largest(s, i, SW__HTML_HISTS)) {
             fputs(", \"hist\": ", out);
-            json_hist(out, &r->hist);
+            json_hist(out, &r->stats, &r->hist);
         }
         fputc('}', out);
     }
@@ -318,8 +367,11 @@ int sw__html_write_input(const sw__input *in, FILE *out)
     h.step_hist = calloc(1, sizeof *h.step_hist);
     h.counters = calloc(SW__HTML_COUNTERS, sizeof *h.counters);
     int rc = d && h.step_hist && h.counters ? 0 : SW_ENOMEM;
+    sw_stats_init(&h.step_range);
     if (rc == 0)
         rc = sw__series_init(&h.steps, SW__SERIES_MAX);
+    for (int k = 0; k < NPHASES && rc == 0; k++)
+        rc = sw__series_init(&h.phase_steps[k], SW__SERIES_MAX);
     if (rc == 0)
         rc = in->foreach_step(in->src, on_step, &h);
     if (rc == 0 && in->foreach_counter)
@@ -340,7 +392,9 @@ int sw__html_write_input(const sw__input *in, FILE *out)
         fputs("],\n", out);
         json_steps(out, &h.steps);
         fputs(",\n\"step_hist\": ", out);
-        json_hist(out, h.step_hist);
+        json_hist(out, &h.step_range, h.step_hist);
+        fputs(",\n", out);
+        json_step_phases(out, &h);
         fputs(",\n", out);
         json_actions(out, s);
         fputs(",\n", out);
@@ -361,6 +415,8 @@ int sw__html_write_input(const sw__input *in, FILE *out)
     for (size_t i = 0; i < h.ncounters; i++)
         sw__series_free(&h.counters[i].series);
     sw__series_free(&h.steps);
+    for (int k = 0; k < NPHASES; k++)
+        sw__series_free(&h.phase_steps[k]);
     free(h.counters);
     free(h.step_hist);
     free(d);

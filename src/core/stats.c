@@ -92,3 +92,12 @@ double sw__m2_fold(uint64_t n_a, double mean_a, double m2_a, const uint64_t *v, 
     double delta = mean_b - mean_a;
     return m2_a + m2_b + delta * delta * ((double)n_a * (double)n_b / (double)(n_a + n_b));
 }
+
+uint64_t sw_stats_quantile(const sw_stats *s, const sw_hist *h, double q) {
+    if (s == NULL || h == NULL || s->count == 0 || h->count == 0)
+        return 0;
+    uint64_t v = sw_hist_quantile(h, q);
+    if (v < s->min_ns)
+        return s->min_ns;
+    return v > s->max_ns ? s->max_ns : v;
+}

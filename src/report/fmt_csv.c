@@ -69,9 +69,9 @@ static int write_csv(const sw_snapshot *s, FILE *out) {
         fprintf(out, ",%" PRId64, st->min_step);
         put_seconds(out, st->max_ns);
         fprintf(out, ",%" PRId64, st->max_step);
-        put_seconds(out, sw_hist_quantile(&r->hist, 0.50));
-        put_seconds(out, sw_hist_quantile(&r->hist, 0.90));
-        put_seconds(out, sw_hist_quantile(&r->hist, 0.99));
+        put_seconds(out, sw_stats_quantile(&r->stats, &r->hist, 0.50));
+        put_seconds(out, sw_stats_quantile(&r->stats, &r->hist, 0.90));
+        put_seconds(out, sw_stats_quantile(&r->stats, &r->hist, 0.99));
         fprintf(out, ",%" PRIu64 ",%.3f,%.4f", st->samples, sw_stats_samples_per_s(st),
                 sw__percent(s, st->total_ns));
         fprintf(out, ",%" PRIu64, r->warmup.count);

@@ -39,9 +39,9 @@ static void put_row(sw__jw *w, const sw_snapshot *s, const sw_row *r) {
     sw__jw_bool(w, rollup);
     sw__jw_kv_string(w, "category", sw_category_name(r->category));
     put_stats(w, &r->stats);
-    sw__jw_kv_uint(w, "p50_ns", sw_hist_quantile(&r->hist, 0.50));
-    sw__jw_kv_uint(w, "p90_ns", sw_hist_quantile(&r->hist, 0.90));
-    sw__jw_kv_uint(w, "p99_ns", sw_hist_quantile(&r->hist, 0.99));
+    sw__jw_kv_uint(w, "p50_ns", sw_stats_quantile(&r->stats, &r->hist, 0.50));
+    sw__jw_kv_uint(w, "p90_ns", sw_stats_quantile(&r->stats, &r->hist, 0.90));
+    sw__jw_kv_uint(w, "p99_ns", sw_stats_quantile(&r->stats, &r->hist, 0.99));
     sw__jw_kv_double(w, "percent", sw__percent(s, r->stats.total_ns));
     sw_counter_summary d;
     if (sw__device_of(s, r, &d)) { /* GPU time of the same calls (device_rows.c) */

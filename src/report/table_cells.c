@@ -30,8 +30,8 @@ void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist,
     else
         snprintf(out->v[SW__COL_STD], sizeof out->v[0], "-");
     if (hist != NULL && hist->count > 0) {
-        duration_cell((double)sw_hist_quantile(hist, 0.50), out->v[SW__COL_P50], sizeof out->v[0]);
-        duration_cell((double)sw_hist_quantile(hist, 0.99), out->v[SW__COL_P99], sizeof out->v[0]);
+        duration_cell((double)sw_stats_quantile(st, hist, 0.50), out->v[SW__COL_P50], sizeof out->v[0]);
+        duration_cell((double)sw_stats_quantile(st, hist, 0.99), out->v[SW__COL_P99], sizeof out->v[0]);
     } else {
         snprintf(out->v[SW__COL_P50], sizeof out->v[0], "-");
         snprintf(out->v[SW__COL_P99], sizeof out->v[0], "-");

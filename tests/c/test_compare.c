@@ -24,28 +24,54 @@ static sw_row exact_row(const char *action, const uint64_t *v, size_t n)
     return r;
 }
 
-/* The CSV line of an action: its z and p-value and verdict. */
-static void csv_result(const char *csv, const char *action, double *z, double *p, char *verdict)
+/* The CSV line of an action: its z and p-value and verdict (the columns after the two
+ * names: ..., 12 z, 13 p_value, 14 verdict, ..., 19 decided_by). by may be NULL. */
+static void csv_result_by(const char *csv, const char *action, double *z, double *p,
+                          char *verdict, char *by)
 {
     char key[128];
     snprintf(key, sizeof key, "\n\"all\",\"%s\",", action);
     const char *line = strstr(csv, key);
     assert_non_null(line);
-    line++;
-    const char *end = strchr(line, '\n');
+    const char *field = line + strlen(key);
+    const char *end = strchr(field, '\n');
     assert_non_null(end);
-    /* The last three fields: z, p_value, verdict. */
-    const char *commas[3];
-    int k = 0;
-    for (const char *c = end - 1; c > line && k < 3; c--)
-        if (*c == ',')
-            commas[k++] = c;
-    assert_int_equal(k, 3);
-    *z = strtod(commas[2] + 1, NULL);
-    *p = strtod(commas[1] + 1, NULL);
-    size_t len = (size_t)(end - commas[0] - 1);
-    memcpy(verdict, commas[0] + 1, len);
-    verdict[len] = 0;
+    for (int k = 0; k < 20; k++) {
+        const char *next = memchr(field, ',', (size_t)(end - field));
+        const char *stop = next ? next : end;
+        if (k == 12)
+            *z = strtod(field, NULL);
+        if (k == 13)
+            *p = strtod(field, NULL);
+        if (k == 14 || (k == 19 && by)) {
+            char *to = k == 14 ? verdict : by;
+            memcpy(to, field, (size_t)(stop - field));
+            to[stop - field] = 0;
+        }
+        assert_true(next != NULL || k == 19);
+        field = stop + 1;
+    }
+}
+
+/* Field k (after the two names) of an action's roll-up CSV line, as a number. */
+static double csv_number_at(const char *csv, const char *action, int k)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n\"all\",\"%s\",", action);
+    const char *field = strstr(csv, key);
+    assert_non_null(field);
+    field += strlen(key);
+    for (; k > 0; k--) {
+        field = strchr(field, ',');
+        assert_non_null(field);
+        field++;
+    }
+    return strtod(field, NULL);
+}
+
+static void csv_result(const char *csv, const char *action, double *z, double *p, char *verdict)
+{
+    csv_result_by(csv, action, z, p, verdict, NULL);
 }
 
 static char *compare_text(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt)
@@ -128,14 +154,14 @@ static void test_verdicts(void **state)
     csv_result(csv, "loss", &z, &pv, verdict);
     assert_string_equal(verdict, "unclear");
     assert_non_null(strstr(csv, "\"all\",\"callback:ckpt\",10,,"));
-    assert_non_null(strstr(csv, ",gone\n"));
-    assert_non_null(strstr(csv, ",new\n"));
+    assert_non_null(strstr(csv, ",gone,"));
+    assert_non_null(strstr(csv, ",new,"));
     /* Per-phase rows come after all roll-up rows. */
     const char *phase_row = strstr(csv, "\n\"train\",\"forward\",");
     assert_non_null(phase_row);
     assert_null(strstr(phase_row, "\n\"all\","));
     /* What matters first: the regression is the first row. */
-    assert_non_null(strstr(csv, "verdict\n\"all\",\"forward\","));
+    assert_non_null(strstr(csv, "decided_by\n\"all\",\"forward\","));
     free(csv);
 
     size_t n = 99;
@@ -145,15 +171,141 @@ static void test_verdicts(void **state)
     assert_int_equal(n, 0);
 }
 
+/* n calls around base_ns (+-5 %), of which the last `stalls` take stall_ns. */
+static sw_row stalled_row(const char *action, size_t n, double base_ns, size_t stalls,
+                          double stall_ns, uint64_t seed)
+{
+    sw_row r = at_row(action, "all", 0, 0, 0, 1);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ns = i >= n - stalls ? (uint64_t)stall_ns
+                                      : (uint64_t)(base_ns * (0.95 + 0.1 * at_rand(&seed)));
+        sw_stats_add(&r.stats, ns, ns, (int64_t)i, 32);
+        sw_hist_add(&r.hist, ns);
+    }
+    return r;
+}
+
+/* The issue's case: a data wait whose bulk is unchanged but whose stalls grew (mean +22 %,
+ * p99 2.25x) was "same"; the tail test calls it slower, decided by p99. The reverse is faster
+ * by p99, and the same stalls on both sides stay "same". */
+static void test_tail_regression_is_slower(void **state)
+{
+    (void)state;
+    sw_row ra[3], rb[3];
+    ra[0] = stalled_row("data", 400, 2e6, 6, 5e6, 1);
+    rb[0] = stalled_row("data", 400, 2e6, 20, 11.5e6, 2);
+    ra[1] = stalled_row("forward", 400, 3e6, 4, 9e6, 3);
+    rb[1] = stalled_row("forward", 400, 3e6, 4, 9e6, 4);
+    sw_snapshot a = at_snapshot("a", ra, 2, 400, 4000000000ull);
+    sw_snapshot b = at_snapshot("b", rb, 2, 400, 4000000000ull);
+    double change = (rb[0].stats.mean_ns - ra[0].stats.mean_ns) / ra[0].stats.mean_ns;
+    assert_true(change > 0.18 && change < 0.30);
+    char *csv = compare_text(&a, &b, SW_FORMAT_CSV);
+    double z, pv;
+    char verdict[32], by[32];
+    csv_result_by(csv, "data", &z, &pv, verdict, by);
+    assert_true(pv > 0.01); /* the bulk test alone sees nothing */
+    assert_string_equal(verdict, "slower");
+    assert_string_equal(by, "p99");
+    csv_result_by(csv, "forward", &z, &pv, verdict, by);
+    assert_string_equal(verdict, "same");
+    assert_string_equal(by, "");
+    free(csv);
+    size_t n = 0;
+    assert_int_equal(sw_compare_regressions(&a, &b, &n), 0);
+    assert_int_equal(n, 1);
+    char *table = compare_text(&a, &b, SW_FORMAT_TABLE);
+    assert_non_null(strstr(table, "x2.25  slower p99\n"));
+    free(table);
+    char *json = compare_text(&a, &b, SW_FORMAT_JSON);
+    assert_non_null(strstr(json, "\"verdict\": \"slower\", \"decided_by\": \"p99\""));
+    free(json);
+
+    csv = compare_text(&b, &a, SW_FORMAT_CSV);
+    csv_result_by(csv, "data", &z, &pv, verdict, by);
+    assert_string_equal(verdict, "faster");
+    assert_string_equal(by, "p99");
+    free(csv);
+}
+
+/* The bulk of the calls took 3x longer, but one stall in the baseline dragged its mean above
+ * the new one: U and the median agree, so the row is slower, decided by the p50 (a mean
+ * alone would have said "faster" and the old rule "same"). */
+static void test_bulk_moved_against_a_stalled_mean(void **state)
+{
+    (void)state;
+    sw_row ra[1], rb[1];
+    ra[0] = stalled_row("forward", 30, 0.5e6, 1, 60e6, 1);
+    rb[0] = stalled_row("forward", 30, 1.5e6, 0, 0, 2);
+    assert_true(ra[0].stats.mean_ns > rb[0].stats.mean_ns);
+    sw_snapshot a = at_snapshot("a", ra, 1, 30, 1), b = at_snapshot("b", rb, 1, 30, 1);
+    char *csv = compare_text(&a, &b, SW_FORMAT_CSV);
+    double z, pv;
+    char verdict[32], by[32];
+    csv_result_by(csv, "forward", &z, &pv, verdict, by);
+    assert_true(pv < 1e-6 && z > 0);
+    assert_string_equal(verdict, "slower");
+    assert_string_equal(by, "p50");
+    free(csv);
+}
+
+/* Fisher's exact test against an independent computation: with every call at 1 ms or 10 ms
+ * the table is exactly [4 396; 20 380], whose two-sided p is 0.0013176969206547308 (summed
+ * with Python's math.comb). */
+static void test_tail_test_matches_exact_fisher(void **state)
+{
+    (void)state;
+    static uint64_t va[400], vb[400];
+    for (int i = 0; i < 400; i++) {
+        va[i] = i < 396 ? 1000000 : 10000000;
+        vb[i] = i < 380 ? 1000000 : 10000000;
+    }
+    sw_row ra[1] = {exact_row("data", va, 400)}, rb[1] = {exact_row("data", vb, 400)};
+    sw_snapshot a = at_snapshot("a", ra, 1, 400, 1), b = at_snapshot("b", rb, 1, 400, 1);
+    char *csv = compare_text(&a, &b, SW_FORMAT_CSV);
+    assert_true(fabs(csv_number_at(csv, "data", 18) - 0.0013176969206547308) < 1e-12);
+    free(csv);
+}
+
+/* Display columns of the longest line (UTF-8 code points). */
+static int widest_line(const char *text)
+{
+    int widest = 0, w = 0;
+    for (const char *c = text; *c; c++) {
+        if (*c == '\n') {
+            widest = w > widest ? w : widest;
+            w = 0;
+        } else {
+            w += ((unsigned char)*c & 0xC0) != 0x80;
+        }
+    }
+    return w > widest ? w : widest;
+}
+
+static void test_table_fits_100_columns(void **state)
+{
+    (void)state;
+    pair p;
+    make_pair(&p);
+    p.ra[4] = at_row("an_action_name_far_longer_than_any_column_could_hold", "a_long_phase_name",
+                     400, 1234567, 0.5, 7);
+    p.rb[4] = at_row("an_action_name_far_longer_than_any_column_could_hold", "a_long_phase_name",
+                     400, 98765432, 0.5, 8);
+    char *table = compare_text(&p.a, &p.b, SW_FORMAT_TABLE);
+    assert_true(widest_line(table) <= 100);
+    assert_non_null(strstr(table, "+7927 %")); /* four digits, no decimal */
+    free(table);
+}
+
 static void test_identical_runs_are_same(void **state)
 {
     (void)state;
     pair p;
     make_pair(&p);
     char *csv = compare_text(&p.a, &p.a, SW_FORMAT_CSV);
-    assert_null(strstr(csv, ",slower\n"));
-    assert_null(strstr(csv, ",faster\n"));
-    assert_null(strstr(csv, ",new\n"));
+    assert_null(strstr(csv, ",slower,"));
+    assert_null(strstr(csv, ",faster,"));
+    assert_null(strstr(csv, ",new,"));
     free(csv);
 }
 
@@ -218,6 +370,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mann_whitney_matches_scipy),
         cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_tail_regression_is_slower),
+        cmocka_unit_test(test_tail_test_matches_exact_fisher),
+        cmocka_unit_test(test_bulk_moved_against_a_stalled_mean),
+        cmocka_unit_test(test_table_fits_100_columns),
         cmocka_unit_test(test_identical_runs_are_same),
         cmocka_unit_test(test_escaping),
         cmocka_unit_test(test_golden),

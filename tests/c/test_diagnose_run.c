@@ -119,8 +119,10 @@ static void test_compare_runs(void **state)
 {
     (void)state;
     char base[512], slower[512];
-    train("base.db", 30, 50, 500, base, sizeof base);
-    train("slower.db", 30, 50, 1500, slower, sizeof slower); /* forward 3x */
+    /* Forward 10x: a loaded machine stretches spins by milliseconds now and then, which
+     * drowned a 3x change of 0.5 ms once under ASan at load 12. */
+    train("base.db", 30, 50, 400, base, sizeof base);
+    train("slower.db", 30, 50, 4000, slower, sizeof slower);
     sw_run *ra = NULL, *rb = NULL;
     sw_snapshot *a = NULL, *b = NULL;
     assert_int_equal(sw_run_open(base, &ra), 0);
@@ -138,7 +140,8 @@ static void test_compare_runs(void **state)
     assert_non_null(fwd);
     const char *eol = strchr(fwd + 1, '\n');
     assert_non_null(eol);
-    assert_memory_equal(eol - 7, ",slower", 7);
+    const char *verdict = strstr(fwd, ",slower,"); /* the verdict, then the tails' columns */
+    assert_true(verdict != NULL && verdict < eol);
     free(csv);
     /* A run against itself: nothing changed. */
     assert_int_equal(sw_compare_regressions(a, a, &n), 0);
