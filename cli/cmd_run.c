@@ -1,35 +1,42 @@
 /*
- * cmd_run.c — stepwatch run [--run-file P] [--timeline] -- CMD ARGS...
+ * cmd_run.c — stepwatch run [options] -- CMD ARGS...   (or -m MODULE / -c CODE [ARGS...])
  *
- * A Python command (python ... script.py) runs as "python -m stepwatch.autorun script.py",
- * which instruments the script (the Python package). Any other program gets the run file's
- * path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
+ * A Python command (python ... script.py, -m module, -c code) runs as "python -m
+ * stepwatch.autorun ...", which instruments the script (the Python package); -m and -c
+ * given to `stepwatch run` itself mean "python3 -m/-c". Any other program gets the run
+ * file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
  * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME) for a program built with stepwatch.
+ * At the end it names the run files the program wrote ({rank} expanded), or says that none
+ * was written.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char HELP[] =
-    "usage: stepwatch run [--run-file P] [--timeline] [--format F] [--on-full block]\n"
-    "                     [--ring-capacity N] [--functions A,B [--builtins]]\n"
-    "                     [--live|--no-live] [--device-stats[=S]] [--device-time]\n"
-    "                     -- CMD ARGS...\n\n"
+    "usage: stepwatch run [options] -- CMD ARGS...\n"
+    "       stepwatch run [options] -m MODULE [ARGS...]   (python3 -m MODULE)\n"
+    "       stepwatch run [options] -c CODE [ARGS...]     (python3 -c CODE)\n\n"
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
     "  -f, --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
     "      --format F    the report the Python command prints at exit (STEPWATCH_FORMAT)\n"
+    "      --warmup N    first N steps of each phase kept out of the statistics\n"
+    "      --forward M   how Python times the forward: patch (default) or hooks\n"
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
@@ -41,6 +48,7 @@ static const char HELP[] =
     "      --no-live     no live status line (by default: when stderr is a terminal)\n"
     "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
     "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
+    "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
 /* python, python3, python3.11, ... */
@@ -91,6 +99,94 @@ static char *absolute(const char *path) {
     return out;
 }
 
+/* python3 -m stepwatch.autorun -m|-c WHAT ARGS...: stepwatch run -m/-c. */
+static char **python_target_argv(const char *flag, const char *what, int argc, char **argv) {
+    char **out = calloc((size_t)argc + 6, sizeof *out);
+    if (out == NULL)
+        return NULL;
+    int o = 0;
+    out[o++] = "python3";
+    out[o++] = "-m";
+    out[o++] = "stepwatch.autorun";
+    out[o++] = (char *)flag;
+    out[o++] = (char *)what;
+    for (int i = 0; i < argc; i++)
+        out[o++] = argv[i];
+    return out;
+}
+
+/* The placeholders a run file's path may hold; each stands for a number (sw_options). */
+static size_t placeholder(const char *at) {
+    if (strncmp(at, "{rank}", 6) == 0)
+        return 6;
+    return strncmp(at, "{pid}", 5) == 0 ? 5 : 0;
+}
+
+/* pattern as a glob(3) pattern: a placeholder matches anything, the rest only itself. */
+static char *run_file_glob(const char *pattern) {
+    char *out = malloc(2 * strlen(pattern) + 1), *o = out;
+    for (const char *c = pattern; out && *c;) {
+        size_t n = placeholder(c);
+        if (n) {
+            *o++ = '*';
+            c += n;
+            continue;
+        }
+        if (strchr("*?[\\", *c))
+            *o++ = '\\';
+        *o++ = *c++;
+    }
+    if (out)
+        *o = '\0';
+    return out;
+}
+
+/* Does path match pattern with digits for each placeholder? */
+static int is_run_file_of(const char *pattern, const char *path) {
+    while (*pattern) {
+        size_t n = placeholder(pattern);
+        if (n) {
+            if (*path < '0' || *path > '9')
+                return 0;
+            while (*path >= '0' && *path <= '9')
+                path++;
+            pattern += n;
+        } else if (*pattern++ != *path++) {
+            return 0;
+        }
+    }
+    return *path == '\0';
+}
+
+static int before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* The run files the program wrote: pattern with its placeholders matching numbers, made or
+ * changed since `since`. Prints them, or that there is none, on stderr. */
+static void report_run_files(const char *pattern, const struct timespec *since) {
+    char *glob_pattern = run_file_glob(pattern);
+    glob_t found = {0};
+    size_t shown = 0;
+    if (glob_pattern != NULL && glob(glob_pattern, 0, NULL, &found) == 0) {
+        for (size_t i = 0; i < found.gl_pathc; i++) {
+            const char *path = found.gl_pathv[i];
+            struct stat st;
+            if (!is_run_file_of(pattern, path) || stat(path, &st) != 0 ||
+                !S_ISREG(st.st_mode) || before(&st.st_mtim, since))
+                continue; /* not this run's */
+            fprintf(stderr, "%s%s", shown++ ? ", " : "stepwatch: run file: ", path);
+        }
+    }
+    if (shown > 1)
+        fprintf(stderr, " (%zu files: 'stepwatch merge' joins ranks)", shown);
+    if (shown == 0)
+        fprintf(stderr, "stepwatch: no run file was written (%s)", pattern);
+    fputc('\n', stderr);
+    globfree(&found);
+    free(glob_pattern);
+}
+
 static pid_t g_child;
 
 /* A terminal's Ctrl-C reaches the whole process group, the child included; a SIGTERM sent
@@ -101,14 +197,27 @@ static void forward(int signo) {
 }
 
 int sw_cmd_run(int argc, char **argv) {
-    enum { OPT_FORMAT = 1000, OPT_ON_FULL, OPT_RING_CAPACITY, OPT_FUNCTIONS, OPT_BUILTINS,
-           OPT_LIVE, OPT_NO_LIVE, OPT_DEVICE_STATS, OPT_DEVICE_TIME };
+    enum {
+        OPT_FORMAT = 1000,
+        OPT_ON_FULL,
+        OPT_RING_CAPACITY,
+        OPT_WARMUP,
+        OPT_FORWARD,
+        OPT_FUNCTIONS,
+        OPT_BUILTINS,
+        OPT_LIVE,
+        OPT_NO_LIVE,
+        OPT_DEVICE_STATS,
+        OPT_DEVICE_TIME
+    };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
                                             {"format", required_argument, NULL, OPT_FORMAT},
                                             {"on-full", required_argument, NULL, OPT_ON_FULL},
                                             {"ring-capacity", required_argument, NULL,
                                              OPT_RING_CAPACITY},
+                                            {"warmup", required_argument, NULL, OPT_WARMUP},
+                                            {"forward", required_argument, NULL, OPT_FORWARD},
                                             {"functions", required_argument, NULL, OPT_FUNCTIONS},
                                             {"builtins", no_argument, NULL, OPT_BUILTINS},
                                             {"live", no_argument, NULL, OPT_LIVE},
@@ -120,12 +229,34 @@ int sw_cmd_run(int argc, char **argv) {
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
     const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL, *live = NULL;
+    const char *warmup = NULL, *forward_mode = NULL;
+    const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
     int timeline = 0, builtins = 0, device_time = 0, code;
     char device_stats[24] = ""; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     optind = 1;
-    /* '+': stop at the first non-option, the program's name. */
-    for (int opt; (opt = getopt_long(argc, argv, "+f:th", options, NULL)) != -1;) {
+    /* '+': stop at the first non-option, the program's name; -m and -c end the options too
+     * (what follows is the Python program's, as with python itself). */
+    for (int opt; python_flag == NULL && (opt = getopt_long(argc, argv, "+f:thm:c:", options,
+                                                            NULL)) != -1;) {
         switch (opt) {
+        case 'm':
+        case 'c':
+            python_flag = opt == 'm' ? "-m" : "-c";
+            python_what = optarg;
+            break;
+        case OPT_WARMUP: { /* checked here, passed on as written */
+            long steps;
+            if (sw__cli_parse_number(optarg, 0, UINT32_MAX, &steps) != 0)
+                return sw__cli_usage(&args, "--warmup takes a number of steps, not '%s'",
+                                     optarg);
+            warmup = optarg;
+            break;
+        }
+        case OPT_FORWARD:
+            if (strcmp(optarg, "patch") != 0 && strcmp(optarg, "hooks") != 0)
+                return sw__cli_usage(&args, "--forward takes patch or hooks, not '%s'", optarg);
+            forward_mode = optarg;
+            break;
         case 'f':
             run_file = optarg;
             break;
@@ -185,12 +316,15 @@ int sw_cmd_run(int argc, char **argv) {
                 return code;
         }
     }
-    if (optind == argc)
-        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS...");
+    if (optind == argc && python_flag == NULL)
+        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS... (or -m "
+                                    "MODULE, -c CODE)");
     char **cmd = argv + optind;
     int ncmd = argc - optind;
     char *path = absolute(run_file);
-    char **exec_argv = is_python(cmd[0]) ? python_argv(ncmd, cmd) : cmd;
+    char **exec_argv = python_flag ? python_target_argv(python_flag, python_what, ncmd, cmd)
+                       : is_python(cmd[0]) ? python_argv(ncmd, cmd)
+                                           : cmd;
     if (path == NULL || exec_argv == NULL) {
         sw__cli_error("out of memory");
         return SW_EXIT_IO;
@@ -204,6 +338,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_ON_FULL", on_full, 1);
     if (ring)
         setenv("STEPWATCH_RING_CAPACITY", ring, 1);
+    if (warmup)
+        setenv("STEPWATCH_WARMUP", warmup, 1);
+    if (forward_mode)
+        setenv("STEPWATCH_FORWARD", forward_mode, 1);
     if (functions)
         setenv("STEPWATCH_FUNCTIONS", functions, 1);
     if (builtins)
@@ -215,6 +353,9 @@ int sw_cmd_run(int argc, char **argv) {
     if (device_time)
         setenv("STEPWATCH_DEVICE_TIME", "1", 1);
 
+    struct timespec started; /* a second early: file times come from a coarser clock */
+    clock_gettime(CLOCK_REALTIME, &started);
+    started.tv_sec -= 1;
     fflush(NULL);
     g_child = fork();
     if (g_child < 0) {
@@ -233,7 +374,7 @@ int sw_cmd_run(int argc, char **argv) {
     }
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
-        fprintf(stderr, "stepwatch: run file: %s\n", path);
+        report_run_files(path, &started);
     if (exec_argv != cmd)
         free(exec_argv);
     free(path);

@@ -294,6 +294,11 @@ SW_API void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start
 /* Set the current step's batch size once it is known (after the data arrived). */
 SW_API void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size);
 SW_API void sw_step_end(sw_profiler *p);
+/* End the step at end_ns (sw_now_ns clock; 0 or a time to come = now), for loops that learn
+ * a step is over only later: at the next step's first event, the step ends at its own last
+ * event. Spans that ended after end_ns are still counted in the step's breakdown; an end_ns
+ * before the step's start ends it at its start. */
+SW_API void sw_step_end_at(sw_profiler *p, uint64_t end_ns);
 /* Steps begun so far in the whole run (all phases), and the current step's global index
  * (-1 outside a step). */
 SW_API uint64_t sw_step_count(const sw_profiler *p);
@@ -310,6 +315,23 @@ SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
  * value and min/max/mean are kept in memory. Meant for sampling (a few times a second): it
  * takes a short lock, unlike the span calls. */
 SW_API void sw_counter(sw_profiler *p, sw_id counter, double value);
+
+/* ------------------------------------------------------------------------------------------
+ * Notes: short facts about the run that its numbers cannot tell, as key and text (how steps
+ * were found: "step_rule" = "optimizer"; what could not be measured apart:
+ * "not_separated.loss" = the reason). Kept in snapshots, the run file, reports and diagnose
+ * (docs/diagnose.md lists the keys it reads).
+ * ---------------------------------------------------------------------------------------- */
+
+#define SW_MAX_NOTES 32       /* distinct keys per profiler */
+#define SW_NOTE_KEY_MAX 63    /* bytes of a key (longer keys are refused) */
+#define SW_NOTE_VALUE_MAX 511 /* bytes of a value (longer values are cut at a character) */
+
+/* Set note key to value (both copied); a later call with the same key replaces it, a NULL
+ * value removes it. Takes a lock: call it when something changes, not per step. 0, SW_EINVAL
+ * (NULL p or key, an empty or too long key), SW_ELIMIT (SW_MAX_NOTES keys already) or
+ * SW_ENOMEM. */
+SW_API int sw_set_note(sw_profiler *p, const char *key, const char *value);
 
 /* ------------------------------------------------------------------------------------------
  * Convenience macros. Each call site caches its action id; -DSW_DISABLE removes them.
@@ -466,6 +488,11 @@ typedef struct sw_counter_summary {
     double last, min, max, mean;
 } sw_counter_summary;
 
+typedef struct sw_note {
+    const char *key;
+    const char *value;
+} sw_note;
+
 typedef struct sw_snapshot {
     const char *name;           /* run name */
     const char *host;
@@ -486,6 +513,10 @@ typedef struct sw_snapshot {
     sw_misuse misuse;
     uint64_t dropped_events;    /* events the run file's flusher could not take */
     uint64_t threads;           /* threads that recorded */
+    size_t nnotes;              /* sw_set_note's notes, in the order their keys were first set;
+                                   a merged file has every rank's (the lowest rank's value
+                                   where ranks differ) */
+    sw_note *notes;
 } sw_snapshot;
 
 /* Take a snapshot of everything recorded so far (all threads). Caller frees with
@@ -495,6 +526,8 @@ SW_API void sw_snapshot_free(sw_snapshot *s);
 /* Find a row by action name and phase name ("all" for the roll-up); NULL if absent. */
 SW_API const sw_row *sw_snapshot_find(const sw_snapshot *s, const char *action,
                                       const char *phase);
+/* The value of note key, or NULL. */
+SW_API const char *sw_snapshot_note(const sw_snapshot *s, const char *key);
 
 /* ------------------------------------------------------------------------------------------
  * Reports

@@ -24,8 +24,13 @@ fi
 
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo
-    echo "== Python: with-action cost, per-iteration and per-step overhead =="
+    echo "== Python: the cost of a with on an action, against Lightning's =="
     SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_python.py --out "$out/python.json"
+fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_torch.py ]; then
+    echo
+    echo "== torch: instrument() per step, against its floor and torch.profiler =="
+    "$root/venv/bin/python" bench/bench_torch.py --out "$out/torch.json"
 fi
 for fw in ignite fastai; do
     if [ -x "$root/venv/bin/python" ] && [ -f "bench/bench_$fw.py" ]; then

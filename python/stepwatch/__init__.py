@@ -21,6 +21,7 @@ default profiler and lazy access to the framework adapters::
     print(stepwatch.diagnose("run.db"), stepwatch.compare("base.db", "run.db"))
 """
 import importlib
+import sys
 import threading
 
 from ._stepwatch import (
@@ -55,6 +56,7 @@ __all__ = [
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
+    "step",
     "torch", "lightning", "ignite", "fastai", "live",
 ]
 
@@ -95,6 +97,42 @@ def report(format="table"):
 def records(phase=None):
     """The default profiler's rows as a list of dicts."""
     return profiler().records(phase)
+
+
+class _StepMark:
+    """What stepwatch.step() returns: as a context manager, the step ends with the block."""
+    __slots__ = ("_end",)
+
+    def __init__(self, end):
+        self._end = end
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._end()
+        return False
+
+
+def step(batch_size=0):
+    """Mark a step by hand, for loops no rule of stepwatch.torch can read (docs/python.md).
+
+    ``stepwatch.step()`` ends the step in progress and begins the next one here (at the
+    DataLoader batch fetched for it, if one was just fetched); ``with stepwatch.step(): ...``
+    also ends it at the end of the block. batch_size gives samples/s when no DataLoader
+    batch tells it. While stepwatch.torch is instrumented, the first mark turns its step rules
+    off (the report's rule is then "manual") and the other parts are timed as before; else the
+    step is one of the default profiler's."""
+    swtorch = sys.modules.get(__name__ + ".torch")
+    inst = swtorch.instrumented() if swtorch is not None else None
+    if inst is not None:
+        inst.mark(batch_size)
+        return _StepMark(inst.mark_end)
+    prof = profiler()
+    if prof.step_index >= 0:
+        prof.step_end()
+    prof.step_begin(batch_size)
+    return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
 _ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live")

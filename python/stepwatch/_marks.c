@@ -26,6 +26,11 @@
  *   iteration_end(engine)  the last ITERATION_COMPLETED handler: ends the work if still open,
  *                          keeps the row (engine.state.epoch and .iteration), ends the step.
  *
+ * On an engine whose events stepwatch fires itself (FireEvent, _fire_event.c) none of these
+ * is registered: FireEvent calls sw_py_marks_before/after around each iteration event's
+ * handlers, which make the same marks without a handler call. There, slot i times the
+ * handlers of iteration event i (SW_PY_GET_BATCH_STARTED...).
+ *
  * HandlerTimer (below) is the per-handler timing of HandlersTimeProfiler, also in C.
  *
  * Like the rest of the hot path, marks never raise on the loop's account: a closed profiler
@@ -105,16 +110,15 @@ static void marks_step_end(MarksObject *self, sw_profiler *p) {
     }
 }
 
-static PyObject *Marks_fetch_begin(MarksObject *self, PyObject *unused) {
+static void marks_fetch_begin(MarksObject *self) {
     self->fetch_start = sw_now_ns();
-    Py_RETURN_NONE;
 }
 
-static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
+static void marks_fetch_end(MarksObject *self, PyObject *engine) {
     uint64_t now = sw_now_ns();
     sw_profiler *p = self->owner->p;
     if (p == NULL)
-        Py_RETURN_NONE;
+        return;
     uint64_t start = self->fetch_start != 0 && self->fetch_start <= now ? self->fetch_start : now;
     self->fetch_start = 0;
     marks_step_end(self, p); /* the previous iteration did not finish (terminated, raised) */
@@ -138,33 +142,122 @@ static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
         self->slot_pending[i][0] = self->slot_pending[i][1] = 0;
     }
     self->row.data_ns = now - start;
-    Py_RETURN_NONE;
 }
 
-static PyObject *Marks_work_begin(MarksObject *self, PyObject *unused) {
+static void marks_work_begin(MarksObject *self) {
     sw_profiler *p = self->owner->p;
     if (p == NULL)
-        Py_RETURN_NONE;
+        return;
     if (!self->step_open) { /* engine.run(data=None): no fetch marks the step */
         sw_step_begin(p, 0);
         self->step_open = 1;
     }
     self->work_start = sw_now_ns();
-    Py_RETURN_NONE;
 }
 
-static void marks_work_end(MarksObject *self, sw_profiler *p) {
+static void marks_work_end(MarksObject *self) {
     uint64_t now = sw_now_ns();
-    if (self->work_start == 0 || self->work_start > now)
+    sw_profiler *p = self->owner->p;
+    if (p == NULL || self->work_start == 0 || self->work_start > now)
         return;
     sw_record(p, self->work, self->work_start, now);
     self->row.work_ns = now - self->work_start;
     self->work_start = 0;
 }
 
+static void marks_slot_begin(MarksObject *self, int i) {
+    self->slot_start[i] = sw_now_ns();
+}
+
+static void marks_slot_end(MarksObject *self, int i) {
+    uint64_t now = sw_now_ns();
+    uint64_t start = self->slot_start[i];
+    self->slot_start[i] = 0;
+    sw_profiler *p = self->owner->p;
+    if (p == NULL || start == 0 || start > now)
+        return;
+    if (self->step_open) {
+        sw_record(p, self->slot[i], start, now);
+    } else {
+        self->slot_pending[i][0] = start;
+        self->slot_pending[i][1] = now;
+    }
+    self->row.slot_ns[i] = now - start;
+}
+
+static void marks_iteration_end(MarksObject *self, PyObject *engine) {
+    sw_profiler *p = self->owner->p;
+    if (p == NULL)
+        return;
+    marks_work_end(self);
+    PyObject *state = engine_state(self, engine);
+    if (state != NULL) {
+        self->row.epoch = state_count(state, self->epoch_name);
+        self->row.iteration = state_count(state, self->iteration_name);
+        Py_DECREF(state);
+    }
+    if (self->kept == self->capacity)
+        self->dropped++;
+    else
+        self->kept++;
+    self->rows[self->next] = self->row;
+    self->next = (self->next + 1) % self->capacity;
+    memset(&self->row, 0, sizeof self->row);
+    marks_step_end(self, p);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The marks of one whole event, for FireEvent (_fire_event.c): what the handlers above do
+ * when registered first and last, without a handler call.
+ * ---------------------------------------------------------------------------------------- */
+
+int sw_py_marks_slots(PyObject *marks) {
+    return ((MarksObject *)marks)->nslots;
+}
+
+void sw_py_marks_before(PyObject *marks, int event, int timed, PyObject *engine) {
+    MarksObject *self = (MarksObject *)marks;
+    if (event == SW_PY_GET_BATCH_COMPLETED)
+        marks_fetch_end(self, engine);
+    else if (event == SW_PY_ITERATION_COMPLETED)
+        marks_work_end(self);
+    if (timed)
+        marks_slot_begin(self, event);
+}
+
+void sw_py_marks_after(PyObject *marks, int event, int timed, PyObject *engine) {
+    MarksObject *self = (MarksObject *)marks;
+    if (timed)
+        marks_slot_end(self, event);
+    if (event == SW_PY_GET_BATCH_STARTED)
+        marks_fetch_begin(self);
+    else if (event == SW_PY_ITERATION_STARTED)
+        marks_work_begin(self);
+    else if (event == SW_PY_ITERATION_COMPLETED)
+        marks_iteration_end(self, engine);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The marks as handlers (Python methods)
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *Marks_fetch_begin(MarksObject *self, PyObject *unused) {
+    marks_fetch_begin(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_fetch_end(MarksObject *self, PyObject *engine) {
+    marks_fetch_end(self, engine);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Marks_work_begin(MarksObject *self, PyObject *unused) {
+    marks_work_begin(self);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Marks_work_end(MarksObject *self, PyObject *unused) {
-    if (self->owner->p != NULL)
-        marks_work_end(self, self->owner->p);
+    marks_work_end(self);
     Py_RETURN_NONE;
 }
 
@@ -184,49 +277,20 @@ static PyObject *Marks_slot_begin(MarksObject *self, PyObject *arg) {
     int i = slot_index(self, arg);
     if (i < 0)
         return NULL;
-    self->slot_start[i] = sw_now_ns();
+    marks_slot_begin(self, i);
     Py_RETURN_NONE;
 }
 
 static PyObject *Marks_slot_end(MarksObject *self, PyObject *arg) {
-    uint64_t now = sw_now_ns();
     int i = slot_index(self, arg);
     if (i < 0)
         return NULL;
-    uint64_t start = self->slot_start[i];
-    self->slot_start[i] = 0;
-    sw_profiler *p = self->owner->p;
-    if (p == NULL || start == 0 || start > now)
-        Py_RETURN_NONE;
-    if (self->step_open) {
-        sw_record(p, self->slot[i], start, now);
-    } else {
-        self->slot_pending[i][0] = start;
-        self->slot_pending[i][1] = now;
-    }
-    self->row.slot_ns[i] = now - start;
+    marks_slot_end(self, i);
     Py_RETURN_NONE;
 }
 
 static PyObject *Marks_iteration_end(MarksObject *self, PyObject *engine) {
-    sw_profiler *p = self->owner->p;
-    if (p == NULL)
-        Py_RETURN_NONE;
-    marks_work_end(self, p);
-    PyObject *state = engine_state(self, engine);
-    if (state != NULL) {
-        self->row.epoch = state_count(state, self->epoch_name);
-        self->row.iteration = state_count(state, self->iteration_name);
-        Py_DECREF(state);
-    }
-    if (self->kept == self->capacity)
-        self->dropped++;
-    else
-        self->kept++;
-    self->rows[self->next] = self->row;
-    self->next = (self->next + 1) % self->capacity;
-    memset(&self->row, 0, sizeof self->row);
-    marks_step_end(self, p);
+    marks_iteration_end(self, engine);
     Py_RETURN_NONE;
 }
 
@@ -440,6 +504,7 @@ PyType_Spec sw_py_marks_spec = {
 
 typedef struct {
     PyObject_HEAD
+    vectorcallfunc vectorcall;
     ProfilerObject *owner;
     PyObject *handler;
     PyObject *dict;
@@ -449,9 +514,11 @@ typedef struct {
     Py_ssize_t capacity, kept, next;
 } HandlerTimerObject;
 
-static PyObject *HandlerTimer_call(HandlerTimerObject *self, PyObject *args, PyObject *kwargs) {
+static PyObject *HandlerTimer_vectorcall(PyObject *callable, PyObject *const *args,
+                                         size_t nargsf, PyObject *kwnames) {
+    HandlerTimerObject *self = (HandlerTimerObject *)callable;
     uint64_t start = sw_now_ns();
-    PyObject *result = PyObject_Call(self->handler, args, kwargs);
+    PyObject *result = PyObject_Vectorcall(self->handler, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     sw_profiler *p = self->owner->p;
     uint64_t ns = end >= start ? end - start : 0;
@@ -515,6 +582,7 @@ static PyObject *HandlerTimer_new(PyTypeObject *type, PyObject *args, PyObject *
         return PyErr_NoMemory();
     }
     ActionObject *a = (ActionObject *)action;
+    self->vectorcall = HandlerTimer_vectorcall;
     self->owner = (ProfilerObject *)Py_NewRef(a->owner);
     self->handler = Py_NewRef(handler);
     self->action = a->id;
@@ -556,6 +624,8 @@ static PyMethodDef HandlerTimer_methods[] = {
 static PyMemberDef HandlerTimer_members[] = {
     {"handler", T_OBJECT, offsetof(HandlerTimerObject, handler), READONLY, "The handler timed."},
     {"__dictoffset__", T_PYSSIZET, offsetof(HandlerTimerObject, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HandlerTimerObject, vectorcall), READONLY,
+     NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -568,7 +638,7 @@ static PyType_Slot HandlerTimer_slots[] = {
     {Py_tp_doc, "HandlerTimer(handler, action, threshold_s=0, max_rows=100000): calls handler "
                 "and records each call as action (stepwatch.ignite.HandlersTimeProfiler)."},
     {Py_tp_new, HandlerTimer_new},
-    {Py_tp_call, HandlerTimer_call},
+    {Py_tp_call, PyVectorcall_Call},
     {Py_tp_methods, HandlerTimer_methods},
     {Py_tp_members, HandlerTimer_members},
     {Py_tp_getset, HandlerTimer_getset},
@@ -581,6 +651,7 @@ static PyType_Slot HandlerTimer_slots[] = {
 PyType_Spec sw_py_handler_timer_spec = {
     .name = "stepwatch.HandlerTimer",
     .basicsize = sizeof(HandlerTimerObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_HAVE_VECTORCALL,
     .slots = HandlerTimer_slots,
 };

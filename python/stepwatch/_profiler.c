@@ -351,6 +351,28 @@ static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
+/* note(key, value): a note about the run (sw_set_note); value None removes it. */
+static PyObject *Profiler_note(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) ||
+        (args[1] != Py_None && !PyUnicode_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "note(key: str, value: str | None)");
+        return NULL;
+    }
+    const char *key = PyUnicode_AsUTF8(args[0]);
+    const char *value = args[1] == Py_None ? NULL : PyUnicode_AsUTF8(args[1]);
+    if (!key || (args[1] != Py_None && !value))
+        return NULL;
+    sw_profiler *p = open_profiler(self);
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    if (!p || !st)
+        return NULL;
+    int rc = sw_set_note(p, key, value);
+    if (rc == SW_EINVAL)
+        return PyErr_Format(PyExc_ValueError, "note: the key must be 1 to %d bytes",
+                            SW_NOTE_KEY_MAX);
+    return rc < 0 ? sw_py_raise(st, rc, "note") : Py_NewRef(Py_None);
+}
+
 static PyObject *Profiler_snapshot(ProfilerObject *self, PyObject *unused) {
     sw_profiler *p = open_profiler(self);
     module_state *st = sw_py_state_of_type(Py_TYPE(self));
@@ -454,6 +476,9 @@ static PyMethodDef Profiler_methods[] = {
      "set_batch_size(n): the open step's batch size, once known."},
     {"counter", (PyCFunction)(void (*)(void))Profiler_counter, METH_FASTCALL,
      "counter(name, value): record a sample of a numeric counter."},
+    {"note", (PyCFunction)(void (*)(void))Profiler_note, METH_FASTCALL,
+     "note(key, value): a short fact about the run, kept in snapshots, the run file and "
+     "reports (value None removes it)."},
     {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
      "snapshot() -> Snapshot of everything recorded so far."},
     {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,

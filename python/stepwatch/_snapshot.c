@@ -160,6 +160,14 @@ static PyObject *counters_list(const sw_snapshot *s) {
     return list;
 }
 
+static PyObject *notes_dict(const sw_snapshot *s) {
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < s->nnotes; i++)
+        if (sw_py_dict_put(d, s->notes[i].key, sw_py_str_or_none(s->notes[i].value)) < 0)
+            Py_CLEAR(d);
+    return d;
+}
+
 static PyObject *snapshot_info(const sw_snapshot *s) {
     PyObject *d = PyDict_New();
     if (!d)
@@ -180,7 +188,8 @@ static PyObject *snapshot_info(const sw_snapshot *s) {
              sw_py_dict_put(d, "dropped_events",
                             PyLong_FromUnsignedLongLong(s->dropped_events)) == 0 &&
              sw_py_dict_put(d, "misuse", misuse_dict(&s->misuse)) == 0 &&
-             sw_py_dict_put(d, "counters", counters_list(s)) == 0;
+             sw_py_dict_put(d, "counters", counters_list(s)) == 0 &&
+             sw_py_dict_put(d, "notes", notes_dict(s)) == 0;
     if (!ok) {
         Py_DECREF(d);
         return NULL;
@@ -216,7 +225,7 @@ static PyMethodDef Snapshot_methods[] = {
      "records(phase=None) -> list of dicts, one per (action, phase) row; phase 'all' is the "
      "roll-up over phases. pandas.DataFrame(records) loads it."},
     {"info", (PyCFunction)Snapshot_info, METH_NOARGS,
-     "info() -> dict: run metadata, steps, misuse counts, counters."},
+     "info() -> dict: run metadata, steps, misuse counts, counters, notes."},
     {NULL, NULL, 0, NULL},
 };
 

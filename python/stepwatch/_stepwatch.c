@@ -18,6 +18,7 @@
  *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
+ *   FireEvent Ignite's Engine._fire_event in C, making Marks' marks (_fire_event.c).
  *   Live      the live status line's figures over a window (_live.c).
  * Functions over run files: load(), load_steps() (_runfile.c); html(), export_chrome(),
  * diagnose(), compare() (_analysis.c).
@@ -152,6 +153,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_marks_spec, &st->marks_type) < 0 ||
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
+        add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
@@ -193,6 +195,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->marks_type);
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
+    Py_VISIT(st->fire_event_type);
     Py_VISIT(st->live_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
@@ -215,6 +218,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->marks_type);
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
+    Py_CLEAR(st->fire_event_type);
     Py_CLEAR(st->live_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);

@@ -17,6 +17,8 @@
  *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
  *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
  *                 of stepwatch.ignite
+ *   _fire_event.c FireEvent: Ignite's Engine._fire_event in C, with the marks around the
+ *                 iteration events (stepwatch.ignite)
  *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
  *   _funcprof.c   the function profiler: the interpreter's hooks, per action, per thread
  *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
@@ -54,6 +56,7 @@ typedef struct {
     PyTypeObject *marks_type;
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
+    PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
@@ -82,6 +85,7 @@ extern PyType_Spec sw_py_hook_spec;
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
+extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
@@ -178,6 +182,29 @@ PyObject *sw_py_compare(PyObject *module, PyObject *args, PyObject *kwargs);
  * ---------------------------------------------------------------------------------------- */
 
 extern PyType_Spec sw_py_live_spec;
+
+/* ------------------------------------------------------------------------------------------
+ * _marks.c: the marks of a whole iteration event, for FireEvent (_fire_event.c)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Ignite's per-iteration events, in the order FireEvent takes them; Marks' slot i times the
+ * handlers of event i. */
+enum {
+    SW_PY_GET_BATCH_STARTED,
+    SW_PY_GET_BATCH_COMPLETED,
+    SW_PY_ITERATION_STARTED,
+    SW_PY_ITERATION_COMPLETED,
+    SW_PY_ITERATION_EVENTS
+};
+
+/* The number of slots of marks, a Marks. */
+int sw_py_marks_slots(PyObject *marks);
+
+/* The marks before and after the handlers of iteration event `event` (SW_PY_*) on marks, a
+ * Marks; `timed`: the handlers are timed as slot `event` (< sw_py_marks_slots). engine: the
+ * Ignite engine whose state is read. Never raise. */
+void sw_py_marks_before(PyObject *marks, int event, int timed, PyObject *engine);
+void sw_py_marks_after(PyObject *marks, int event, int timed, PyObject *engine);
 
 /* ------------------------------------------------------------------------------------------
  * _funcprof.c: the function profiler of one Profiler (its watcher on the core profiler)

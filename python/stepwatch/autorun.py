@@ -1,15 +1,21 @@
-"""python -m stepwatch.autorun [options] script.py args...   (or -m module args...)
+"""python -m stepwatch.autorun [options] script.py args...   (or -m module, -c code)
 
 Runs an unmodified PyTorch script with stepwatch.torch.instrument() on and prints the report
 when it ends, also when it fails or is interrupted. The report goes to stderr (the script's
 stdout stays its own) unless --output is given. The C command `stepwatch run -- python
 train.py` execs this; `python -m stepwatch run -- python train.py` does the same.
 
+As with python itself, what follows the script (or -m module, -c code) is the program's:
+    python -m stepwatch.autorun --warmup 2 train.py --lr 0.1
+    python -m stepwatch.autorun -m mypkg.train --epochs 3
+    python -m stepwatch.autorun -c "import train; train.main()" extra args
+
 Options (each also read from the environment, for the C command to pass on):
   --format F        report format (STEPWATCH_FORMAT, default table)
   --output PATH     write the report to PATH (STEPWATCH_OUTPUT)
   --run-file PATH   also write a run file; "{rank}" expands (STEPWATCH_RUN_FILE)
   --warmup N        warm-up steps kept out of the statistics (STEPWATCH_WARMUP, default 0)
+  --forward M       how the forward is timed: patch (default) or hooks (STEPWATCH_FORWARD)
   --timeline        keep every span in the run file (STEPWATCH_TIMELINE=1)
   --on-full P       drop (default) or block when the run file's writer falls behind
                     (STEPWATCH_ON_FULL)
@@ -19,7 +25,7 @@ Options (each also read from the environment, for the C command to pass on):
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
   --live, --no-live the live status line on stderr: always / never (STEPWATCH_LIVE=1/0;
                     by default when stderr is a terminal)
-  --device-stats [S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
+  --device-stats[=S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
 """
@@ -31,6 +37,10 @@ import warnings
 
 import stepwatch
 
+# autorun's options that take a value (the rest are flags); what follows them is the program
+_VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
+           "--ring-capacity", "--functions")
+
 
 def _device_stats_env(value):
     """STEPWATCH_DEVICE_STATS: "1" is on at the default interval, more is the interval in ms."""
@@ -41,8 +51,10 @@ def _device_stats_env(value):
 
 def _parser():
     env = os.environ.get
-    ap = argparse.ArgumentParser(prog="python -m stepwatch.autorun",
-                                 description="Run a PyTorch script under stepwatch.")
+    ap = argparse.ArgumentParser(
+        prog="python -m stepwatch.autorun",
+        usage="%(prog)s [options] (script.py | -m module | -c code) [args...]",
+        description="Run a PyTorch script under stepwatch.")
     ap.add_argument("--format", default=env("STEPWATCH_FORMAT", "table"),
                     choices=list(stepwatch.FORMATS) + ["md"])
     ap.add_argument("--output", default=env("STEPWATCH_OUTPUT"))
@@ -50,6 +62,8 @@ def _parser():
     # children (DataLoader workers, subprocesses) leave it alone (docs/reliability.md).
     ap.add_argument("--run-file", default=None)
     ap.add_argument("--warmup", type=int, default=int(env("STEPWATCH_WARMUP", "0")))
+    ap.add_argument("--forward", default=env("STEPWATCH_FORWARD", "patch"),
+                    choices=["patch", "hooks"])
     ap.add_argument("--timeline", action="store_true",
                     default=env("STEPWATCH_TIMELINE", "") not in ("", "0"))
     ap.add_argument("--on-full", default=env("STEPWATCH_ON_FULL", "drop"),
@@ -64,9 +78,25 @@ def _parser():
                     default=_device_stats_env(env("STEPWATCH_DEVICE_STATS", "")))
     ap.add_argument("--device-time", action="store_true",
                     default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
-    ap.add_argument("-m", dest="module", help="run a module, like python -m")
-    ap.add_argument("target", nargs=argparse.REMAINDER, help="script.py args...")
     return ap
+
+
+def _split(argv):
+    """autorun's options, then what to run: ("script", path) | ("-m", module) |
+    ("-c", code) | None, then the program's arguments."""
+    for i, arg in enumerate(argv):
+        if arg in ("-m", "-c"):
+            if i + 1 == len(argv):
+                return argv[:i], None, []
+            return argv[:i], (arg, argv[i + 1]), argv[i + 2:]
+        if arg == "--":
+            rest = argv[i + 1:]
+            return argv[:i], ("script", rest[0]) if rest else None, rest[1:]
+        if not arg.startswith("-"):
+            if i > 0 and argv[i - 1] in _VALUED:
+                continue  # the value of an option
+            return argv[:i], ("script", arg), argv[i + 1:]
+    return argv, None, []
 
 
 def _write_report(prof, fmt, output):
@@ -80,44 +110,54 @@ def _write_report(prof, fmt, output):
         sys.stderr.flush()
 
 
-def main(argv=None):
-    args = _parser().parse_args(argv)
-    if args.module:
-        name, rest = args.module, args.target
-    elif args.target:
-        name, rest = args.target[0], args.target[1:]
+def _run(target, rest):
+    """Run the program as python would, as __main__."""
+    kind, what = target
+    if kind == "-m":
+        sys.argv = [what] + rest  # runpy puts the module's path in argv[0]
+        runpy.run_module(what, run_name="__main__", alter_sys=True)
+    elif kind == "-c":
+        sys.argv = ["-c"] + rest
+        sys.path.insert(0, "")
+        main = {"__name__": "__main__", "__builtins__": __builtins__, "__doc__": None}
+        exec(compile(what, "<string>", "exec"), main)
     else:
-        _parser().error("nothing to run: give script.py or -m module")
+        sys.argv = [what] + rest
+        sys.path.insert(0, os.path.dirname(os.path.abspath(what)))
+        runpy.run_path(what, run_name="__main__")
+
+
+def main(argv=None):
+    options, target, rest = _split(list(sys.argv[1:] if argv is None else argv))
+    ap = _parser()
+    args = ap.parse_args(options)
+    if target is None:
+        ap.error("nothing to run: give script.py, -m module or -c code")
     if args.warmup < 0:
-        _parser().error("--warmup must be >= 0")
+        ap.error("--warmup must be >= 0")
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
-        _parser().error(f"--ring-capacity must be 0 (the default) to "
-                        f"{stepwatch.MAX_RING_CAPACITY}")
+        ap.error(f"--ring-capacity must be 0 (the default) to {stepwatch.MAX_RING_CAPACITY}")
+    name = "-c" if target[0] == "-c" else os.path.basename(target[1])
     functions = [a.strip() for a in args.functions.split(",") if a.strip()]
     # torch.cuda.Event times the phases here, not the C runtime the variable asks the core for
     os.environ.pop("STEPWATCH_DEVICE_TIME", None)
-    prof = stepwatch.Profiler(name=os.path.basename(name), warmup_steps=args.warmup,
-                              run_file=args.run_file, timeline=args.timeline,
-                              on_full=args.on_full, ring_capacity=args.ring_capacity,
-                              functions=functions, builtins=args.builtins, live=args.live,
+    prof = stepwatch.Profiler(name=name, warmup_steps=args.warmup, run_file=args.run_file,
+                              timeline=args.timeline, on_full=args.on_full,
+                              ring_capacity=args.ring_capacity, functions=functions,
+                              builtins=args.builtins, live=args.live,
                               device_stats=args.device_stats or False,
                               device_time=args.device_time)
     stepwatch.set_profiler(prof)
     try:
         import stepwatch.torch as swtorch
-        swtorch.instrument(prof)
+        swtorch.instrument(prof, forward=args.forward)
     except ImportError as exc:  # no torch: still run the script, say why nothing is timed
         swtorch = None
         warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
                       RuntimeWarning)
-    sys.argv = [name] + list(rest)
     code = 0
     try:
-        if args.module:
-            runpy.run_module(name, run_name="__main__", alter_sys=True)
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(name)))
-            runpy.run_path(name, run_name="__main__")
+        _run(target, rest)
     except SystemExit as exc:
         code = exc.code
     finally:

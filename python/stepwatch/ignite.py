@@ -20,16 +20,21 @@ Differences from Ignite's profilers, all on purpose:
     ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
 Results use Ignite's layout: seconds; min/index and max/index with 0-based iteration index.
 
-Cost: the marks that run every iteration are C methods registered directly as Ignite
-handlers (``stepwatch._stepwatch.Marks``), 4 per iteration on an engine without handlers of
-its own; see docs/python.md "Overhead" for the figures.
+Cost: no handler of the profiler runs per iteration. For the length of a run the engine's
+``_fire_event`` (which Ignite calls for every event) is a C copy of Ignite's own that makes
+the marks around the iteration events' handlers (``stepwatch._stepwatch.FireEvent``); it is
+restored when the run ends. On an engine that fires its events otherwise (a subclass or an
+instance with its own ``_fire_event``, an Ignite outside 0.5.3-0.5.x) the marks are C methods
+registered as handlers (``stepwatch._stepwatch.Marks``). See docs/python.md "Overhead".
 """
 import collections
 import csv
 import functools
 import io
 import os
+import re
 
+import ignite
 from ignite.engine import Engine, Events
 
 import stepwatch as _sw
@@ -37,6 +42,7 @@ from stepwatch.devicestats import DeviceStats
 
 __all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer", "DeviceStatsMonitor"]
 
+# The per-iteration events, in FireEvent's order (the Marks' slots follow it).
 _ITER_EVENTS = (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED,
                 Events.ITERATION_STARTED, Events.ITERATION_COMPLETED)
 _BASIC_EVENTS = (Events.STARTED, Events.EPOCH_STARTED, Events.ITERATION_STARTED,
@@ -109,18 +115,32 @@ def _handler_name(handler):
     return getattr(handler, "__qualname__", handler.__class__.__name__)
 
 
-# The per-iteration events whose user handlers BasicTimeProfiler times in C (Marks slots).
-_SLOT_EVENTS = (Events.ITERATION_STARTED, Events.ITERATION_COMPLETED,
-                Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
+# The Engine._fire_event FireEvent copies: Ignite's own, from 0.5.3 (weak references to the
+# engine in the handlers' arguments) on, in the 0.5 series.
+_IGNITE_FIRE_EVENT = Engine._fire_event
+_IGNITE_VERSION = tuple(int(n) for n in re.findall(r"\d+", ignite.__version__)[:3])
+_FIRE_EVENT_COPIED = (0, 5, 3) <= _IGNITE_VERSION < (0, 6)
+
+
+def _fires_events_as_ignite(engine):
+    """Whether engine fires its events with the Engine._fire_event FireEvent copies (not one
+    of a subclass, nor one set on the instance). Asked of the bound method, not of
+    vars(engine): in CPython 3.11+ reading an object's __dict__ makes it a real dict, which
+    slows every attribute access of Ignite's loop on the engine (by ~0.6 us per iteration
+    here)."""
+    fire = getattr(engine, "_fire_event", None)
+    return (_FIRE_EVENT_COPIED and getattr(fire, "__func__", None) is _IGNITE_FIRE_EVENT
+            and getattr(fire, "__self__", None) is engine)
 
 
 class _Base:
     """What both profilers share: the stepwatch profiler, step and phase marks, the bounded
     per-iteration rows for write_results.
 
-    The marks that run every iteration are the bound methods of a C ``Marks``
-    (python/stepwatch/_marks.c), registered directly as Ignite handlers: one C call per
-    event, the rows kept in a C ring. Only epoch-level work runs in Python."""
+    The marks that run every iteration are made by a C ``FireEvent`` standing in for the
+    engine's _fire_event (python/stepwatch/_fire_event.c), or else by the bound methods of
+    a C ``Marks`` (python/stepwatch/_marks.c) registered as Ignite handlers; the rows are
+    kept in a C ring. Only epoch-level work runs in Python."""
 
     def __init__(self, profiler, phase, max_rows, slot_actions=()):
         if max_rows < 1:
@@ -130,6 +150,7 @@ class _Base:
         self._phase_name, self._max_rows, self._slot_names = phase, max_rows, tuple(slot_actions)
         self._installed = []
         self._engine = None
+        self._fire_event = None   # the FireEvent standing in for the engine's, during a run
         self._running = False     # between a run's STARTED and its COMPLETED (or exception)
         self._in_epoch = False
         self._new_run(None)
@@ -199,6 +220,11 @@ class _Base:
             else:  # Ignite re-raises an exception only when EXCEPTION_RAISED has no key
                 del handlers[event]
         self._installed = []
+        if self._fire_event is not None:  # the engine's own _fire_event again
+            self._fire_event.close()
+            if getattr(self._engine, "_fire_event", None) is self._fire_event:
+                del self._engine._fire_event
+            self._fire_event = None
 
     def _run_started(self, engine):
         """A run begins (first STARTED handler). What a failed run left is cleared first."""
@@ -217,6 +243,16 @@ class _Base:
         self._fit.end()
         self._running = False
         self._remove()
+
+    def _run_completed(self):
+        """COMPLETED (last handler): the run is over."""
+        self._run_finished()
+
+    def _terminated(self):
+        """TERMINATE (last handler): after terminate(skip_completed=True) no COMPLETED comes,
+        so the run is over here."""
+        if getattr(self._engine, "should_terminate", None) == "skip_completed":
+            self._run_finished()
 
     def _on_exception(self, exc):
         """EXCEPTION_RAISED (Ctrl-C included): the run is over. Ignite raises the exception
@@ -240,10 +276,33 @@ class _Base:
         self._epoch.end()
         self._in_epoch = False
 
-    def _loop_marks(self):
-        """Insert the marks around next() and the process function, innermost (next to them),
-        and the ones that end the run."""
+    def _loop_marks(self, timed=(False,) * len(_ITER_EVENTS)):
+        """The marks around next() and the process function (and, where timed[i], around the
+        handlers of _ITER_EVENTS[i] as Marks slot i), and the epoch and run marks.
+
+        On an engine firing its events with Ignite's own _fire_event, a FireEvent takes its
+        place for the run: no handler of ours runs per iteration (_fire_event.c). On any
+        other, the marks are registered as handlers."""
+        if _fires_events_as_ignite(self._engine):
+            self._fire_event = _sw._stepwatch.FireEvent(self._engine, self._marks,
+                                                        _ITER_EVENTS, timed)
+            self._engine._fire_event = self._fire_event
+        else:
+            self._handler_marks(timed)
+        self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
+        self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
+        self._insert(Events.COMPLETED, self._run_completed, first=False)
+        self._insert(Events.TERMINATE, self._terminated, first=False)
+        self._insert(Events.EXCEPTION_RAISED, self._on_exception, first=False)
+
+    def _handler_marks(self, timed):
+        """The iteration marks as handlers: the slots first and last, then the loop's marks
+        innermost (next to next() and the process function)."""
         m, eng = self._marks, (self._engine,)
+        for slot, event in enumerate(_ITER_EVENTS):
+            if timed[slot]:
+                self._insert(event, functools.partial(m.slot_begin, slot), first=True)
+                self._insert(event, functools.partial(m.slot_end, slot), first=False)
         self._insert(Events.GET_BATCH_STARTED, m.fetch_begin, first=False)
         self._insert(Events.GET_BATCH_COMPLETED, m.fetch_end, first=True, args=eng)
         self._insert(Events.ITERATION_STARTED, m.work_begin, first=False)
@@ -251,10 +310,6 @@ class _Base:
             self._insert(Events.ITERATION_COMPLETED, m.work_end, first=True)
         # iteration_end ends the work too: with no other handler, one mark does both.
         self._insert(Events.ITERATION_COMPLETED, m.iteration_end, first=False, args=eng)
-        self._insert(Events.EPOCH_STARTED, self._epoch_started_first, first=True)
-        self._insert(Events.EPOCH_COMPLETED, self._epoch_completed_last, first=False)
-        self._insert(Events.COMPLETED, self._run_finished, first=False)
-        self._insert(Events.EXCEPTION_RAISED, self._on_exception, first=False)
 
     def records(self, phase=None):
         """The stepwatch rows as a list of dicts (pandas.DataFrame(records))."""
@@ -285,7 +340,7 @@ class BasicTimeProfiler(_Base):
     def __init__(self, profiler=None, phase="train", max_rows=100_000):
         self.event_handlers_names = {}
         super().__init__(profiler, phase, max_rows,
-                         slot_actions=[f"callback:Events.{e.name}" for e in _SLOT_EVENTS])
+                         slot_actions=[f"callback:Events.{e.name}" for e in _ITER_EVENTS])
 
     def _new_run(self, engine):
         super()._new_run(engine)
@@ -295,9 +350,9 @@ class BasicTimeProfiler(_Base):
         self._per_epoch = {}      # (event, epoch) -> seconds, for the epoch-level events
         self._completed = False
 
-    def _run_finished(self):
+    def _run_completed(self):
         self._completed = True
-        super()._run_finished()
+        super()._run_completed()
 
     def _as_first_started(self, engine):
         self._run_started(engine)
@@ -307,24 +362,17 @@ class BasicTimeProfiler(_Base):
             for e in Events if e not in self.events_to_ignore}
         # Every profiled event's handlers are timed from a first to a last marker; an event
         # with no user handlers costs nothing (its time is 0 by definition). The
-        # per-iteration events are timed by the C marks, the epoch-level ones here.
+        # per-iteration events are timed by the C marks (slots), the epoch-level ones here.
         for event in self._CSV_EVENTS:
             if event is Events.STARTED:
                 self._event_start[event] = _sw.now_ns()
-            elif not self.event_handlers_names.get(event):
+            elif event in _ITER_EVENTS or not self.event_handlers_names.get(event):
                 continue
-            if event in _SLOT_EVENTS:
-                slot = _SLOT_EVENTS.index(event)
-                self._insert(event, functools.partial(self._marks.slot_begin, slot), first=True)
-                self._insert(event, functools.partial(self._marks.slot_end, slot), first=False)
-            else:
-                if event is not Events.STARTED:
-                    self._insert(event, functools.partial(self._event_first, event),
-                                 first=True)
-                self._insert(event, functools.partial(self._event_last, event), first=False)
-        # after the event markers: the loop's marks sit innermost, next to next() and the
-        # process function
-        self._loop_marks()
+            if event is not Events.STARTED:
+                self._insert(event, functools.partial(self._event_first, event), first=True)
+            self._insert(event, functools.partial(self._event_last, event), first=False)
+        self._loop_marks(timed=tuple(bool(self.event_handlers_names.get(e))
+                                     for e in _ITER_EVENTS))
 
     def _event_first(self, event):
         self._event_start[event] = _sw.now_ns()
@@ -361,7 +409,7 @@ class BasicTimeProfiler(_Base):
             if not self.event_handlers_names.get(e):
                 handler_stats[name] = _zero_stats(calls.get(e, 0))
                 continue
-            if e in _SLOT_EVENTS:
+            if e in _ITER_EVENTS:
                 fetch = e in (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
                 handler_stats[name] = _stats(row, self._fetch_index if fetch
                                              else self._iteration_index)
@@ -421,7 +469,7 @@ class BasicTimeProfiler(_Base):
         started = per_epoch.get((Events.STARTED, 0), 0.0)
         completed = next((v for (e, _), v in per_epoch.items() if e is Events.COMPLETED), 0.0)
         out = []
-        for epoch, it, data, proc, its, itc, gbs, gbc in self._marks.rows():
+        for epoch, it, data, proc, gbs, gbc, its, itc in self._marks.rows():
             out.append([float(epoch), float(it), proc, data, started, completed,
                         per_epoch.get((Events.EPOCH_STARTED, epoch), 0.0),
                         per_epoch.get((Events.EPOCH_COMPLETED, epoch), 0.0),

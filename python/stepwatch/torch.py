@@ -5,41 +5,54 @@
     ... the unmodified training loop ...
     print(stepwatch.report())
 
-What is timed, per step, and how:
+Steps come from the training itself: a training step ends when the optimizer steps (with
+gradient accumulation it holds several forward/backward passes), or, when there is no
+optimizer object, when the backward ends; validation steps (forwards under no_grad, or of a
+module in eval() mode) end at the next DataLoader batch, or, without a loader, when the model
+is called again. docs/python.md, "How steps are found", has the rules and the loop shapes they
+cover; the report names the rule it used (the run's "step_rule" note).
 
-  step       from one DataLoader ``next()`` to the next: a step is its data wait plus the
-             compute on that batch. (No official hook: ``_BaseDataLoaderIter.__next__`` is
-             patched.) The batch size is read from the batch (first tensor's first dim). The
-             ``next()`` that ends an epoch opens no step.
-  data       the ``next()`` call itself.
-  forward    the outermost ``nn.Module`` call only. Default (forward="patch"): a wrapper on
-             ``nn.Module.__call__``. forward="hooks": torch's global forward pre-hook, ended by
-             a forward hook (``always_call=True``) on the outermost module. Measured by
-             bench/bench_python.py, any global module hook sends every module call down
+What is timed, per step:
+
+  data       a DataLoader ``next()`` (patched ``_BaseDataLoaderIter.__next__``: no hook exists).
+             The batch size is read from the batch (first tensor's first dim).
+  forward    the outermost ``nn.Module`` call, or a call of a ``torch.compile``d function.
+             Default (forward="patch"): a wrapper on ``nn.Module.__call__``. forward="hooks":
+             torch's global forward pre-hook, ended by a forward hook (``always_call=True``)
+             on the outermost module. Any global module hook sends every module call down
              torch's slow hook path (~3 us per module call here), the wrapper costs a Python
-             call per module (~0.2 us), so the patch is the default.
-  loss       a loss module (``torch.nn.modules.loss._Loss``) called outside a forward; when
-             the loss is functional (``F.cross_entropy``) no module fires, and the time from
-             the end of the forward to the start of the backward is recorded as "loss"
-             instead. Both keep model time out of "loss" and cost nothing extra per call.
+             call per module (~0.2 us), so the patch is the default. Modules called while a
+             batch is fetched (transforms in ``__getitem__`` or collate) are the data's.
+  loss       a loss module (``_Loss``), a functional loss (``torch.nn.functional.*_loss``,
+             ``cross_entropy``, ...), or a plain module returning a scalar after the forward;
+             in training, when none of these ran, the time from the forward's end to the
+             backward (a loss written by hand).
   backward   ``torch.autograd.backward`` (patched; ``Tensor.backward`` calls it).
-  optimizer  ``Optimizer.step`` (global optimizer step pre/post hooks).
-  zero_grad  ``Optimizer.zero_grad`` and ``Module.zero_grad`` (patched: no hook exists).
+  optimizer  ``Optimizer.step`` (global optimizer step pre/post hooks); its own time: the
+             forward and backward a closure (LBFGS) runs are theirs.
+  zero_grad  ``Optimizer.zero_grad`` and ``Module.zero_grad``, and every optimizer class
+             that overrides it (patched: no hook exists).
 
-Phases: a DataLoader iterator whose first ``next()`` runs with grad enabled is "train", under
-``no_grad``/``inference_mode`` it is "valid"; the whole instrumented time is "fit". Everything is restored by ``uninstrument()``.
-A hook torch lacks is skipped with a warning; instrumentation never fails the script.
+Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
+else "train"; the whole instrumented time is "fit". Everything is restored by
+``uninstrument()``. A hook torch lacks is skipped with a warning; instrumentation never fails
+the script.
 
-The patches and hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
-python/stepwatch/_loop.c) holding the step's state; this file only installs them.
+The hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
+python/stepwatch/_loop.c) holding the step's state and its rules; this file only installs
+them. The two that code compiled by torch.compile may call (functional losses, compiled
+functions) sit behind a small Python function that calls the original while torch traces,
+so compiled graphs stay whole.
 """
 import functools
 import inspect
+import os
 import threading
 import warnings
 import weakref
 
 import torch
+import torch.nn.functional as _functional
 import torch.nn.modules.module as _module
 import torch.optim.optimizer as _optim
 from torch.utils.data import dataloader as _dataloader
@@ -51,6 +64,49 @@ __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 
 _lock = threading.Lock()
 _active = None
+_MISSING = object()  # a patched attribute the owner did not have
+
+# The functional losses of torch.nn.functional (the loss modules call them too).
+_LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy",
+                   "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+                   "gaussian_nll_loss", "ctc_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+                   "huber_loss", "margin_ranking_loss", "hinge_embedding_loss",
+                   "multilabel_margin_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+                   "cosine_embedding_loss", "multi_margin_loss", "triplet_margin_loss",
+                   "triplet_margin_with_distance_loss")
+
+
+def _optimizer_classes():
+    """Every subclass of torch.optim.Optimizer defined so far."""
+    seen, stack = [], [torch.optim.Optimizer]
+    while stack:
+        cls = stack.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                stack.append(sub)
+    return seen
+
+
+def _optimizer_exists():
+    """Has any optimizer been made? Optimizer.__init__ marks its class's step as hooked."""
+    return any(getattr(cls.__dict__.get("step"), "hooked", False)
+               for cls in [torch.optim.Optimizer] + _optimizer_classes())
+
+
+# False in eager code, True while torch.compile traces (torch folds the call to a constant);
+# 30 ns here, torch.compiler.is_compiling 80 ns.
+_tracing = getattr(torch.compiler, "is_dynamo_compiling", None) or torch.compiler.is_compiling
+
+
+def _traceable(original, hook):
+    """hook in eager code, original while torch.compile traces (a C hook would break the
+    graph there)."""
+    def wrapper(*args, **kwargs):
+        if _tracing():
+            return original(*args, **kwargs)
+        return hook(*args, **kwargs)
+    return functools.update_wrapper(wrapper, original)
 
 
 class Instrumentation:
@@ -64,7 +120,7 @@ class Instrumentation:
         self.forward = forward
         self.missing = []          # what could not be hooked on this torch, with why
         self._handles = []         # RemovableHandles of global hooks
-        self._patches = []         # (owner, attribute, original)
+        self._patches = []         # (owner, attribute, original or _MISSING)
         self._module_hooks = {}    # id(module) -> (weakref(module), handle)
         self._installed = False
         self._loop = None          # the C per-step state and hooks (made by install)
@@ -76,25 +132,23 @@ class Instrumentation:
         if self._installed:
             return self
         p = self.profiler
-        self._data = p.action("data")
-        self._forward = p.action("forward")
-        self._loss = p.action("loss")
-        self._backward = p.action("backward")
-        self._optimizer = p.action("optimizer")
-        self._zero_grad = p.action("zero_grad")
+        actions = [p.action(name) for name in ("data", "forward", "loss", "backward",
+                                               "optimizer", "zero_grad")]
         self._fit = p.phase("fit")
-        self._train = p.phase("train")
-        self._valid = p.phase("valid")
-        self._loop = _Loop(p, self._data, self._forward, self._loss, self._backward,
-                           self._optimizer, self._train if self.phases else None,
-                           self._valid if self.phases else None,
-                           torch.nn.modules.loss._Loss, torch.is_grad_enabled)
-        self._try("DataLoader steps and data wait", self._install_dataloader)
-        self._try("forward and loss", self._install_forward if self.forward == "hooks"
+        train, valid = (p.phase("train"), p.phase("valid")) if self.phases else (None, None)
+        self._optimizer_hooked = False
+        self._loop = _Loop(p, *actions, train, valid, torch.nn.modules.loss._Loss,
+                           torch.is_grad_enabled, self._optimizer_steps_seen)
+        self._loop.read_grad_mode(os.path.join(os.path.dirname(torch.__file__), "lib",
+                                               "libc10.so"))
+        self._try("DataLoader batches and data wait", self._install_dataloader)
+        self._try("forward", self._install_forward if self.forward == "hooks"
                   else self._install_forward_patch)
+        self._try("functional losses", self._install_losses)
         self._try("backward", self._install_backward)
         self._try("optimizer step", self._install_optimizer)
         self._try("zero_grad", self._install_zero_grad)
+        self._try("torch.compile", self._install_compile)
         if self.phases:
             self._fit.begin()
         self._installed = True
@@ -109,15 +163,19 @@ class Instrumentation:
                           f"({exc})", RuntimeWarning, stacklevel=3)
 
     def _patch(self, owner, name, make):
-        original = owner.__dict__[name]
-        wrapper = make(original)
-        functools.update_wrapper(wrapper, original)
+        original = owner.__dict__.get(name, _MISSING)
+        wrapper = make(getattr(owner, name) if original is _MISSING else original)
         setattr(owner, name, wrapper)
         self._patches.append((owner, name, original))
+        return wrapper
+
+    def _hook(self, kind):
+        def make(original):
+            return functools.update_wrapper(self._loop.hook(kind, original), original)
+        return make
 
     def _install_dataloader(self):
-        self._patch(_dataloader._BaseDataLoaderIter, "__next__",
-                    lambda original: self._loop.hook("next", original))
+        self._patch(_dataloader._BaseDataLoaderIter, "__next__", self._hook("next"))
 
     def _install_forward(self):
         # The end hook must run even when the forward raises (always_call, torch >= 2.0):
@@ -130,7 +188,7 @@ class Instrumentation:
         def post_hook(module, args, output):
             if st._inside is module:
                 st._inside = None
-                loop.module_end()
+                loop.module_end(output)
 
         def pre_hook(module, args):
             if not loop.module_begin(module):
@@ -145,22 +203,65 @@ class Instrumentation:
         self._handles.append(_module.register_module_forward_pre_hook(pre_hook))
 
     def _install_forward_patch(self):
-        self._patch(torch.nn.Module, "__call__", lambda original: self._loop.hook("call", original))
+        hook = self._patch(torch.nn.Module, "__call__", self._hook("call"))
+        # torch.compile(module) asks the module's __call__ for its __code__ (a C callable
+        # has none); the original's is the code that runs.
+        hook.__code__ = hook.__wrapped__.__code__
+
+    def _install_losses(self):
+        for name in _LOSS_FUNCTIONS:
+            if callable(_functional.__dict__.get(name)):
+                self._patch(_functional, name, lambda original: _traceable(
+                    original, self._loop.hook("loss", original)))
 
     def _install_backward(self):
-        self._patch(torch.autograd, "backward",
-                    lambda original: self._loop.hook("backward", original))
+        self._patch(torch.autograd, "backward", self._hook("backward"))
 
     def _install_optimizer(self):
         self._handles.append(_optim.register_optimizer_step_pre_hook(
             self._loop.hook("optimizer_pre")))
         self._handles.append(_optim.register_optimizer_step_post_hook(
             self._loop.hook("optimizer_post")))
+        self._optimizer_hooked = True
+
+    def _optimizer_steps_seen(self):
+        """Will optimizer steps be seen (an optimizer exists and its steps are hooked)? If
+        not, a training step ends with its backward."""
+        return self._optimizer_hooked and _optimizer_exists()
 
     def _install_zero_grad(self):
-        # The action's own C wrapper (begin, call, end; binds as a method): no Python frame.
-        self._patch(torch.optim.Optimizer, "zero_grad", self._zero_grad)
-        self._patch(torch.nn.Module, "zero_grad", self._zero_grad)
+        make = self._hook("zero_grad")
+        self._patch(torch.optim.Optimizer, "zero_grad", make)
+        self._patch(torch.nn.Module, "zero_grad", make)
+        for cls in _optimizer_classes():  # optimizers that override zero_grad
+            if "zero_grad" in cls.__dict__:
+                self._patch(cls, "zero_grad", make)
+        inst = self
+
+        def __init_subclass__(cls, **kwargs):  # and those defined from now on
+            super(torch.optim.Optimizer, cls).__init_subclass__(**kwargs)
+            if inst._installed and "zero_grad" in cls.__dict__:
+                inst._patch(cls, "zero_grad", make)
+        self._patch(torch.optim.Optimizer, "__init_subclass__",
+                    lambda original: classmethod(__init_subclass__))
+
+    def _install_compile(self):
+        timed = self._timed_function
+
+        def make(original):
+            def compile(*args, **kwargs):
+                model = args[0] if args else kwargs.get("model")
+                compiled = original(*args, **kwargs)
+                # compile(**options) returns a decorator that calls torch.compile again
+                return compiled if model is None else timed(compiled)
+            return functools.update_wrapper(compile, original)
+        self._patch(torch, "compile", make)
+
+    def _timed_function(self, compiled):
+        """A compiled function is timed as the forward; a compiled module is a module."""
+        if isinstance(compiled, torch.nn.Module) or not callable(compiled):
+            return compiled
+        return _traceable(compiled, self._loop.hook("function", compiled))
 
     # ---- removing ------------------------------------------------------------------------
 
@@ -178,10 +279,25 @@ class Instrumentation:
         for _ref, handle in self._module_hooks.values():
             handle.remove()
         for owner, name, original in reversed(self._patches):
-            setattr(owner, name, original)
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         self._handles.clear()
         self._module_hooks.clear()
         self._patches.clear()
+
+    def mark(self, batch_size=0):
+        """stepwatch.step() while instrumented: a step boundary by hand."""
+        self._loop.mark(batch_size)
+
+    def mark_end(self):
+        self._loop.mark_end()
+
+    @property
+    def rule(self):
+        """How steps are found now: none, dataloader, forward, backward, optimizer, manual."""
+        return self._loop.rule if self._loop is not None else "none"
 
     def __enter__(self):
         return self

@@ -495,6 +495,67 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *
     }
 }
 
+/* What the run could not show: no steps at all, or categories its front end could not time
+ * apart (the notes stepwatch.torch leaves; docs/diagnose.md). Never "No problems found". */
+static const char *separate_advice(const char *category)
+{
+    static const struct {
+        const char *category, *advice;
+    } advice[] = {
+        {"data", "draw batches through a torch DataLoader, or time the drawing with "
+                 "stepwatch.action(\"data\")"},
+        {"forward", "call the model as an nn.Module, or time it with "
+                    "stepwatch.action(\"forward\")"},
+        {"loss", "compute the loss outside the model's forward, or time it with "
+                 "stepwatch.action(\"loss\")"},
+        {"optimizer", "use a torch.optim optimizer, or time the update with "
+                      "stepwatch.action(\"optimizer\")"},
+    };
+    for (size_t i = 0; i < sizeof advice / sizeof advice[0]; i++)
+        if (strcmp(category, advice[i].category) == 0)
+            return advice[i].advice;
+    return "time it with stepwatch.action() around its code";
+}
+
+static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
+{
+    if (!s)
+        return;
+    uint64_t calls = 0;
+    for (size_t i = 0; i < s->nrows; i++)
+        if (s->rows[i].phase == SW_PHASE_ALL && s->rows[i].category != SW_CAT_OTHER)
+            calls += s->rows[i].stats.count + s->rows[i].warmup.count;
+    if (s->steps == 0) {
+        sw__finding *f = add_finding(d, "no-steps", SW__SEV_WARNING);
+        if (f) {
+            const char *why = sw_snapshot_note(s, "no_steps");
+            snprintf(f->title, sizeof f->title, "No step boundary found");
+            snprintf(f->sentence, sizeof f->sentence,
+                     "%s%s, so there is no step time, samples/s, p50/p99 or per-step "
+                     "breakdown. Mark steps with stepwatch.step() (Python) or "
+                     "sw_step_begin/sw_step_end (C), loop over a torch DataLoader, or use the "
+                     "Lightning, Ignite or fastai adapters.",
+                     why ? why : "the run marked no steps",
+                     why || calls == 0 ? "" : " though it timed data, forward, backward or "
+                                              "optimizer calls");
+            add_number(f, "timed calls", (double)calls, "");
+        }
+    }
+    static const char prefix[] = "not_separated.";
+    for (size_t i = 0; i < s->nnotes; i++) {
+        const char *key = s->notes[i].key;
+        if (strncmp(key, prefix, sizeof prefix - 1) != 0)
+            continue;
+        const char *category = key + sizeof prefix - 1;
+        sw__finding *f = add_finding(d, "not-separated", SW__SEV_INFO);
+        if (!f)
+            return;
+        snprintf(f->title, sizeof f->title, "%s could not be timed apart", category);
+        snprintf(f->sentence, sizeof f->sentence, "%s. To see it, %s.", s->notes[i].value,
+                 separate_advice(category));
+    }
+}
+
 /* Most severe first; a stable insertion sort keeps the checks' order within a severity. */
 static void sort_findings(sw__diagnosis *d)
 {
@@ -564,6 +625,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
         check_straggler(d, &c);
         check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
         check_recording(d, in->snap, in->incomplete);
+        check_unseen(d, in->snap);
         sw__diagnose_device(d, in->snap);
         sort_findings(d);
     }

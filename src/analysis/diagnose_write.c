@@ -13,14 +13,38 @@ static size_t problems(const sw__diagnosis *d)
     return n;
 }
 
+/* Findings about what could not be measured (diagnose.c's check_unseen). */
+static int unseen(const sw__diagnosis *d)
+{
+    for (size_t i = 0; i < d->nfindings; i++)
+        if (strcmp(d->findings[i].id, "not-separated") == 0 ||
+            strcmp(d->findings[i].id, "no-steps") == 0)
+            return 1;
+    return 0;
+}
+
+/* The line before the findings when none is a problem. */
+static const char *all_clear(const sw__diagnosis *d)
+{
+    return unseen(d) ? "Nothing slow found in what could be measured, but not all of it "
+                       "could be:"
+                     : "No problems found.";
+}
+
 static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, const char *prefix)
 {
     char t[32];
+    const char *rule = s ? sw_snapshot_note(s, "step_rule") : NULL;
     fprintf(out, "%sstepwatch diagnose: \"", prefix);
     sw__clean_text(out, s && s->name ? s->name : "stepwatch");
-    fprintf(out, "\", %d rank%s, %llu steady steps, %s in steps\n", d->nranks,
+    fprintf(out, "\", %d rank%s, %llu steady steps, %s in steps", d->nranks,
             d->nranks == 1 ? "" : "s", (unsigned long long)d->steps,
             sw_format_duration((double)d->step_ns, t, sizeof t));
+    if (rule) {
+        fputs(", steps by the rule: ", out);
+        sw__clean_text(out, rule);
+    }
+    fputc('\n', out);
 }
 
 static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
@@ -37,7 +61,7 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
     header(out, s, d, "");
     fputc('\n', out);
     if (problems(d) == 0)
-        fputs("No problems found.\n", out);
+        fprintf(out, "%s\n", all_clear(d));
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
         if (i || problems(d) == 0)
@@ -47,9 +71,12 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
         sw__clean_text(out, f->title);
         fputs("\n  ", out);
         sw__clean_text(out, f->sentence);
-        fputs("\n  ", out);
-        numbers_line(out, f, " | ");
         fputc('\n', out);
+        if (f->nnumbers > 0) {
+            fputs("  ", out);
+            numbers_line(out, f, " | ");
+            fputc('\n', out);
+        }
     }
 }
 
@@ -58,15 +85,17 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
     header(out, s, d, "## ");
     fputc('\n', out);
     if (problems(d) == 0)
-        fputs("No problems found.\n\n", out);
+        fprintf(out, "%s\n\n", all_clear(d));
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
         fprintf(out, "- **%s — ", sw__severity_name(f->severity));
         sw__clean_text(out, f->title);
         fputs(".** ", out);
         sw__clean_text(out, f->sentence);
-        fputs("  \n  ", out);
-        numbers_line(out, f, " · ");
+        if (f->nnumbers > 0) {
+            fputs("  \n  ", out);
+            numbers_line(out, f, " · ");
+        }
         fputs("\n", out);
     }
 }

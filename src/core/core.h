@@ -80,6 +80,9 @@ const char *sw__snapshot_string(sw_snapshot *s, const char *str);
 /* Append a copy of row (its names are copied into s). 0 or SW_ENOMEM. */
 int sw__snapshot_add_row(sw_snapshot *s, const sw_row *row);
 int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter);
+/* Append note key = value (copied) unless s has key already (the first value stays). 0 or
+ * SW_ENOMEM. */
+int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value);
 /* After the per-phase rows: append one roll-up row per action (phase SW_PHASE_ALL, phase name
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);

@@ -124,6 +124,11 @@ struct sw_profiler {
     sw__counter counters[SW__MAX_COUNTERS];
     _Atomic uint32_t ncounter;
 
+    /* sw_set_note's notes, under lock. */
+    char *note_keys[SW_MAX_NOTES];
+    char *note_values[SW_MAX_NOTES];
+    uint32_t nnotes;
+
     /* Process-wide training state, written by the thread that marks steps and phases. */
     _Atomic uint32_t current_phase;
     _Atomic int64_t step_index;
@@ -462,6 +467,10 @@ void sw_profiler_free(sw_profiler *p) {
         free(p->phase_names[i]);
     for (uint32_t i = 0; i < atomic_load(&p->ncounter); i++)
         free(p->counters[i].name);
+    for (uint32_t i = 0; i < p->nnotes; i++) {
+        free(p->note_keys[i]);
+        free(p->note_values[i]);
+    }
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->counter_lock);
     free((char *)p->opts.name);
@@ -1067,7 +1076,13 @@ void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
 }
 
 void sw_step_end(sw_profiler *p) {
+    sw_step_end_at(p, 0);
+}
+
+void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
     uint64_t now = sw__clock_ns();
+    if (end_ns != 0 && end_ns < now)
+        now = end_ns;
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
         return;
     sw__thread *t = thread_of(p);
@@ -1077,6 +1092,9 @@ void sw_step_end(sw_profiler *p) {
         atomic_fetch_add_explicit(&p->misuse_step_overlap, 1, memory_order_relaxed);
         return;
     }
+    if (t->depth > 0 && t->stack[t->depth - 1].id == p->step_action &&
+        now < t->stack[t->depth - 1].start_ns)
+        now = t->stack[t->depth - 1].start_ns; /* an end before the start: a step of 0 */
     uint64_t duration = end_span(p, t, p->step_action, now);
     uint64_t start = now - duration; /* 0 duration: no step frame (it overflowed max_depth) */
     uint32_t batch = atomic_load_explicit(&p->batch_size, memory_order_relaxed);
@@ -1113,6 +1131,61 @@ uint64_t sw_step_count(const sw_profiler *p) {
 
 int64_t sw_step_index(const sw_profiler *p) {
     return p ? current_step(p) : -1;
+}
+
+/* ---- notes ---------------------------------------------------------------------------------- */
+
+/* value cut to at most SW_NOTE_VALUE_MAX bytes, at a character boundary (UTF-8). */
+static char *note_copy(const char *value) {
+    size_t n = strlen(value);
+    if (n > SW_NOTE_VALUE_MAX) {
+        n = SW_NOTE_VALUE_MAX;
+        while (n > 0 && ((unsigned char)value[n] & 0xC0) == 0x80)
+            n--;
+    }
+    char *copy = malloc(n + 1);
+    if (copy != NULL) {
+        memcpy(copy, value, n);
+        copy[n] = '\0';
+    }
+    return copy;
+}
+
+int sw_set_note(sw_profiler *p, const char *key, const char *value) {
+    if (p == NULL || key == NULL || key[0] == '\0' || strlen(key) > SW_NOTE_KEY_MAX)
+        return SW_EINVAL;
+    char *copy = NULL;
+    if (value != NULL && (copy = note_copy(value)) == NULL)
+        return SW_ENOMEM;
+    int rc = 0;
+    pthread_mutex_lock(&p->lock);
+    uint32_t i = 0;
+    while (i < p->nnotes && strcmp(p->note_keys[i], key) != 0)
+        i++;
+    if (i < p->nnotes) {
+        free(p->note_values[i]);
+        if (copy != NULL) {
+            p->note_values[i] = copy;
+        } else { /* removed: keep the others in order */
+            free(p->note_keys[i]);
+            for (; i + 1 < p->nnotes; i++) {
+                p->note_keys[i] = p->note_keys[i + 1];
+                p->note_values[i] = p->note_values[i + 1];
+            }
+            p->nnotes--;
+        }
+    } else if (copy != NULL) {
+        char *key_copy = p->nnotes < SW_MAX_NOTES ? sw__strdup(key) : NULL;
+        rc = p->nnotes >= SW_MAX_NOTES ? SW_ELIMIT : key_copy == NULL ? SW_ENOMEM : 0;
+        if (rc == 0) {
+            p->note_keys[p->nnotes] = key_copy;
+            p->note_values[p->nnotes++] = copy;
+        } else {
+            free(copy);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 /* ---- counters (sampled a few times a second: a short lock is fine) ------------------------ */
@@ -1313,6 +1386,8 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
             rc = sw__snapshot_add_row(s, &row);
         }
     }
+    for (uint32_t i = 0; rc == 0 && i < p->nnotes; i++)
+        rc = sw__snapshot_set_note(s, p->note_keys[i], p->note_values[i]);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&p->counter_lock);
     for (uint32_t i = 0; rc == 0 && i < atomic_load(&p->ncounter); i++) {

@@ -12,7 +12,7 @@ typedef struct sw__snapshot_owned {
     sw_snapshot pub;
     char **strings;
     size_t nstrings, strings_cap;
-    size_t rows_cap, counters_cap;
+    size_t rows_cap, counters_cap, notes_cap;
 } sw__snapshot_owned;
 
 static sw__snapshot_owned *owned_of(sw_snapshot *s) {
@@ -84,6 +84,37 @@ int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter) 
     return 0;
 }
 
+int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value) {
+    for (size_t i = 0; i < s->nnotes; i++)
+        if (strcmp(s->notes[i].key, key) == 0)
+            return 0; /* the first value stays (a merge adds ranks in order) */
+    sw__snapshot_owned *o = owned_of(s);
+    if (s->nnotes == o->notes_cap) {
+        size_t cap = o->notes_cap ? o->notes_cap * 2 : 8;
+        sw_note *grown = realloc(s->notes, cap * sizeof *grown);
+        if (grown == NULL)
+            return SW_ENOMEM;
+        s->notes = grown;
+        o->notes_cap = cap;
+    }
+    sw_note *note = &s->notes[s->nnotes];
+    note->key = sw__snapshot_string(s, key);
+    note->value = sw__snapshot_string(s, value ? value : "");
+    if (note->key == NULL || note->value == NULL)
+        return SW_ENOMEM;
+    s->nnotes++;
+    return 0;
+}
+
+const char *sw_snapshot_note(const sw_snapshot *s, const char *key) {
+    if (s == NULL || key == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->nnotes; i++)
+        if (strcmp(s->notes[i].key, key) == 0)
+            return s->notes[i].value;
+    return NULL;
+}
+
 static int find_rollup(const sw_snapshot *s, size_t first_rollup, const char *action) {
     for (size_t i = first_rollup; i < s->nrows; i++)
         if (strcmp(s->rows[i].action_name, action) == 0)
@@ -139,5 +170,6 @@ void sw_snapshot_free(sw_snapshot *s) {
     free(o->strings);
     free(s->rows);
     free(s->counters);
+    free(s->notes);
     free(o);
 }

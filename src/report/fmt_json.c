@@ -142,6 +142,13 @@ static int write_json(const sw_snapshot *s, FILE *out) {
 
     put_misuse(&w, &s->misuse);
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
+    if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */
+        sw__jw_key(&w, "notes");
+        sw__jw_object_begin(&w);
+        for (size_t i = 0; i < s->nnotes; i++)
+            sw__jw_kv_string(&w, s->notes[i].key, s->notes[i].value);
+        sw__jw_object_end(&w);
+    }
     sw__jw_object_end(&w);
     return sw__jw_finish(&w);
 }

@@ -53,8 +53,16 @@ void sw__cells_total(const sw_snapshot *s, uint64_t calls, sw__cells *out) {
 void sw__run_summary(const sw_snapshot *s, char *out, size_t size) {
     char wall[32];
     sw_format_duration((double)s->wall_ns, wall, sizeof wall);
-    int n = snprintf(out, size, "wall %s, %" PRIu64 " step%s, %" PRIu64 " thread%s", wall,
-                     s->steps, s->steps == 1 ? "" : "s", s->threads, s->threads == 1 ? "" : "s");
+    /* How the steps were found, when the front end said (stepwatch.torch does). */
+    const char *rule = sw_snapshot_note(s, "step_rule");
+    char how[64] = "", clean[48];
+    if (rule != NULL) {
+        sw__text_clean(rule, clean, sizeof clean);
+        snprintf(how, sizeof how, " (rule: %s)", clean);
+    }
+    int n = snprintf(out, size, "wall %s, %" PRIu64 " step%s%s, %" PRIu64 " thread%s", wall,
+                     s->steps, s->steps == 1 ? "" : "s", how, s->threads,
+                     s->threads == 1 ? "" : "s");
     if (s->world_size > 1 && n > 0 && (size_t)n < size) {
         if (s->rank < 0) /* a merged file: every rank together */
             snprintf(out + n, size - (size_t)n, ", all %d ranks", s->world_size);

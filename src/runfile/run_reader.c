@@ -27,6 +27,7 @@ typedef struct rank_info {
 struct sw_run {
     sqlite3 *db;
     char *path;
+    int version; /* the file's schema version */
     int nranks;
     rank_info *ranks;
     sw_progress_fn progress;
@@ -106,7 +107,7 @@ static int query_int(sqlite3 *db, const char *sql, int64_t *out) {
 }
 
 /* The file is SQLite (header checked): is it ours, of our version, intact? */
-static int check_database(sqlite3 *db, const char *path) {
+static int check_database(sqlite3 *db, const char *path, int *schema_version) {
     int64_t app = 0, version = 0;
     int rc = query_int(db, "PRAGMA application_id", &app);
     if (rc != SQLITE_OK)
@@ -118,10 +119,12 @@ static int check_database(sqlite3 *db, const char *path) {
     if (rc != SQLITE_OK)
         return sw__error(sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc),
                          "%s: %s", path, sqlite3_errmsg(db));
-    if (version != SW__RUN_SCHEMA_VERSION)
+    if (version < SW__RUN_SCHEMA_OLDEST || version > SW__RUN_SCHEMA_VERSION)
         return sw__error(SW_EVERSION,
-                         "%s: schema version %lld; this stepwatch reads version %d", path,
-                         (long long)version, SW__RUN_SCHEMA_VERSION);
+                         "%s: schema version %lld; this stepwatch reads versions %d to %d",
+                         path, (long long)version, SW__RUN_SCHEMA_OLDEST,
+                         SW__RUN_SCHEMA_VERSION);
+    *schema_version = (int)version;
     sqlite3_stmt *q = NULL;
     rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
     if (rc == SQLITE_OK) {
@@ -281,7 +284,7 @@ int sw_run_open(const char *path, sw_run **out) {
             rc = check_header(run->db, path);
         }
         if (rc == 0)
-            rc = check_database(run->db, path);
+            rc = check_database(run->db, path, &run->version);
         if (rc != SW_EIO && rc != SW_ESQLITE)
             break;
     }
@@ -446,6 +449,27 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
     return rc;
 }
 
+static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
+    if (run->version < 3)
+        return 0; /* version 2 had no notes */
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+        run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", -1, &q, NULL));
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int(q, 1, rank);
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(q, 0);
+        const char *value = (const char *)sqlite3_column_text(q, 1);
+        rc = key ? sw__snapshot_set_note(s, key, value) : SW_ECORRUPT;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
@@ -461,6 +485,8 @@ static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
         rc = read_rows(run, rank, s);
     if (rc == 0)
         rc = read_counters(run, rank, s);
+    if (rc == 0)
+        rc = read_notes(run, rank, s);
     if (rc != SW_ENOTFOUND)
         rc = reading(run, rc); /* before COMMIT, which would reset SQLite's message */
     sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
@@ -529,6 +555,11 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
             into->last = c->last; /* the highest rank's */
         }
         into->count = n;
+    }
+    for (size_t i = 0; i < one->nnotes; i++) { /* ranks come in order: the lowest's value stays */
+        int rc = sw__snapshot_set_note(all, one->notes[i].key, one->notes[i].value);
+        if (rc != 0)
+            return rc;
     }
     uint64_t *from = (uint64_t *)&one->misuse, *to = (uint64_t *)&all->misuse;
     for (size_t k = 0; k < sizeof one->misuse / sizeof(uint64_t); k++)

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The schema, version 2 (2: function profiles). Every table has a rank column so rank files
- * merge by union. */
+/* The schema, version 3 (2: function profiles; 3: notes). Every table has a rank column so
+ * rank files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -56,7 +56,9 @@ static const char SCHEMA_SQL[] =
     " PRIMARY KEY(rank, func)) WITHOUT ROWID;"
     "CREATE TABLE function_nodes(rank INTEGER, action TEXT, node INTEGER, parent INTEGER,"
     " func INTEGER, calls INTEGER, total_ns INTEGER, self_ns INTEGER, folded INTEGER,"
-    " PRIMARY KEY(rank, action, node)) WITHOUT ROWID;";
+    " PRIMARY KEY(rank, action, node)) WITHOUT ROWID;"
+    "CREATE TABLE notes(rank INTEGER, seq INTEGER, key TEXT, value TEXT,"
+    " PRIMARY KEY(rank, seq)) WITHOUT ROWID;";
 
 int sw__sqlite_rc(int rc) {
     switch (rc & 0xff) {
@@ -315,6 +317,20 @@ static int write_counter_summaries(sw__store *st, int rank, const sw_snapshot *s
     return rc;
 }
 
+static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO notes VALUES(?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->nnotes; i++) {
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, snap->notes[i].key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, snap->notes[i].value, -1, SQLITE_STATIC);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                         const char *end_reason) {
     sqlite3_stmt *q = NULL;
@@ -353,15 +369,18 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
                              const char *end_reason) {
     if (st == NULL || snap == NULL)
         return SW_EINVAL;
-    char sql[160];
+    char sql[200];
     snprintf(sql, sizeof sql,
-             "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;",
-             rank, rank);
+             "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;"
+             "DELETE FROM notes WHERE rank=%d;",
+             rank, rank, rank);
     int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
     if (rc == 0)
         rc = write_counter_summaries(st, rank, snap);
+    if (rc == 0)
+        rc = write_notes(st, rank, snap);
     if (rc == 0)
         rc = write_totals(st, rank, snap, complete, end_reason);
     return rc;

@@ -11,9 +11,11 @@
 
 #include <sqlite3.h>
 
-/* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file. */
+/* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file.
+ * Files of version 2 still open (they have no notes table). */
 #define SW__RUN_APPLICATION_ID 0x73777266
-#define SW__RUN_SCHEMA_VERSION 2
+#define SW__RUN_SCHEMA_VERSION 3
+#define SW__RUN_SCHEMA_OLDEST 2
 /* The value of meta.magic. */
 #define SW__RUN_MAGIC "stepwatch-run"
 
@@ -85,7 +87,7 @@ int sw__store_write_meta(sw__store *st, const sw__run_meta *m);
 /* A name of an id: kind is "action", "phase" or "counter". Kept if already there. */
 int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
                          const char *name);
-/* Replace the rank's aggregates, counter summaries, misuse and totals with snap's.
+/* Replace the rank's aggregates, counter summaries, notes, misuse and totals with snap's.
  * complete: nonzero when the run ended (end_reason says how: "exit", "SIGTERM", ...). */
 int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                              const char *end_reason);

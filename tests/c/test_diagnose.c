@@ -264,10 +264,12 @@ static void test_no_steps_and_bad_input(void **state)
     const sw__finding *f = find(d, "input-bound");
     assert_non_null(f);
     assert_true(number(f, "data share") > 79.0 && number(f, "data share") < 81.0);
-    /* An empty run is clean. */
+    /* A run without steps says so, never "No problems found". */
     sw_snapshot empty = at_snapshot("empty", NULL, 0, 0, 0);
     d = diagnose(&r, &empty, 1);
-    assert_int_equal(d->nfindings, 0);
+    assert_int_equal(d->nfindings, 1);
+    assert_int_equal(d->findings[0].severity, SW__SEV_WARNING);
+    assert_string_equal(d->findings[0].id, "no-steps");
     /* Negative ranks are counted as rank 0; absurd ranks are ignored, not allocated. */
     uint64_t cat[SW_CAT_COUNT] = {[SW_CAT_FORWARD] = MS};
     at_run_add(&r, 1 << 30, 0, 0, cat, 0);
@@ -281,6 +283,49 @@ static void test_no_steps_and_bad_input(void **state)
     assert_int_equal(sw__diagnose(&in, d), SW_EINVAL);
 }
 
+/* What could not be measured: no steps (with the front end's reason, or the calls it did
+ * time), categories not timed apart (the notes), and the text never says "No problems
+ * found" then. */
+static void test_unseen(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    sw_row rows[] = {at_row("forward", "all", 7, 7 * MS, 0.0, 1)};
+    sw_note why = {"no_steps", "no DataLoader batch, model call, backward or optimizer step ran"};
+    sw_snapshot snap = at_snapshot("no-steps", rows, 1, 0, 100 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "no-steps");
+    assert_non_null(f);
+    assert_non_null(strstr(f->sentence, "though it timed"));
+    assert_non_null(strstr(f->sentence, "stepwatch.step()"));
+    assert_int_equal((int)number(f, "timed calls"), 7);
+    snap.notes = &why, snap.nnotes = 1;
+    d = diagnose(&r, &snap, 1);
+    assert_non_null(strstr(find(d, "no-steps")->sentence, "no DataLoader batch, model call"));
+
+    add_steps(&r, 0, 60, 0.3, 3, 6, 1, 0, 1);
+    sw_note notes[] = {{"step_rule", "optimizer"},
+                       {"not_separated.data", "no DataLoader: batches are in \"other\""},
+                       {"not_separated.loss", "the loss is computed inside the forward"}};
+    sw_snapshot clean = at_snapshot("nanogpt", NULL, 0, 60, 700 * MS);
+    clean.notes = notes, clean.nnotes = 3;
+    d = diagnose(&r, &clean, 1);
+    assert_int_equal(d->nfindings, 2);
+    assert_int_equal(d->findings[0].severity, SW__SEV_INFO);
+    assert_string_equal(d->findings[1].id, "not-separated");
+    assert_string_equal(d->findings[1].title, "loss could not be timed apart");
+    char *text = write(&clean, d, SW_FORMAT_TABLE);
+    assert_null(strstr(text, "No problems found"));
+    assert_non_null(strstr(text, "not all of it could be"));
+    assert_non_null(strstr(text, "steps by the rule: optimizer"));
+    assert_non_null(strstr(text, "stepwatch.action(\"data\")"));
+    free(text);
+    text = write(&clean, d, SW_FORMAT_MARKDOWN);
+    assert_null(strstr(text, "No problems found"));
+    free(text);
+    at_run_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_problems_golden),
         cmocka_unit_test(test_no_steps_and_bad_input),
+        cmocka_unit_test(test_unseen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "test_helpers.h"
@@ -195,6 +196,81 @@ static void test_step_begin_at(void **state) {
     sw_profiler_free(p);
 }
 
+/* A step ended later, at the time its last event ended: the step stops there, and an end
+ * before its start or still to come is clamped. */
+static void test_step_end_at(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    sw_id fwd = sw_action(p, "forward");
+    sw_phase_begin(p, SW_PHASE_VALID);
+    sw_step_begin(p, 8);
+    sw_begin(p, fwd);
+    sw_test_spin(200000);
+    sw_end(p, fwd);
+    uint64_t last = sw_now_ns();
+    sw_test_spin(2000000); /* after the step's last event: not the step's time */
+    sw_step_end_at(p, last);
+    uint64_t start = sw_now_ns();
+    sw_step_begin_at(p, 8, start);
+    sw_step_end_at(p, start - 1000); /* before the start: a step of no time */
+    sw_step_begin(p, 8);
+    sw_step_end_at(p, sw_now_ns() + 1000000000u); /* to come: now */
+    sw_phase_end(p, SW_PHASE_VALID);
+    sw_snapshot *s = take(p);
+    const sw_row *steps = sw_snapshot_find(s, "step", "valid");
+    assert_non_null(steps);
+    assert_int_equal(steps->stats.count, 3);
+    assert_true(steps->stats.max_ns >= 200000 && steps->stats.max_ns < 2000000);
+    assert_int_equal(steps->stats.min_ns, 0);
+    assert_int_equal(s->misuse.step_overlap + s->misuse.mismatched_end, 0);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+/* Notes: set, replaced, removed (order kept), limits, values cut at a character. */
+static void test_notes(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, 0);
+    assert_int_equal(sw_set_note(p, "step_rule", "backward"), 0);
+    assert_int_equal(sw_set_note(p, "not_separated.loss", "inside the forward"), 0);
+    assert_int_equal(sw_set_note(p, "step_rule", "optimizer"), 0);
+    assert_int_equal(sw_set_note(p, "gone", "soon"), 0);
+    assert_int_equal(sw_set_note(p, "gone", NULL), 0);
+    assert_int_equal(sw_set_note(p, "never", NULL), 0);
+    assert_int_equal(sw_set_note(NULL, "k", "v"), SW_EINVAL);
+    assert_int_equal(sw_set_note(p, NULL, "v"), SW_EINVAL);
+    assert_int_equal(sw_set_note(p, "", "v"), SW_EINVAL);
+    char key[SW_NOTE_KEY_MAX + 2];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    assert_int_equal(sw_set_note(p, key, "v"), SW_EINVAL);
+    /* A long value of two-byte characters is cut at a character, within the limit. */
+    char value[2 * SW_NOTE_VALUE_MAX];
+    for (size_t i = 0; i + 1 < sizeof value; i += 2)
+        memcpy(value + i, "\xc3\xa9", 2);
+    value[sizeof value - 1] = '\0';
+    assert_int_equal(sw_set_note(p, "long", value), 0);
+    sw_snapshot *s = take(p);
+    assert_int_equal(s->nnotes, 3);
+    assert_string_equal(s->notes[0].key, "step_rule");
+    assert_string_equal(s->notes[0].value, "optimizer");
+    assert_string_equal(s->notes[1].key, "not_separated.loss");
+    assert_string_equal(sw_snapshot_note(s, "not_separated.loss"), "inside the forward");
+    assert_null(sw_snapshot_note(s, "gone"));
+    assert_null(sw_snapshot_note(NULL, "step_rule"));
+    size_t cut = strlen(sw_snapshot_note(s, "long"));
+    assert_true(cut <= SW_NOTE_VALUE_MAX && cut % 2 == 0 && cut > SW_NOTE_VALUE_MAX - 2);
+    sw_snapshot_free(s);
+    for (int i = 3; i < SW_MAX_NOTES; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(sw_set_note(p, k, "v"), 0);
+    }
+    assert_int_equal(sw_set_note(p, "one_too_many", "v"), SW_ELIMIT);
+    assert_int_equal(sw_set_note(p, "step_rule", "manual"), 0); /* replacing still works */
+    sw_profiler_free(p);
+}
+
 static void test_misuse_is_counted_not_fatal(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .max_depth = 4);
@@ -308,6 +384,8 @@ int main(void) {
         cmocka_unit_test(test_nesting_and_self_time),
         cmocka_unit_test(test_phases_steps_and_samples),
         cmocka_unit_test(test_step_begin_at),
+        cmocka_unit_test(test_step_end_at),
+        cmocka_unit_test(test_notes),
         cmocka_unit_test(test_misuse_is_counted_not_fatal),
         cmocka_unit_test(test_record_and_enabled),
         cmocka_unit_test(test_macros_cache_per_profiler),

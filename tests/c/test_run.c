@@ -255,6 +255,53 @@ static void test_wrong_version(void **state) {
     assert_int_equal(open_rc(path), SW_EVERSION);
 }
 
+/* Notes go through the run file and a merge; a file of schema version 2 (no notes table)
+ * still opens, merges, and has no notes. */
+static void test_notes_and_version_2(void **state) {
+    char live[300], old[300], merged[300];
+    path_in_dir(live, sizeof live, "notes.db");
+    path_in_dir(old, sizeof old, "v2.db");
+    path_in_dir(merged, sizeof merged, "notes-merged.db");
+    sw_options o = {.run_file = live, .rank = 1, .world_size = 2, .no_signal_handlers = 1};
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(&o, &p), 0);
+    assert_int_equal(sw_set_note(p, "step_rule", "optimizer"), 0);
+    assert_int_equal(sw_set_note(p, "not_separated.data", "no DataLoader"), 0);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_open(live, &run), 0);
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->nnotes, 2);
+    assert_string_equal(sw_snapshot_note(s, "step_rule"), "optimizer");
+    assert_string_equal(sw_snapshot_note(s, "not_separated.data"), "no DataLoader");
+    sw_snapshot_free(s);
+    sw_run_close(run);
+
+    copy_file(g_rank0, old);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE notes; PRAGMA user_version = 2", NULL, NULL,
+                                  NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(sw_run_open(old, &run), 0);
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->nnotes, 0);
+    assert_int_equal(s->steps, 8);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+
+    const char *inputs[] = {old, live};
+    assert_int_equal(sw_run_merge(inputs, 2, merged), 0);
+    assert_int_equal(sw_run_open(merged, &run), 0);
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->nnotes, 2);
+    assert_string_equal(sw_snapshot_note(s, "step_rule"), "optimizer");
+    sw_snapshot_free(s);
+    sw_run_close(run);
+}
+
 static void test_truncated(void **state) {
     size_t n;
     char *data = slurp(g_rank0, &n);
@@ -338,7 +385,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_snapshot_round_trip), cmocka_unit_test(test_merge_two_ranks),
         cmocka_unit_test(test_exports),             cmocka_unit_test(test_missing_and_foreign),
-        cmocka_unit_test(test_wrong_version),       cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_wrong_version),       cmocka_unit_test(test_notes_and_version_2),
+        cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupted),           cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -254,7 +254,8 @@ static void test_common_options(void **state) {
            "export '%s'", g_rank0);
     expect(2, "stepwatch: merge needs -o OUT\n" TRY("merge"), "merge '%s'", g_rank0);
     expect(2, "stepwatch: merge needs run files\n" TRY("merge"), "merge -o m.db");
-    expect(2, "stepwatch: run needs a command: stepwatch run -- CMD ARGS...\n" TRY("run"), "run");
+    expect(2, "stepwatch: run needs a command: stepwatch run -- CMD ARGS... (or -m MODULE, -c "
+              "CODE)\n" TRY("run"), "run");
 
     /* --rank: a number from 0 to 1000000. */
     static const char *const bad_ranks[] = {"x", "-1", "1000001", "1x", "", "1.0",
@@ -290,9 +291,32 @@ static void test_common_options(void **state) {
     }
     expect(2, "stepwatch: --on-full takes drop or block, not 'wait'\n" TRY("run"),
            "run --on-full wait -- true");
+    expect(2, "stepwatch: --warmup takes a number of steps, not '-1'\n" TRY("run"),
+           "run --warmup -1 -- true");
+    expect(2, "stepwatch: --forward takes patch or hooks, not 'hook'\n" TRY("run"),
+           "run --forward hook -- true");
     snprintf(args, sizeof args, "run --ring-capacity %u --run-file '%s/r.db' -- true",
              SW_MAX_RING_CAPACITY, g_dir);
     assert_int_equal(cli(NULL, args), 0);
+}
+
+/* At the end `run` names the run files the program wrote, {rank} expanded, or says that none
+ * was written; the exit status is the program's. */
+static void test_run_names_the_files_written(void **state) {
+    char want[1200];
+    snprintf(want, sizeof want, "stepwatch: no run file was written (%s/none-{rank}.db)\n",
+             g_dir);
+    expect(3, want, "run --run-file '%s/none-{rank}.db' -- sh -c 'exit 3'", g_dir);
+    snprintf(want, sizeof want,
+             "stepwatch: run file: %s/r-0.db, %s/r-12.db (2 files: 'stepwatch merge' joins "
+             "ranks)\n", g_dir, g_dir);
+    expect(0, want, "run --run-file '%s/r-{rank}.db' -- sh -c 'touch %s/r-0.db %s/r-12.db "
+           "%s/r-x.db %s/r-.db'", g_dir, g_dir, g_dir, g_dir, g_dir);
+    snprintf(want, sizeof want, "stepwatch: run file: %s/one.db\n", g_dir);
+    expect(0, want, "run -f '%s/one.db' -- touch '%s/one.db'", g_dir, g_dir);
+    snprintf(want, sizeof want, "stepwatch: run file: %s/p-7-1234.db\n", g_dir);
+    expect(0, want, "run -f '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'",
+           g_dir, g_dir, g_dir);
 }
 
 int main(void) {
@@ -300,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_report_formats),
         cmocka_unit_test(test_merge_and_export),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_run_names_the_files_written),
         cmocka_unit_test(test_run_command),
         cmocka_unit_test(test_common_options),
     };

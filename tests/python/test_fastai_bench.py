@@ -11,7 +11,9 @@ import pytest
 KEYS = {"fastai": ["batch_ns", "stepwatch_throughput_overhead_ns", "stepwatch_simple_overhead_ns"],
         "ignite": ["ignite_basic_overhead_ns", "stepwatch_basic_overhead_ns",
                    "ignite_handlers_overhead_ns", "stepwatch_handlers_overhead_ns",
-                   "basic_ratio", "handlers_ratio"]}
+                   "fire_event_floor_overhead_ns", "stepwatch_basic_above_floor_ns",
+                   "stepwatch_handlers_above_floor_ns", "basic_ratio", "handlers_ratio",
+                   "basic_above_floor_ratio", "handlers_above_floor_ratio"]}
 
 
 @pytest.mark.parametrize("framework", ["fastai", "ignite"])
@@ -28,3 +30,6 @@ def test_bench_quick_writes_its_figures(framework, tmp_path):
         assert key in fig, key
     if framework == "fastai" and fig["fastxtend"]:
         assert "throughput_ratio" in fig and "simple_ratio" in fig
+    for key in [k for k in fig if k.endswith("_ratio_range")]:
+        lo, hi = fig[key]
+        assert lo <= hi, (key, fig[key])

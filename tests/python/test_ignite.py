@@ -1,5 +1,6 @@
 """stepwatch.ignite: Ignite's BasicTimeProfiler / HandlersTimeProfiler API on the C core."""
 import csv
+import logging
 import time
 
 import pytest
@@ -30,9 +31,36 @@ def engine_with_handlers():
     return eng, calls
 
 
+def fetch_clock(engine):
+    """The test's own timer of each batch's fetch, added before the profiler: from the end of
+    its GET_BATCH_STARTED handler to the start of its GET_BATCH_COMPLETED handler. That
+    interval holds stepwatch's (whose marks sit next to the fetch) and sees the same load, so
+    a preemption that lengthens one lengthens the other. clock["total_ns"]: reset it per run."""
+    clock = {"start": 0, "total_ns": 0}
+
+    def started():
+        clock["start"] = time.perf_counter_ns()
+
+    def completed():
+        clock["total_ns"] += time.perf_counter_ns() - clock["start"]
+
+    engine.add_event_handler(Events.GET_BATCH_STARTED, started)
+    engine.add_event_handler(Events.GET_BATCH_COMPLETED, completed)
+    return clock
+
+
+def assert_fetch_time(measured_ns, ds, clock):
+    """stepwatch's fetch time holds the dataset's sleeps and is within ±10 % of the test's own
+    timer of the same fetches (a comparison with the sleeps alone would blame the machine's
+    preemptions on stepwatch: +13 ms on 3 x 30 ms sleeps at load 12)."""
+    assert measured_ns >= ds.slept_ns * 0.999, (measured_ns, ds.slept_ns)
+    assert within(measured_ns, clock["total_ns"]), (measured_ns, clock["total_ns"], ds.slept_ns)
+
+
 def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     ds = sleepy(8, sleep_s=0.02)
     eng, calls = engine_with_handlers()
+    clock = fetch_clock(eng)
     prof = BasicTimeProfiler()
     prof.attach(eng)
     eng.run(DataLoader(ds, batch_size=None), max_epochs=2)
@@ -40,7 +68,7 @@ def test_basic_data_wait_matches_a_known_sleep(sleepy, tmp_path):
     res = prof.get_results()
     data = {r["action"]: r for r in prof.records("all")}["data"]
     assert data["count"] == 16
-    assert within(data["total_ns"], ds.slept_ns), (data["total_ns"], ds.slept_ns)
+    assert_fetch_time(data["total_ns"], ds, clock)
     assert res["dataflow_stats"]["total"] == pytest.approx(data["total_ns"] / 1e9)
     assert set(res["dataflow_stats"]) == {"total", "min/index", "max/index", "mean", "std"}
     assert 0 <= res["dataflow_stats"]["min/index"][1] < 16
@@ -99,6 +127,7 @@ def test_basic_works_without_len_and_bounds_memory(tmp_path):
 def test_handlers_profiler(sleepy, tmp_path):
     ds = sleepy(6, sleep_s=0.02)
     eng, calls = engine_with_handlers()
+    clock = fetch_clock(eng)
     prof = HandlersTimeProfiler()
     prof.attach(eng)
     eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
@@ -107,7 +136,7 @@ def test_handlers_profiler(sleepy, tmp_path):
     it = by_name[("engine_with_handlers.<locals>.log_iter", "ITERATION_COMPLETED")]
     assert it[2] != "not triggered"
     assert res[-3][0] == "Total" and res[-2][0] == "Processing" and res[-1][0] == "Dataflow"
-    assert within(res[-1][2] * 1e9, ds.slept_ns)
+    assert_fetch_time(res[-1][2] * 1e9, ds, clock)
     text = prof.print_results(res)
     assert "Dataflow took total" in text
     out = tmp_path / "handlers.csv"
@@ -146,6 +175,7 @@ def test_a_failed_run_reraises_and_leaves_nothing_open(make, error):
     assert rows["processing"]["count"] == 2 and rows["step"]["count"] == 3
     assert stepwatch_handlers(eng) == [prof._as_first_started]
     assert Events.EXCEPTION_RAISED not in eng._event_handlers  # the next failure raises too
+    assert eng._fire_event.__func__ is Engine._fire_event  # Ignite's own again
     if make is HandlersTimeProfiler:
         assert all(not hasattr(h, "_profiler_original")
                    for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
@@ -223,19 +253,21 @@ def test_timer_attach_like_ignite():
 def test_each_run_is_profiled_anew(make, sleepy):
     """An evaluator run every epoch: each run's results are that run's, as Ignite's."""
     evaluator = Engine(lambda e, b: None)
+    clock = fetch_clock(evaluator)
     prof = make()
     prof.attach(evaluator)
     for n in (3, 5):
         ds = sleepy(n, sleep_s=0.03)
+        clock["total_ns"] = 0
         evaluator.run(DataLoader(ds, batch_size=None), max_epochs=1)
         rows = {r["action"]: r for r in prof.records("all")}
         assert rows["processing"]["count"] == n and rows["data"]["count"] == n
-        assert within(rows["data"]["total_ns"], ds.slept_ns)
+        assert_fetch_time(rows["data"]["total_ns"], ds, clock)
         res = prof.get_results()
         if make is BasicTimeProfiler:
-            assert within(res["dataflow_stats"]["total"] * 1e9, ds.slept_ns)
+            assert_fetch_time(res["dataflow_stats"]["total"] * 1e9, ds, clock)
         else:
-            assert within(res[-1][2] * 1e9, ds.slept_ns)
+            assert_fetch_time(res[-1][2] * 1e9, ds, clock)
 
 
 def test_basic_get_batch_and_dataflow_indices_follow_ignite():
@@ -273,3 +305,229 @@ def test_timer_is_ignites_timer():
     assert t.running
     names = {r[0] for r in prof.get_results()}
     assert not any("Timer" in n for n in names), names  # Timer's own methods are no rows
+
+
+def fire_trace(make, caplog):
+    """What every handler of a busy engine sees, and Ignite's per-event debug log, with
+    make() attached (None: Ignite alone). Returns (trace, debug messages, the _fire_event
+    types seen during the run)."""
+    trace, seen_fire = [], set()
+    eng = Engine(lambda e, b: trace.append(("process", e.state.epoch, e.state.iteration, b)))
+    eng.register_events("custom")
+
+    def note(*what):
+        trace.append((*what, eng.last_event_name, eng.state.epoch, eng.state.iteration))
+
+    @eng.on(Events.EPOCH_STARTED)
+    def add_late(e):
+        if e.state.epoch == 1:  # appended to the list being fired: runs in this firing
+            e.add_event_handler(Events.EPOCH_STARTED, late)
+
+    def late(e):
+        note("late")
+        e.remove_event_handler(late, Events.EPOCH_STARTED)  # a new list; this firing goes on
+
+    def no_engine():  # Ignite calls it without the engine
+        note("no_engine")
+
+    def with_args(e, a, b, key=None):
+        note("with_args", e is eng, a, b, key)
+        seen_fire.add(type(e._fire_event).__name__)
+
+    def on_custom(e, x):
+        note("custom", x)
+
+    def on_terminate(e, iter_counter=None):  # Ignite passes iter_counter as a kwarg
+        note("terminate_epoch", iter_counter)
+
+    eng.add_event_handler(Events.GET_BATCH_COMPLETED, no_engine)
+    eng.add_event_handler(Events.ITERATION_COMPLETED, with_args, 1, 2, key="k")
+    eng.add_event_handler(Events.ITERATION_STARTED(every=2), lambda e: note("every2"))
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: e.fire_event("custom"))
+    eng.add_event_handler("custom", on_custom, "x")
+    eng.add_event_handler(Events.TERMINATE_SINGLE_EPOCH, on_terminate)
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def stop_epoch(e):
+        if e.state.epoch == 2 and e.state.iteration == 5:
+            e.terminate_epoch()
+
+    if make is not None:
+        make().attach(eng)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="ignite.engine.engine.Engine"):
+        eng.run([10, 20, 30], max_epochs=3)
+    log = [r.getMessage() for r in caplog.records if "Firing handlers" in r.getMessage()]
+    return trace, log, seen_fire
+
+
+def test_a_profiled_engine_fires_its_events_as_ignite(caplog):
+    """The profilers fire the engine's events themselves during a run (FireEvent): every
+    handler sees what it sees under Ignite alone, in the same order, and Ignite's debug log
+    says the same."""
+    trace, log, seen = fire_trace(None, caplog)
+    assert seen == {"method"}
+    assert ("late", Events.EPOCH_STARTED, 1, 0) in trace
+    assert ("terminate_epoch", 2, Events.TERMINATE_SINGLE_EPOCH, 2, 5) in trace  # 2nd of epoch 2
+    assert log and log[0] == "0 | 0, Firing handlers for event Events.STARTED"
+    for make in (BasicTimeProfiler, HandlersTimeProfiler):
+        trace_p, log_p, seen_p = fire_trace(make, caplog)
+        assert seen_p == {"FireEvent"}
+        assert trace_p == trace
+        assert log_p == log
+
+
+class EngineWithItsOwnFireEvent(Engine):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fired = []
+
+    def _fire_event(self, event_name, *event_args, **event_kwargs):
+        self.fired.append(event_name)
+        super()._fire_event(event_name, *event_args, **event_kwargs)
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+@pytest.mark.parametrize("own", ["subclass", "instance"])
+def test_an_engine_with_its_own_fire_event_keeps_it(make, own, sleepy):
+    """An engine that fires its events itself (a subclass, or a _fire_event set on the
+    instance) keeps doing so; the marks are then handlers, with the same results."""
+    ds = sleepy(4, sleep_s=0.02)
+    if own == "subclass":
+        eng = EngineWithItsOwnFireEvent(lambda e, b: time.sleep(0.002))
+    else:
+        eng = Engine(lambda e, b: time.sleep(0.002))
+        eng.fired = []
+        ignites = eng._fire_event
+
+        def fire(event_name, *args, **kwargs):
+            eng.fired.append(event_name)
+            ignites(event_name, *args, **kwargs)
+        eng._fire_event = fire
+    theirs = eng._fire_event
+    clock = fetch_clock(eng)
+    used = []
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: used.append(e._fire_event))
+    prof = make()
+    prof.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    assert eng.fired.count(Events.ITERATION_COMPLETED) == 4
+    assert used == [theirs] * 4 and eng._fire_event == theirs
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
+    assert_fetch_time(rows["data"]["total_ns"], ds, clock)
+    res = prof.get_results()  # the user's handler is timed as with FireEvent
+    if make is BasicTimeProfiler:
+        assert res["event_handlers_stats"]["ITERATION_COMPLETED"]["total"] > 0
+    else:
+        assert [r["count"] for a, r in rows.items()
+                if a.endswith("(ITERATION_COMPLETED)")] == [4], rows
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_two_profilers_on_one_engine(make, sleepy):
+    """Two profilers on one engine: one fires the events, the other's marks are handlers;
+    both see every iteration."""
+    ds = sleepy(4, sleep_s=0.02)
+    eng, calls = engine_with_handlers()
+    clock = fetch_clock(eng)
+    first, second = make(), BasicTimeProfiler()
+    first.attach(eng)
+    second.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    for prof in (first, second):
+        rows = {r["action"]: r for r in prof.records("all")}
+        assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
+        assert_fetch_time(rows["data"]["total_ns"], ds, clock)
+    assert calls["it"] == 4 and eng._fire_event.__func__ is Engine._fire_event
+
+
+def test_fire_event_rejects_bad_arguments():
+    p = stepwatch.Profiler()
+    data, work = p.action("data"), p.action("processing")
+    FireEvent, Marks = stepwatch._stepwatch.FireEvent, stepwatch._stepwatch.Marks
+    eng = Engine(lambda e, b: None)
+    events = (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED, Events.ITERATION_STARTED,
+              Events.ITERATION_COMPLETED)
+    with pytest.raises(TypeError, match="marks must be"):
+        FireEvent(eng, data, events)
+    with pytest.raises(TypeError, match="events must be"):
+        FireEvent(eng, None, events[:3])
+    with pytest.raises(ValueError, match=r"timed\[1\] needs a Marks with at least 2 slots"):
+        FireEvent(eng, Marks(p, data, work, (p.action("callback:x"),)), events,
+                  (True, True, False, False))
+    fire = FireEvent(eng, None, events)
+    with pytest.raises(TypeError, match="event_name"):
+        fire()
+    eng._event_handlers[Events.STARTED].append(("not", "an entry"))
+    with pytest.raises(ValueError, match=r"must be \(func, args, kwargs\)"):
+        fire(Events.STARTED)  # where Ignite's loop fails too (it cannot unpack it)
+
+
+def test_an_engine_firing_through_fire_event_is_freed_without_the_collector():
+    """FireEvent holds its engine weakly (as Ignite's handlers do): no reference cycle."""
+    import gc
+    import weakref
+    eng = Engine(lambda e, b: None)
+    eng._fire_event = stepwatch._stepwatch.FireEvent(eng, None, (
+        Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED, Events.ITERATION_STARTED,
+        Events.ITERATION_COMPLETED))
+    eng.run([1, 2], max_epochs=1)
+    gone = weakref.ref(eng)
+    gc.disable()
+    try:
+        del eng
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_a_run_terminated_without_completed_ends_there(make):
+    """terminate(skip_completed=True): no COMPLETED comes, so the run ends at TERMINATE, with
+    the engine's own _fire_event back and the user's handlers unwrapped."""
+    eng, calls = engine_with_handlers()
+
+    @eng.on(Events.ITERATION_COMPLETED)
+    def stop(e):
+        if e.state.iteration == 3:
+            e.terminate(skip_completed=True)
+
+    prof = make()
+    prof.attach(eng)
+    eng.run([torch.zeros(2)] * 5, max_epochs=2)
+    assert calls["it"] == 3
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["step"]["count"] == 3 and rows["processing"]["count"] == 3
+    assert sum(prof.profiler.snapshot().info()["misuse"].values()) == 0
+    assert eng._fire_event.__func__ is Engine._fire_event
+    assert stepwatch_handlers(eng) == [prof._as_first_started]
+    assert all(not hasattr(h, "_profiler_original")
+               for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
+
+
+def test_an_engine_logger_without_is_enabled_for_still_gets_the_message():
+    """Ignite calls engine.logger.debug(message) on every event; a logger object of the
+    user's that has only debug() still gets each message under the profiler."""
+    class DebugOnly:
+        def __init__(self):
+            self.messages = []
+
+        def debug(self, msg):
+            self.messages.append(msg)
+
+        def info(self, msg):
+            pass
+
+        error = warning = info
+
+    logs = []
+    for make in (None, HandlersTimeProfiler):
+        eng = Engine(lambda e, b: None)
+        eng.logger = DebugOnly()
+        if make is not None:
+            make().attach(eng)
+        eng.run([1, 2], max_epochs=1)
+        logs.append(eng.logger.messages)
+    assert logs[0] and logs[1] == logs[0]

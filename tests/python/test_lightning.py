@@ -244,7 +244,8 @@ print("global_step", trainer.global_step)
 
 def test_stepwatch_run_times_an_unmodified_lightning_script(tmp_path):
     """Zero-code instrumentation on Lightning's own loop: every training and validation batch
-    is a step in its phase, and Lightning's closure sits inside "optimizer" (docs/python.md)."""
+    is a step in its phase, and the forward and backward Lightning runs in the optimizer's
+    closure are counted as themselves (docs/python.md)."""
     script = tmp_path / "train.py"
     script.write_text(PLAIN_SCRIPT)
     report = tmp_path / "report.csv"
@@ -264,7 +265,10 @@ def test_stepwatch_run_times_an_unmodified_lightning_script(tmp_path):
     assert ("backward", "valid") not in count and ("optimizer", "valid") not in count
     assert count[("zero_grad", "train")] >= 12, count
     assert int(rows[("step", "train")]["samples"]) == 96
-    # Lightning runs forward and backward in the closure that optimizer.step() calls
+    # Lightning runs forward and backward in the closure that optimizer.step() calls: they
+    # are counted as themselves, the optimizer keeps its own time, and the parts fit the steps
+    parts = sum(float(rows[(a, "train")]["total_s"])
+                for a in ("data", "forward", "loss", "backward", "optimizer", "zero_grad"))
+    assert parts <= float(rows[("step", "train")]["total_s"])
     optimizer = rows[("optimizer", "train")]
-    assert float(optimizer["self_s"]) < float(optimizer["total_s"])
-    assert float(rows[("backward", "train")]["total_s"]) < float(optimizer["total_s"])
+    assert float(optimizer["self_s"]) == float(optimizer["total_s"])

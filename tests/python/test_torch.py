@@ -130,6 +130,8 @@ def test_a_torch_without_a_hook_degrades_and_says_so(prof, monkeypatch):
     for name in ("step", "data", "forward", "loss", "backward", "zero_grad"):
         assert r[name]["count"] == 3, name
     assert sum(prof.snapshot().info()["misuse"].values()) == 0
+    # its steps cannot be seen: a step ends with the backward
+    assert prof.snapshot().info()["notes"]["step_rule"] == "backward"
 
 
 def test_forward_hooks_need_always_call(prof, monkeypatch):
@@ -138,7 +140,7 @@ def test_forward_hooks_need_always_call(prof, monkeypatch):
     monkeypatch.setattr(torch.nn.Module, "register_forward_hook",
                         lambda self, hook: original(self, hook))
     model, opt = model_and_opt()
-    with pytest.warns(RuntimeWarning, match="forward and loss not timed"):
+    with pytest.warns(RuntimeWarning, match="forward not timed"):
         inst = swtorch.instrument(prof, forward="hooks")
     train(DataLoader(TensorDataset(torch.randn(8, 8), torch.randn(8, 1)), batch_size=4),
           model, opt, torch.nn.MSELoss())  # the script runs on
@@ -179,7 +181,8 @@ def test_an_exception_in_forward_does_not_break_later_steps(prof, forward):
     r = rows(prof, "train")
     assert done == 3
     assert r["forward"]["count"] == 4  # the failed one ended by always_call
-    assert r["backward"]["count"] == 3 and r["step"]["count"] == 4
+    # three updates, three steps: the failed iteration's time is in the next step
+    assert r["backward"]["count"] == 3 and r["step"]["count"] == 3
 
 
 def test_iterable_data_without_len_gets_one_step_per_batch(prof):
@@ -213,20 +216,185 @@ def test_a_closed_profiler_leaves_training_untouched(prof):
 
 def test_loop_rejects_bad_arguments(prof):
     from stepwatch._stepwatch import Loop
-    acts = [prof.action(n) for n in ("data", "forward", "loss", "backward", "optimizer")]
+    names = ("data", "forward", "loss", "backward", "optimizer", "zero_grad")
+    acts = [prof.action(n) for n in names]
     other = stepwatch.Profiler(name="other")
+    rest = (torch.nn.modules.loss._Loss, torch.is_grad_enabled, lambda: True)
     with pytest.raises(TypeError, match="profiler must be a stepwatch.Profiler"):
-        Loop(None, *acts, None, None, torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+        Loop(None, *acts, None, None, *rest)
     with pytest.raises(TypeError, match="forward must be a stepwatch.Action of the same"):
-        Loop(prof, acts[0], other.action("forward"), *acts[2:], None, None,
-             torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+        Loop(prof, acts[0], other.action("forward"), *acts[2:], None, None, *rest)
     with pytest.raises(TypeError, match="loss_type must be a type"):
-        Loop(prof, *acts, None, None, "loss", torch.is_grad_enabled)
-    loop = Loop(prof, *acts, None, None, torch.nn.modules.loss._Loss, torch.is_grad_enabled)
+        Loop(prof, *acts, None, None, "loss", *rest[1:])
+    with pytest.raises(TypeError, match="optimizer_exists callables"):
+        Loop(prof, *acts, None, None, *rest[:2], None)
+    loop = Loop(prof, *acts, None, None, *rest)
     with pytest.raises(ValueError, match="unknown kind 'forward'"):
         loop.hook("forward", len)
     with pytest.raises(TypeError, match="original must be callable"):
         loop.hook("next", None)
+    with pytest.raises(ValueError, match="batch_size"):
+        loop.mark(-1)
+    assert loop.rule == "none"
+
+
+def test_uninstrument_restores_the_losses_compile_and_zero_grad_overrides(prof):
+    class OwnZero(torch.optim.SGD):
+        def zero_grad(self, set_to_none=True):
+            super().zero_grad(set_to_none)
+
+    F = torch.nn.functional
+    before = (F.cross_entropy, F.mse_loss, torch.compile, OwnZero.zero_grad,
+              "__init_subclass__" in torch.optim.Optimizer.__dict__)
+    swtorch.instrument(prof)
+    assert F.cross_entropy is not before[0] and OwnZero.zero_grad is not before[3]
+    assert F.cross_entropy.__wrapped__ is before[0]
+
+    class Later(torch.optim.SGD):  # defined while instrumented
+        def zero_grad(self, set_to_none=True):
+            super().zero_grad(set_to_none)
+    own = Later.__dict__["zero_grad"]
+    assert own.__wrapped__.__qualname__.endswith("Later.zero_grad")
+    swtorch.uninstrument()
+    assert (F.cross_entropy, F.mse_loss, torch.compile, OwnZero.zero_grad,
+            "__init_subclass__" in torch.optim.Optimizer.__dict__) == before
+    assert Later.zero_grad is own.__wrapped__
+
+
+def test_an_optimizer_that_overrides_zero_grad_is_timed(prof):
+    model, _ = model_and_opt()
+
+    class OwnZero(torch.optim.SGD):  # defined after instrument(): patched on creation
+        def zero_grad(self, set_to_none=True):
+            super().zero_grad(set_to_none)
+
+    swtorch.instrument(prof)
+
+    class Later(torch.optim.Adam):
+        def zero_grad(self, set_to_none=True):
+            super().zero_grad(set_to_none)
+
+    loader = DataLoader(TensorDataset(torch.randn(12, 8), torch.randn(12, 1)), batch_size=4)
+    for opt in (OwnZero(model.parameters(), lr=0.01), Later(model.parameters())):
+        train(loader, model, opt, torch.nn.MSELoss())
+    swtorch.uninstrument()
+    r = rows(prof, "train")
+    assert r["zero_grad"]["count"] == 6  # once each, not twice (the override calls super)
+
+
+def test_the_first_optimizer_ends_steps_until_another_steps_alone(prof):
+    """A GAN steps two optimizers per iteration: one step each iteration. An optimizer
+    that then steps on its own (a new stage) takes over at its second step."""
+    g, _ = model_and_opt()
+    d, _ = model_and_opt()
+    opt_g = torch.optim.SGD(g.parameters(), lr=0.01)
+    opt_d = torch.optim.SGD(d.parameters(), lr=0.01)
+    swtorch.instrument(prof)
+    for _ in range(4):
+        for model, opt in ((d, opt_d), (g, opt_g)):
+            model(torch.randn(4, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    for _ in range(3):
+        g(torch.randn(4, 8)).sum().backward()
+        opt_g.step()
+    swtorch.uninstrument()
+    r = rows(prof, "train")
+    assert r["optimizer"]["count"] == 11
+    # 4 GAN iterations end at D's steps; the stage's first G step takes over (its step holds
+    # the last iteration's G), then each G step ends one
+    assert r["step"]["count"] == 4 + 3
+
+
+def test_no_step_at_all_is_said_in_the_notes(prof):
+    swtorch.instrument(prof)
+    for _batch in DataLoader(torch.randn(8, 2), batch_size=4):
+        pass  # batches, nothing done with them
+    swtorch.uninstrument()
+    info = prof.snapshot().info()
+    assert info["steps"] == 0
+    assert "no model call" in info["notes"]["no_steps"]
+
+
+def test_a_loss_inside_the_model_is_said_to_be_inseparable(prof):
+    class WithLoss(torch.nn.Module):  # nanoGPT's shape: model(x, y) returns the loss too
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 1)
+
+        def forward(self, x, y):
+            out = self.lin(x)
+            return out, torch.nn.functional.mse_loss(out, y)
+
+    model = WithLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    swtorch.instrument(prof)
+    for _ in range(3):
+        _out, loss = model(torch.randn(4, 8), torch.randn(4, 1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    swtorch.uninstrument()
+    notes = prof.snapshot().info()["notes"]
+    assert "inside the model's forward" in notes["not_separated.loss"]
+    assert "no DataLoader" in notes["not_separated.data"]
+    assert rows(prof, "train")["step"]["count"] == 3
+    assert "loss" not in rows(prof, "train")  # the forward holds it: no gap taken for it
+
+
+def test_validation_without_a_loader_is_a_step_per_batch(prof):
+    """word_language_model's evaluate(): a loop over batches with no DataLoader, then the same
+    with a model reloaded from its checkpoint (a new module object); an encoder and a decoder
+    called apart are one step."""
+    import copy
+    model, _ = model_and_opt()
+    enc, dec = torch.nn.Linear(8, 4), torch.nn.Linear(4, 1)
+    criterion = torch.nn.MSELoss()
+    swtorch.instrument(prof)
+    with torch.no_grad():
+        for net in (model, copy.deepcopy(model)):
+            for _ in range(3):
+                criterion(net(torch.randn(4, 8)), torch.randn(4, 1)).item()
+        for _ in range(2):
+            dec(enc(torch.randn(4, 8)))
+    swtorch.uninstrument()
+    assert rows(prof, "valid")["step"]["count"] == 6 + 2
+    assert rows(prof, "valid")["forward"]["count"] == 6 + 4
+
+
+def test_grad_mode_read_from_torch_or_through_python(prof):
+    """Grad mode is read from c10::GradMode::is_enabled in the loaded torch library when it
+    is there, else through torch.is_grad_enabled: both tell no_grad and inference_mode."""
+    import torch.nn as nn
+    model = nn.Linear(2, 1)
+    inst = swtorch.instrument(prof)
+    libc10 = os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so")
+    for path, found in ((libc10, True), ("/nonexistent/libc10.so", False)):
+        assert inst._loop.read_grad_mode(path) is found
+        model(torch.randn(1, 2))
+        with torch.no_grad():
+            model(torch.randn(1, 2))
+        with torch.inference_mode():
+            model(torch.randn(1, 2))
+    swtorch.uninstrument()
+    assert rows(prof, "train")["forward"]["count"] == 2
+    assert rows(prof, "valid")["forward"]["count"] == 4
+
+
+def test_step_marks_without_instrument_use_the_default_profiler():
+    prof = stepwatch.Profiler(name="marks")
+    stepwatch.set_profiler(prof)
+    try:
+        for _ in range(3):
+            with stepwatch.step(8):
+                pass
+        stepwatch.step(2)  # a call: begins a step, ended by the next mark or here
+        stepwatch.step()
+        prof.step_end()
+    finally:
+        stepwatch.set_profiler(None)
+    r = {row["action"]: row for row in prof.records("all")}
+    assert r["step"]["count"] == 5 and r["step"]["samples"] == 3 * 8 + 2
 
 
 def test_autorun_runs_an_unmodified_script(tmp_path):
