@@ -3,22 +3,48 @@
 
 
 static const char HELP[] =
-    "usage: stepwatch merge RUN... -o OUT [--force]\n\n"
+    "usage: stepwatch merge RUN... -o OUT [--force] [-f table|md|json]\n\n"
     "Merge run files (one per rank) into one file that keeps every rank; report, html and\n"
-    "diagnose then show all ranks together and the slowest ones.\n\n"
+    "diagnose then show all ranks together and the slowest ones. The cross-rank view\n"
+    "(per action the time per step across ranks, the stragglers and their blame) is\n"
+    "printed on standard output.\n\n"
     "  -o, --output OUT the merged run file (must not exist unless --force)\n"
     "  --force          replace OUT if it is an earlier stepwatch run file\n"
+    "  -f, --format F   the cross-rank view: table (default), md, json\n"
     "  -h, --help       this help\n";
+
+/* The cross-rank view of the merged file on standard output (nothing for a single rank). */
+static int print_view(const char *path, sw_format fmt) {
+    sw_run *run = NULL;
+    sw_ranks *view = NULL;
+    int rc = sw_run_open(path, &run);
+    if (rc == 0)
+        rc = sw_run_ranks(run, &view);
+    if (rc == 0)
+        rc = sw_ranks_write(view, fmt, 0, stdout);
+    sw_ranks_free(view);
+    sw_run_close(run);
+    if (rc == SW_ENOTFOUND)
+        return SW_EXIT_OK;
+    if (rc != 0)
+        sw__cli_error("cannot show the ranks of %s: %s", path, sw_strerror(rc));
+    return sw__cli_exit_code(rc);
+}
 
 int sw_cmd_merge(int argc, char **argv) {
     enum { OPT_FORCE = 1000 };
-    static const struct option options[] = {SW_CLI_OPTION_OUTPUT,
+    static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_FORMAT,
                                             {"force", no_argument, NULL, OPT_FORCE},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "merge", .help = HELP};
+    sw__cli_args args = {.command = "merge",
+                         .help = HELP,
+                         .formats = SW_CLI_FORMAT(SW_FORMAT_TABLE) |
+                                    SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |
+                                    SW_CLI_FORMAT(SW_FORMAT_JSON),
+                         .format = SW_FORMAT_TABLE};
     int force = 0, code;
     optind = 1;
-    for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
+    for (int opt; (opt = getopt_long(argc, argv, "o:f:h", options, NULL)) != -1;) {
         switch (opt) {
         case OPT_FORCE:
             force = 1;
@@ -60,5 +86,5 @@ int sw_cmd_merge(int argc, char **argv) {
         return sw__cli_exit_code(rc);
     }
     fprintf(stderr, "stepwatch: merged %d files into %s\n", argc - optind, output);
-    return SW_EXIT_OK;
+    return print_view(output, args.format);
 }

@@ -3,8 +3,9 @@
  *
  * A Python command (python ... script.py, -m module, -c code) runs as "python -m
  * stepwatch.autorun ...", which instruments the script (the Python package); -m and -c
- * given to `stepwatch run` itself mean "python3 -m/-c". Any other program gets the run
- * file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
+ * given to `stepwatch run` itself mean "python3 -m/-c". torchrun ARGS runs as "python -m
+ * stepwatch.torchrun ARGS", which does the same in every worker. Any other program gets the
+ * run file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
  * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME) for a program built with stepwatch.
  * At the end it names the run files the program wrote ({rank} expanded), or says that none
@@ -82,6 +83,44 @@ static char **python_argv(int argc, char **argv) {
     out[o++] = "stepwatch.autorun";
     while (i < argc)
         out[o++] = argv[i++];
+    return out;
+}
+
+/* torchrun ARGS... -> PYTHON -m stepwatch.torchrun ARGS..., PYTHON being the interpreter
+ * of torchrun's script (its #! line; python3 when it cannot be read). *interpreter is
+ * malloc'd. */
+static char **torchrun_argv(int argc, char **argv, char **interpreter) {
+    char *script = NULL;
+    if (strchr(argv[0], '/') == NULL) { /* find it on PATH, as execvp would */
+        const char *path = getenv("PATH");
+        for (const char *dir = path; dir && *dir && script == NULL;) {
+            size_t n = strcspn(dir, ":");
+            char candidate[PATH_MAX];
+            snprintf(candidate, sizeof candidate, "%.*s/%s", (int)n, dir, argv[0]);
+            if (access(candidate, X_OK) == 0)
+                script = strdup(candidate);
+            dir += n + (dir[n] == ':');
+        }
+    }
+    FILE *f = fopen(script ? script : argv[0], "r");
+    free(script);
+    char line[PATH_MAX + 2] = "";
+    if (f == NULL || fgets(line, sizeof line, f) == NULL || strncmp(line, "#!", 2) != 0)
+        snprintf(line, sizeof line, "#!python3");
+    if (f)
+        fclose(f);
+    line[strcspn(line, " \t\r\n")] = '\0';
+    *interpreter = strdup(line + 2);
+    char **out = calloc((size_t)argc + 3, sizeof *out);
+    if (out == NULL || *interpreter == NULL) {
+        free(out);
+        return NULL;
+    }
+    out[0] = *interpreter;
+    out[1] = "-m";
+    out[2] = "stepwatch.torchrun";
+    for (int i = 1; i < argc; i++)
+        out[i + 2] = argv[i];
     return out;
 }
 
@@ -322,8 +361,12 @@ int sw_cmd_run(int argc, char **argv) {
     char **cmd = argv + optind;
     int ncmd = argc - optind;
     char *path = absolute(run_file);
-    char **exec_argv = python_flag ? python_target_argv(python_flag, python_what, ncmd, cmd)
+    char *interpreter = NULL;
+    const char *base = ncmd > 0 ? strrchr(cmd[0], '/') : NULL;
+    int torchrun = ncmd > 0 && strcmp(base ? base + 1 : cmd[0], "torchrun") == 0;
+    char **exec_argv = python_flag      ? python_target_argv(python_flag, python_what, ncmd, cmd)
                        : is_python(cmd[0]) ? python_argv(ncmd, cmd)
+                       : torchrun          ? torchrun_argv(ncmd, cmd, &interpreter)
                                            : cmd;
     if (path == NULL || exec_argv == NULL) {
         sw__cli_error("out of memory");
@@ -377,6 +420,7 @@ int sw_cmd_run(int argc, char **argv) {
         report_run_files(path, &started);
     if (exec_argv != cmd)
         free(exec_argv);
+    free(interpreter);
     free(path);
     return code;
 }

@@ -171,6 +171,9 @@ typedef struct sw_options {
     uint32_t device_stats_ms; /* the sampling interval; 0 = 500 */
     int device_time;         /* nonzero: GPU time per phase with the CUDA runtime
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_TIME=1 */
+    int local_rank;          /* the rank on this host; 0 = from the environment (LOCAL_RANK,
+                                OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
+                                else 0 */
     sw_live_mode live;       /* the live status line on stderr */
 } sw_options;
 
@@ -201,6 +204,12 @@ SW_API void sw_profiler_free(sw_profiler *p);
  * recorded only if recording was on at both its begin and its end. Default: on. */
 SW_API void sw_set_enabled(sw_profiler *p, int enabled);
 SW_API int sw_enabled(const sw_profiler *p);
+
+/* Name the calling thread in p (copied; at most 63 bytes kept), as the run file and the
+ * Chrome trace show it. Until then a thread has the system's name for it (pthread_setname_np)
+ * from when it first recorded; the Python front ends give Python's names. Takes a lock.
+ * SW_EINVAL for NULL arguments. */
+SW_API int sw_thread_name(sw_profiler *p, const char *name);
 
 /* Nanoseconds on the profiler clock (CLOCK_MONOTONIC). */
 SW_API uint64_t sw_now_ns(void);
@@ -513,6 +522,7 @@ typedef struct sw_snapshot {
     sw_misuse misuse;
     uint64_t dropped_events;    /* events the run file's flusher could not take */
     uint64_t threads;           /* threads that recorded */
+    int local_rank;             /* the rank on its host */
     size_t nnotes;              /* sw_set_note's notes, in the order their keys were first set;
                                    a merged file has every rank's (the lowest rank's value
                                    where ranks differ) */
@@ -606,6 +616,7 @@ typedef struct sw_counter_record {
 #include "stepwatch/analysis.h"
 #include "stepwatch/device.h"
 #include "stepwatch/output.h"
+#include "stepwatch/ranks.h"
 #include "stepwatch/live.h"
 
 #endif /* STEPWATCH_H */

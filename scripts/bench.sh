@@ -32,6 +32,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_torch.py ]; then
     echo "== torch: instrument() per step, against its floor and torch.profiler =="
     "$root/venv/bin/python" bench/bench_torch.py --out "$out/torch.json"
 fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
+    echo
+    echo "== many ranks: rank 0 reducing N ranks' payloads into the cross-rank view =="
+    "$root/venv/bin/python" bench/bench_ranks.py --out "$out/ranks.json"
+fi
 for fw in ignite fastai; do
     if [ -x "$root/venv/bin/python" ] && [ -f "bench/bench_$fw.py" ]; then
         echo

@@ -65,6 +65,21 @@ SW_API const char *sw_run_counter_name(const sw_run *run, int rank, sw_id counte
 SW_API int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp);
 SW_API int sw_run_functions(sw_run *run, int rank, sw_fprofile **out);
 
+/* Many ranks (stepwatch/ranks.h, docs/ranks.md). sw_run_add_ranks keeps one round of
+ * cross-rank aggregation in p's run file (rank 0's): world_size payloads of payload_size
+ * bytes each, copied, written with the next flush with the step count now; final marks the
+ * end-of-run round. sw_run_set_clock_offset records this rank's wall clock minus rank 0's
+ * (estimated when the ranks start), by which exports put every rank on rank 0's clock. Both
+ * SW_ENOTFOUND when p has no run file, SW_ESTATE once it is complete.
+ * sw_run_stored_ranks reads the last round a file holds (the last final one if any):
+ * *payloads is malloc'd (the caller frees it), world_size payloads of SW_RANK_PAYLOAD_SIZE
+ * bytes; SW_ENOTFOUND when the file holds none, SW_ECORRUPT for a malformed round. */
+SW_API int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
+                            int world_size, int final);
+SW_API int sw_run_set_clock_offset(sw_profiler *p, int64_t offset_ns);
+SW_API int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size,
+                               uint64_t *step, int *final);
+
 /* Merge run files (one per rank) into one new file at out_path: SW_EEXISTS if anything is
  * there, SW_EINVAL when two inputs hold the same rank, an input's sw_run_open error. The
  * merged file is built under a temporary name beside out_path and appears whole or not at

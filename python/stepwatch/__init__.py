@@ -49,6 +49,7 @@ from ._stepwatch import (
     strerror,
     write_output,
 )
+from ._stepwatch import RANK_PAYLOAD_SIZE, ranks_view, run_ranks
 
 __all__ = [
     "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
@@ -58,6 +59,7 @@ __all__ = [
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "step",
     "torch", "lightning", "ignite", "fastai", "live",
+    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
 FORMATS = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
@@ -135,7 +137,7 @@ def step(batch_size=0):
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live")
+_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live", "distributed")
 
 
 def __getattr__(name):

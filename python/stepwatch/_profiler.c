@@ -58,17 +58,18 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", "functions", "builtins", "live", "device_stats",
-                             "device_time", NULL};
+                             "on_full", "functions", "builtins", "live", "local_rank",
+                             "device_stats", "device_time", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
-    int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0;
+    int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOOO:Profiler", kwlist, &name,
-                                     &warmup, &run_file, &timeline, &max_depth, &rank,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOO:Profiler", kwlist,
+                                     &name, &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full,
-                                     &functions, &builtins, &live, &device_stats, &device_time))
+                                     &functions, &builtins, &live, &local_rank, &device_stats,
+                                     &device_time))
         return NULL;
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
@@ -103,6 +104,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.max_depth = max_depth;
     opts.rank = rank;
     opts.world_size = world_size;
+    opts.local_rank = local_rank;
     opts.command = command;
     opts.ring_capacity = ring_capacity;
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
@@ -403,6 +405,15 @@ static PyObject *Profiler_records(ProfilerObject *self, PyObject *args, PyObject
     return r;
 }
 
+static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
+    const char *text = PyUnicode_AsUTF8(name);
+    if (text == NULL)
+        return NULL;
+    if (self->p != NULL && sw_thread_name(self->p, text) == SW_ENOMEM)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static PyObject *Profiler_close(ProfilerObject *self, PyObject *unused) {
     profiler_close(self);
     Py_RETURN_NONE;
@@ -506,6 +517,21 @@ static PyMethodDef Profiler_methods[] = {
     {"device_time_info", (PyCFunction)sw_py_profiler_device_time, METH_NOARGS,
      "device_time_info() -> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, "
      "failed) of the device time (Profiler(device_time=...)), or None without it."},
+    {"name_thread", (PyCFunction)Profiler_name_thread, METH_O,
+     "name_thread(name): the calling thread's name in the run file and the Chrome trace "
+     "(threading.current_thread().name, say); until then it has the system's name."},
+    {"rank_payload", (PyCFunction)(void (*)(void))sw_py_profiler_rank_payload,
+     METH_VARARGS | METH_KEYWORDS,
+     "rank_payload(rank=0, world_size=0) -> bytes: this rank's run summed up in "
+     "RANK_PAYLOAD_SIZE bytes, as rank of world_size in the transport (0: the profiler's own), "
+     "what stepwatch.distributed gathers to rank 0 (docs/ranks.md)."},
+    {"add_ranks", (PyCFunction)(void (*)(void))sw_py_profiler_add_ranks,
+     METH_VARARGS | METH_KEYWORDS,
+     "add_ranks(payloads, world_size, final=False) -> bool: keep a round of gathered payloads "
+     "in the run file (rank 0's); False without a run file."},
+    {"set_clock_offset", (PyCFunction)sw_py_profiler_set_clock_offset, METH_O,
+     "set_clock_offset(ns) -> bool: this rank's wall clock minus rank 0's, kept in the run "
+     "file's metadata (exports put the ranks on one clock); False without a run file."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
      "close(): complete the run file and free the core profiler. Idempotent; actions become "
      "no-ops."},
@@ -538,7 +564,7 @@ static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=False, live=None, device_stats=False,\n"
+     "         functions=None, builtins=False, live=None, local_rank=0, device_stats=False,\n"
      "         device_time=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"

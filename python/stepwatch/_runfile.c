@@ -106,3 +106,18 @@ PyObject *sw_py_load_steps(PyObject *module, PyObject *arg) {
     }
     return ctx.list;
 }
+
+PyObject *sw_py_run_ranks(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"path", "format", "top", NULL};
+    PyObject *path;
+    const char *fmt = "table";
+    int top = 3;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|si:run_ranks", kwlist, &path, &fmt, &top))
+        return NULL;
+    sw_run *run = sw_py_open_run(sw_py_state_of_module(module), path);
+    if (!run)
+        return NULL;
+    PyObject *text = sw_py_run_ranks_text(module, run, fmt, top);
+    sw_run_close(run);
+    return text;
+}

@@ -93,6 +93,14 @@ static PyMethodDef module_methods[] = {
     {"load", sw_py_load, METH_O, "load(path) -> Snapshot of a run file (all ranks merged)."},
     {"load_steps", sw_py_load_steps, METH_O,
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
+    {"run_ranks", (PyCFunction)(void (*)(void))sw_py_run_ranks, METH_VARARGS | METH_KEYWORDS,
+     "run_ranks(path, format='table', top=3) -> str: the cross-rank view of a run file "
+     "(a merged one, or rank 0's of a run that aggregated); stepwatch.Error NOTFOUND when it "
+     "has none."},
+    {"ranks_view", (PyCFunction)(void (*)(void))sw_py_ranks_view, METH_VARARGS | METH_KEYWORDS,
+     "ranks_view(payloads, world_size, format='table', top=3) -> str: the cross-rank view of "
+     "world_size payloads (Profiler.rank_payload(), rank r's at r * RANK_PAYLOAD_SIZE; zeroed: "
+     "did not answer). format: table, markdown, json."},
     {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
      "html(run, path): write the self-contained HTML report of a run file (sw_html_write)."},
     {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
@@ -175,7 +183,8 @@ static int module_exec(PyObject *module) {
         return -1;
     if (PyModule_AddStringConstant(module, "__version__", SW_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(module, "JSON_SCHEMA_VERSION", SW_JSON_SCHEMA_VERSION) < 0 ||
-        PyModule_AddIntConstant(module, "MAX_RING_CAPACITY", SW_MAX_RING_CAPACITY) < 0)
+        PyModule_AddIntConstant(module, "MAX_RING_CAPACITY", SW_MAX_RING_CAPACITY) < 0 ||
+        PyModule_AddIntConstant(module, "RANK_PAYLOAD_SIZE", SW_RANK_PAYLOAD_SIZE) < 0)
         return -1;
     return 0;
 }

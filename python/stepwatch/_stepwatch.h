@@ -24,6 +24,8 @@
  *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
  *   _device.c     device statistics (a reader for the monitors) and Profiler(device_stats=,
  *                 device_time=): the sampler and the GPU clock on torch.cuda.Event
+ *   _ranks.c      many ranks: a Profiler's payload, rounds and clock offset in the run file,
+ *                 the cross-rank view (stepwatch.distributed carries the payloads)
  *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
  *   _live.c       Live: the live status line's figures (sw_live_*)
  *
@@ -164,6 +166,23 @@ PyObject *sw_py_snapshot_records(PyObject *snapshot, PyObject *args, PyObject *k
 
 PyObject *sw_py_load(PyObject *module, PyObject *path);
 PyObject *sw_py_load_steps(PyObject *module, PyObject *path);
+/* run_ranks(path, format='table', top=3) -> str: the cross-rank view of a run file. */
+PyObject *sw_py_run_ranks(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* ------------------------------------------------------------------------------------------
+ * _ranks.c: many ranks (stepwatch/ranks.h)
+ * ---------------------------------------------------------------------------------------- */
+
+/* ranks_view(payloads, world_size, format='table', top=3) -> str. */
+PyObject *sw_py_ranks_view(PyObject *module, PyObject *args, PyObject *kwargs);
+/* The view of an open run file as text (run_ranks). */
+PyObject *sw_py_run_ranks_text(PyObject *module, sw_run *run, const char *fmt, int top);
+/* Profiler.rank_payload(rank=0, world_size=0), .add_ranks(payloads, world_size, final=False),
+ * .set_clock_offset(ns) (docs in _profiler.c's method table). */
+PyObject *sw_py_profiler_rank_payload(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_add_ranks(ProfilerObject *self, PyObject *args, PyObject *kwargs);
+PyObject *sw_py_profiler_set_clock_offset(ProfilerObject *self, PyObject *arg);
+
 /* Open the run file at path (str or os.PathLike); NULL with FileNotFoundError or
  * stepwatch.Error set. The caller closes it with sw_run_close. */
 sw_run *sw_py_open_run(module_state *st, PyObject *path);

@@ -28,6 +28,11 @@ Options (each also read from the environment, for the C command to pass on):
   --device-stats[=S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
+
+Under torch.distributed (torchrun) every rank keeps its run file and rank 0 alone prints,
+its report followed by the cross-rank view (stepwatch.distributed; STEPWATCH_AGGREGATE_EVERY,
+STEPWATCH_AGGREGATE_TIMEOUT). `-m torch.distributed.run ARGS` instruments torchrun's workers
+(stepwatch.torchrun).
 """
 import argparse
 import os
@@ -99,10 +104,12 @@ def _split(argv):
     return argv, None, []
 
 
-def _write_report(prof, fmt, output):
+def _write_report(prof, fmt, output, view=None):
     text = prof.report(fmt)
     if prof.function_actions():
         text += "\n" + prof.function_report()
+    if view is not None:
+        text += "\n" + view.report(fmt if fmt in ("markdown", "md", "json") else "table")
     if output:
         stepwatch.write_output(output, text)  # all or nothing: an old report stays whole
     else:
@@ -133,6 +140,9 @@ def main(argv=None):
     args = ap.parse_args(options)
     if target is None:
         ap.error("nothing to run: give script.py, -m module or -c code")
+    if target == ("-m", "torch.distributed.run"):  # torchrun: instrument its workers instead
+        from stepwatch.torchrun import main as torchrun
+        return torchrun(rest)
     if args.warmup < 0:
         ap.error("--warmup must be >= 0")
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
@@ -148,9 +158,12 @@ def main(argv=None):
                               device_stats=args.device_stats or False,
                               device_time=args.device_time)
     stepwatch.set_profiler(prof)
+    ranks = None
     try:
         import stepwatch.torch as swtorch
         swtorch.instrument(prof, forward=args.forward)
+        import stepwatch.distributed as swdist
+        ranks = swdist.watch(prof, quiet=True)
     except ImportError as exc:  # no torch: still run the script, say why nothing is timed
         swtorch = None
         warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
@@ -162,9 +175,14 @@ def main(argv=None):
         code = exc.code
     finally:
         # also on an exception or Ctrl-C: the report is what the user came for
+        view = None
+        if ranks is not None:
+            view = swdist.finish(prof)  # every rank: the end-of-run round
         if swtorch is not None:
             swtorch.uninstrument()
-        _write_report(prof, args.format, args.output)
+        # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
+        if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:
+            _write_report(prof, args.format, args.output, view)
         prof.close()
     return code
 

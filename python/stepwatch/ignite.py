@@ -18,6 +18,10 @@ Differences from Ignite's profilers, all on purpose:
   * "Dataflow" is the ``next(iterator)`` call itself (between the GET_BATCH_STARTED and
     GET_BATCH_COMPLETED handlers), "Processing" the process function (between the
     ITERATION_STARTED and ITERATION_COMPLETED handlers), as in Ignite.
+Under DDP (a torch.distributed process group of more than one rank when a run starts),
+``stepwatch.distributed`` watches the run's profiler: DDP's gradient all-reduce is timed,
+and when the run ends every rank's payload goes to rank 0, which prints the cross-rank view
+(the straggler ranks and their blame, docs/ranks.md) once and adds it to ``report()``.
 Results use Ignite's layout: seconds; min/index and max/index with 0-based iteration index.
 
 Cost: no handler of the profiler runs per iteration. For the length of a run the engine's
@@ -153,6 +157,7 @@ class _Base:
         self._fire_event = None   # the FireEvent standing in for the engine's, during a run
         self._running = False     # between a run's STARTED and its COMPLETED (or exception)
         self._in_epoch = False
+        self._ranks = None        # the stepwatch.distributed watch of the run, under DDP
         self._new_run(None)
 
     def _new_run(self, engine):
@@ -233,6 +238,8 @@ class _Base:
         self._new_run(engine)
         self._engine = engine
         self._running = True
+        import stepwatch.distributed as swdist  # Ignite imports torch anyway
+        self._ranks = swdist.watch_group(self.profiler)
         self._fit.begin()
 
     def _run_finished(self):
@@ -243,6 +250,9 @@ class _Base:
         self._fit.end()
         self._running = False
         self._remove()
+        if self._ranks is not None:  # every rank's run ends here: rank 0 prints the view
+            import stepwatch.distributed as swdist
+            swdist.finish(self.profiler)
 
     def _run_completed(self):
         """COMPLETED (last handler): the run is over."""
@@ -316,8 +326,13 @@ class _Base:
         return self.profiler.records(phase)
 
     def report(self, format="ignite"):
-        """The stepwatch report (Ignite's summary layout by default)."""
-        return self.profiler.report(format)
+        """The stepwatch report (Ignite's summary layout by default); on rank 0 of a DDP run,
+        followed by the cross-rank view."""
+        text = self.profiler.report(format)
+        view = self._ranks.view if self._ranks is not None else None
+        if view is None:
+            return text
+        return text + view.report(format if format in ("markdown", "json") else "table")
 
     def _write_csv(self, output_path, header, rows):
         text = io.StringIO(newline="")

@@ -17,6 +17,12 @@ profiler adds to the Trainer at ``setup``: Lightning hands profilers no batches.
 
 That callback's own hooks are not timed (they are the profiler's work, not the user's).
 
+Under DDP (``strategy="ddp"``: a process group of more than one rank at ``setup``),
+``stepwatch.distributed`` watches the profiler: every rank keeps its run file, DDP's gradient
+all-reduce is timed, and at ``describe()`` the ranks' payloads are gathered to rank 0, whose
+report (Lightning writes it on rank 0 only, unless ``filename`` is given) ends with the
+cross-rank view: the straggler ranks and their blame (docs/ranks.md).
+
 An unbalanced ``stop`` (or a second ``start``) is counted in ``unbalanced``, never raised. The
 report is written at ``describe()``; if training stops by an exception or Ctrl-C (Lightning
 then skips ``describe``), that callback's ``on_exception`` writes it instead.
@@ -109,6 +115,7 @@ class Profiler(_LightningProfiler):
         self._epoch_open = False
         self._described = False
         self._own_prefix = None      # "[Callback]<our callback>.": its hooks are not timed
+        self._ranks = None           # the stepwatch.distributed watch under DDP
         atexit.register(_describe_at_exit, weakref.ref(self))
 
     # ---- the Profiler contract -----------------------------------------------------------
@@ -127,6 +134,9 @@ class Profiler(_LightningProfiler):
         if not self._fit_open:
             self._fit.begin()
             self._fit_open = True
+        if self._ranks is None:
+            import stepwatch.distributed as swdist
+            self._ranks = swdist.watch_group(self.profiler, quiet=True)
 
     def start(self, action_name):
         entry = self._entries.get(action_name)
@@ -162,7 +172,12 @@ class Profiler(_LightningProfiler):
 
     def summary(self):
         self._close_steps()
-        return self.profiler.report(self.format)
+        text = self.profiler.report(self.format)
+        view = self._ranks.view if self._ranks is not None else None
+        if view is None:
+            return text
+        # the view's own formats; the peers' table styles get the plain table
+        return text + view.report(self.format if self.format in ("markdown", "json") else "table")
 
     def describe(self):
         """Write the report (once per stage) to the file or the log."""
@@ -173,6 +188,9 @@ class Profiler(_LightningProfiler):
         if self._fit_open:
             self._fit.end()
             self._fit_open = False
+        if self._ranks is not None:  # collective: Lightning describes on every rank
+            import stepwatch.distributed as swdist
+            swdist.finish(self.profiler)
         super().describe()
 
     # ---- helpers -------------------------------------------------------------------------

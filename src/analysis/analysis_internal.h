@@ -24,6 +24,7 @@ typedef struct sw__input {
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
     /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
     char incomplete[512];
+    const sw_ranks *ranks;        /* the cross-rank view (stepwatch/ranks.h), or NULL */
 } sw__input;
 
 /* ---- diagnose ---- */

@@ -442,6 +442,90 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
     add_number(f, "ranks", nr, "");
 }
 
+/* ---- many ranks: the cross-rank view (stepwatch/ranks.h) ---- */
+
+/* The worst straggler of the cross-rank view, with its blame. Returns 1 when the view can
+ * tell (two ranks or more with steps, collective waits measured), else 0 and the step-time
+ * check above decides: without collective waits, ranks in lockstep all take the slowest
+ * one's step time. */
+static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
+{
+    if (!r || r->answered < 2 || r->max_steps == 0 || r->collective_ranks == 0)
+        return 0;
+    if (r->nstragglers == 0)
+        return 1;
+    const sw_rank_straggler *s = &r->stragglers[0];
+    double step = r->stats[0].median_ns; /* "step" is the view's first row */
+    double share = step > 0 ? s->excess_ns / step * 100.0 : 0;
+    sw__finding *f = add_finding(d, "straggler-rank", share >= 50.0 ? SW__SEV_CRITICAL
+                                                                    : SW__SEV_WARNING);
+    if (!f)
+        return 1;
+    char a[32], b[32], c[32], more[96] = "";
+    if (r->nstragglers > 1)
+        snprintf(more, sizeof more, " %zu other rank%s also past the threshold (%s per step).",
+                 r->nstragglers - 1, r->nstragglers > 2 ? "s are" : " is",
+                 dur(r->threshold_ns, c, sizeof c));
+    snprintf(f->title, sizeof f->title, "Straggler: rank %d, %s (+%s per step)", s->rank,
+             s->blame == SW_BLAME_DATA      ? "waiting for data"
+             : s->blame == SW_BLAME_COMPUTE ? "its compute"
+                                            : "in collectives",
+             dur(s->excess_ns, a, sizeof a));
+    const char *why =
+        s->blame == SW_BLAME_DATA
+            ? "its data wait is %s longer per step: more data loader workers, a faster source "
+              "or less preprocessing on that host"
+        : s->blame == SW_BLAME_COMPUTE
+            ? "its own compute is %s longer per step: the host's load, clocks or the batches "
+              "it draws"
+            : "its time inside collectives is %s longer and lengthens its steps: its network "
+              "link or its placement";
+    char because[256], part[96] = "";
+    snprintf(because, sizeof because, why, dur(s->blame_ns, b, sizeof b));
+    if (s->blame == SW_BLAME_COMPUTE && s->part)
+        snprintf(part, sizeof part, " (%s grew most, by %s)", s->part,
+                 dur(s->part_ns, c, sizeof c));
+    char host[64];
+    snprintf(host, sizeof host, "%s", s->host && s->host[0] ? s->host : "?");
+    snprintf(f->sentence, sizeof f->sentence,
+             "Rank %d (%s, local rank %d) takes %s per step longer than the other ranks' median "
+             "(%s a step), and ranks that synchronize wait for it; %s%s.%s",
+             s->rank, host, s->local_rank, dur(s->excess_ns, a, sizeof a),
+             dur(step, c, sizeof c), because, part, more);
+    add_number(f, "rank", s->rank, "");
+    add_number(f, "excess per step", s->excess_ns, "ns");
+    add_number(f, "blamed part excess", s->blame_ns, "ns");
+    add_number(f, "median step", step, "ns");
+    add_number(f, "stragglers", (double)r->nstragglers, "");
+    add_number(f, "ranks", r->answered, "");
+    return 1;
+}
+
+/* Ranks that did not answer the aggregation (dead, or past its timeout). */
+static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r)
+{
+    if (!r || r->nmissing == 0)
+        return;
+    sw__finding *f = add_finding(d, "missing-ranks", SW__SEV_WARNING);
+    if (!f)
+        return;
+    char list[160] = "";
+    size_t used = 0;
+    for (int i = 0; i < r->nmissing && used + 16 < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "",
+                                 r->missing[i]);
+    if (used + 16 >= sizeof list)
+        snprintf(list + used, sizeof list - used, ", ...");
+    snprintf(f->title, sizeof f->title, "%d of %d ranks missing", r->nmissing, r->world_size);
+    snprintf(f->sentence, sizeof f->sentence,
+             "%s %s did not answer the cross-rank aggregation (the process died, or ended "
+             "past the timeout) or their run files were not merged; the other findings cover "
+             "the %d ranks that did.",
+             r->nmissing > 1 ? "Ranks" : "Rank", list, r->answered);
+    add_number(f, "missing ranks", r->nmissing, "");
+    add_number(f, "ranks", r->world_size, "");
+}
+
 static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *incomplete)
 {
     if (incomplete[0] != '\0') {
@@ -622,7 +706,9 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
         check_callbacks(d, in->snap);
         check_stalls(d, &c, all, c.median_ns);
         check_idle(d, &c);
-        check_straggler(d, &c);
+        if (!check_rank_stragglers(d, in->ranks))
+            check_straggler(d, &c);
+        check_missing_ranks(d, in->ranks);
         check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
         check_recording(d, in->snap, in->incomplete);
         check_unseen(d, in->snap);

@@ -41,13 +41,24 @@ static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
     return 0;
 }
 
+/* The run's cross-rank view, or NULL when it has none (one rank, nothing aggregated) or it
+ * cannot be read: the other findings do not need it. */
+static sw_ranks *ranks_of(sw_run *run)
+{
+    sw_ranks *ranks = NULL;
+    return sw_run_ranks(run, &ranks) == 0 ? ranks : NULL;
+}
+
 /* Diagnose run; the snapshot comes back for the writer (caller frees). */
 static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap)
 {
     sw__input in = {0};
     int rc = input_from_run(run, &in, snap);
+    sw_ranks *ranks = rc == 0 ? ranks_of(run) : NULL;
+    in.ranks = ranks;
     if (rc == 0)
         rc = sw__diagnose(&in, d);
+    sw_ranks_free(ranks);
     return rc;
 }
 
@@ -98,8 +109,11 @@ SW_API int sw_html_write(sw_run *run, FILE *out)
         rc = rc == SW_ENOTFOUND ? 0 : rc; /* a run without function profiles */
         in.functions = functions;
     }
+    sw_ranks *ranks = rc == 0 ? ranks_of(run) : NULL;
+    in.ranks = ranks;
     if (rc == 0)
         rc = sw__html_write_input(&in, out);
+    sw_ranks_free(ranks);
     sw_fprofile_free(functions);
     sw_snapshot_free(snap);
     return rc;

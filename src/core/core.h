@@ -16,6 +16,7 @@
 #define SW__MAX_PHASES ((uint32_t)SW_MAX_PHASES)
 #define SW__MAX_COUNTERS ((uint32_t)SW_MAX_COUNTERS)
 #define SW__NAME_MAX ((size_t)SW_NAME_MAX)
+#define SW__THREAD_NAME 64u /* bytes of a thread's name, NUL included */
 
 /* Welford/Chan for a block of raw durations: the sum of squared deviations of n_a values
  * (mean mean_a, m2_a) together with the n_b values v. The recorder batches durations so the
@@ -68,6 +69,16 @@ int sw__in_warmup(const sw_profiler *p);
  * fn NULL removes it. A fork child starts without it. */
 int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
 int sw__hook_watch(sw_profiler *p, sw_id id, int on);
+
+/* Thread names (sw_thread_name; the system's name of a thread when it first records): a
+ * counter that every naming bumps, and a visit of the names set since the counter was
+ * `since` (0: every name), by thread number, under the profiler's lock (fn never calls back
+ * into p). *changed gets the counter the names visited go with; returns how many were
+ * visited. */
+typedef void (*sw__thread_name_fn)(void *ctx, uint32_t thread, const char *name);
+uint32_t sw__thread_names_changed(const sw_profiler *p);
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
+                          sw__thread_name_fn fn, void *ctx);
 
 /* ---- building snapshots (snapshot.c): every snapshot, from the recorder or from a run file,
  * is built with these so that sw_snapshot_free can free any of them ---- */

@@ -141,6 +141,12 @@ struct sw_profiler {
     sw__thread *threads;
     uint32_t threads_seen;
     sw__thread *retired; /* statistics of threads that exited */
+    struct thread_name {
+        uint32_t changed;  /* thread_names_changed after this naming */
+        char name[SW__THREAD_NAME];
+    } *thread_names;       /* by thread number; outlive their threads */
+    uint32_t thread_names_cap;
+    _Atomic uint32_t thread_names_changed; /* bumped by every naming */
 
     _Atomic int full_warned[3]; /* the action, phase, counter table was full (warned) */
 
@@ -394,6 +400,11 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
         p->opts.rank = detect_rank(ranks, 0);
         p->opts.world_size = detect_rank(sizes, 1);
     }
+    if (p->opts.local_rank <= 0) {
+        static const char *const local[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                            "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
+        p->opts.local_rank = detect_rank(local, 0);
+    }
     p->pid = (int64_t)getpid();
     sw__hostname(p->host, sizeof p->host);
     atomic_init(&p->enabled, 1);
@@ -461,6 +472,7 @@ void sw_profiler_free(sw_profiler *p) {
     }
     if (p->retired)
         free_thread(p->retired);
+    free(p->thread_names);
     for (uint32_t i = 0; i < atomic_load(&p->naction); i++)
         free(p->action_names[i]);
     for (uint32_t i = 0; i < atomic_load(&p->nphase); i++)
@@ -568,6 +580,14 @@ static void free_thread(sw__thread *t) {
     free(t);
 }
 
+/* Name thread number `number` (p->lock held): the name, and the naming counter it goes with,
+ * so the run file's writer rewrites only the names that changed. */
+static void set_thread_name(sw_profiler *p, uint32_t number, const char *name) {
+    struct thread_name *slot = &p->thread_names[number];
+    snprintf(slot->name, sizeof slot->name, "%s", name);
+    slot->changed = atomic_fetch_add(&p->thread_names_changed, 1) + 1;
+}
+
 static sw__thread *thread_slow(sw_profiler *p) {
     sw__thread *t = pthread_getspecific(p->thread_key);
     if (t == NULL) {
@@ -581,8 +601,20 @@ static sw__thread *thread_slow(sw_profiler *p) {
         }
         t->profiler = p;
         atomic_init(&t->alive, 1);
+        char name[SW__THREAD_NAME] = "";
+        pthread_getname_np(pthread_self(), name, sizeof name); /* "" if it cannot tell */
         pthread_mutex_lock(&p->lock);
+        if (p->threads_seen == p->thread_names_cap) {
+            uint32_t cap = p->thread_names_cap ? 2 * p->thread_names_cap : 8;
+            void *grown = realloc(p->thread_names, cap * sizeof *p->thread_names);
+            if (grown != NULL) {
+                p->thread_names = grown;
+                p->thread_names_cap = cap;
+            }
+        }
         t->number = p->threads_seen++;
+        if (t->number < p->thread_names_cap)
+            set_thread_name(p, t->number, name);
         t->next = p->threads;
         p->threads = t;
         pthread_mutex_unlock(&p->lock);
@@ -1341,6 +1373,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->pid = p->pid;
         s->rank = p->opts.rank;
         s->world_size = p->opts.world_size;
+        s->local_rank = p->opts.local_rank;
         s->start_unix_ns = p->origin_unix_ns;
         s->elapsed_ns = sw__clock_ns() - p->origin_ns;
         s->steps = atomic_load(&p->steps_begun);
@@ -1471,7 +1504,7 @@ static void reset_after_fork(sw_profiler *p) {
         t = next;
     }
     p->threads = NULL;
-    p->threads_seen = 0;
+    p->threads_seen = 0; /* the names array is kept and reused */
     free_cells(p->retired);
     pthread_setspecific(p->thread_key, NULL);
     p->generation = atomic_fetch_add(&next_generation, 1);
@@ -1494,4 +1527,40 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
     p->origin_ns = sw__clock_ns();
+}
+
+/* ---- thread names ---------------------------------------------------------------------- */
+
+int sw_thread_name(sw_profiler *p, const char *name) {
+    if (p == NULL || name == NULL)
+        return SW_EINVAL;
+    sw__thread *t = thread_of(p);
+    if (t == NULL)
+        return SW_ENOMEM;
+    pthread_mutex_lock(&p->lock);
+    int rc = t->number < p->thread_names_cap ? 0 : SW_ENOMEM;
+    if (rc == 0)
+        set_thread_name(p, t->number, name);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
+                          sw__thread_name_fn fn, void *ctx) {
+    pthread_mutex_lock(&p->lock);
+    *changed = atomic_load(&p->thread_names_changed);
+    uint32_t n = p->threads_seen < p->thread_names_cap ? p->threads_seen : p->thread_names_cap;
+    uint32_t visited = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (p->thread_names[i].changed - since - 1 < *changed - since) { /* in (since, now] */
+            fn(ctx, i, p->thread_names[i].name);
+            visited++;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return visited;
+}
+
+uint32_t sw__thread_names_changed(const sw_profiler *p) {
+    return atomic_load(&((sw_profiler *)p)->thread_names_changed);
 }

@@ -70,7 +70,22 @@ typedef struct sw__journal {
     sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
     int functions_dirty;       /* changed since it was last written (or the file is new) */
+    struct rank_round *rounds; /* cross-rank aggregations not written yet (sw_run_add_ranks) */
+    int next_round;
+    int64_t clock_offset_ns;   /* sw_run_set_clock_offset */
+    int clock_offset_set, clock_offset_dirty;
+    uint32_t thread_names_written; /* the core's naming counter when they were last written */
+    int thread_names_rc;
 } sw__journal;
+
+/* One cross-rank aggregation waiting for the next flush. */
+typedef struct rank_round {
+    struct rank_round *next;
+    int round, final, world_size;
+    uint64_t step;
+    size_t payload_size;
+    unsigned char payloads[]; /* world_size * payload_size */
+} rank_round;
 
 static const sw__sink_ops journal_ops;
 
@@ -225,6 +240,52 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
     return rc;
 }
 
+static void write_thread_name(void *ctx, uint32_t thread, const char *name) {
+    sw__journal *j = ctx;
+    if (j->thread_names_rc == 0)
+        j->thread_names_rc = sw__store_write_thread(j->store, j->rank, thread, name);
+}
+
+/* The names of the threads that came or were named since the names were last written
+ * (thread_names_written 0: every name, for a new file or after a failed flush). Only those:
+ * with thousands of short-lived threads, rewriting every name at every flush grew the WAL. */
+static int write_thread_names(sw__journal *j) {
+    if (sw__thread_names_changed(j->p) == j->thread_names_written)
+        return 0;
+    j->thread_names_rc = 0;
+    uint32_t changed;
+    sw__thread_names(j->p, j->thread_names_written, &changed, write_thread_name, j);
+    if (j->thread_names_rc == 0)
+        j->thread_names_written = changed;
+    return j->thread_names_rc;
+}
+
+/* The clock offset and the aggregation rounds added since the last flush; they stay pending
+ * until a transaction holding them commits (ranks_written). */
+static int write_ranks(sw__journal *j) {
+    int rc = 0;
+    if (j->clock_offset_dirty)
+        rc = sw__store_write_clock_offset(j->store, j->rank, j->clock_offset_ns);
+    for (const rank_round *r = j->rounds; rc == 0 && r; r = r->next)
+        rc = sw__store_add_rank_round(j->store, j->rank, r->round, r->step, r->final,
+                                      r->world_size, r->payload_size, r->payloads);
+    return rc;
+}
+
+static void free_rounds(rank_round *r) {
+    while (r) {
+        rank_round *next = r->next;
+        free(r);
+        r = next;
+    }
+}
+
+static void ranks_written(sw__journal *j) {
+    j->clock_offset_dirty = 0;
+    free_rounds(j->rounds);
+    j->rounds = NULL;
+}
+
 /* Drain the rings and write what they held, in one transaction with the aggregates when
  * asked. Without a file, or when the transaction fails, the drained events are counted as
  * dropped. Called with j->lock held. */
@@ -244,19 +305,26 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = write_spans(j);
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
+    if (rc == 0)
+        rc = write_thread_names(j);
     int functions = j->functions_dirty;
     if (rc == 0 && functions)
         rc = sw__store_write_functions(j->store, j->rank, j->functions);
     if (rc == 0)
+        rc = write_ranks(j);
+    if (rc == 0)
         rc = sw__store_commit(j->store);
     if (rc == 0 && functions)
         j->functions_dirty = 0;
+    if (rc == 0)
+        ranks_written(j);
     if (rc != 0) {
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         keep_cause(j);
         sw__store_rollback(j->store);
         j->lost_events += j->nevents;
         j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
+        j->thread_names_written = 0; /* written again by the next flush */
         note_failure(j, rc);
         return rc;
     }
@@ -302,7 +370,8 @@ static int write_start(sw__journal *j) {
                       .origin_ns = sw__origin_ns(j->p),
                       .warmup_steps = o->warmup_steps,
                       .timeline = o->timeline,
-                      .options_json = options};
+                      .options_json = options,
+                      .local_rank = snap->local_rank};
     rc = sw__store_begin(j->store);
     if (rc == 0)
         rc = sw__store_write_meta(j->store, &m);
@@ -335,6 +404,8 @@ static int open_file(sw__journal *j) {
     j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
     j->written_events = 0;
     j->functions_dirty = j->functions != NULL; /* a new file gets the profile kept so far */
+    j->clock_offset_dirty = j->clock_offset_set; /* and the clock offset and thread names */
+    j->thread_names_written = 0;
     atomic_store(&j->status, rc);
     return rc;
 }
@@ -410,6 +481,7 @@ static void *flusher_main(void *arg) {
 
 static void free_journal(sw__journal *j) {
     sw_fprofile_free(j->functions);
+    free_rounds(j->rounds);
     free(j->events);
     free(j->order);
     free(j->chunk);
@@ -515,17 +587,31 @@ static const sw__sink_ops journal_ops = {
     .after_fork = after_fork,
 };
 
-int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
-    if (p == NULL || fp == NULL)
-        return SW_EINVAL;
-    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+/* The journal of p under its lock, or NULL and why not in *rc: SW_ENOTFOUND without one;
+ * once finished, closed (SW_ESTATE) or never had a file (why not: its status). */
+static sw__journal *lock_journal(sw_profiler *p, int *rc) {
+    sw__journal *j = p ? (sw__journal *)sw__sink_find(p, &journal_ops) : NULL;
+    *rc = p == NULL ? SW_EINVAL : j == NULL ? SW_ENOTFOUND : 0;
     if (j == NULL)
-        return SW_ENOTFOUND;
+        return NULL;
     pthread_mutex_lock(&j->lock);
-    /* Finished: closed (SW_ESTATE), or never had a file (why not: its status). */
     int status = atomic_load(&j->status);
-    int rc = j->finished ? (status != 0 ? status : SW_ESTATE) : 0;
-    if (rc == 0 && j->functions == NULL)
+    if (j->finished) {
+        pthread_mutex_unlock(&j->lock);
+        *rc = status != 0 ? status : SW_ESTATE;
+        return NULL;
+    }
+    return j;
+}
+
+int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
+    if (fp == NULL)
+        return SW_EINVAL;
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL)
+        return rc;
+    if (j->functions == NULL)
         rc = sw_fprofile_new(&j->functions);
     if (rc == 0)
         rc = sw_fprofile_merge_into(j->functions, fp);
@@ -535,6 +621,47 @@ int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
     if (rc == 0)
         wake_flusher(&j->sink);
     return rc;
+}
+
+int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
+                     int world_size, int final) {
+    if (p == NULL || payloads == NULL || payload_size == 0 || world_size < 1)
+        return SW_EINVAL;
+    size_t bytes = payload_size * (size_t)world_size;
+    if (bytes / (size_t)world_size != payload_size || bytes > (size_t)1 << 30)
+        return SW_EINVAL;
+    rank_round *r = malloc(sizeof *r + bytes);
+    if (r == NULL)
+        return SW_ENOMEM;
+    *r = (rank_round){.final = final != 0, .world_size = world_size,
+                      .step = sw_step_count(p), .payload_size = payload_size};
+    memcpy(r->payloads, payloads, bytes);
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL) {
+        free(r);
+        return rc;
+    }
+    r->round = j->next_round++;
+    rank_round **tail = &j->rounds;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = r;
+    pthread_mutex_unlock(&j->lock);
+    wake_flusher(&j->sink);
+    return 0;
+}
+
+int sw_run_set_clock_offset(sw_profiler *p, int64_t offset_ns) {
+    int rc;
+    sw__journal *j = lock_journal(p, &rc);
+    if (j == NULL)
+        return rc;
+    j->clock_offset_ns = offset_ns;
+    j->clock_offset_set = j->clock_offset_dirty = 1;
+    pthread_mutex_unlock(&j->lock);
+    wake_flusher(&j->sink);
+    return 0;
 }
 
 int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {

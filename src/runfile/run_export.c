@@ -11,8 +11,10 @@
 
 /* ---- Chrome Trace Event JSON ---- */
 
-/* Ranks start at different wall-clock times: each rank's records are shifted by its start
- * minus the earliest start, so the ranks line up on one time axis. */
+/* Ranks start at different wall-clock times, and their hosts' clocks differ: each rank's
+ * records are shifted by its start on rank 0's clock (its wall-clock start minus its clock
+ * offset, estimated when the ranks started) minus the earliest such start, so the ranks line
+ * up on one time axis. */
 typedef struct rank_clock {
     int rank;
     uint64_t offset_ns;
@@ -147,6 +149,19 @@ static void metadata_event(sw__jw *w, const char *what, int pid, uint32_t tid,
     sw__jw_object_end(w);
 }
 
+/* One integer of a rank's row in the ranks table (0 when it cannot be read). */
+static int64_t rank_column(sw_run *run, const char *sql, int rank) {
+    sqlite3_stmt *q = NULL;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(sw__run_db(run), sql, -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(q, 1, rank);
+        if (sqlite3_step(q) == SQLITE_ROW)
+            v = sqlite3_column_int64(q, 0);
+    }
+    sqlite3_finalize(q);
+    return v;
+}
+
 /* process_name per rank; the clocks are filled on the way. */
 static int write_processes(chrome_ctx *c) {
     uint64_t earliest = UINT64_MAX;
@@ -155,13 +170,16 @@ static int write_processes(chrome_ctx *c) {
         int rc = sw_run_rank_snapshot(c->run, sw_run_rank_id(c->run, i), &s);
         if (rc != 0)
             return rc;
+        int64_t offset = rank_column(c->run, "SELECT clock_offset_ns FROM ranks WHERE rank=?",
+                                     s->rank);
         c->clocks[i].rank = s->rank;
-        c->clocks[i].offset_ns = s->start_unix_ns; /* made relative below */
-        if (s->start_unix_ns < earliest)
-            earliest = s->start_unix_ns;
+        c->clocks[i].offset_ns = s->start_unix_ns - (uint64_t)offset; /* made relative below */
+        if (c->clocks[i].offset_ns < earliest)
+            earliest = c->clocks[i].offset_ns;
         char name[512];
-        snprintf(name, sizeof name, "%s rank %d (%s, pid %lld)", s->name ? s->name : "stepwatch",
-                 s->rank, s->host ? s->host : "?", (long long)s->pid);
+        snprintf(name, sizeof name, "%s rank %d (%s, local rank %d, pid %lld)",
+                 s->name ? s->name : "stepwatch", s->rank, s->host ? s->host : "?",
+                 s->local_rank, (long long)s->pid);
         metadata_event(c->w, "process_name", s->rank, 0, name);
         sw_snapshot_free(s);
     }
@@ -190,11 +208,26 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
         rc = sw_run_foreach_step(run, -1, on_step, &c);
     if (rc == 0)
         rc = sw_run_foreach_counter(run, -1, on_counter, &c);
+    sqlite3_stmt *names = NULL;
+    if (rc == 0)
+        rc = sw__sqlite_rc(sqlite3_prepare_v2(
+            sw__run_db(run), "SELECT name FROM threads WHERE rank=? AND thread=?", -1, &names,
+            NULL));
     for (size_t i = 0; rc == 0 && i < c.nthreads; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "thread %u", c.threads[i].thread);
+        /* the thread's own name (the system's, or the front end's), and its number */
+        sqlite3_bind_int(names, 1, c.threads[i].rank);
+        sqlite3_bind_int64(names, 2, c.threads[i].thread);
+        const unsigned char *own = sqlite3_step(names) == SQLITE_ROW
+                                       ? sqlite3_column_text(names, 0) : NULL;
+        char name[SW__THREAD_NAME + 32];
+        if (own && own[0])
+            snprintf(name, sizeof name, "%s (thread %u)", own, c.threads[i].thread);
+        else
+            snprintf(name, sizeof name, "thread %u", c.threads[i].thread);
+        sqlite3_reset(names);
         metadata_event(&w, "thread_name", c.threads[i].rank, c.threads[i].thread, name);
     }
+    sqlite3_finalize(names);
     sw__jw_array_end(&w);
     sw__jw_object_end(&w);
     int written = sw__jw_finish(&w);

@@ -12,7 +12,7 @@
 
 static const char *const TABLES[] = {"ranks", "names", "aggregates", "counter_summaries",
                                      "steps", "counters", "span_chunks", "functions",
-                                     "function_nodes", "notes"};
+                                     "function_nodes", "notes", "threads", "rank_rounds"};
 
 /* Every input opens cleanly and no rank appears twice. */
 static int check_inputs(const char *const *paths, size_t n) {
@@ -43,19 +43,6 @@ static int check_inputs(const char *const *paths, size_t n) {
     return rc;
 }
 
-/* Does the attached input have this table? (Older schema versions lack some.) */
-static int source_has(sqlite3 *db, const char *table) {
-    sqlite3_stmt *q = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM src.sqlite_master WHERE name = ?", -1, &q,
-                           NULL) == SQLITE_OK) {
-        sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
-        found = sqlite3_step(q) == SQLITE_ROW;
-    }
-    sqlite3_finalize(q);
-    return found;
-}
-
 static int copy_input(sqlite3 *db, const char *path) {
     sqlite3_stmt *attach = NULL;
     int rc = sw__sqlite_rc(sqlite3_prepare_v2(db, "ATTACH DATABASE ? AS src", -1, &attach, NULL));
@@ -68,8 +55,6 @@ static int copy_input(sqlite3 *db, const char *path) {
         return rc;
     rc = sw__sql_exec(db, "BEGIN");
     for (size_t t = 0; rc == 0 && t < sizeof TABLES / sizeof *TABLES; t++) {
-        if (!source_has(db, TABLES[t]))
-            continue; /* a table of a newer schema version (notes: version 3) */
         char sql[128];
         snprintf(sql, sizeof sql, "INSERT INTO main.%s SELECT * FROM src.%s", TABLES[t],
                  TABLES[t]);

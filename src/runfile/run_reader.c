@@ -345,7 +345,7 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
         "SELECT name, host, command, pid, rank, world_size, start_unix_ns, elapsed_ns,"
         " wall_ns, steps, warmup_steps, threads, dropped_events, misuse_end_without_begin,"
         " misuse_mismatched_end, misuse_depth_overflow, misuse_bad_id, misuse_phase_mismatch,"
-        " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot"
+        " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot, local_rank"
         " FROM ranks WHERE rank = ?",
         -1, &q, NULL));
     if (rc != 0)
@@ -372,6 +372,7 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
                               &s->misuse.bad_record,        &s->misuse.open_at_snapshot};
         for (int i = 0; i < 8; i++)
             *misuse[i] = (uint64_t)sqlite3_column_int64(q, 13 + i);
+        s->local_rank = sqlite3_column_int(q, 21);
         rc = 0;
     } else {
         rc = step == SQLITE_DONE ? SW_ENOTFOUND : sw__sqlite_rc(step);
@@ -450,8 +451,6 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
 }
 
 static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
-    if (run->version < 3)
-        return 0; /* version 2 had no notes */
     sqlite3_stmt *q = NULL;
     int rc = sw__sqlite_rc(sqlite3_prepare_v2(
         run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", -1, &q, NULL));

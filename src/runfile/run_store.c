@@ -13,8 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The schema, version 3 (2: function profiles; 3: notes). Every table has a rank column so
- * rank files merge by union. */
+/* The schema, version 4 (2: function profiles; 3: notes; 4: local rank, clock offset,
+ * thread names, cross-rank aggregations). Every table has a rank column so rank files merge
+ * by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -27,7 +28,8 @@ static const char SCHEMA_SQL[] =
     " misuse_depth_overflow INTEGER DEFAULT 0, misuse_bad_id INTEGER DEFAULT 0,"
     " misuse_phase_mismatch INTEGER DEFAULT 0, misuse_step_overlap INTEGER DEFAULT 0,"
     " misuse_bad_record INTEGER DEFAULT 0, misuse_open_at_snapshot INTEGER DEFAULT 0,"
-    " complete INTEGER DEFAULT 0, end_reason TEXT, updated_unix_ns INTEGER);"
+    " complete INTEGER DEFAULT 0, end_reason TEXT, updated_unix_ns INTEGER,"
+    " local_rank INTEGER DEFAULT 0, clock_offset_ns INTEGER DEFAULT 0);"
     "CREATE TABLE names(rank INTEGER, kind TEXT, id INTEGER, name TEXT,"
     " PRIMARY KEY(rank, kind, id)) WITHOUT ROWID;"
     "CREATE VIEW actions AS SELECT rank, id, name FROM names WHERE kind = 'action';"
@@ -58,7 +60,12 @@ static const char SCHEMA_SQL[] =
     " func INTEGER, calls INTEGER, total_ns INTEGER, self_ns INTEGER, folded INTEGER,"
     " PRIMARY KEY(rank, action, node)) WITHOUT ROWID;"
     "CREATE TABLE notes(rank INTEGER, seq INTEGER, key TEXT, value TEXT,"
-    " PRIMARY KEY(rank, seq)) WITHOUT ROWID;";
+    " PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
+    "CREATE TABLE threads(rank INTEGER, thread INTEGER, name TEXT,"
+    " PRIMARY KEY(rank, thread)) WITHOUT ROWID;"
+    "CREATE TABLE rank_rounds(rank INTEGER, round INTEGER, step INTEGER, unix_ns INTEGER,"
+    " final INTEGER, world_size INTEGER, payload_size INTEGER, payloads BLOB,"
+    " PRIMARY KEY(rank, round)) WITHOUT ROWID;";
 
 int sw__sqlite_rc(int rc) {
     switch (rc & 0xff) {
@@ -211,12 +218,14 @@ int sw__store_write_meta(sw__store *st, const sw__run_meta *m) {
     int rc = sw__sqlite_rc(sqlite3_prepare_v2(
         st->db,
         "INSERT INTO ranks(rank, world_size, name, host, pid, command, start_unix_ns,"
-        " origin_ns, warmup_steps, timeline, options, library_version, updated_unix_ns)"
-        " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
+        " origin_ns, warmup_steps, timeline, options, library_version, updated_unix_ns,"
+        " local_rank, clock_offset_ns)"
+        " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(rank) DO UPDATE SET"
         " world_size=excluded.world_size, name=excluded.name, host=excluded.host,"
         " pid=excluded.pid, command=excluded.command, start_unix_ns=excluded.start_unix_ns,"
         " origin_ns=excluded.origin_ns, warmup_steps=excluded.warmup_steps,"
-        " timeline=excluded.timeline, options=excluded.options",
+        " timeline=excluded.timeline, options=excluded.options,"
+        " local_rank=excluded.local_rank, clock_offset_ns=excluded.clock_offset_ns",
         -1, &q, NULL));
     if (rc != 0)
         return rc;
@@ -233,6 +242,8 @@ int sw__store_write_meta(sw__store *st, const sw__run_meta *m) {
     sqlite3_bind_text(q, 11, m->options_json ? m->options_json : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 12, SW_VERSION_STRING, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 13, (sqlite3_int64)unix_now_ns());
+    sqlite3_bind_int(q, 14, m->local_rank);
+    sqlite3_bind_int64(q, 15, m->clock_offset_ns);
     rc = step_reset(q);
     sqlite3_finalize(q);
     return rc;
@@ -247,6 +258,51 @@ int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
     sqlite3_bind_int64(st->name, 3, id);
     sqlite3_bind_text(st->name, 4, name, -1, SQLITE_TRANSIENT);
     return step_reset(st->name);
+}
+
+int sw__store_write_clock_offset(sw__store *st, int rank, int64_t offset_ns) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "UPDATE ranks SET clock_offset_ns=? WHERE rank=?", &q);
+    if (rc == 0) {
+        sqlite3_bind_int64(q, 1, offset_ns);
+        sqlite3_bind_int(q, 2, rank);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw__store_write_thread(sw__store *st, int rank, uint32_t thread, const char *name) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT OR REPLACE INTO threads VALUES(?,?,?)", &q);
+    if (rc == 0) {
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, thread);
+        sqlite3_bind_text(q, 3, name ? name : "", -1, SQLITE_STATIC);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int sw__store_add_rank_round(sw__store *st, int rank, int round, uint64_t step, int final,
+                             int world_size, size_t payload_size, const void *payloads) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT OR REPLACE INTO rank_rounds VALUES(?,?,?,?,?,?,?,?)", &q);
+    if (rc == 0) {
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int(q, 2, round);
+        sqlite3_bind_int64(q, 3, (sqlite3_int64)step);
+        sqlite3_bind_int64(q, 4, (sqlite3_int64)unix_now_ns());
+        sqlite3_bind_int(q, 5, final != 0);
+        sqlite3_bind_int(q, 6, world_size);
+        sqlite3_bind_int64(q, 7, (sqlite3_int64)payload_size);
+        sqlite3_bind_blob64(q, 8, payloads, (sqlite3_uint64)payload_size * (size_t)world_size,
+                            SQLITE_STATIC);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
 }
 
 /* Bind one sw_stats to ten consecutive parameters starting at col. */

@@ -12,10 +12,11 @@
 #include <sqlite3.h>
 
 /* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file.
- * Files of version 2 still open (they have no notes table). */
+ * Only version 1 was ever released; versions 2 and 3 were steps of unreleased work, so a
+ * reader takes version 4 alone. */
 #define SW__RUN_APPLICATION_ID 0x73777266
-#define SW__RUN_SCHEMA_VERSION 3
-#define SW__RUN_SCHEMA_OLDEST 2
+#define SW__RUN_SCHEMA_VERSION 4
+#define SW__RUN_SCHEMA_OLDEST 4
 /* The value of meta.magic. */
 #define SW__RUN_MAGIC "stepwatch-run"
 
@@ -35,6 +36,8 @@ typedef struct sw__run_meta {
     uint32_t warmup_steps;
     int timeline;
     const char *options_json;  /* the options in force, as a JSON object */
+    int local_rank;
+    int64_t clock_offset_ns;   /* this rank's wall clock minus rank 0's (0 = unknown) */
 } sw__run_meta;
 
 typedef struct sw__store {
@@ -96,6 +99,13 @@ int sw__store_add_counter(sw__store *st, int rank, const sw_counter_record *r);
 /* Spans of one thread, packed into one row. */
 int sw__store_add_spans(sw__store *st, int rank, uint32_t thread, const sw_span_record *spans,
                         size_t n);
+/* Set the rank's clock offset (its wall clock minus rank 0's). */
+int sw__store_write_clock_offset(sw__store *st, int rank, int64_t offset_ns);
+/* Name a recording thread of the rank (insert or replace). */
+int sw__store_write_thread(sw__store *st, int rank, uint32_t thread, const char *name);
+/* One round of cross-rank aggregation (world_size payloads of payload_size bytes). */
+int sw__store_add_rank_round(sw__store *st, int rank, int round, uint64_t step, int final,
+                             int world_size, size_t payload_size, const void *payloads);
 /* Replace the rank's function profile with fp's (merged per action; run_functions.c). */
 int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp);
 

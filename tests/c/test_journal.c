@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -403,13 +404,55 @@ static void test_blocking_ring_from_the_environment(void **state) {
     assert_null(p);
 }
 
+/* Thread names reach the file as they change: a thread's system name when it first records;
+ * a later sw_thread_name of that thread after its name was written (rewritten), and a new
+ * thread's (added), while the names written before stay. */
+static void *named_worker(void *arg) {
+    sw_profiler *p = arg;
+    pthread_setname_np(pthread_self(), "loader-7");
+    sw_id id = sw_action(p, "load");
+    sw_begin(p, id);
+    sw_end(p, id);
+    return NULL;
+}
+
+static void test_thread_names_follow_changes(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "names.db");
+    SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 10);
+    pthread_setname_np(pthread_self(), "trainer-main");
+    sw_id id = sw_action(p, "step work");
+    sw_begin(p, id);
+    sw_end(p, id);
+    /* wait (at most 10 s) until a flush wrote thread 0's system name */
+    long long written = 0;
+    for (int i = 0; i < 1000 && !written; i++) {
+        sleep_ms(10);
+        written = query_int(path, "SELECT count(*) FROM threads WHERE thread = 0 AND "
+                                  "name = 'trainer-main'");
+    }
+    assert_int_equal(written, 1);
+    assert_int_equal(sw_thread_name(p, "renamed after a flush"), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, named_worker, p), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    sw_profiler_free(p);
+    char name[64];
+    query_text(path, "SELECT name FROM threads WHERE thread = 0", name, sizeof name);
+    assert_string_equal(name, "renamed after a flush");
+    query_text(path, "SELECT name FROM threads WHERE thread = 1", name, sizeof name);
+    assert_string_equal(name, "loader-7");
+    assert_int_equal(query_int(path, "SELECT count(*) FROM threads"), 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocking_ring_from_the_environment),
         cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_sigkill_recovery),
         cmocka_unit_test(test_sigterm_chains),    cmocka_unit_test(test_sigint_default),
         cmocka_unit_test(test_completed_at_exit), cmocka_unit_test(test_refuses_foreign_file),
-        cmocka_unit_test(test_replaces_old_run_file), cmocka_unit_test(test_reader_open_at_the_end),
+        cmocka_unit_test(test_replaces_old_run_file),
+        cmocka_unit_test(test_thread_names_follow_changes), cmocka_unit_test(test_reader_open_at_the_end),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

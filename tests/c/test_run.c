@@ -255,12 +255,12 @@ static void test_wrong_version(void **state) {
     assert_int_equal(open_rc(path), SW_EVERSION);
 }
 
-/* Notes go through the run file and a merge; a file of schema version 2 (no notes table)
- * still opens, merges, and has no notes. */
-static void test_notes_and_version_2(void **state) {
+/* Notes go through the run file and a merge; a file without notes merges with one that has
+ * them. */
+static void test_notes(void **state) {
     char live[300], old[300], merged[300];
     path_in_dir(live, sizeof live, "notes.db");
-    path_in_dir(old, sizeof old, "v2.db");
+    path_in_dir(old, sizeof old, "no-notes.db");
     path_in_dir(merged, sizeof merged, "notes-merged.db");
     sw_options o = {.run_file = live, .rank = 1, .world_size = 2, .no_signal_handlers = 1};
     sw_profiler *p = NULL;
@@ -279,12 +279,6 @@ static void test_notes_and_version_2(void **state) {
     sw_run_close(run);
 
     copy_file(g_rank0, old);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open(old, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "DROP TABLE notes; PRAGMA user_version = 2", NULL, NULL,
-                                  NULL),
-                     SQLITE_OK);
-    sqlite3_close(db);
     assert_int_equal(sw_run_open(old, &run), 0);
     assert_int_equal(sw_run_snapshot(run, &s), 0);
     assert_int_equal(s->nnotes, 0);
@@ -385,7 +379,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_snapshot_round_trip), cmocka_unit_test(test_merge_two_ranks),
         cmocka_unit_test(test_exports),             cmocka_unit_test(test_missing_and_foreign),
-        cmocka_unit_test(test_wrong_version),       cmocka_unit_test(test_notes_and_version_2),
+        cmocka_unit_test(test_wrong_version),       cmocka_unit_test(test_notes),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupted),           cmocka_unit_test(test_bad_arguments),
     };

@@ -1,5 +1,7 @@
-/* fuzz_decode.c — the run file's packed encodings (run_store.c): span chunks and histograms.
- * Any blob decodes or gives SW_ECORRUPT; what decodes encodes back to the same spans. */
+/* fuzz_decode.c — the run file's packed encodings (run_store.c): span chunks and histograms;
+ * and the ranks' payloads (src/ranks), which arrive from other processes. Any blob decodes or
+ * gives SW_ECORRUPT; what decodes encodes back to the same spans; any bytes reduce to a
+ * cross-rank view (damaged payloads are ranks that did not answer). */
 #include "fuzz_util.h"
 #include "runfile/run_store.h"
 
@@ -21,5 +23,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sw_hist_quantile(&h, 0.5);
         sw_hist_quantile(&h, 0.99);
     }
+    int world = (int)(size / SW_RANK_PAYLOAD_SIZE);
+    sw_ranks *ranks = NULL;
+    if (world > 0 && sw_ranks_reduce(data, world, &ranks) == 0) {
+        FILE *null = fopen("/dev/null", "w");
+        if (null) {
+            sw_ranks_write(ranks, SW_FORMAT_TABLE, 0, null);
+            sw_ranks_write(ranks, SW_FORMAT_JSON, 0, null);
+            fclose(null);
+        }
+    }
+    sw_ranks_free(ranks);
     return 0;
 }

@@ -93,6 +93,12 @@ static inline void fuzz_exercise(sw_run *run) {
         sw_compare_regressions(all, all, &regressions);
     }
     sw_snapshot_free(all);
+    sw_ranks *ranks = NULL;
+    if (sw_run_ranks(run, &ranks) == 0) {
+        sw_ranks_write(ranks, SW_FORMAT_TABLE, 0, out);
+        sw_ranks_write(ranks, SW_FORMAT_JSON, 0, out);
+    }
+    sw_ranks_free(ranks);
     for (int i = 0; i < sw_run_rank_count(run); i++) {
         int rank = sw_run_rank_id(run, i);
         sw_snapshot *one = NULL;

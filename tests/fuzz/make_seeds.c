@@ -96,6 +96,27 @@ int main(int argc, char **argv) {
     if (sw__hist_encode(&h, &blob, &size) == 0)
         put("fuzz_decode", "hist", blob, size);
     free(blob);
+    /* two ranks' payloads, as a transport gathers them */
+    sw_profiler *p = NULL;
+    if (sw_profiler_new(&(sw_options){.no_signal_handlers = 1}, &p) != 0)
+        exit(1);
+    sw_id data = sw_action(p, "data"), coll = sw_action(p, "collective:allreduce");
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int i = 0; i < 3; i++) {
+        sw_step_begin(p, 4);
+        sw_begin(p, data);
+        sw_end(p, data);
+        sw_begin(p, coll);
+        sw_end(p, coll);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    static unsigned char payloads[2 * SW_RANK_PAYLOAD_SIZE];
+    if (sw_rank_payload(p, 0, 2, payloads, SW_RANK_PAYLOAD_SIZE) != 0 ||
+        sw_rank_payload(p, 1, 2, payloads + SW_RANK_PAYLOAD_SIZE, SW_RANK_PAYLOAD_SIZE) != 0)
+        exit(1);
+    sw_profiler_free(p);
+    put("fuzz_decode", "payloads", payloads, sizeof payloads);
 
     /* IDX: one file of each element type. */
     const unsigned char types[] = {0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E};

@@ -170,8 +170,13 @@ def test_known_sleeps_and_times_match_cprofile(builtins):
     cc, nc, tt, ct, callers = got[key]
     assert (cc, nc) == (3, 3)
     assert ct == pytest.approx(measured[0], rel=0.05)
-    want = cprofile_stats(slept, builtins)
-    assert ct == pytest.approx(want[key][3], rel=0.25)
+    # cProfile on a run of its own: each profiler is held to its own run's clock (two runs
+    # on a loaded machine oversleep differently)
+    measured_by_cprofile_run = []
+    want = cprofile_stats(lambda: measured_by_cprofile_run.append(slept()), builtins)
+    assert want[key][:2] == (3, 3)
+    assert ct / measured[0] == pytest.approx(want[key][3] / measured_by_cprofile_run[0],
+                                             rel=0.05)
     if builtins:  # the sleep is its own function; nap itself does almost nothing
         sleep = got[("~", 0, "<built-in method time.sleep>")]
         assert sleep[:2] == (3, 3) and sleep[2] == pytest.approx(measured[0], rel=0.05)

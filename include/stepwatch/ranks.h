@@ -1,0 +1,152 @@
+/*
+ * stepwatch/ranks.h — many ranks: which rank is slow, and why.
+ * Included by stepwatch.h; do not include directly. See docs/ranks.md.
+ *
+ * Every rank sums up its run in a payload of SW_RANK_PAYLOAD_SIZE bytes (per action of the
+ * common vocabulary: calls, total and self time, min/p50/p99/max, std; never per-step data).
+ * A transport (torch.distributed in Python, MPI in libstepwatch_mpi, or rank files read
+ * back) carries the payloads to rank 0, which reduces them into an sw_ranks: per action the
+ * per-step time across ranks (min, median, max, with the ranks at the extremes) and the
+ * straggler ranks, worst first, each with its blame:
+ *
+ *   data         its data wait is longer than the other ranks'
+ *   compute      its own work (the step minus data wait minus collective wait) is longer;
+ *                `part` names forward, backward, optimizer, ... whose own time grew most
+ *   collectives  its time inside collectives (all-reduce, barrier) is longer and makes its
+ *                steps longer (a slow link, not waiting for a slower peer)
+ *
+ * Under data parallelism (DDP) the ranks move in lockstep: every rank's step takes as long
+ * as the slowest one's, and the others spend the difference waiting in the gradient
+ * all-reduce. The straggler is the rank that waits least there, which is why the collective
+ * wait must be measured (actions named "collective" or "collective:<what>"; stepwatch's DDP
+ * hook and the MPI wrappers record them). Without it, lockstep ranks cannot be told apart and
+ * sw_ranks.collective_ranks is 0.
+ *
+ * Payloads are plain bytes (little-endian, versioned): a buffer of world_size payloads, one
+ * per rank at offset rank * SW_RANK_PAYLOAD_SIZE, is what every transport fills; a slot left
+ * zeroed is a rank that did not answer.
+ */
+#ifndef STEPWATCH_RANKS_H
+#define STEPWATCH_RANKS_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SW_RANK_PAYLOAD_SIZE 704
+/* The most ranks a view covers (1,048,576: 704 MiB of payloads at rank 0). */
+#define SW_RANKS_MAX_WORLD (1 << 20)
+
+/* Write p's payload (a snapshot of it now) into buf, which holds size >= SW_RANK_PAYLOAD_SIZE
+ * bytes, as rank `rank` of world_size in the transport (world_size 0: the profiler's own rank
+ * and world size). Safe while other threads record. 0, SW_EINVAL, SW_ENOMEM. */
+SW_API int sw_rank_payload(sw_profiler *p, int rank, int world_size, void *buf, size_t size);
+/* The same from a snapshot (one rank's, e.g. sw_run_rank_snapshot). */
+SW_API int sw_rank_payload_of(const sw_snapshot *s, void *buf, size_t size);
+
+typedef enum sw_blame {
+    SW_BLAME_NONE = 0,
+    SW_BLAME_DATA,
+    SW_BLAME_COMPUTE,
+    SW_BLAME_COLLECTIVE
+} sw_blame;
+
+/* "data", "compute", "collectives"; "none". Static string. */
+SW_API const char *sw_blame_name(sw_blame blame);
+
+/* One action across ranks: each rank's time in it per step. */
+typedef struct sw_rank_stat {
+    const char *name;      /* step, data, forward, loss, backward, optimizer, zero_grad,
+                              callback, collective, and compute (step - data - collective) */
+    int ranks;             /* ranks that recorded it (0: no rank did) */
+    double min_ns, median_ns, max_ns;
+    int min_rank, max_rank;  /* the lowest rank holding the extreme */
+    uint64_t calls;        /* over all ranks */
+    double p99_max_ns;     /* the largest per-call p99 of any rank */
+    int p99_max_rank;
+} sw_rank_stat;
+
+/* A rank slower than the others, per step. */
+typedef struct sw_rank_straggler {
+    int rank, local_rank;
+    const char *host;
+    double excess_ns;      /* how much longer its own work (or, for collectives, its step)
+                              takes than the median of the other ranks */
+    sw_blame blame;
+    double blame_ns;       /* the blamed part's excess over the other ranks' median */
+    const char *part;      /* compute: the part whose own time grew most ("forward", ...);
+                              NULL when none stands out */
+    double part_ns;
+    double step_ns, data_ns, compute_ns, collective_ns; /* this rank's means per step */
+} sw_rank_straggler;
+
+typedef struct sw_ranks {
+    int world_size;
+    int answered;          /* ranks whose payload arrived */
+    int nmissing;
+    int *missing;          /* the ranks that did not answer, ascending */
+    uint64_t min_steps, max_steps; /* steady steps per rank */
+    const char *phase;     /* "train" when the ranks' payloads use the train phase, else "all" */
+    int collective_ranks;  /* ranks that measured collective waits */
+    double threshold_ns;   /* a straggler's excess is at least this (10 % of the median step,
+                              at least 50 us) */
+    size_t nstats;
+    sw_rank_stat *stats;   /* the actions in the order above; those no rank recorded too */
+    size_t nstragglers;
+    sw_rank_straggler *stragglers; /* every rank past the threshold, worst first */
+} sw_ranks;
+
+/* Reduce the payloads of world_size ranks (rank r's at offset r * SW_RANK_PAYLOAD_SIZE of a
+ * buffer of world_size * SW_RANK_PAYLOAD_SIZE bytes; a slot that is not a valid payload of
+ * rank r is a rank that did not answer). The caller owns *out (sw_ranks_free). SW_EINVAL for
+ * NULL arguments or world_size outside 1..SW_RANKS_MAX_WORLD, SW_ENOMEM. */
+SW_API int sw_ranks_reduce(const void *payloads, int world_size, sw_ranks **out);
+SW_API void sw_ranks_free(sw_ranks *r);
+
+/* Write the cross-rank view: SW_FORMAT_TABLE (text) shows at most top stragglers (0: 3),
+ * SW_FORMAT_MARKDOWN the same, SW_FORMAT_JSON all of them (SW_EFORMAT for other formats).
+ * SW_EIO on a write error. */
+SW_API int sw_ranks_write(const sw_ranks *r, sw_format fmt, int top, FILE *out);
+
+/* The cross-rank view of a run file: from its ranks' aggregates when it holds several ranks
+ * (a merged file), else from the last aggregation stored in it (rank 0's file of a run that
+ * aggregated online; the one that more ranks answered wins when both exist). SW_ENOTFOUND
+ * when the file has neither. Ranks of the world size missing from the file are missing. */
+SW_API int sw_run_ranks(sw_run *run, sw_ranks **out);
+
+/* ---- aggregating a live run over a transport (MPI: stepwatch/mpi.h) ---- */
+
+/* Carry every rank's payload to rank 0. mine is this rank's payload (size bytes); on rank 0,
+ * all has world_size * size bytes, zeroed, to fill (slot r for rank r). final: the end of
+ * the run, where a rank may be dead: wait at most timeout_s, then return 0 with the slots of
+ * the ranks that did not answer left zeroed. Returns 0 or a negative SW_E* code. */
+typedef int (*sw_gather_fn)(void *ctx, const void *mine, void *all, size_t size, int final,
+                            double timeout_s);
+
+typedef struct sw_ranks_options {
+    int rank, world_size;  /* in the transport (0, 0: the profiler's) */
+    sw_gather_fn gather;
+    void *ctx;
+    double timeout_s;      /* the final gather's wait; 0 = 30 s */
+    int top;               /* stragglers printed; 0 = 3 */
+    sw_format format;      /* rank 0's printed view: TABLE (default), MARKDOWN or JSON */
+    FILE *out;             /* where rank 0 prints the final view; NULL = stderr */
+    int quiet;             /* nonzero: print nothing (the view is still stored) */
+    void (*release)(void *ctx); /* called when p is freed, after the final round: the
+                                   transport lets go of ctx (NULL: nothing to do) */
+} sw_ranks_options;
+
+/* Aggregate p over a transport: sw_ranks_aggregate gathers now (collective: every rank must
+ * call it, in the same order as its other collectives); on rank 0 the view is reduced,
+ * stored in p's run file (sw_run_add_ranks) and, when final, printed. The final aggregation
+ * also runs by itself when p is freed, if it has not run yet (collective too: free p on
+ * every rank). sw_ranks_attach copies o; SW_ESTATE if p already has one. sw_ranks_aggregate
+ * returns SW_ENOTFOUND without an attached transport; on rank 0, *out (may be NULL) gets the
+ * view (the caller frees it). The final round runs once: later final calls return 0 at
+ * once. */
+SW_API int sw_ranks_attach(sw_profiler *p, const sw_ranks_options *o);
+SW_API int sw_ranks_aggregate(sw_profiler *p, int final, sw_ranks **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STEPWATCH_RANKS_H */

@@ -1,0 +1,218 @@
+/*
+ * payload.c — one rank's run summed up in SW_RANK_PAYLOAD_SIZE bytes.
+ *
+ * Layout (little-endian; docs/ranks.md): a 128-byte header
+ *   0 magic "swrk"   4 version u16   6 slots u16   8 rank i32   12 world_size i32
+ *   16 local_rank i32   20 flags u32   24 steps u64   32 elapsed_ns u64   40 pid i64
+ *   48 host (64 bytes, NUL-padded)   112 reserved (zero)
+ * then per slot (step, data, forward, loss, backward, optimizer, zero_grad, callback,
+ * collective) 64 bytes: count, total_ns, self_ns, min_ns, p50_ns, p99_ns, max_ns (u64),
+ * std_ns (f64). The slots come from the snapshot's train-phase rows when it has training
+ * steps (validation is another workload), else from the roll-ups over all phases.
+ */
+#include "ranks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HEADER_SIZE 128
+#define SLOT_SIZE 64
+
+_Static_assert(HEADER_SIZE + SW__SLOT_COUNT * SLOT_SIZE == SW_RANK_PAYLOAD_SIZE,
+               "SW_RANK_PAYLOAD_SIZE is the header and the slots");
+
+const char *const sw__slot_names[SW__SLOT_COUNT] = {
+    "step", "data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback",
+    "collective"};
+
+/* The slot of a row's action, or -1 for actions no slot carries. */
+static int slot_of(const sw_row *r) {
+    const char *name = r->action_name ? r->action_name : "";
+    if (strcmp(name, "step") == 0)
+        return SW__SLOT_STEP;
+    if (strcmp(name, "collective") == 0 || strncmp(name, "collective:", 11) == 0)
+        return SW__SLOT_COLLECTIVE;
+    switch (r->category) {
+    case SW_CAT_DATA: return SW__SLOT_DATA;
+    case SW_CAT_FORWARD: return SW__SLOT_FORWARD;
+    case SW_CAT_LOSS: return SW__SLOT_LOSS;
+    case SW_CAT_BACKWARD: return SW__SLOT_BACKWARD;
+    case SW_CAT_OPTIMIZER: return SW__SLOT_OPTIMIZER;
+    case SW_CAT_ZERO_GRAD: return SW__SLOT_ZERO_GRAD;
+    case SW_CAT_CALLBACK: return SW__SLOT_CALLBACK;
+    default: return -1;
+    }
+}
+
+int sw__payload_fill(const sw_snapshot *s, sw__payload *out) {
+    memset(out, 0, sizeof *out);
+    out->rank = s->rank;
+    out->world_size = s->world_size;
+    out->local_rank = s->local_rank;
+    out->elapsed_ns = s->elapsed_ns;
+    out->pid = s->pid;
+    if (s->host)
+        snprintf(out->host, sizeof out->host, "%s", s->host);
+    const sw_row *train = sw_snapshot_find(s, "step", "train");
+    int use_train = train && train->stats.count > 0;
+    if (use_train)
+        out->flags |= SW__PAYLOAD_FLAG_TRAIN;
+    /* Merge each slot's rows: several actions may share a category (callbacks). */
+    sw_stats stats[SW__SLOT_COUNT];
+    sw_hist *hists = calloc(SW__SLOT_COUNT, sizeof *hists);
+    if (hists == NULL)
+        return SW_ENOMEM;
+    for (int k = 0; k < SW__SLOT_COUNT; k++)
+        sw_stats_init(&stats[k]);
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        int wanted = use_train ? r->phase == SW_PHASE_TRAIN : r->phase == SW_PHASE_ALL;
+        int k = slot_of(r);
+        if (!wanted || k < 0 || r->stats.count == 0)
+            continue;
+        sw_stats_merge(&stats[k], &r->stats);
+        sw_hist_merge(&hists[k], &r->hist);
+    }
+    for (int k = 0; k < SW__SLOT_COUNT; k++) {
+        sw__slot_stats *o = &out->slots[k];
+        if (stats[k].count == 0)
+            continue;
+        o->count = stats[k].count;
+        o->total_ns = stats[k].total_ns;
+        o->self_ns = stats[k].self_ns;
+        o->min_ns = stats[k].min_ns;
+        o->max_ns = stats[k].max_ns;
+        o->p50_ns = sw_hist_quantile(&hists[k], 0.5);
+        o->p99_ns = sw_hist_quantile(&hists[k], 0.99);
+        o->std_ns = sw_stats_stddev(&stats[k]);
+    }
+    out->steps = out->slots[SW__SLOT_STEP].count;
+    free(hists);
+    return 0;
+}
+
+/* The payload of s as rank (world_size 0: the snapshot's own) into buf. */
+static int payload_as(const sw_snapshot *s, int rank, int world_size, void *buf, size_t size) {
+    if (s == NULL || buf == NULL || size < SW_RANK_PAYLOAD_SIZE ||
+        (world_size > 0 && (rank < 0 || rank >= world_size)))
+        return SW_EINVAL;
+    sw__payload pl;
+    int rc = sw__payload_fill(s, &pl);
+    if (rc != 0)
+        return rc;
+    if (world_size > 0) {
+        pl.rank = rank;
+        pl.world_size = world_size;
+    }
+    sw__payload_encode(&pl, buf);
+    return 0;
+}
+
+int sw_rank_payload_of(const sw_snapshot *s, void *buf, size_t size) {
+    return payload_as(s, 0, 0, buf, size);
+}
+
+int sw_rank_payload(sw_profiler *p, int rank, int world_size, void *buf, size_t size) {
+    if (p == NULL)
+        return SW_EINVAL;
+    sw_snapshot *s = NULL;
+    int rc = sw_snapshot_take(p, &s);
+    if (rc == 0)
+        rc = payload_as(s, rank, world_size, buf, size);
+    sw_snapshot_free(s);
+    return rc;
+}
+
+/* ---- bytes ---- */
+
+static void put_u16(unsigned char *b, uint16_t v) {
+    b[0] = (unsigned char)v;
+    b[1] = (unsigned char)(v >> 8);
+}
+static void put_u32(unsigned char *b, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *b, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint16_t get_u16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+static uint32_t get_u32(const unsigned char *b) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)b[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+static void put_f64(unsigned char *b, double d) {
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    put_u64(b, v);
+}
+static double get_f64(const unsigned char *b) {
+    uint64_t v = get_u64(b);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
+    memset(buf, 0, SW_RANK_PAYLOAD_SIZE);
+    put_u32(buf + 0, SW__PAYLOAD_MAGIC);
+    put_u16(buf + 4, SW__PAYLOAD_VERSION);
+    put_u16(buf + 6, SW__SLOT_COUNT);
+    put_u32(buf + 8, (uint32_t)pl->rank);
+    put_u32(buf + 12, (uint32_t)pl->world_size);
+    put_u32(buf + 16, (uint32_t)pl->local_rank);
+    put_u32(buf + 20, pl->flags);
+    put_u64(buf + 24, pl->steps);
+    put_u64(buf + 32, pl->elapsed_ns);
+    put_u64(buf + 40, (uint64_t)pl->pid);
+    memcpy(buf + 48, pl->host, strnlen(pl->host, SW__PAYLOAD_HOST - 1));
+    for (int k = 0; k < SW__SLOT_COUNT; k++) {
+        unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
+        const sw__slot_stats *s = &pl->slots[k];
+        const uint64_t v[7] = {s->count, s->total_ns, s->self_ns, s->min_ns,
+                               s->p50_ns, s->p99_ns, s->max_ns};
+        for (int i = 0; i < 7; i++)
+            put_u64(b + 8 * i, v[i]);
+        put_f64(b + 56, s->std_ns);
+    }
+}
+
+int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
+    memset(out, 0, sizeof *out);
+    if (get_u32(buf) != SW__PAYLOAD_MAGIC || get_u16(buf + 4) != SW__PAYLOAD_VERSION ||
+        get_u16(buf + 6) != SW__SLOT_COUNT)
+        return SW_ECORRUPT;
+    out->rank = (int)get_u32(buf + 8);
+    out->world_size = (int)get_u32(buf + 12);
+    out->local_rank = (int)get_u32(buf + 16);
+    out->flags = get_u32(buf + 20);
+    out->steps = get_u64(buf + 24);
+    out->elapsed_ns = get_u64(buf + 32);
+    out->pid = (int64_t)get_u64(buf + 40);
+    memcpy(out->host, buf + 48, SW__PAYLOAD_HOST - 1);
+    out->host[SW__PAYLOAD_HOST - 1] = '\0';
+    for (int k = 0; k < SW__SLOT_COUNT; k++) {
+        const unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
+        sw__slot_stats *s = &out->slots[k];
+        s->count = get_u64(b);
+        s->total_ns = get_u64(b + 8);
+        s->self_ns = get_u64(b + 16);
+        s->min_ns = get_u64(b + 24);
+        s->p50_ns = get_u64(b + 32);
+        s->p99_ns = get_u64(b + 40);
+        s->max_ns = get_u64(b + 48);
+        s->std_ns = get_f64(b + 56);
+    }
+    if (out->rank < 0 || out->world_size < 1 || out->rank >= out->world_size)
+        return SW_ECORRUPT;
+    return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * write.c — the cross-rank view as text, markdown or JSON (sw_ranks_write).
+ */
+#include "ranks.h"
+#include "report/json_out.h"
+#include "report/writer.h"
+
+#include <string.h>
+
+static const char *dur(double ns, char *buf, size_t size) {
+    return sw_format_duration(ns, buf, size);
+}
+
+/* "48.3 ms (rank 2)" */
+static const char *at_rank(double ns, int rank, char *buf, size_t size) {
+    char d[32];
+    snprintf(buf, size, "%s (rank %d)", dur(ns, d, sizeof d), rank);
+    return buf;
+}
+
+static void write_missing(const sw_ranks *r, FILE *out) {
+    fprintf(out, "Did not answer: rank%s", r->nmissing > 1 ? "s" : "");
+    for (int i = 0; i < r->nmissing; i++)
+        fprintf(out, "%s %d", i ? "," : "", r->missing[i]);
+    fputs(" (ended early, died, or past the aggregation's timeout).\n", out);
+}
+
+/* One sentence per straggler: "rank 1 (host, local rank 1): ..." */
+static void write_straggler(const sw_rank_straggler *s, FILE *out) {
+    char host[SW__LABEL_MAX], a[32], b[32], c[32];
+    sw__text_clean(s->host, host, sizeof host);
+    fprintf(out, "rank %d (%s, local rank %d): %s more per step than the other ranks' median; ",
+            s->rank, host[0] ? host : "?", s->local_rank, dur(s->excess_ns, a, sizeof a));
+    switch (s->blame) {
+    case SW_BLAME_DATA:
+        fprintf(out, "blame: data (its data wait is %s longer, %s per step)", dur(s->blame_ns, b, sizeof b),
+                dur(s->data_ns, c, sizeof c));
+        break;
+    case SW_BLAME_COMPUTE:
+        fprintf(out, "blame: compute (its own work is %s longer, %s per step", dur(s->blame_ns, b, sizeof b),
+                dur(s->compute_ns, c, sizeof c));
+        if (s->part)
+            fprintf(out, "; %s grew most, by %s", s->part, dur(s->part_ns, a, sizeof a));
+        fputc(')', out);
+        break;
+    default:
+        fprintf(out, "blame: collectives (its time in collectives is %s longer, %s per step)",
+                dur(s->blame_ns, b, sizeof b), dur(s->collective_ns, c, sizeof c));
+        break;
+    }
+}
+
+static void write_text(const sw_ranks *r, int markdown, int top, FILE *out) {
+    char a[64], b[64], c[64];
+    fprintf(out, "%sAcross ranks: %d of %d answered", markdown ? "### " : "", r->answered,
+            r->world_size);
+    const char *kind = r->phase[0] == 't' ? " training" : "";
+    if (r->max_steps > 0 && r->min_steps == r->max_steps)
+        fprintf(out, ", %llu steady%s steps each", (unsigned long long)r->max_steps, kind);
+    else if (r->max_steps > 0)
+        fprintf(out, ", %llu to %llu steady%s steps each", (unsigned long long)r->min_steps,
+                (unsigned long long)r->max_steps, kind);
+    fputs("; time per step, mean\n\n", out);
+    if (markdown)
+        fputs("| action | min | median | max | calls |\n|---|---:|---:|---:|---:|\n", out);
+    else
+        fprintf(out, "%-12s %24s %12s %24s %10s\n", "action", "min", "median", "max", "calls");
+    for (size_t i = 0; i < r->nstats; i++) {
+        const sw_rank_stat *st = &r->stats[i];
+        if (st->ranks == 0)
+            continue;
+        at_rank(st->min_ns, st->min_rank, a, sizeof a);
+        dur(st->median_ns, b, sizeof b);
+        at_rank(st->max_ns, st->max_rank, c, sizeof c);
+        char calls[24] = "-"; /* compute is derived: no calls of its own */
+        if (strcmp(st->name, "compute") != 0)
+            snprintf(calls, sizeof calls, "%llu", (unsigned long long)st->calls);
+        if (markdown)
+            fprintf(out, "| %s | %s | %s | %s | %s |\n", st->name, a, b, c, calls);
+        else
+            fprintf(out, "%-12s %24s %12s %24s %10s\n", st->name, a, b, c, calls);
+    }
+    fputc('\n', out);
+    if (r->nstragglers == 0 && r->max_steps > 0 && r->answered > 1)
+        fprintf(out, "No straggler: no rank's own work per step is %s longer than the other "
+                     "ranks' median.\n", dur(r->threshold_ns, a, sizeof a));
+    for (size_t i = 0; i < r->nstragglers && (int)i < top; i++) {
+        if (i == 0)
+            fprintf(out, "Stragglers (worst first; threshold %s per step):\n",
+                    dur(r->threshold_ns, a, sizeof a));
+        fputs(markdown ? "- " : "  ", out);
+        write_straggler(&r->stragglers[i], out);
+        fputs(".\n", out);
+    }
+    if ((int)r->nstragglers > top)
+        fprintf(out, "  ... and %zu more.\n", r->nstragglers - (size_t)top);
+    if (r->answered > 1 && r->collective_ranks == 0)
+        fputs("Collective waits were not measured: ranks that train in lockstep (DDP) all "
+              "take the slowest one's step time, so stragglers cannot be told apart.\n",
+              out);
+    if (r->nmissing > 0)
+        write_missing(r, out);
+}
+
+static void json_ns(sw__jw *w, const char *key, double ns) { sw__jw_kv_double(w, key, ns); }
+
+static void write_json(const sw_ranks *r, FILE *out, int *rc) {
+    sw__jw w;
+    sw__jw_init(&w, out, 2);
+    sw__jw_object_begin(&w);
+    sw__jw_kv_int(&w, "world_size", r->world_size);
+    sw__jw_kv_int(&w, "answered", r->answered);
+    sw__jw_key(&w, "missing");
+    sw__jw_array_begin(&w);
+    for (int i = 0; i < r->nmissing; i++)
+        sw__jw_int(&w, r->missing[i]);
+    sw__jw_array_end(&w);
+    sw__jw_kv_string(&w, "phase", r->phase);
+    sw__jw_kv_uint(&w, "min_steps", r->min_steps);
+    sw__jw_kv_uint(&w, "max_steps", r->max_steps);
+    sw__jw_kv_int(&w, "collective_ranks", r->collective_ranks);
+    json_ns(&w, "threshold_ns", r->threshold_ns);
+    sw__jw_key(&w, "actions");
+    sw__jw_array_begin(&w);
+    for (size_t i = 0; i < r->nstats; i++) {
+        const sw_rank_stat *st = &r->stats[i];
+        sw__jw_object_begin(&w);
+        sw__jw_kv_string(&w, "name", st->name);
+        sw__jw_kv_int(&w, "ranks", st->ranks);
+        json_ns(&w, "min_ns", st->min_ns);
+        sw__jw_kv_int(&w, "min_rank", st->min_rank);
+        json_ns(&w, "median_ns", st->median_ns);
+        json_ns(&w, "max_ns", st->max_ns);
+        sw__jw_kv_int(&w, "max_rank", st->max_rank);
+        sw__jw_kv_uint(&w, "calls", st->calls);
+        json_ns(&w, "p99_max_ns", st->p99_max_ns);
+        sw__jw_kv_int(&w, "p99_max_rank", st->p99_max_rank);
+        sw__jw_object_end(&w);
+    }
+    sw__jw_array_end(&w);
+    sw__jw_key(&w, "stragglers");
+    sw__jw_array_begin(&w);
+    for (size_t i = 0; i < r->nstragglers; i++) {
+        const sw_rank_straggler *s = &r->stragglers[i];
+        sw__jw_object_begin(&w);
+        sw__jw_kv_int(&w, "rank", s->rank);
+        sw__jw_kv_int(&w, "local_rank", s->local_rank);
+        sw__jw_kv_string(&w, "host", s->host);
+        json_ns(&w, "excess_ns", s->excess_ns);
+        sw__jw_kv_string(&w, "blame", sw_blame_name(s->blame));
+        json_ns(&w, "blame_ns", s->blame_ns);
+        sw__jw_kv_string(&w, "part", s->part);
+        json_ns(&w, "part_ns", s->part_ns);
+        json_ns(&w, "step_ns", s->step_ns);
+        json_ns(&w, "data_ns", s->data_ns);
+        json_ns(&w, "compute_ns", s->compute_ns);
+        json_ns(&w, "collective_ns", s->collective_ns);
+        sw__jw_object_end(&w);
+    }
+    sw__jw_array_end(&w);
+    sw__jw_object_end(&w);
+    *rc = sw__jw_finish(&w);
+}
+
+int sw_ranks_write(const sw_ranks *r, sw_format fmt, int top, FILE *out) {
+    if (r == NULL || out == NULL)
+        return SW_EINVAL;
+    if (top <= 0)
+        top = 3;
+    int rc = 0;
+    switch (fmt) {
+    case SW_FORMAT_TABLE:
+    case SW_FORMAT_MARKDOWN:
+        write_text(r, fmt == SW_FORMAT_MARKDOWN, top, out);
+        break;
+    case SW_FORMAT_JSON:
+        write_json(r, out, &rc);
+        break;
+    default:
+        return SW_EFORMAT;
+    }
+    if (rc == 0 && (fflush(out) != 0 || ferror(out)))
+        rc = SW_EIO;
+    return rc;
+}

@@ -1,0 +1,19 @@
+# The MPI path of the cross-rank aggregation (issue 22): tests/mpi/mpi_train.c under a real
+# mpirun with 2, 3 and 4 ranks (--oversubscribe: more ranks than cores), registered only where
+# CMake found MPI and an mpirun, and not under the sanitizers (MPI's own allocations read as
+# leaks there).
+if(TARGET stepwatch_mpi AND MPIEXEC_EXECUTABLE AND NOT SW_SANITIZE)
+  find_package(Python3 COMPONENTS Interpreter)
+  add_executable(mpi_train ${CMAKE_CURRENT_SOURCE_DIR}/mpi/mpi_train.c)
+  target_link_libraries(mpi_train PRIVATE stepwatch_mpi)
+  if(Python3_FOUND)
+    set(check ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/mpi/check_mpi.py
+        ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:mpi_train>)
+    add_test(NAME mpi_ranks_2_data COMMAND ${check} 2 --data 1)
+    add_test(NAME mpi_ranks_3_compute COMMAND ${check} 3 --compute 2)
+    add_test(NAME mpi_ranks_4_data_and_compute COMMAND ${check} 4 --data 1 --compute 3)
+    add_test(NAME mpi_ranks_killed COMMAND ${check} 3 --data 1 --kill 2)
+    set_tests_properties(mpi_ranks_2_data mpi_ranks_3_compute mpi_ranks_4_data_and_compute
+      mpi_ranks_killed PROPERTIES TIMEOUT 300 RESOURCE_LOCK mpi)
+  endif()
+endif()
