@@ -6,9 +6,10 @@
  * given to `stepwatch run` itself mean "python3 -m/-c". torchrun ARGS runs as "python -m
  * stepwatch.torchrun ARGS", which does the same in every worker. Any other program gets the
  * run file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
- * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS) for a program built with
- * stepwatch. At the end it names the run files the program wrote ({rank} expanded), or says
- * that none was written.
+ * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
+ * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME) for a program built with stepwatch.
+ * At the end it names the run files the program wrote ({rank} expanded), or says that none
+ * was written.
  * The exit status is the program's (128 + N when killed by signal N).
  */
 #include "options.h"
@@ -46,6 +47,8 @@ static const char HELP[] =
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
     "      --live        the live status line even when stderr is not a terminal\n"
     "      --no-live     no live status line (by default: when stderr is a terminal)\n"
+    "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
+    "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -242,7 +245,9 @@ int sw_cmd_run(int argc, char **argv) {
         OPT_FUNCTIONS,
         OPT_BUILTINS,
         OPT_LIVE,
-        OPT_NO_LIVE
+        OPT_NO_LIVE,
+        OPT_DEVICE_STATS,
+        OPT_DEVICE_TIME
     };
     static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
                                             {"timeline", no_argument, NULL, 't'},
@@ -256,13 +261,17 @@ int sw_cmd_run(int argc, char **argv) {
                                             {"builtins", no_argument, NULL, OPT_BUILTINS},
                                             {"live", no_argument, NULL, OPT_LIVE},
                                             {"no-live", no_argument, NULL, OPT_NO_LIVE},
+                                            {"device-stats", optional_argument, NULL,
+                                             OPT_DEVICE_STATS},
+                                            {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
                                             SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
     sw__cli_args args = {.command = "run", .help = HELP};
     const char *run_file = "stepwatch-{rank}.db";
     const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL, *live = NULL;
     const char *warmup = NULL, *forward_mode = NULL;
     const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
-    int timeline = 0, builtins = 0, code;
+    int timeline = 0, builtins = 0, device_time = 0, code;
+    char device_stats[24] = ""; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     optind = 1;
     /* '+': stop at the first non-option, the program's name; -m and -c end the options too
      * (what follows is the Python program's, as with python itself). */
@@ -329,6 +338,18 @@ int sw_cmd_run(int argc, char **argv) {
         case OPT_BUILTINS:
             builtins = 1;
             break;
+        case OPT_DEVICE_STATS: {
+            char *end = NULL;
+            double seconds = optarg ? strtod(optarg, &end) : 0.5;
+            if (optarg && (end == optarg || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
+                return sw__cli_usage(&args, "--device-stats takes an interval in seconds from "
+                                            "0.01 to 3600, not '%s'", optarg);
+            snprintf(device_stats, sizeof device_stats, "%.0f", seconds * 1000);
+            break;
+        }
+        case OPT_DEVICE_TIME:
+            device_time = 1;
+            break;
         default:
             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
                 return code;
@@ -370,6 +391,10 @@ int sw_cmd_run(int argc, char **argv) {
         setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
     if (live)
         setenv("STEPWATCH_LIVE", live, 1);
+    if (device_stats[0])
+        setenv("STEPWATCH_DEVICE_STATS", device_stats, 1);
+    if (device_time)
+        setenv("STEPWATCH_DEVICE_TIME", "1", 1);
 
     struct timespec started; /* a second early: file times come from a coarser clock */
     clock_gettime(CLOCK_REALTIME, &started);

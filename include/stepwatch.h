@@ -169,6 +169,12 @@ typedef struct sw_options {
     int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
     const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+    int device_stats;        /* nonzero: sample CPU, memory and GPUs into counters
+                                (stepwatch/device.h); also STEPWATCH_DEVICE_STATS=1 from
+                                `stepwatch run --device-stats` */
+    uint32_t device_stats_ms; /* the sampling interval; 0 = 500 */
+    int device_time;         /* nonzero: GPU time per phase with the CUDA runtime
+                                (stepwatch/device.h); also STEPWATCH_DEVICE_TIME=1 */
     int local_rank;          /* the rank on this host; 0 = from the environment (LOCAL_RANK,
                                 OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
                                 else 0 */
@@ -642,6 +648,7 @@ typedef struct sw_counter_record {
 #include "stepwatch/functions.h"
 #include "stepwatch/run.h"
 #include "stepwatch/analysis.h"
+#include "stepwatch/device.h"
 #include "stepwatch/output.h"
 #include "stepwatch/ranks.h"
 #include "stepwatch/live.h"

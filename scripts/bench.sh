@@ -10,6 +10,12 @@ mkdir -p "$out"
 echo "== C core: hot path against the clock it reads, memory over 10^7 spans =="
 "$rel/bench/bench_core" "$out/core.json"
 
+if [ -x "$rel/bench/bench_device" ]; then
+    echo
+    echo "== device layer: sampler CPU at 2 Hz, one read, device-time bookkeeping per step =="
+    "$rel/bench/bench_device" "$out/device.json"
+fi
+
 if [ -x "$rel/bench/bench_journal" ]; then
     echo
     echo "== run file: flusher CPU at 10^5 events/s, bytes per step =="

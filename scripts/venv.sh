@@ -59,6 +59,10 @@ if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     echo "$STAMP" > "$VENV/.stepwatch-deps"
 fi
 
+# psutil: Lightning's DeviceStatsMonitor needs it on CPU, and the device tests run it beside
+# stepwatch's (which does not need it).
+"$PY" -c "import psutil" 2>/dev/null || "${PIP[@]}" psutil
+
 # The project: the extension and the C command, built by the same CMakeLists.txt.
 "${PIP[@]}" --no-build-isolation "$ROOT"
 "$PY" -c "import stepwatch, torch; print('venv.sh: stepwatch', stepwatch.__version__, 'torch', torch.__version__)"

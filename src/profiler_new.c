@@ -3,8 +3,9 @@
  *
  * The one file above the layers (src/README.md). The core makes a profiler that knows no
  * consumer; this file reads the run-file options (from the caller, or from the environment
- * that `stepwatch run` sets) and attaches the run-file writer, then the live status line
- * (src/live/) when the options or the terminal call for it. A new kind of sink that options
+ * that `stepwatch run` sets) and attaches the run-file writer, the device sampler and
+ * device time (src/device/) when asked for, then the live status line (src/live/) when the
+ * options or the terminal call for it. A new kind of sink that options
  * turn on is attached here too. sw_profiler_free is the core's: it closes whatever
  * sinks are attached.
  *
@@ -44,6 +45,30 @@ static void run_file_options_from_env(sw_options *o) {
         o->on_full = SW_FULL_BLOCK;
 }
 
+/* `stepwatch run --device-stats[=MS] --device-time` ask through the environment. */
+static void device_options_from_env(sw_options *o) {
+    const char *stats = getenv("STEPWATCH_DEVICE_STATS");
+    if (!o->device_stats && stats != NULL && stats[0] >= '1' && stats[0] <= '9') {
+        char *end;
+        unsigned long ms = strtoul(stats, &end, 10);
+        o->device_stats = 1;
+        if (*end == '\0' && ms > 1 && ms <= 3600000)
+            o->device_stats_ms = (uint32_t)ms; /* "1" alone means on, at the default */
+    }
+    const char *timing = getenv("STEPWATCH_DEVICE_TIME");
+    if (!o->device_time && timing != NULL && timing[0] != '\0' && strcmp(timing, "0") != 0)
+        o->device_time = 1;
+}
+
+/* The device sinks the options ask for. They never fail the profiler: without NVML or a
+ * CUDA runtime the device layer says why once and the run goes on without that part. */
+static void attach_device(sw_profiler *p, const sw_options *o) {
+    if (o->device_stats)
+        sw_device_stats_start(p, o->device_stats_ms);
+    if (o->device_time)
+        sw_device_time_cuda(p, NULL);
+}
+
 /* The environment's run file if this profiler is the one to take it (see above), claimed
  * for this process; else NULL. */
 static const char *claim_env_run_file(void) {
@@ -72,6 +97,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     if (o.run_file == NULL && (o.run_file = claim_env_run_file()) != NULL) {
         from_env = 1;
         run_file_options_from_env(&o);
+        device_options_from_env(&o);
     }
     if (o.live != SW_LIVE_AUTO && o.live != SW_LIVE_ON && o.live != SW_LIVE_OFF) {
         if (out != NULL)
@@ -94,6 +120,8 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         sw__journal_open(*out, path, from_env);
         free(path);
     }
+    /* After the run file: closed first, so the device's last samples land in it. */
+    attach_device(*out, &o);
     /* The live status line, when asked for or when stderr is a terminal (never an error). */
     sw__status_line_open(*out);
     return 0;

@@ -58,15 +58,18 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", "functions", "builtins", "live", "local_rank", NULL};
+                             "on_full", "functions", "builtins", "live", "local_rank",
+                             "device_stats", "device_time", NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
-    PyObject *functions = Py_None, *live = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOi:Profiler", kwlist, &name,
-                                     &warmup, &run_file, &timeline, &max_depth, &rank,
+    PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
+             *device_time = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOO:Profiler", kwlist,
+                                     &name, &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full,
-                                     &functions, &builtins, &live, &local_rank))
+                                     &functions, &builtins, &live, &local_rank, &device_stats,
+                                     &device_time))
         return NULL;
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
@@ -117,7 +120,8 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     if (!enabled)
         sw_set_enabled(self->p, 0);
     self->builtins = builtins;
-    if (functions != Py_None && watch_functions(self, functions) < 0) {
+    if ((functions != Py_None && watch_functions(self, functions) < 0) ||
+        sw_py_device_start(self, device_stats, device_time) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -154,6 +158,8 @@ static void profiler_close(ProfilerObject *self) {
 static void Profiler_dealloc(ProfilerObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs((PyObject *)self);
     sw_py_funcs_free(self->funcs);
     self->funcs = NULL;
     sw_profiler_free(self->p);
@@ -576,6 +582,9 @@ static PyMethodDef Profiler_methods[] = {
      "function_actions() -> list of the actions whose functions were profiled."},
     {"clear_functions", (PyCFunction)sw_py_profiler_clear_functions, METH_NOARGS,
      "clear_functions(): forget the function profiles recorded so far."},
+    {"device_time_info", (PyCFunction)sw_py_profiler_device_time, METH_NOARGS,
+     "device_time_info() -> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, "
+     "failed) of the device time (Profiler(device_time=...)), or None without it."},
     {"name_thread", (PyCFunction)Profiler_name_thread, METH_O,
      "name_thread(name): the calling thread's name in the run file and the Chrome trace "
      "(threading.current_thread().name, say); until then it has the system's name."},
@@ -615,6 +624,7 @@ static PyGetSetDef Profiler_getset[] = {
 
 static PyMemberDef Profiler_members[] = {
     {"name", T_OBJECT, offsetof(ProfilerObject, name), READONLY, "The run name."},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(ProfilerObject, weakrefs), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -622,7 +632,8 @@ static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=False, live=None, local_rank=0)\n\n"
+     "         functions=None, builtins=False, live=None, local_rank=0, device_stats=False,\n"
+     "         device_time=False)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -631,7 +642,10 @@ static PyType_Slot Profiler_slots[] = {
      "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
      "tracing hook); by default Python functions only, a builtin's time in its caller.\n"
      "live: the status line on stderr while the run goes on; None = when stderr is a terminal\n"
-     "(or as `stepwatch run --live/--no-live` says), True = always, False = never."},
+     "(or as `stepwatch run --live/--no-live` says), True = always, False = never.\n"
+     "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
+     "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
+     "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

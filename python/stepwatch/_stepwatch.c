@@ -126,6 +126,10 @@ static PyMethodDef module_methods[] = {
     {"_function_hook_floor", sw_py_funcs_floor, METH_O,
      "_function_hook_floor('python' | 'builtins' | None): the hooks doing nothing "
      "(the benchmark's floor)."},
+    {"_device_reader", sw_py_device_reader, METH_O,
+     "_device_reader(gpus) -> a reader of the device statistics (stepwatch.devicestats)."},
+    {"_device_read", sw_py_device_read, METH_O,
+     "_device_read(reader) -> dict of the statistics now (stepwatch.devicestats)."},
     {"batch_size", mod_batch_size, METH_O,
      "batch_size(batch) -> int: samples in a batch, the first dimension of its first "
      "array-like (through tuples, lists and dicts); 0 when it cannot be told."},

@@ -22,6 +22,8 @@
  *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
  *   _funcprof.c   the function profiler: the interpreter's hooks, per action, per thread
  *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
+ *   _device.c     device statistics (a reader for the monitors) and Profiler(device_stats=,
+ *                 device_time=): the sampler and the GPU clock on torch.cuda.Event
  *   _ranks.c      many ranks: a Profiler's payload, rounds and clock offset in the run file,
  *                 the cross-rank view (stepwatch.distributed carries the payloads)
  *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
@@ -108,6 +110,7 @@ typedef struct {
     PyObject *phases;    /* name -> Phase */
     PyObject *counters;  /* name -> int counter id */
     PyObject *name;      /* the run name, for repr */
+    PyObject *weakrefs;  /* weak references to it (its device samplers hold one) */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -269,6 +272,18 @@ PyObject *sw_py_profiler_function_report(ProfilerObject *self, PyObject *args, P
 PyObject *sw_py_profiler_function_actions(ProfilerObject *self, PyObject *unused);
 PyObject *sw_py_profiler_collapsed(ProfilerObject *self, PyObject *args, PyObject *kwargs);
 PyObject *sw_py_profiler_clear_functions(ProfilerObject *self, PyObject *unused);
+
+/* ------------------------------------------------------------------------------------------
+ * _device.c: device statistics and device time
+ * ---------------------------------------------------------------------------------------- */
+
+/* _device_reader(gpus) -> capsule; _device_read(reader) -> dict (module functions). */
+PyObject *sw_py_device_reader(PyObject *module, PyObject *gpus);
+PyObject *sw_py_device_read(PyObject *module, PyObject *capsule);
+/* Profiler(device_stats=, device_time=) on self's new profiler; -1 + exception. */
+int sw_py_device_start(ProfilerObject *self, PyObject *stats, PyObject *timing);
+/* Profiler.device_time_info() -> dict, or None without device time. */
+PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused);
 
 /* ------------------------------------------------------------------------------------------
  * _util.c: shared helpers

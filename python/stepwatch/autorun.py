@@ -25,6 +25,9 @@ Options (each also read from the environment, for the C command to pass on):
   --builtins        with --functions, record C builtins too (STEPWATCH_FUNCTION_BUILTINS=1)
   --live, --no-live the live status line on stderr: always / never (STEPWATCH_LIVE=1/0;
                     by default when stderr is a terminal)
+  --device-stats[=S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
+                    (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
+  --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
 
 Under torch.distributed (torchrun) every rank keeps its run file and rank 0 alone prints,
 its report followed by the cross-rank view (stepwatch.distributed; STEPWATCH_AGGREGATE_EVERY,
@@ -42,6 +45,13 @@ import stepwatch
 # autorun's options that take a value (the rest are flags); what follows them is the program
 _VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
            "--ring-capacity", "--functions")
+
+
+def _device_stats_env(value):
+    """STEPWATCH_DEVICE_STATS: "1" is on at the default interval, more is the interval in ms."""
+    if not value.isdigit() or int(value) == 0:
+        return None
+    return 0.5 if value == "1" else int(value) / 1000
 
 
 def _parser():
@@ -69,6 +79,10 @@ def _parser():
                     default=env("STEPWATCH_FUNCTION_BUILTINS", "") not in ("", "0"))
     ap.add_argument("--live", dest="live", action="store_const", const=True, default=None)
     ap.add_argument("--no-live", dest="live", action="store_const", const=False)
+    ap.add_argument("--device-stats", type=float, nargs="?", const=0.5,
+                    default=_device_stats_env(env("STEPWATCH_DEVICE_STATS", "")))
+    ap.add_argument("--device-time", action="store_true",
+                    default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
     return ap
 
 
@@ -135,10 +149,14 @@ def main(argv=None):
         ap.error(f"--ring-capacity must be 0 (the default) to {stepwatch.MAX_RING_CAPACITY}")
     name = "-c" if target[0] == "-c" else os.path.basename(target[1])
     functions = [a.strip() for a in args.functions.split(",") if a.strip()]
+    # torch.cuda.Event times the phases here, not the C runtime the variable asks the core for
+    os.environ.pop("STEPWATCH_DEVICE_TIME", None)
     prof = stepwatch.Profiler(name=name, warmup_steps=args.warmup, run_file=args.run_file,
                               timeline=args.timeline, on_full=args.on_full,
                               ring_capacity=args.ring_capacity, functions=functions,
-                              builtins=args.builtins, live=args.live)
+                              builtins=args.builtins, live=args.live,
+                              device_stats=args.device_stats or False,
+                              device_time=args.device_time)
     stepwatch.set_profiler(prof)
     ranks = None
     try:

@@ -58,9 +58,10 @@ from fastai.callback.core import Callback, TrainEvalCallback, event
 from fastai.learner import Learner, Recorder
 
 import stepwatch as _sw
+from stepwatch.devicestats import DeviceStats
 
 __all__ = ["ThroughputCallback", "ThroughputPostCallback", "SimpleProfilerCallback",
-           "SimpleProfilerPostCallback", "ProfileMode"]
+           "SimpleProfilerPostCallback", "ProfileMode", "DeviceStatsCallback"]
 
 _COLUMNS = ["Phase", "Action", "Mean Duration", "Duration Std Dev", "Number of Calls",
             "Samples/Second", "Total Time", "Percent of Total"]
@@ -275,14 +276,22 @@ class _Loggers:
             kinds = {k.__name__ for k in type(cb).__mro__}
             self.cbs.update({n: cb for n in names if _LOGGERS[n] in kinds and n not in self.cbs})
         self.names = list(self.cbs)
-        self.csv = None
+        self.csv = {}  # file suffix -> (file, its columns)
 
     def rolling(self, values):
-        values = {f"throughput/{k}": v for k, v in values.items()}
-        for n in self.names:
-            getattr(self, f"_log_{n}")(values)
+        self.log({f"throughput/{k}": v for k, v in values.items()}, "throughput")
 
-    def _log_wandb(self, values):
+    def log(self, values, csv_suffix):
+        """values to every logger; CSVLogger's go to <fname>_<csv_suffix>.csv."""
+        for n in self.names:
+            getattr(self, f"_log_{n}")(values, csv_suffix)
+
+    def close(self):
+        for f, _ in self.csv.values():
+            f.close()
+        self.csv = {}
+
+    def _log_wandb(self, values, csv_suffix):
         import wandb
         step = getattr(self.cbs["wandb"], "_wandb_step", None)
         # WandbCallback (Recorder.order + 1) logs this batch at _wandb_step + 1 after us
@@ -292,7 +301,7 @@ class _Loggers:
         cb = self.cbs["tensorboard"]
         return getattr(cb, "writer", None) if cb.run else None
 
-    def _log_tensorboard(self, values):
+    def _log_tensorboard(self, values, csv_suffix):
         writer = self._tensorboard_writer()
         for k, v in values.items() if writer is not None else ():
             writer.add_scalar(k, v, self.learn.train_iter)
@@ -301,21 +310,20 @@ class _Loggers:
         p = self.learn.path / self.cbs["csv_logger"].fname
         return p.with_name(f"{p.stem}_{suffix}.csv")
 
-    def _log_csv_logger(self, values):
-        if self.csv is None:
-            path = self._csv_path("throughput")
+    def _log_csv_logger(self, values, csv_suffix):
+        if csv_suffix not in self.csv:
+            path = self._csv_path(csv_suffix)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.csv = path.open("w")
-            self.csv.write(",".join(["epoch", "train_iter", *values]) + "\n")
-        self.csv.write(",".join(str(v) for v in [self.learn.epoch, self.learn.train_iter,
-                                                 *values.values()]) + "\n")
-        self.csv.flush()
+            self.csv[csv_suffix] = (path.open("w"), list(values))
+            self.csv[csv_suffix][0].write(",".join(["epoch", "train_iter", *values]) + "\n")
+        f, columns = self.csv[csv_suffix]
+        f.write(",".join(str(v) for v in [self.learn.epoch, self.learn.train_iter,
+                                          *(values.get(k, "") for k in columns)]) + "\n")
+        f.flush()
 
     def summary(self, results, report):
         """After the fit: mean samples/s and durations per (phase, action), and the tables."""
-        if self.csv is not None:
-            self.csv.close()
-            self.csv = None
+        self.close()
         scalars = {}
         for t in results.itertuples(index=False):
             phase, action, mean, rate = t[0], t[1], t[2], t[5]
@@ -561,6 +569,33 @@ class SimpleProfilerPostCallback(ThroughputPostCallback):
     after_pred = _forward("after_pred")
     after_loss = _forward("after_loss")
     after_step = _forward("after_step")
+
+
+class DeviceStatsCallback(Callback):
+    """Lightning DeviceStatsMonitor's values (stepwatch.devicestats: torch's CUDA allocator
+    while torch uses CUDA, the CPU figures on CPU; ``cpu_stats`` None, True, False as
+    Lightning's; stepwatch's process and GPU figures with ``extra_stats``) logged every
+    ``every`` training batches through the fastai logger callbacks present (pick with
+    ``logger_callback``), as ``DeviceStatsMonitor.after_batch/<name>``; CSVLogger's go to
+    ``<fname>_device.csv``."""
+    order = Recorder.order - 1  # before the loggers log the batch (as the throughput values)
+
+    def __init__(self, cpu_stats=None, extra_stats=False, every=1, logger_callback=None):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, not {every}")
+        self.stats = DeviceStats(cpu_stats, extra_stats)
+        self.every, self.logger_callback = every, logger_callback
+
+    def before_fit(self):
+        self._loggers = _Loggers(self.learn, self.logger_callback)
+
+    def after_batch(self):
+        if self.training and self.learn.train_iter % self.every == 0:
+            self._loggers.log({f"DeviceStatsMonitor.after_batch/{k}": v
+                               for k, v in self.stats.read().items()}, "device")
+
+    def after_fit(self):
+        self._loggers.close()
 
 
 def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, markdown=False,

@@ -42,8 +42,9 @@ import ignite
 from ignite.engine import Engine, Events
 
 import stepwatch as _sw
+from stepwatch.devicestats import DeviceStats
 
-__all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer"]
+__all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer", "DeviceStatsMonitor"]
 
 # The per-iteration events, in FireEvent's order (the Marks' slots follow it).
 _ITER_EVENTS = (Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED,
@@ -609,3 +610,24 @@ class HandlersTimeProfiler(_Base):
         n = max((len(c) for c in cols), default=0)
         out = [[float(i + 1)] + [c[i] if i < len(c) else 0.0 for c in cols] for i in range(n)]
         self._write_csv(output_path, header, out)
+
+
+class DeviceStatsMonitor:
+    """Lightning DeviceStatsMonitor's values for an Ignite engine (stepwatch.devicestats):
+    torch's CUDA allocator while torch uses CUDA, the CPU figures on CPU (``cpu_stats``: None,
+    True, False as Lightning's), stepwatch's process and GPU figures with ``extra_stats``.
+    At each ``event`` they go into ``engine.state.metrics`` as
+    ``DeviceStatsMonitor.<event>/<name>``, where Ignite's loggers find them, e.g.
+    ``tb_logger.attach_output_handler(engine, Events.ITERATION_COMPLETED, tag="train",
+    metric_names="all")``."""
+
+    def __init__(self, cpu_stats=None, extra_stats=False):
+        self.stats = DeviceStats(cpu_stats, extra_stats)
+
+    def attach(self, engine, event=Events.ITERATION_COMPLETED):
+        prefix = f"{type(self).__name__}.{event.value}/"
+        engine.add_event_handler(event, self._log, prefix)
+        return self
+
+    def _log(self, engine, prefix):
+        engine.state.metrics.update((prefix + k, v) for k, v in self.stats.read().items())

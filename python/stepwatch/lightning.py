@@ -37,6 +37,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import stepwatch as _sw
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
+from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 
 from ._stepwatch import Intervals as _Intervals
 from ._stepwatch import Spans as _Spans

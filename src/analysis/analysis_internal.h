@@ -69,6 +69,12 @@ const char *sw__severity_name(sw__severity s);
 int sw__diagnosis_write(const sw_snapshot *s, const sw__diagnosis *d, sw_format fmt, FILE *out);
 /* Findings of severity warning or worse. */
 size_t sw__diagnosis_problems(const sw__diagnosis *d);
+/* Append a finding to d (NULL when full) and a number to a finding (diagnose.c), for the
+ * checks kept in their own files. */
+sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev);
+void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit);
+/* The findings of the device time in s, if any (diagnose_device.c). */
+void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
 /* Write one number the way reports show it ("42.0 %", "3.41 ms", "12.3x", "17"). */
 void sw__number_text(const sw__number *n, char *buf, size_t size);
 

@@ -712,6 +712,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
         check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
         check_recording(d, in->snap, in->incomplete);
         check_unseen(d, in->snap);
+        sw__diagnose_device(d, in->snap);
         sort_findings(d);
     }
     free(c.ranks);
@@ -738,4 +739,14 @@ void sw__number_text(const sw__number *n, char *buf, size_t size)
         snprintf(buf, size, "%.2fx", n->value);
     else
         snprintf(buf, size, "%.0f", n->value);
+}
+
+sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev)
+{
+    return add_finding(d, id, sev);
+}
+
+void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit)
+{
+    add_number(f, name, value, unit);
 }

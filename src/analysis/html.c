@@ -8,6 +8,7 @@
  * for the step time and the SW__HTML_HISTS largest actions only.
  */
 #include "analysis_internal.h"
+#include "report/writer.h"
 #include "series.h"
 
 #include <math.h>
@@ -16,7 +17,7 @@
 
 #define SW__HTML_HISTS 12       /* action histograms embedded */
 #define SW__HTML_HIST_MIN_CALLS 5
-#define SW__HTML_COUNTERS 32    /* counter series drawn (all are in the table) */
+#define SW__HTML_COUNTERS 64    /* counter series drawn (all are in the table) */
 #define SW__HTML_COUNTER_POINTS 500
 
 /* The HTML and script around the data (html_assets.c). */
@@ -266,6 +267,9 @@ static void json_actions(FILE *out, const sw_snapshot *s)
         kv_str(out, "phase", r->phase_name, 1);
         kv_num(out, "rollup", r->phase == SW_PHASE_ALL, 1);
         kv_str(out, "category", sw_category_name(r->category), 1);
+        sw_counter_summary device;
+        if (sw__device_of(s, r, &device)) /* GPU time of the same calls (docs/device.md) */
+            kv_num(out, "device_mean_ns", device.mean, 1);
         json_stats(out, r, s);
         if (among_largest(s, i, SW__HTML_HISTS)) {
             fputs(", \"hist\": ", out);

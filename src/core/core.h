@@ -56,6 +56,20 @@ uint32_t sw__action_count(const sw_profiler *p);
 uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
 
+/* ---- for the device layer (src/device/): the training state, and a watcher of its own ---- */
+
+/* The current phase, and whether the current step is a warm-up step (relaxed reads). */
+sw_phase sw__current_phase(const sw_profiler *p);
+int sw__in_warmup(const sw_profiler *p);
+
+/* A second watcher beside the public one (sw_watcher_set, used by the function profilers):
+ * fn sees the begins and ends of the actions watched with sw__hook_watch, on the recording
+ * thread, with sw_watch_fn's rules (it may record counters), and their spans recorded after
+ * the fact by sw_record with begins = -1. One per profiler: SW_ESTATE when another is set;
+ * fn NULL removes it. A fork child starts without it. */
+int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
+int sw__hook_watch(sw_profiler *p, sw_id id, int on);
+
 /* Thread names (sw_thread_name; the system's name of a thread when it first records): a
  * counter that every naming bumps, and a visit of the names set since the counter was
  * `since` (0: every name), by thread number, under the profiler's lock (fn never calls back

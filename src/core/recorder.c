@@ -109,9 +109,11 @@ struct sw_profiler {
 
     char *action_names[SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
-    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bytes; see sw_watch */
+    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: WATCH_USER, WATCH_HOOK */
     sw_watch_fn watch_fn;                      /* released after watch_ctx */
     void *watch_ctx;
+    sw_watch_fn hook_fn;                       /* the layers' watcher (sw__hook_set), likewise */
+    void *hook_ctx;
     _Atomic uint32_t naction;
     char *phase_names[SW__MAX_PHASES];
     sw_id phase_action[SW__MAX_PHASES];
@@ -516,34 +518,56 @@ int sw_enabled(const sw_profiler *p) {
     return p ? atomic_load_explicit(&p->enabled, memory_order_relaxed) : 0;
 }
 
-int sw_watcher_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
-    if (p == NULL)
-        return SW_EINVAL;
+/* Who watches an action: bits of action_watched. */
+enum { WATCH_USER = 1, WATCH_HOOK = 2 };
+
+/* Set a watcher slot (fn, ctx) under p's lock: SW_ESTATE when another one holds it. */
+static int watcher_set(sw_profiler *p, sw_watch_fn *slot_fn, void **slot_ctx, sw_watch_fn fn,
+                       void *ctx) {
     int rc = 0;
     pthread_mutex_lock(&p->lock);
-    if (fn != NULL && p->watch_fn != NULL && (p->watch_fn != fn || p->watch_ctx != ctx)) {
+    if (fn != NULL && *slot_fn != NULL && (*slot_fn != fn || *slot_ctx != ctx)) {
         rc = SW_ESTATE;
     } else {
         /* ctx first: a thread that loads the new fn (acquire) sees its ctx. */
-        __atomic_store_n(&p->watch_fn, NULL, __ATOMIC_RELEASE);
-        p->watch_ctx = ctx;
-        __atomic_store_n(&p->watch_fn, fn, __ATOMIC_RELEASE);
+        __atomic_store_n(slot_fn, NULL, __ATOMIC_RELEASE);
+        *slot_ctx = ctx;
+        __atomic_store_n(slot_fn, fn, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
 }
 
-int sw_watch(sw_profiler *p, sw_id id, int on) {
+static int watch_bit(sw_profiler *p, sw_id id, int on, uint8_t bit) {
     if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
         return SW_EINVAL;
-    __atomic_store_n(&p->action_watched[id], (uint8_t)(on != 0), __ATOMIC_RELAXED);
+    if (on)
+        __atomic_fetch_or(&p->action_watched[id], bit, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&p->action_watched[id], (uint8_t)~bit, __ATOMIC_RELAXED);
     return 0;
+}
+
+int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
+    return p ? watcher_set(p, &p->hook_fn, &p->hook_ctx, fn, ctx) : SW_EINVAL;
+}
+
+int sw__hook_watch(sw_profiler *p, sw_id id, int on) {
+    return watch_bit(p, id, on, WATCH_HOOK);
+}
+
+int sw_watcher_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
+    return p ? watcher_set(p, &p->watch_fn, &p->watch_ctx, fn, ctx) : SW_EINVAL;
+}
+
+int sw_watch(sw_profiler *p, sw_id id, int on) {
+    return watch_bit(p, id, on, WATCH_USER);
 }
 
 int sw_watched(const sw_profiler *p, sw_id id) {
     if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
         return 0;
-    return __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) != 0;
+    return (__atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) & WATCH_USER) != 0;
 }
 
 /* ---- thread records ---------------------------------------------------------------------- */
@@ -829,11 +853,24 @@ SW__INLINE int64_t current_step(const sw_profiler *p) {
     return atomic_load_explicit(&p->step_index, memory_order_relaxed);
 }
 
-/* A watched action began or ends on this thread: tell the watcher (sw_watch). */
+/* A watched action began or ends on this thread: tell its watchers (sw_watch, sw__hook). */
 static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, int begins) {
-    sw_watch_fn fn = __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE);
+    uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
+    sw_watch_fn fn = (bits & WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->watch_ctx, id, begins);
+    fn = (bits & WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    if (fn != NULL)
+        fn(p->hook_ctx, id, begins);
+}
+
+/* A watched action's span was recorded after the fact (sw_record): only the layers' hook
+ * hears of it (begins = -1), the public watcher's contract has begins and ends only. */
+static __attribute__((noinline)) void notify_recorded(sw_profiler *p, sw_id id) {
+    uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
+    sw_watch_fn fn = (bits & WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    if (fn != NULL)
+        fn(p->hook_ctx, id, -1);
 }
 
 SW__INLINE int is_watched(const sw_profiler *p, sw_id id) {
@@ -1034,6 +1071,8 @@ void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
         t->stack[t->depth - 1].child_ns += duration;
         t->stack[t->depth - 1].cat_ns += given;
     }
+    if (SW__UNLIKELY(is_watched(p, id)))
+        notify_recorded(p, id);
 }
 
 /* ---- phases and steps ------------------------------------------------------------------------ */
@@ -1483,6 +1522,14 @@ uint32_t sw__counter_count(const sw_profiler *p) {
     return atomic_load(&p->ncounter);
 }
 
+sw_phase sw__current_phase(const sw_profiler *p) {
+    return atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+}
+
+int sw__in_warmup(const sw_profiler *p) {
+    return atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
+}
+
 /* ---- fork ------------------------------------------------------------------------------------ */
 
 /* In the child: the only thread left is the one that forked. Start from empty statistics,
@@ -1496,6 +1543,9 @@ static void reset_after_fork(sw_profiler *p) {
             s->ops->on_fork_child(s);
     }
     atomic_store(&p->events_on, 0);
+    p->hook_fn = NULL; /* its sink is gone */
+    for (uint32_t i = 0; i < SW__MAX_ACTIONS; i++)
+        p->action_watched[i] &= (uint8_t)~WATCH_HOOK;
     sw__thread *t = p->threads;
     while (t) {
         sw__thread *next = t->next;

@@ -26,9 +26,21 @@ static void put_fseconds(FILE *out, double ns) {
     fprintf(out, ",%.9f", ns / 1e9);
 }
 
+/* With device time (device_rows.c): four more columns, empty for rows without it. */
+static void put_device(FILE *out, const sw_snapshot *s, const sw_row *r) {
+    sw_counter_summary d;
+    if (sw__device_of(s, r, &d))
+        fprintf(out, ",%" PRIu64 ",%.9f,%.9f,%.9f", d.count, d.mean / 1e9, d.min / 1e9,
+                d.max / 1e9);
+    else
+        fputs(",,,,", out);
+}
+
 static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
     (void)opts;
-    fprintf(out, "%s\n", header);
+    int device = sw__device_any(s);
+    fprintf(out, "%s%s\n", header,
+            device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "");
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -66,6 +78,8 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
         fprintf(out, ",%" PRIu64, r->warmup.count);
         put_seconds(out, r->warmup.total_ns);
         put_fseconds(out, r->warmup.count ? r->warmup.mean_ns : 0);
+        if (device)
+            put_device(out, s, r);
         fputc('\n', out);
     }
     return 0;

@@ -43,6 +43,16 @@ static void put_row(sw__jw *w, const sw_snapshot *s, const sw_row *r) {
     sw__jw_kv_uint(w, "p90_ns", sw_stats_quantile(&r->stats, &r->hist, 0.90));
     sw__jw_kv_uint(w, "p99_ns", sw_stats_quantile(&r->stats, &r->hist, 0.99));
     sw__jw_kv_double(w, "percent", sw__percent(s, r->stats.total_ns));
+    sw_counter_summary d;
+    if (sw__device_of(s, r, &d)) { /* GPU time of the same calls (device_rows.c) */
+        sw__jw_key(w, "device");
+        sw__jw_object_begin(w);
+        sw__jw_kv_uint(w, "count", d.count);
+        sw__jw_kv_double(w, "mean_ns", d.mean);
+        sw__jw_kv_double(w, "min_ns", d.min);
+        sw__jw_kv_double(w, "max_ns", d.max);
+        sw__jw_object_end(w);
+    }
     sw__jw_key(w, "hist");
     sw__jw_array_begin(w);
     for (uint32_t i = 0; i < SW_HIST_BUCKETS; i++) {

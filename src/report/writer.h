@@ -105,4 +105,20 @@ int sw__has_warmup(const sw_snapshot *s);
  * begin, 1 mismatched end" and "Dropped events: N (...)", each line after bullet. */
 void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet);
 
+/* Write clean text as one markdown table cell, escaped so it shows as itself
+ * (fmt_markdown.c). */
+void sw__md_put_cell(FILE *out, const char *clean);
+
+/* ---- device time beside host time (device_rows.c) ---- */
+
+/* The device time of row r (the counters "device:<phase>/<action>" the device layer
+ * records, in ns; a roll-up row merges its action's phases) into *out: nonzero when there
+ * is any. */
+int sw__device_of(const sw_snapshot *s, const sw_row *r, sw_counter_summary *out);
+/* Nonzero when the snapshot holds device time. */
+int sw__device_any(const sw_snapshot *s);
+/* The text formats' last section: host and device time side by side per phase and action,
+ * as a markdown table when markdown is nonzero. */
+void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
+
 #endif /* SW_REPORT_WRITER_H */

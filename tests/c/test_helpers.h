@@ -4,6 +4,10 @@
 
 #include "stepwatch.h"
 
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 /* Busy-wait ns nanoseconds on the profiler clock (sleeping would be too coarse). */
 static inline void sw_test_spin(uint64_t ns) {
     uint64_t end = sw_now_ns() + ns;
@@ -19,5 +23,32 @@ static inline void sw_test_spin(uint64_t ns) {
         assert_int_equal(sw_profiler_new(&sw__test_opts, &var), 0);                 \
         assert_non_null(var);                                                       \
     } while (0)
+
+/* Run fn in a child process whose stderr goes into buf (NUL-terminated); its exit status
+ * (128 + N when killed by signal N). */
+static inline int sw_test_in_child(void (*fn)(void), char *buf, size_t size) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn();
+        fflush(stderr);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n < size - 1 && (got = read(fds[0], buf + n, size - 1 - n)) > 0)
+        n += (size_t)got;
+    buf[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 #endif

@@ -1,0 +1,143 @@
+/*
+ * stepwatch/device.h — device statistics and device time (docs/device.md).
+ * Included by stepwatch.h; do not include directly.
+ *
+ * Two things a host-side stopwatch cannot see:
+ *   - how busy the machine is: CPU use of the process and the system, memory, and each GPU's
+ *     utilization, memory, power and temperature. A sampler thread records them as counters
+ *     (sw_counter) every interval: the run file, the Chrome trace, the HTML report and the
+ *     report's counter lines show them beside the step time.
+ *   - how long each phase of a step takes on the GPU, whose kernels run asynchronously: GPU
+ *     events recorded at the begin and end of data, forward, loss, backward, optimizer,
+ *     zero_grad and the step, read a few steps later with a non-blocking query (never a
+ *     synchronize). They become counters named "device:<phase>/<action>" (nanoseconds), which
+ *     every report shows as a Device column beside the host time.
+ *
+ * Nothing here is a build dependency: NVML (libnvidia-ml.so.1) and the CUDA runtime
+ * (libcudart.so) are loaded with dlopen when asked for. Without them the CPU and memory
+ * statistics still work and the GPU parts say once, on stderr, why they are off.
+ */
+#ifndef STEPWATCH_DEVICE_H
+#define STEPWATCH_DEVICE_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Reading the statistics once (what the sampler records; the Python adapters log them)
+ * ---------------------------------------------------------------------------------------- */
+
+#define SW_MAX_GPUS 16
+
+typedef struct sw_gpu_stats {
+    double utilization_percent; /* kernels running, % of NVML's last sample period */
+    double memory_used_bytes;
+    double memory_total_bytes;
+    double power_w;             /* -1 when the device does not report it */
+    double temperature_c;       /* -1 when the device does not report it */
+} sw_gpu_stats;
+
+typedef struct sw_device_stats {
+    /* Since the previous read (since the reader was made, for the first one). */
+    double process_cpu_percent; /* CPU time of this process / wall time, % of one core */
+    double cpu_percent;         /* all CPUs: busy / total ticks of /proc/stat, % (psutil's
+                                   cpu_percent: idle and iowait are not busy) */
+    /* Now. */
+    double vm_percent;          /* (MemTotal - MemAvailable) / MemTotal, % (psutil's
+                                   virtual_memory().percent) */
+    double swap_percent;        /* (SwapTotal - SwapFree) / SwapTotal, %; 0 without swap */
+    double rss_bytes;           /* resident set of this process (/proc/self/statm) */
+    double peak_rss_bytes;      /* its high-water mark (VmHWM of /proc/self/status) */
+    int ngpus;                  /* GPUs in gpus[]; -1 when GPU statistics are unavailable */
+    sw_gpu_stats gpus[SW_MAX_GPUS]; /* in CUDA's order when CUDA_VISIBLE_DEVICES lists
+                                       indices or UUIDs, else NVML's */
+} sw_device_stats;
+
+typedef struct sw_device_reader sw_device_reader;
+
+/* A reader of the statistics. gpus nonzero: also the GPUs, through NVML loaded now (the
+ * environment's STEPWATCH_NVML names another library, for tests); when NVML cannot be
+ * loaded or finds no GPU the reader still works, ngpus is -1 and sw_device_gpu_error says
+ * why. SW_ENOMEM, or SW_EUNSUPPORTED without /proc. The caller owns *out. Not thread-safe:
+ * one reader per thread. */
+SW_API int sw_device_reader_new(int gpus, sw_device_reader **out);
+/* Read everything now into *out (a few /proc reads and, with GPUs, NVML queries: about
+ * 10-50 us). A statistic that cannot be read is -1. 0, or SW_EINVAL for NULL arguments. */
+SW_API int sw_device_read(sw_device_reader *r, sw_device_stats *out);
+/* Why the reader has no GPU statistics ("libnvidia-ml.so.1: cannot open shared object
+ * file ..."), or NULL when it has them or was not asked for them. Valid until freed. */
+SW_API const char *sw_device_gpu_error(const sw_device_reader *r);
+SW_API void sw_device_reader_free(sw_device_reader *r);
+
+/* ------------------------------------------------------------------------------------------
+ * The sampler: a thread recording the statistics into a profiler as counters
+ * ---------------------------------------------------------------------------------------- */
+
+/* Start sampling into p every interval_ms (0 = 500): counters cpu_percent, cpu_vm_percent,
+ * cpu_swap_percent (Lightning's names for the system), process_cpu_percent,
+ * process_rss_bytes, process_peak_rss_bytes, and per GPU gpu<N>.utilization_percent,
+ * .memory_used_bytes, .memory_total_bytes, .power_w, .temperature_c. Without NVML it says
+ * so once on stderr and samples the rest. The sampler stops when p is freed (its last
+ * sample is taken then) and is not inherited by a fork child. sw_options.device_stats does
+ * the same at sw_profiler_new. SW_ESTATE if p already samples, SW_ENOMEM. */
+SW_API int sw_device_stats_start(sw_profiler *p, uint32_t interval_ms);
+
+/* A source of more samples, called on the sampler thread at every sample, after the
+ * sampler's own (the Python module adds torch's CUDA allocator statistics this way). It
+ * records with sw_counter. Set it before or after the start; fn NULL removes it and waits
+ * for a call in progress to return. SW_ENOTFOUND when p does not sample. */
+typedef void (*sw_sample_fn)(void *ctx, sw_profiler *p);
+SW_API int sw_device_stats_source(sw_profiler *p, sw_sample_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------------------------
+ * Device time per phase: GPU events at the phases' boundaries, resolved without waiting
+ * ---------------------------------------------------------------------------------------- */
+
+/* The events of a GPU runtime. Each call runs on the thread that marks the steps. Events are
+ * made once and reused; every call returns 0 on success, < 0 on an error (the timing then
+ * stops and says why once). */
+typedef struct sw_gpu_clock {
+    void *ctx;
+    /* Nonzero when the device is in use now (checked at each step's begin: the Python
+       module answers torch.cuda.is_initialized(), so no event ever creates a CUDA context).
+       NULL: always. */
+    int (*ready)(void *ctx);
+    int (*event_new)(void *ctx, void **event);
+    /* Record event on the current stream, now. 1: not recorded (the stream is being captured
+       into a CUDA graph); the span is then not timed. */
+    int (*record)(void *ctx, void *event);
+    /* 1 when the GPU has reached the event, 0 when not yet. Never waits. */
+    int (*query)(void *ctx, void *event);
+    /* Nanoseconds from start to end (both reached); 1 when one of them is not reached yet. */
+    int (*elapsed_ns)(void *ctx, void *start, void *end, uint64_t *ns);
+    void (*event_free)(void *ctx, void *event);
+    void (*release)(void *ctx); /* when the timing stops; may be NULL */
+} sw_gpu_clock;
+
+/* Time p's steps on the GPU with the CUDA runtime, loaded now with dlopen (a runtime
+ * already in the process first; STEPWATCH_CUDART names another library, for tests), on
+ * stream (NULL: the default stream). The first event creates the CUDA context if the
+ * program has none yet. SW_EUNSUPPORTED when no CUDA runtime can be loaded (the message on
+ * stderr says why), SW_ESTATE when p is already timed, SW_ENOMEM. sw_options.device_time
+ * does the same at sw_profiler_new (then a missing runtime is only said, not an error). */
+SW_API int sw_device_time_cuda(sw_profiler *p, void *stream);
+/* The same with the events of clock (copied; its release is called when the timing stops,
+ * also when this call fails). */
+SW_API int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock);
+
+typedef struct sw_device_time_info {
+    uint64_t steps_timed;    /* steps whose device times were recorded */
+    uint64_t steps_dropped;  /* never resolved: the GPU was more than 8 steps behind, or the
+                                run ended first (counted, never waited for) */
+    uint64_t spans_dropped;  /* spans over the 16 a step can time */
+    uint64_t warmup_steps;   /* resolved but kept out, as the host statistics keep them */
+    int failed;              /* the runtime returned an error: timing stopped */
+} sw_device_time_info;
+
+/* What the device timing of p did so far. SW_ENOTFOUND when p is not timed. */
+SW_API int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STEPWATCH_DEVICE_H */

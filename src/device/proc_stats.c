@@ -1,0 +1,127 @@
+/*
+ * proc_stats.c — the process's and the system's CPU and memory, from /proc.
+ *
+ * The definitions are psutil's (what Lightning's DeviceStatsMonitor logs through it), so the
+ * numbers mean the same whichever reads them:
+ *   cpu_percent   busy / total ticks of /proc/stat's "cpu" line between two reads, where
+ *                 total excludes guest time (already counted in user) and busy excludes idle
+ *                 and iowait;
+ *   vm_percent    (MemTotal - MemAvailable) / MemTotal;
+ *   swap_percent  (SwapTotal - SwapFree) / SwapTotal.
+ * The process's own CPU time comes from CLOCK_PROCESS_CPUTIME_ID (nanoseconds, where
+ * /proc/self/stat counts 10 ms ticks), its resident set from /proc/self/statm and the peak
+ * from VmHWM in /proc/self/status.
+ *
+ * Each file is read whole into a buffer on the stack with open/read: no stdio, no
+ * allocation, so the sampler thread's cost is a handful of system calls.
+ */
+#include "device.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Read path into buf (NUL-terminated); the length, or -1. */
+static ssize_t read_file(const char *path, char *buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t n = 0;
+    while (n < size - 1) {
+        ssize_t got = read(fd, buf + n, size - 1 - n);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    buf[n] = '\0';
+    return (ssize_t)n;
+}
+
+/* The number after "key" (a line start in /proc/meminfo or /proc/self/status), or -1. */
+static double field(const char *text, const char *key) {
+    size_t len = strlen(key);
+    const char *line = text;
+    while (line != NULL) {
+        if (strncmp(line, key, len) == 0)
+            return strtod(line + len, NULL);
+        line = strchr(line, '\n');
+        if (line != NULL)
+            line++;
+    }
+    return -1;
+}
+
+static uint64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double percent(double part, double whole) {
+    return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+/* /proc/stat's first line: cpu user nice system idle iowait irq softirq steal guest
+ * guest_nice (older kernels stop earlier; missing fields are 0). */
+static int read_cpu_ticks(uint64_t *busy, uint64_t *total) {
+    char buf[512];
+    if (read_file("/proc/stat", buf, sizeof buf) <= 0 || strncmp(buf, "cpu ", 4) != 0)
+        return SW_EUNSUPPORTED;
+    uint64_t t[10] = {0};
+    char *at = buf + 4;
+    for (int i = 0; i < 10; i++) {
+        char *end;
+        unsigned long long v = strtoull(at, &end, 10);
+        if (end == at)
+            break;
+        t[i] = v;
+        at = end;
+    }
+    uint64_t sum = 0;
+    for (int i = 0; i < 10; i++)
+        sum += t[i];
+    *total = sum - t[8] - t[9];      /* guest and guest_nice are in user and nice */
+    *busy = *total - t[3] - t[4];    /* idle and iowait are not busy */
+    return 0;
+}
+
+int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out) {
+    uint64_t busy, total;
+    if (read_cpu_ticks(&busy, &total) != 0)
+        return SW_EUNSUPPORTED;
+    uint64_t cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID), wall_ns = clock_ns(CLOCK_MONOTONIC);
+    out->cpu_percent = percent((double)(busy - mark->busy_ticks),
+                               (double)(total - mark->total_ticks));
+    out->process_cpu_percent = percent((double)(cpu_ns - mark->process_cpu_ns),
+                                       (double)(wall_ns - mark->wall_ns));
+    *mark = (sw__proc_mark){.busy_ticks = busy, .total_ticks = total,
+                            .process_cpu_ns = cpu_ns, .wall_ns = wall_ns};
+
+    char buf[4096];
+    out->vm_percent = out->swap_percent = -1;
+    if (read_file("/proc/meminfo", buf, sizeof buf) > 0) {
+        double mem_total = field(buf, "MemTotal:"), available = field(buf, "MemAvailable:");
+        double swap_total = field(buf, "SwapTotal:"), swap_free = field(buf, "SwapFree:");
+        if (mem_total > 0 && available >= 0)
+            out->vm_percent = percent(mem_total - available, mem_total);
+        if (swap_total >= 0 && swap_free >= 0)
+            out->swap_percent = percent(swap_total - swap_free, swap_total);
+    }
+    out->rss_bytes = out->peak_rss_bytes = -1;
+    long page = sysconf(_SC_PAGESIZE);
+    if (read_file("/proc/self/statm", buf, sizeof buf) > 0) {
+        char *second = strchr(buf, ' ');
+        if (second)
+            out->rss_bytes = strtod(second + 1, NULL) * (double)page;
+    }
+    if (read_file("/proc/self/status", buf, sizeof buf) > 0) {
+        double hwm_kb = field(buf, "VmHWM:");
+        if (hwm_kb >= 0)
+            out->peak_rss_bytes = hwm_kb * 1024.0;
+    }
+    return 0;
+}

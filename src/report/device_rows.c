@@ -1,0 +1,147 @@
+/*
+ * device_rows.c — device time beside host time in the reports.
+ *
+ * The device layer (src/device/) records the GPU time of each phase of a step as counter
+ * samples named "device:<phase>/<action>" in nanoseconds, one per call, warm-up steps kept
+ * out (docs/device.md). Here they meet the rows of the same action and phase: the machine
+ * formats give each such row its device figures (CSV columns, a JSON "device" object), the
+ * text formats end with a table of host and device time side by side. A run without
+ * device time has no such counter, and every report stays as it was.
+ */
+#include "writer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFIX "device:"
+
+/* Nonzero when counter name is "device:<phase>/<action>" for this phase (NULL: any). */
+static int names_row(const char *name, const char *phase, const char *action) {
+    if (name == NULL || action == NULL || strncmp(name, PREFIX, strlen(PREFIX)) != 0)
+        return 0;
+    const char *rest = name + strlen(PREFIX);
+    size_t len = strlen(rest), alen = strlen(action);
+    if (len < alen + 2 || strcmp(rest + len - alen, action) != 0 || rest[len - alen - 1] != '/')
+        return 0;
+    return phase == NULL || (strlen(phase) == len - alen - 1 &&
+                             strncmp(rest, phase, len - alen - 1) == 0);
+}
+
+static void merge(sw_counter_summary *into, const sw_counter_summary *c) {
+    if (c->count == 0)
+        return;
+    if (into->count == 0 || c->min < into->min)
+        into->min = c->min;
+    if (into->count == 0 || c->max > into->max)
+        into->max = c->max;
+    uint64_t n = into->count + c->count;
+    into->mean += (c->mean - into->mean) * (double)c->count / (double)n;
+    into->last = c->last;
+    into->count = n;
+}
+
+int sw__device_of(const sw_snapshot *s, const sw_row *r, sw_counter_summary *out) {
+    *out = (sw_counter_summary){0};
+    const char *phase = r->phase == SW_PHASE_ALL ? NULL : r->phase_name ? r->phase_name : "none";
+    for (size_t i = 0; i < s->ncounters; i++)
+        if (names_row(s->counters[i].name, phase, r->action_name))
+            merge(out, &s->counters[i]);
+    return out->count > 0;
+}
+
+int sw__device_any(const sw_snapshot *s) {
+    for (size_t i = 0; i < s->ncounters; i++)
+        if (s->counters[i].count > 0 && s->counters[i].name != NULL &&
+            strncmp(s->counters[i].name, PREFIX, strlen(PREFIX)) == 0 &&
+            strcmp(s->counters[i].name, PREFIX "dropped_steps") != 0)
+            return 1;
+    return 0;
+}
+
+/* Rows with device time: per phase, the step first, then the categories in their order. */
+typedef struct device_row {
+    const sw_row *row;
+    sw_counter_summary device;
+} device_row;
+
+static int rank_of(const sw_row *r) {
+    return r->category == SW_CAT_OTHER ? -1 : (int)r->category;
+}
+
+static int by_phase_then_category(const void *a, const void *b) {
+    const sw_row *x = ((const device_row *)a)->row, *y = ((const device_row *)b)->row;
+    if (x->phase != y->phase)
+        return x->phase < y->phase ? -1 : 1;
+    return rank_of(x) - rank_of(y);
+}
+
+static void put_cell(FILE *out, const char *text, size_t width, int markdown) {
+    if (markdown) {
+        fprintf(out, " %s |", text);
+    } else {
+        fputs("  ", out);
+        sw__put_padded(out, text, width, 1);
+    }
+}
+
+void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown) {
+    device_row *rows = calloc(s->nrows ? s->nrows : 1, sizeof *rows);
+    if (rows == NULL)
+        return;
+    size_t n = 0, label_width = strlen("Action");
+    char label[SW__LABEL_MAX];
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        if (r->phase != SW_PHASE_ALL && sw__device_of(s, r, &rows[n].device)) {
+            rows[n++].row = r;
+            sw__row_label(r, label, sizeof label);
+            size_t w = sw__text_width(label);
+            label_width = w > label_width ? w : label_width;
+        }
+    }
+    qsort(rows, n, sizeof *rows, by_phase_then_category);
+    static const char *const header[] = {"Host mean", "Device mean", "Device min",
+                                         "Device max", "Timed", "Device/host"};
+    const size_t ncols = sizeof header / sizeof *header, width = 11;
+    if (markdown) {
+        fputs("\n#### Device time (GPU events, per call)\n\n| Action |", out);
+        for (size_t k = 0; k < ncols; k++)
+            fprintf(out, " %s |", header[k]);
+        fputs("\n|:---|", out);
+        for (size_t k = 0; k < ncols; k++)
+            fputs("---:|", out);
+        fputc('\n', out);
+    } else {
+        fputs("\nDevice time (GPU events, per call):\n", out);
+        sw__put_padded(out, "Action", label_width, 0);
+        for (size_t k = 0; k < ncols; k++)
+            put_cell(out, header[k], width, 0);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sw_counter_summary *d = &rows[i].device;
+        double host = rows[i].row->stats.count ? rows[i].row->stats.mean_ns : 0;
+        char cell[6][40];
+        sw_format_duration(host, cell[0], sizeof cell[0]);
+        sw_format_duration(d->mean, cell[1], sizeof cell[1]);
+        sw_format_duration(d->min, cell[2], sizeof cell[2]);
+        sw_format_duration(d->max, cell[3], sizeof cell[3]);
+        snprintf(cell[4], sizeof cell[4], "%" PRIu64, d->count);
+        if (host > 0)
+            snprintf(cell[5], sizeof cell[5], "%.2f", d->mean / host);
+        else
+            snprintf(cell[5], sizeof cell[5], "-");
+        sw__row_label(rows[i].row, label, sizeof label);
+        if (markdown) {
+            fputs("| ", out);
+            sw__md_put_cell(out, label);
+            fputs(" |", out);
+        } else
+            sw__put_padded(out, label, label_width, 0);
+        for (size_t k = 0; k < ncols; k++)
+            put_cell(out, cell[k], width, markdown);
+        fputc('\n', out);
+    }
+    free(rows);
+}

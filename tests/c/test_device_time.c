@@ -1,0 +1,547 @@
+/*
+ * test_device_time.c — GPU time per phase (stepwatch/device.h) on a machine without a GPU:
+ * STEPWATCH_CUDART points stepwatch at a fake CUDA runtime (tests/device/fake_cudart.c)
+ * whose one stream runs queued kernels in real time. Loops with known kernel and host
+ * times check the device times, that nothing ever synchronizes or leaves an error behind,
+ * that a GPU far behind never makes the host wait, graph capture, runtime failures, and a
+ * missing runtime.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_helpers.h"
+
+#define MS 1000000ull
+
+/* The fake runtime's controls. */
+static struct {
+    void *lib;
+    void (*launch)(uint64_t ns);
+    uint64_t (*idle_at)(void);
+    void (*set_capturing)(int on);
+    void (*set_fail_records)(int on);
+    void (*set_error)(int error);
+    void (*counts)(uint64_t counts[5]);
+    int (*peek_error)(void);
+} gpu;
+
+enum { SYNCS, RECORDS, QUERIES, CREATED, DESTROYED };
+
+static int setup(void **state) {
+    (void)state;
+    setenv("STEPWATCH_CUDART", SW_FAKE_CUDART, 1);
+    gpu.lib = dlopen(SW_FAKE_CUDART, RTLD_NOW);
+    assert_non_null(gpu.lib);
+    *(void **)&gpu.launch = dlsym(gpu.lib, "fake_gpu_launch");
+    *(void **)&gpu.idle_at = dlsym(gpu.lib, "fake_gpu_idle_at");
+    *(void **)&gpu.set_capturing = dlsym(gpu.lib, "fake_gpu_set_capturing");
+    *(void **)&gpu.set_fail_records = dlsym(gpu.lib, "fake_gpu_set_fail_records");
+    *(void **)&gpu.set_error = dlsym(gpu.lib, "fake_gpu_set_error");
+    *(void **)&gpu.counts = dlsym(gpu.lib, "fake_gpu_counts");
+    *(void **)&gpu.peek_error = dlsym(gpu.lib, "cudaPeekAtLastError");
+    return 0;
+}
+
+static uint64_t count(int which) {
+    uint64_t c[5];
+    gpu.counts(c);
+    return c[which];
+}
+
+static void sleep_until(uint64_t monotonic_ns) {
+    struct timespec ts = {.tv_sec = (time_t)(monotonic_ns / 1000000000u),
+                          .tv_nsec = (long)(monotonic_ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+}
+
+static void sleep_ns(uint64_t ns) {
+    sleep_until(sw_now_ns() + ns);
+}
+
+/* One phase of a step: host_ns on the host, gpu_ns of kernels launched at its start. */
+typedef struct part {
+    const char *action;
+    uint64_t host_ns, gpu_ns;
+    int sync; /* the host waits for the GPU at its end (loss.item()) */
+} part;
+
+static void run_part(sw_profiler *p, const part *pt) {
+    sw_id id = sw_action(p, pt->action);
+    sw_begin(p, id);
+    if (pt->gpu_ns)
+        gpu.launch(pt->gpu_ns);
+    sleep_ns(pt->host_ns);
+    if (pt->sync)
+        sleep_until(gpu.idle_at() + 50000);
+    sw_end(p, id);
+}
+
+static void run_steps(sw_profiler *p, int steps, const part *parts, size_t nparts) {
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int s = 0; s < steps; s++) {
+        sw_step_begin(p, 32);
+        for (size_t i = 0; i < nparts; i++)
+            run_part(p, &parts[i]);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+}
+
+static const sw_counter_summary *counter(const sw_snapshot *s, const char *name) {
+    for (size_t i = 0; i < s->ncounters; i++)
+        if (strcmp(s->counters[i].name, name) == 0)
+            return &s->counters[i];
+    return NULL;
+}
+
+static double mean_ms(const sw_snapshot *s, const char *name) {
+    const sw_counter_summary *c = counter(s, name);
+    assert_non_null(c);
+    return c->mean / 1e6;
+}
+
+static double host_ms(const sw_snapshot *s, const char *action) {
+    const sw_row *r = sw_snapshot_find(s, action, "train");
+    assert_non_null(r);
+    return r->stats.mean_ns / 1e6;
+}
+
+/* Close p once the GPU ran everything, so every step resolves; the snapshot of before. */
+static sw_snapshot *finish(sw_profiler *p, sw_device_time_info *info) {
+    sleep_until(gpu.idle_at() + 1 * MS);
+    sw_step_begin(p, 0); /* one more step: the last timed one resolves without waiting */
+    sw_step_end(p);
+    assert_int_equal(sw_device_time_info_get(p, info), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    sw_profiler_free(p);
+    return s;
+}
+
+/* ---- a missing runtime (first: its message is once per process, checked in a child) ---- */
+
+static void without_runtime(void) {
+    setenv("STEPWATCH_CUDART", "/nonexistent/libcudart.so.12", 1);
+    sw_profiler *p = NULL;
+    if (sw_profiler_new(NULL, &p) != 0 || sw_device_time_cuda(p, NULL) != SW_EUNSUPPORTED)
+        _exit(3);
+    sw_profiler_free(p);
+    /* Asked through the options: the profiler works, without device time. */
+    sw_options o = {.device_time = 1};
+    if (sw_profiler_new(&o, &p) != 0)
+        _exit(4);
+    sw_device_time_info info;
+    if (sw_device_time_info_get(p, &info) != SW_ENOTFOUND)
+        _exit(5);
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    sw_step_begin(p, 1);
+    sw_step_end(p);
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_snapshot *s = NULL;
+    if (sw_snapshot_take(p, &s) != 0 || s->ncounters != 0 || s->steps != 1)
+        _exit(6); /* nothing changes without CUDA */
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+static void test_without_runtime(void **state) {
+    (void)state;
+    char err[2048];
+    assert_int_equal(sw_test_in_child(without_runtime, err, sizeof err), 0);
+    assert_non_null(strstr(err, "stepwatch: no device time (/nonexistent/libcudart.so.12"));
+    assert_null(strstr(strstr(err, "no device time") + 1, "no device time")); /* once */
+}
+
+/* ---- the times ---- */
+
+/* GPU-bound: the host waits for the GPU in loss (loss.item()), kernels queue behind each
+ * other, so each phase's device time is its kernels' time; the data wait is hidden behind
+ * the previous step's backward and optimizer. */
+static void test_gpu_bound_times(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1, .warmup_steps = 1);
+    const part parts[] = {{"data", 2 * MS, 0, 0},
+                          {"forward", 1 * MS, 10 * MS, 0},
+                          {"loss", 0, 0, 1},
+                          {"backward", 2 * MS, 20 * MS, 0},
+                          {"optimizer", MS / 2, 5 * MS, 0}};
+    uint64_t syncs = count(SYNCS);
+    run_steps(p, 12, parts, sizeof parts / sizeof *parts);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    printf("device ms: data %.3f forward %.3f loss %.3f backward %.3f optimizer %.3f step %.3f "
+           "(host step %.3f, data %.3f)\n",
+           mean_ms(s, "device:train/data"), mean_ms(s, "device:train/forward"),
+           mean_ms(s, "device:train/loss"), mean_ms(s, "device:train/backward"),
+           mean_ms(s, "device:train/optimizer"), mean_ms(s, "device:train/step"),
+           host_ms(s, "step"), host_ms(s, "data"));
+    /* Each phase's kernels' time. A host stalled between a phase's begin and its launch
+     * while the GPU is idle (a loaded machine stalls for ms) adds to that step's device
+     * time, as it would on a real GPU: the fastest step is exact, the mean a little above. */
+    const char *const phases[] = {"device:train/forward", "device:train/backward",
+                                  "device:train/optimizer"};
+    const double kernels_ms[] = {10, 20, 5};
+    for (int i = 0; i < 3; i++) {
+        assert_true(fabs(counter(s, phases[i])->min / 1e6 - kernels_ms[i]) <= 0.3);
+        assert_true(mean_ms(s, phases[i]) >= kernels_ms[i] - 0.3);
+        assert_true(mean_ms(s, phases[i]) <= 1.25 * kernels_ms[i]);
+    }
+    assert_true(mean_ms(s, "device:train/data") < 0.3 * host_ms(s, "data")); /* hidden */
+    double step = mean_ms(s, "device:train/step");
+    assert_true(step >= 35 && fabs(step - host_ms(s, "step")) <= 0.1 * host_ms(s, "step"));
+    /* Every step but the warm-up one resolved; nothing waited, nothing was left behind. */
+    assert_int_equal(info.warmup_steps, 1);
+    assert_int_equal(counter(s, "device:train/forward")->count, 11);
+    assert_int_equal(info.steps_dropped, 0);
+    assert_int_equal(info.failed, 0);
+    assert_int_equal(count(SYNCS), syncs);
+    assert_int_equal(gpu.peek_error(), 0); /* every NotReady was cleared */
+    assert_int_equal(count(CREATED), count(DESTROYED)); /* freed with the profiler */
+    sw_snapshot_free(s);
+}
+
+/* Host-bound: the GPU waits for launches, so a phase's device time is its host time, and
+ * the data wait is GPU idle time, not hidden. */
+static void test_host_bound_times(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"data", 4 * MS, 0, 0},
+                          {"forward", 3 * MS, 1 * MS, 0},
+                          {"backward", 3 * MS, 2 * MS, 0}};
+    run_steps(p, 10, parts, sizeof parts / sizeof *parts);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "device:train/%s", parts[i].action);
+        double device = mean_ms(s, name), host = host_ms(s, parts[i].action);
+        printf("%s: host %.3f ms, device %.3f ms\n", parts[i].action, host, device);
+        assert_true(fabs(device - host) <= 0.1 * host);
+    }
+    sw_snapshot_free(s);
+}
+
+/* A loop that begins a step once its batch arrived (Ignite, stepwatch.torch): the data wait
+ * lies between two steps and is recorded after the fact; the GPU's idle time there is the
+ * step's device data. */
+static void test_data_between_steps(void **state) {
+    (void)state;
+    /* The first step has no gap before it: a warm-up step for both clocks. */
+    SW_TEST_PROFILER(p, .device_time = 1, .warmup_steps = 1);
+    sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int i = 0; i < 10; i++) {
+        uint64_t fetch = sw_now_ns();
+        sleep_ns(5 * MS);
+        sw_step_begin_at(p, 16, fetch);
+        sw_record(p, data, fetch, sw_now_ns());
+        sw_begin(p, fwd);
+        gpu.launch(1 * MS);
+        sleep_ns(2 * MS);
+        sw_end(p, fwd);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    double device = mean_ms(s, "device:train/data"), host = host_ms(s, "data");
+    printf("data between steps: host %.3f ms, device (GPU idle) %.3f ms\n", host, device);
+    assert_true(fabs(device - host) <= 0.15 * host);
+    /* The step's device time takes the fetch in, as its host time does. */
+    assert_true(fabs(mean_ms(s, "device:train/step") - host_ms(s, "step")) <=
+                0.1 * host_ms(s, "step"));
+    sw_snapshot_free(s);
+}
+
+/* ---- in the reports and the run file ---- */
+
+static char *report_of(const sw_snapshot *s, sw_format fmt) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    assert_int_equal(sw_snapshot_write(s, fmt, out), 0);
+    fclose(out);
+    return text;
+}
+
+static void test_reports_and_run_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sw_device_time_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.db", dir);
+    SW_TEST_PROFILER(p, .device_time = 1, .run_file = path);
+    const part parts[] = {{"forward", 1 * MS, 4 * MS, 0}, {"zero_grad", MS / 2, 0, 0}};
+    /* The GPU busy from the start: every forward begins on the GPU when the kernels before it
+     * end, so its device time is its kernels' 4 ms exactly, however late the host runs. */
+    gpu.launch(100 * MS);
+    run_steps(p, 6, parts, 2);
+    sw_device_time_info info;
+    sw_snapshot_free(finish(p, &info)); /* the run file completes */
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_true(fabs(mean_ms(s, "device:train/forward") - 4) <= 0.5);
+
+    assert_null(counter(s, "device:train/data")); /* no data wait in this loop */
+    char *table = report_of(s, SW_FORMAT_TABLE);
+    const char *section = strstr(table, "Device time (GPU events, per call):");
+    assert_non_null(section);
+    assert_non_null(strstr(section, "Host mean  Device mean"));
+    const char *step = strstr(section, "train/step"), *fwd = strstr(section, "train/forward");
+    assert_true(step != NULL && fwd != NULL && step < fwd); /* the step first */
+    assert_non_null(strstr(fwd, "4.00 ms")); /* 4 ms of kernels launched in 1 ms */
+    free(table);
+    char *md = report_of(s, SW_FORMAT_MARKDOWN);
+    assert_non_null(strstr(md, "#### Device time (GPU events, per call)"));
+    assert_non_null(strstr(md, "| train/zero\\_grad |")); /* escaped as the table's cells */
+    free(md);
+    char *lightning = report_of(s, SW_FORMAT_LIGHTNING);
+    assert_non_null(strstr(lightning, "Device time (GPU events, per call):"));
+    free(lightning);
+    char *csv = report_of(s, SW_FORMAT_CSV);
+    assert_non_null(strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s\n"));
+    assert_non_null(strstr(csv, "\nforward,train,forward,6,"));
+    free(csv);
+    char *json = report_of(s, SW_FORMAT_JSON);
+    assert_non_null(strstr(json, "\"device\": {\"count\":6,\"mean_ns\":4"));
+    free(json);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* diagnose's JSON for a loop of parts run with device time into a run file. */
+static char *diagnose_loop(const part *parts, size_t nparts, int steps) {
+    char dir[] = "/tmp/sw_device_diag_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.db", dir);
+    SW_TEST_PROFILER(p, .device_time = 1, .run_file = path, .warmup_steps = 1);
+    run_steps(p, steps, parts, nparts);
+    sleep_until(gpu.idle_at() + 1 * MS);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    assert_int_equal(sw_diagnose_write(run, SW_FORMAT_JSON, out), 0);
+    fclose(out);
+    assert_int_equal(sw_diagnose_write(run, SW_FORMAT_TABLE, stdout), 0); /* for the log */
+    sw_run_close(run);
+    unlink(path);
+    rmdir(dir);
+    return text;
+}
+
+static void test_diagnose_findings(void **state) {
+    (void)state;
+    /* The GPU waits for the host: idle, launch-bound, nothing hidden. (Data and the
+     * launching phases take half the step each, so host stalls in either, on a loaded
+     * machine, leave the GPU idle share above 25 % and the launches above 20 % of a step.) */
+    const part host_bound[] = {{"data", 6 * MS, 0, 0},
+                               {"forward", 3 * MS, 1 * MS, 0},
+                               {"backward", 3 * MS, 2 * MS, 0}};
+    char *json = diagnose_loop(host_bound, 3, 12);
+    assert_non_null(strstr(json, "\"id\": \"host-bound\""));
+    assert_non_null(strstr(json, "\"id\": \"launch-bound\""));
+    assert_null(strstr(json, "\"id\": \"data-hidden\""));
+    free(json);
+    /* The host waits for the GPU: the data wait runs beside the previous step's kernels. */
+    /* (57 ms of kernels left behind a 15 ms data wait: hidden also when the host stalls.) */
+    const part gpu_bound[] = {{"data", 15 * MS, 0, 0},
+                              {"forward", 1 * MS, 10 * MS, 0},
+                              {"loss", 0, 0, 1},
+                              {"backward", 2 * MS, 20 * MS, 0},
+                              {"optimizer", MS / 2, 40 * MS, 0}};
+    json = diagnose_loop(gpu_bound, 5, 12);
+    assert_non_null(strstr(json, "\"id\": \"data-hidden\""));
+    assert_null(strstr(json, "\"id\": \"host-bound\""));
+    assert_null(strstr(json, "\"id\": \"launch-bound\""));
+    free(json);
+    /* The GPU 8 steps behind: the unresolved steps are named. */
+    const part behind[] = {{"forward", 1 * MS, 50 * MS, 0}};
+    json = diagnose_loop(behind, 1, 12);
+    assert_non_null(strstr(json, "\"id\": \"device-dropped\""));
+    free(json);
+}
+
+/* ---- never waiting ---- */
+
+/* The GPU falls ever further behind (50 ms of kernels per 1 ms step): the host never
+ * waits; the oldest steps are dropped and counted. */
+static void test_gpu_far_behind(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 50 * MS, 0}};
+    uint64_t start = sw_now_ns();
+    run_steps(p, 30, parts, 1);
+    sw_device_time_info info;
+    assert_int_equal(sw_device_time_info_get(p, &info), 0);
+    sw_profiler_free(p); /* does not wait for the 1.5 s of queued kernels either */
+    double wall_ms = (double)(sw_now_ns() - start) / 1e6;
+    printf("30 steps, 1.5 s of kernels: host %.1f ms, dropped %llu, timed %llu\n", wall_ms,
+           (unsigned long long)info.steps_dropped, (unsigned long long)info.steps_timed);
+    assert_true(wall_ms < 1000); /* 30 ms of host work; 1.5 s if it waited */
+    /* All but the last 8 dropped; a step is timed only when the host stalled 50 ms (a
+     * loaded machine may), and then one fewer is dropped. */
+    assert_true(info.steps_timed <= 3);
+    assert_true(info.steps_dropped + info.steps_timed >= 30 - 8 - 1);
+    sleep_until(gpu.idle_at());
+}
+
+/* While the stream is captured into a CUDA graph nothing is recorded. */
+static void test_graph_capture(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 1 * MS, 0}};
+    run_steps(p, 3, parts, 1);
+    uint64_t records = count(RECORDS);
+    gpu.set_capturing(1);
+    run_steps(p, 3, parts, 1);
+    assert_int_equal(count(RECORDS), records);
+    gpu.set_capturing(0);
+    run_steps(p, 3, parts, 1);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    assert_int_equal(counter(s, "device:train/forward")->count, 6);
+    assert_int_equal(info.failed, 0);
+    sw_snapshot_free(s);
+}
+
+/* An error the program has not read yet is left for it: nothing is queried meanwhile. */
+static void test_program_error_kept(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 2 * MS, 0}};
+    run_steps(p, 3, parts, 1);
+    gpu.set_error(719); /* cudaErrorLaunchFailure, say */
+    run_steps(p, 3, parts, 1);
+    assert_int_equal(gpu.peek_error(), 719);
+    gpu.set_error(0);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    assert_int_equal(info.failed, 0);
+    sw_snapshot_free(s);
+}
+
+static void failing_records(void) {
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 1 * MS, 0}};
+    run_steps(p, 3, parts, 1);
+    gpu.set_fail_records(1);
+    run_steps(p, 3, parts, 1); /* the training goes on */
+    gpu.set_fail_records(0);
+    sw_device_time_info info;
+    sw_device_time_info_get(p, &info);
+    sw_snapshot *s = NULL;
+    sw_snapshot_take(p, &s);
+    int bad = !info.failed || s->steps != 6;
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+    if (bad)
+        _exit(3);
+}
+
+static void test_runtime_failure(void **state) {
+    (void)state;
+    char err[2048];
+    assert_int_equal(sw_test_in_child(failing_records, err, sizeof err), 0);
+    assert_non_null(strstr(err, "stepwatch: device time stopped: the GPU runtime failed to "
+                                "record an event"));
+}
+
+/* ---- living beside the rest ---- */
+
+static int watched_calls;
+static void count_watch(void *ctx, sw_id action, int begins) {
+    (void)ctx;
+    (void)action;
+    (void)begins;
+    watched_calls++;
+}
+
+/* The function profilers' watcher and device time watch the same action. */
+static void test_beside_public_watcher(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    sw_id fwd = sw_action(p, "forward");
+    assert_int_equal(sw_watcher_set(p, count_watch, NULL), 0);
+    assert_int_equal(sw_watch(p, fwd, 1), 0);
+    const part parts[] = {{"forward", 1 * MS, 1 * MS, 0}};
+    run_steps(p, 4, parts, 1);
+    assert_int_equal(watched_calls, 8);
+    assert_int_equal(sw_watched(p, fwd), 1);
+    assert_int_equal(sw_watched(p, sw_action(p, "step")), 0); /* watched by device time only */
+    assert_int_equal(sw_watch(p, fwd, 0), 0);
+    run_steps(p, 2, parts, 1);
+    assert_int_equal(watched_calls, 8);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    assert_int_equal(counter(s, "device:train/forward")->count, 6); /* still timed */
+    sw_snapshot_free(s);
+    assert_int_equal(sw_device_time_cuda(NULL, NULL), SW_EINVAL);
+}
+
+static void test_once_per_profiler(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p);
+    assert_int_equal(sw_device_time_cuda(p, NULL), 0);
+    assert_int_equal(sw_device_time_cuda(p, NULL), SW_ESTATE);
+    sw_profiler_free(p);
+}
+
+/* A fork child neither records nor frees the parent's events. */
+static void test_fork_child(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 1 * MS, 0}};
+    run_steps(p, 2, parts, 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint64_t records = count(RECORDS), destroyed = count(DESTROYED);
+        run_steps(p, 3, parts, 1);
+        sw_profiler_free(p);
+        _exit(count(RECORDS) != records || count(DESTROYED) != destroyed);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    assert_int_equal(counter(s, "device:train/forward")->count, 2);
+    sw_snapshot_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_without_runtime),
+        cmocka_unit_test(test_gpu_bound_times),
+        cmocka_unit_test(test_host_bound_times),
+        cmocka_unit_test(test_data_between_steps),
+        cmocka_unit_test(test_reports_and_run_file),
+        cmocka_unit_test(test_diagnose_findings),
+        cmocka_unit_test(test_gpu_far_behind),
+        cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_program_error_kept),
+        cmocka_unit_test(test_runtime_failure),
+        cmocka_unit_test(test_beside_public_watcher),
+        cmocka_unit_test(test_once_per_profiler),
+        cmocka_unit_test(test_fork_child),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

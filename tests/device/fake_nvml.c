@@ -1,0 +1,70 @@
+/*
+ * fake_nvml.c — a stand-in for NVML (libnvidia-ml.so.1) for the device-statistics tests on
+ * machines without a GPU (STEPWATCH_NVML points stepwatch at it). Two GPUs with known
+ * values: GPU i has utilization 40 + 10 i %, uses (i + 1) GiB of 80 GiB, draws 250 W (GPU 1
+ * does not report power), runs at 60 + i degrees; UUIDs GPU-fake-000i.
+ * FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail as without a driver; built with
+ * -DFAKE_NVML_INCOMPLETE it lacks nvmlDeviceGetTemperature, as a too old library would.
+ * nvmlShutdown calls are counted (fake_nvml_shutdowns).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define NGPUS 2
+#define NOT_SUPPORTED 3
+#define DRIVER_NOT_LOADED 9
+#define GIB (1024ull * 1024 * 1024)
+
+typedef struct { unsigned gpu, memory; } utilization;
+typedef struct { unsigned long long total, free, used; } memory;
+
+static int devices[NGPUS] = {0, 1}; /* handles point here */
+static int shutdowns;
+
+EXPORT int nvmlInit_v2(void) {
+    const char *fail = getenv("FAKE_NVML_INIT_FAIL");
+    return fail && fail[0] == '1' ? DRIVER_NOT_LOADED : 0;
+}
+EXPORT int nvmlShutdown(void) { shutdowns++; return 0; }
+EXPORT int fake_nvml_shutdowns(void) { return shutdowns; }
+EXPORT const char *nvmlErrorString(int rc) {
+    return rc == DRIVER_NOT_LOADED ? "Driver Not Loaded" : "Unknown Error";
+}
+EXPORT int nvmlDeviceGetCount_v2(unsigned *count) { *count = NGPUS; return 0; }
+EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **device) {
+    if (i >= NGPUS)
+        return 2;
+    *device = &devices[i];
+    return 0;
+}
+static int index_of(void *device) { return *(int *)device; }
+EXPORT int nvmlDeviceGetUUID(void *device, char *uuid, unsigned length) {
+    snprintf(uuid, length, "GPU-fake-%04d", index_of(device));
+    return 0;
+}
+EXPORT int nvmlDeviceGetUtilizationRates(void *device, utilization *u) {
+    u->gpu = 40 + 10 * (unsigned)index_of(device);
+    u->memory = 5;
+    return 0;
+}
+EXPORT int nvmlDeviceGetMemoryInfo(void *device, memory *m) {
+    m->total = 80 * GIB;
+    m->used = (unsigned long long)(index_of(device) + 1) * GIB;
+    m->free = m->total - m->used;
+    return 0;
+}
+EXPORT int nvmlDeviceGetPowerUsage(void *device, unsigned *milliwatts) {
+    if (index_of(device) == 1)
+        return NOT_SUPPORTED;
+    *milliwatts = 250000;
+    return 0;
+}
+#ifndef FAKE_NVML_INCOMPLETE
+EXPORT int nvmlDeviceGetTemperature(void *device, int sensor, unsigned *celsius) {
+    (void)sensor;
+    *celsius = 60 + (unsigned)index_of(device);
+    return 0;
+}
+#endif
