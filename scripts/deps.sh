@@ -5,7 +5,8 @@
 #   demo: a C compiler, CMake, SQLite's header and library (the demo needs nothing else)
 #   test: the demo's, plus cmocka, pkg-config, a C++ compiler (the header's C++ check), the
 #         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
-#         clang with its libFuzzer runtime (the fuzz targets)
+#         clang with its libFuzzer runtime (the fuzz targets), Open MPI (the mpirun tests of
+#         libstepwatch_mpi)
 # .ci/run installs the same list up front.
 set -euo pipefail
 what=${1:?usage: scripts/deps.sh demo|test}
@@ -42,6 +43,8 @@ if [ "$what" = test ]; then
     need chromium have_cmd chromium
     need clang have_cmd clang                      # the fuzzers (libFuzzer)
     need libclang-rt-dev have_fuzzer_runtime
+    need openmpi-bin have_cmd mpirun               # the many-ranks tests (mpirun -np 2..4)
+    need libopenmpi-dev test -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
