@@ -42,7 +42,12 @@ or batch cancelled, or a fit that raised, leaves nothing open; the next fit star
 
 stepwatch's extras are opt-in: ``profiler=stepwatch.Profiler(run_file=...)`` records every
 step (data, forward, loss, backward, optimizer, zero_grad) into a stepwatch Profiler you keep
-(reports, p50/p99, self time, the run file); ``extras=True`` prints its table too.
+(reports, p50/p99, self time, the run file); ``extras=True`` prints its table too. Under DDP
+(a torch.distributed process group of more than one rank up at before_fit) that Profiler
+joins stepwatch.distributed's cross-rank view: every rank's fit ends with the end-of-run
+aggregation (a fit that raised too), and rank 0 prints the view after fastxtend's report
+(``learn.profile_ranks``, the RankView; None elsewhere). Without a stepwatch Profiler
+(neither ``profiler=`` nor ``extras``) there is nothing to aggregate.
 
 Only fastai's core is needed (the Learner and callbacks), not fastai.vision: PyPI's
 torchvision is a CUDA build that does not import next to the CPU torch.
@@ -189,6 +194,12 @@ class _Fit:
         self.start, self.open = {}, []
         self.trained = False
         self.loggers = _Loggers(learn, cb.logger_callback)
+        # Under DDP the stepwatch Profiler joins the cross-rank view (quiet: rank 0 prints it
+        # after fastxtend's report); without one there is nothing to aggregate.
+        self.ranks = None
+        if self.core is not None:
+            import stepwatch.distributed as swdist  # fastai imports torch anyway
+            self.ranks = swdist.watch_group(self.core, quiet=True)
 
     # -- phases
     def begin(self, name):
@@ -217,16 +228,28 @@ class _Fit:
             if top == name:
                 return
 
+    def finish_ranks(self):
+        """Under DDP, the end-of-run aggregation (every rank's fit ends here, after_fit or
+        the failure; rank 0 waits at most the watch's timeout for the others). Once per fit;
+        the RankView on rank 0, else None."""
+        if self.ranks is None:
+            return None
+        self.ranks = None
+        import stepwatch.distributed as swdist
+        return swdist.finish(self.core)
+
     def finish(self):
         """The fit ended (after_fit): report unless it trained nothing (validate())."""
         self.end("fit")
+        view = self.finish_ranks()
         if not self.trained:
             return False
         results = self.results()
         report = _report_view(results)
         self.learn.profile_results, self.learn.profile_report = results, report
+        self.learn.profile_ranks = view
         self.loggers.summary(results, report)
-        self.cb._sw_show(report, results, self.core)
+        self.cb._sw_show(report, results, self.core, view)
         return True
 
     # -- fastxtend's DataFrame
@@ -453,10 +476,11 @@ class ThroughputCallback(_MarkedCallback):
         """The fit is over, or failed: close what is open, go back to waiting for a fit."""
         if self._sw_fit is not None:
             self._sw_fit.end("fit")
+            self._sw_fit.finish_ranks()  # a failed fit: the other ranks' views need ours
             self._sw_fit = None
         self._sw_on = {"before_fit": self.before_fit}
 
-    def _sw_show(self, report, results, core):
+    def _sw_show(self, report, results, core, view=None):
         if self.show_report:
             if self.markdown:
                 print(report.to_markdown(index=False))
@@ -473,6 +497,8 @@ class ThroughputCallback(_MarkedCallback):
                       "than fit.")
             if self.extras and core is not None:
                 print(core.report("table"))
+            if view is not None:  # rank 0 under DDP: the cross-rank view
+                print(view.report("markdown" if self.markdown else "table"))
         if self.save_csv:
             path = self.learn.path / self.csv_name
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,14 +40,8 @@ class Batches(Dataset):  # whole batches: one item per step
         return torch.randn(8, 16), torch.randn(8, 1)
 """
 
-# An ordinary DDP training script; nothing of stepwatch in it.
-SCRIPT = """
-import os, signal, time, datetime, torch, torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset
-
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-rank = dist.get_rank()
-""" + _SLOW_RANKS + """
+# The model of the plain torch and fastai scripts: its forward is slow on COMPUTE_RANK.
+_NET = """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -57,7 +51,16 @@ class Net(torch.nn.Module):
         if rank == COMPUTE_RANK:
             time.sleep(DELAY)
         return self.body(x)
+"""
 
+# An ordinary DDP training script; nothing of stepwatch in it.
+SCRIPT = """
+import os, signal, time, datetime, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank = dist.get_rank()
+""" + _SLOW_RANKS + _NET + """
 model = torch.nn.parallel.DistributedDataParallel(Net())
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for i, (x, y) in enumerate(DataLoader(Batches(), batch_size=None)):
@@ -266,17 +269,32 @@ trainer.fit(Net())
 """
 
 
-def _run_adapter_script(script_text, tmp_path, nproc, slow):
+def _run_adapter_script(script_text, tmp_path, nproc, slow, **extra):
     """torchrun (as `python -m torch.distributed.run`) nproc ranks of a script, one slow."""
     script = tmp_path / "train.py"
     script.write_text(script_text)
     env = _env(NPROC=nproc, WARMUP=WARMUP, DATA_RANK=slow.get("data", -1),
-               COMPUTE_RANK=slow.get("compute", -1))
+               COMPUTE_RANK=slow.get("compute", -1), **extra)
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                           f"--nproc_per_node={nproc}", str(script)], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr[-6000:]
     return run
+
+
+def _assert_run_files_name_the_slow_rank(tmp_path, nproc, slow):
+    """Each rank's run file knows its place; rank 0's view names the slow rank, its blame
+    and (slow compute) the forward."""
+    for r in range(nproc):
+        meta = _ranks_row(tmp_path / f"run-{r}.db")
+        assert (meta["rank"], meta["world_size"]) == (r, nproc), meta
+    view = _view(tmp_path / "run-0.db")
+    assert view["answered"] == nproc and view["collective_ranks"] == nproc, view
+    (kind, rank), = slow.items()
+    assert view["stragglers"], view
+    _assert_blamed(view["stragglers"][0], rank, kind)
+    if kind == "compute":
+        assert view["stragglers"][0]["part"] == "forward", view["stragglers"][0]
 
 
 @pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
@@ -288,16 +306,7 @@ def test_lightning_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
     report0 = (tmp_path / "fit-prof-0.txt").read_text()
     assert f"Across ranks: {nproc} of {nproc} answered" in report0, report0
     assert "Across ranks" not in (tmp_path / "fit-prof-1.txt").read_text()
-    for r in range(nproc):
-        meta = _ranks_row(tmp_path / f"run-{r}.db")
-        assert (meta["rank"], meta["world_size"]) == (r, nproc), meta
-    view = _view(tmp_path / "run-0.db")
-    assert view["answered"] == nproc and view["collective_ranks"] == nproc, view
-    (kind, rank), = slow.items()
-    assert view["stragglers"], view
-    _assert_blamed(view["stragglers"][0], rank, kind)
-    if kind == "compute":
-        assert view["stragglers"][0]["part"] == "forward", view["stragglers"][0]
+    _assert_run_files_name_the_slow_rank(tmp_path, nproc, slow)
 
 
 # An Ignite DDP script with stepwatch's Ignite profiler (given a run file through its
@@ -349,3 +358,71 @@ def test_ignite_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
     (kind, rank), = slow.items()
     assert view["stragglers"], view
     _assert_blamed(view["stragglers"][0], rank, kind)
+
+
+# A fastai Learner around a plain torch DDP model (the process group made by the script), with
+# stepwatch's fastai profiler given a stepwatch Profiler; torchrun starts the ranks.
+FASTAI_SCRIPT = """
+import os, time, datetime, torch, torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+from fastai.callback.core import Callback
+from fastai.data.core import DataLoaders
+from fastai.learner import Learner
+import stepwatch
+from stepwatch.fastai import ProfileMode
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank = dist.get_rank()
+""" + _SLOW_RANKS + _NET + """
+class Valid(Dataset):  # no delay: the view is about training steps
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        return torch.randn(8, 16), torch.randn(8, 1)
+
+dls = DataLoaders(DataLoader(Batches(), batch_size=None), DataLoader(Valid(), batch_size=None))
+learn = Learner(dls, torch.nn.parallel.DistributedDataParallel(Net()),
+                loss_func=torch.nn.MSELoss(), lr=0.01)
+learn.remove_cbs([cb for cb in learn.cbs if type(cb).__name__ == "ProgressCallback"])
+learn.profile(ProfileMode.Simple, profiler=stepwatch.Profiler(
+    name="fastai", run_file="run-{rank}.db", warmup_steps=int(os.environ["WARMUP"])))
+class Fail(Callback):
+    def after_train(self):
+        raise RuntimeError("the fit fails")
+
+try:
+    learn.fit(1, cbs=[Fail()] if os.environ.get("FAIL") else [])
+except RuntimeError:
+    if rank == 1:  # past rank 0's timeout: only the failed fit's own end answers in time
+        time.sleep(2 * float(os.environ["STEPWATCH_AGGREGATE_TIMEOUT"]))
+with open(f"ranks-{rank}.txt", "w") as f:
+    f.write(repr(getattr(learn, "profile_ranks", "unset")))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("slow", [{"data": 1}, {"compute": 1}], ids=["data", "compute"])
+def test_fastai_ddp_names_the_slow_rank_and_its_blame(slow, tmp_path):
+    pytest.importorskip("fastai")
+    nproc = 2
+    run = _run_adapter_script(FASTAI_SCRIPT, tmp_path, nproc, slow)
+    # printed once, by rank 0, after fastxtend's report; learn.profile_ranks there only
+    out = run.stdout
+    assert out.count(f"Across ranks: {nproc} of {nproc} answered") == 1, out[-6000:]
+    assert out.count("Profiling Results:") == nproc, out[-6000:]
+    assert out.index("Across ranks") > out.index("Profiling Results:"), out[-6000:]
+    assert (tmp_path / "ranks-0.txt").read_text().startswith(f"<RankView {nproc}/{nproc} ranks")
+    assert (tmp_path / "ranks-1.txt").read_text() == "None"
+    _assert_run_files_name_the_slow_rank(tmp_path, nproc, slow)
+
+
+def test_fastai_ddp_fit_that_raised_still_joins_the_view(tmp_path):
+    """Both ranks' fits raise; rank 1 then lingers past rank 0's timeout before it leaves the
+    process group. Its answer must come from the failed fit's end: rank 0's view has both."""
+    pytest.importorskip("fastai")
+    run = _run_adapter_script(FASTAI_SCRIPT, tmp_path, 2, {"data": 1}, FAIL=1,
+                              STEPWATCH_AGGREGATE_TIMEOUT=4)
+    assert "Across ranks" not in run.stdout + run.stderr  # a fit that raised prints nothing
+    assert (tmp_path / "ranks-0.txt").read_text() == "'unset'"
+    view = _view(tmp_path / "run-0.db")
+    assert (view["answered"], view["missing"]) == (2, []), view
