@@ -55,6 +55,30 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
     return rc;
 }
 
+PyObject *sw_py_watch_profilers(PyObject *module, PyObject *callback) {
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "_watch_profilers() takes a callable or None");
+        return NULL;
+    }
+    module_state *st = sw_py_state_of_module(module);
+    Py_XSETREF(st->on_new_profiler, callback == Py_None ? NULL : Py_NewRef(callback));
+    Py_RETURN_NONE;
+}
+
+/* Tell the watcher (autorun) about a Profiler being made: made is None before, the new one
+ * after. What it raises is reported as unraisable: making the profiler goes on. */
+static void tell_watcher(module_state *st, PyObject *made) {
+    PyObject *callback = st->on_new_profiler;
+    if (callback == NULL)
+        return;
+    Py_INCREF(callback); /* it may stop watching from inside */
+    PyObject *r = PyObject_CallOneArg(callback, made);
+    if (r == NULL)
+        PyErr_WriteUnraisable(callback);
+    Py_XDECREF(r);
+    Py_DECREF(callback);
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
@@ -85,6 +109,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     module_state *st = sw_py_state_of_type(type);
     if (!st)
         return NULL;
+    tell_watcher(st, Py_None); /* before: the watcher may let the environment's run file go */
     ProfilerObject *self = (ProfilerObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
@@ -126,6 +151,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         return NULL;
     }
     sync_run_file_owner();
+    tell_watcher(st, (PyObject *)self);
     return (PyObject *)self;
 }
 

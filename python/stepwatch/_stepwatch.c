@@ -130,6 +130,10 @@ static PyMethodDef module_methods[] = {
      "_device_reader(gpus) -> a reader of the device statistics (stepwatch.devicestats)."},
     {"_device_read", sw_py_device_read, METH_O,
      "_device_read(reader) -> dict of the statistics now (stepwatch.devicestats)."},
+    {"_watch_profilers", sw_py_watch_profilers, METH_O,
+     "_watch_profilers(callback, /)\n--\n\n"
+     "callback(None) before each Profiler is made, callback(profiler) after; None stops. "
+     "stepwatch.autorun's: the program's own profiler takes the run over."},
     {"batch_size", mod_batch_size, METH_O,
      "batch_size(batch) -> int: samples in a batch, the first dimension of its first "
      "array-like (through tuples, lists and dicts); 0 when it cannot be told."},
@@ -215,6 +219,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->shape_name);
+    Py_VISIT(st->on_new_profiler);
     return 0;
 }
 
@@ -240,6 +245,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->shape_name);
+    Py_CLEAR(st->on_new_profiler);
     return 0;
 }
 
