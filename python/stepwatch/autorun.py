@@ -106,13 +106,13 @@ def _split(argv):
     return argv, None, []
 
 
-def _write_report(prof, fmt, output, view=None):
+def _write_report(prof, fmt, output, view=None, run_file=None):
     if prof.closed:  # the program closed its own profiler: its run file has the run
-        if prof.run_file is None or prof.run_file_error is not None:
+        if run_file is None or not os.path.isfile(run_file):
             sys.stderr.write("stepwatch: the program closed its profiler, which wrote no run "
                              "file: no report\n")
             return
-        text = stepwatch.load(prof.run_file).report(fmt, full_names=bool(output))
+        text = stepwatch.load(run_file).report(fmt, full_names=bool(output))
     else:
         text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
         if prof.function_actions():
@@ -152,6 +152,7 @@ class _Run:
 
     def __init__(self, prof, forward):
         self.prof = prof
+        self.run_file = prof.run_file  # read now: a closed profiler no longer tells
         self.forward = forward
         self.swtorch = None
         self.swdist = None
@@ -188,6 +189,7 @@ class _Run:
         # and so must the profilers after it and the children.
         os.environ.setdefault("STEPWATCH_RUN_FILE_OWNER", str(os.getpid()))
         self.prof = made
+        self.run_file = made.run_file if made.run_file_error is None else None
         stepwatch.set_profiler(made)
         self.instrument()
 
@@ -201,7 +203,7 @@ class _Run:
         # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
         ranks = self.ranks
         if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:
-            _write_report(self.prof, fmt, output, view)
+            _write_report(self.prof, fmt, output, view, self.run_file)
         self.prof.close()
 
 
