@@ -355,6 +355,62 @@ static void test_cli_outputs(void **state) {
     unlink(full_node);
 }
 
+/* Clusters link scratch and home: a link in a directory above the run file is followed
+ * (issue 29: SQLite's NOFOLLOW refused links in every component, "unable to open database
+ * file"); only a link at the file itself is refused. */
+static void test_links_above_the_run_file(void **state) {
+    char real[300], via[300], via2[300], path[400], at_real[400], deep[400];
+    fault_path(real, sizeof real, "real-dir");
+    fault_path(via, sizeof via, "via-link");
+    fault_path(via2, sizeof via2, "via-link-2");
+    assert_int_equal(mkdir(real, 0700), 0);
+    assert_int_equal(symlink(real, via), 0);
+    assert_int_equal(symlink("via-link", via2), 0); /* a relative link to a link */
+    snprintf(path, sizeof path, "%s/run.db", via);
+    snprintf(deep, sizeof deep, "%s/deep.db", via2);
+    profile_to(path, 0);
+    profile_to(deep, 0);
+    snprintf(at_real, sizeof at_real, "%s/run.db", real);
+    struct stat st;
+    assert_int_equal(lstat(at_real, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->steps, 1);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    snprintf(at_real, sizeof at_real, "%s/deep.db", real);
+    assert_int_equal(lstat(at_real, &st), 0);
+    /* A link at the file, below a linked directory: still refused, the target untouched. */
+    char link_at[400];
+    snprintf(link_at, sizeof link_at, "%s/link.db", via);
+    assert_int_equal(symlink("run.db", link_at), 0);
+    profile_to(link_at, SW_EEXISTS);
+    assert_int_equal(lstat(link_at, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+}
+
+/* RANK beyond an int (or not a number) is not a rank: {rank} never becomes -1. */
+static void test_rank_from_the_environment_out_of_range(void **state) {
+    char pattern[300], want[300];
+    fault_path(pattern, sizeof pattern, "rank-{rank}.db");
+    fault_path(want, sizeof want, "rank-0.db");
+    setenv("RANK", "99999999999999999999", 1);
+    profile_to(pattern, 0);
+    unsetenv("RANK");
+    assert_int_equal(access(want, F_OK), 0);
+    char bad[300];
+    fault_path(bad, sizeof bad, "rank--1.db");
+    assert_int_equal(access(bad, F_OK), -1);
+    setenv("RANK", "12", 1);
+    profile_to(pattern, 0);
+    unsetenv("RANK");
+    fault_path(want, sizeof want, "rank-12.db");
+    assert_int_equal(access(want, F_OK), 0);
+}
+
 /* ---- reading damaged files: every refusal names its cause ---- */
 
 
@@ -413,6 +469,8 @@ int main(void) {
         cmocka_unit_test(test_output_killed_midway),
         cmocka_unit_test(test_cli_outputs),
         cmocka_unit_test(test_reader_says_why),
+        cmocka_unit_test(test_links_above_the_run_file),
+        cmocka_unit_test(test_rank_from_the_environment_out_of_range),
     };
     return cmocka_run_group_tests(tests, fault_make_dir, fault_remove_dir);
 }
