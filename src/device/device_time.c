@@ -7,7 +7,8 @@
  *
  * Events are pooled: made once, reused when their step is resolved. One event serves two
  * spans where one ends and the next begins within DT_SHARE_NS on the host (forward's end is
- * loss's begin; the step's begin is its first span's): half the records of a step.
+ * loss's begin), and two marks of one call (the step's begin and its first span's, when the
+ * loop marks both at once): about half the records of a step.
  *
  * Steps wait in a ring that grows to DT_MAX_BEHIND steps. At every step's begin and end the
  * oldest waiting steps are resolved: one query of the step's end event (events on one stream
@@ -47,6 +48,8 @@
 #define DT_MAX_BEHIND 1024u  /* steps that may wait for the GPU (sampling from half of it) */
 #define DT_SPANS 16          /* spans a step can time, its own included */
 #define DT_SHARE_NS 20000u   /* a begin this soon after an end reuses its event */
+#define DT_SAME_NS 1000u     /* two begins (two ends) this close: marks of one call, too soon
+                                for a kernel launch between them */
 #define DT_MAX_STRIDE 65536u /* sample at least every 65536th step */
 #define NO_EVENT UINT32_MAX
 
@@ -162,12 +165,16 @@ static uint32_t take_event(sw__device_time *dt) {
 
 /* Record a boundary of the open step: the event's index, or NO_EVENT when there is none (the
  * stream is captured into a graph: counted; or the runtime failed: the timing stopped). A
- * begin right after an end (or the step's begin) shares that boundary's event. */
+ * begin within DT_SHARE_NS of an end shares that end's event (the few us between count in
+ * the span that begins); a begin right after a begin (the step's and its first span's), an
+ * end right after an end, within DT_SAME_NS: marks of one call, with no launch between. */
 static uint32_t record_boundary(sw__device_time *dt, int is_begin) {
     dt_step *s = open_step(dt);
     uint64_t now = sw_now_ns();
-    if (dt->last_event != NO_EVENT && !(dt->last_was_begin && !is_begin) &&
-        now - dt->last_at <= DT_SHARE_NS) {
+    uint64_t window = dt->last_was_begin == is_begin ? DT_SAME_NS
+                      : is_begin                      ? DT_SHARE_NS
+                                                      : 0; /* a span's own begin and end */
+    if (dt->last_event != NO_EVENT && now - dt->last_at <= window) {
         dt->last_at = now;
         dt->last_was_begin = is_begin;
         return dt->last_event;
