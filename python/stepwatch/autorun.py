@@ -140,7 +140,8 @@ def _run(target, rest):
     else:
         sys.argv = [what] + rest
         sys.path.insert(0, os.path.dirname(os.path.abspath(what)))
-        runpy.run_path(what, run_name="__main__")
+        # An absolute __file__ and traceback paths, as python itself gives a script.
+        runpy.run_path(os.path.abspath(what), run_name="__main__")
 
 
 class _Run:
@@ -260,7 +261,9 @@ def main(argv=None):
         run.finish(args.format, args.output)
     if failed is None:
         return code
-    sys.excepthook(type(failed), failed, _users_traceback(failed))
+    tb = _users_traceback(failed)
+    # The hook prints the exception's own traceback (the one passed only when it has none).
+    sys.excepthook(type(failed), failed.with_traceback(tb), tb)
     if isinstance(failed, KeyboardInterrupt):
         # Exit as Python does on Ctrl-C: killed by SIGINT, so that shells and `stepwatch
         # run` see the interrupt.
