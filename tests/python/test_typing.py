@@ -55,8 +55,8 @@ def test_every_public_callable_has_a_signature():
         assert must in names, must
     missing = []
     for name, obj in callables:
-        if isinstance(obj, type) and not instantiable(obj):
-            continue
+        if isinstance(obj, type) and (not instantiable(obj) or issubclass(obj, BaseException)):
+            continue  # made by the profiler only; an exception (CPython's have none either)
         try:
             inspect.signature(obj)
         except (ValueError, TypeError) as exc:
