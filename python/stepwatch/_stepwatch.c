@@ -19,6 +19,7 @@
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
  *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
+ *   SpanScope Spans.profile(name): a span as a context manager, Lightning's profile() (_spans.c).
  *   Intervals thunder's TimeProfiler marks, paired and summed (_intervals.c).
  *   FireEvent Ignite's Engine._fire_event in C, making Marks' marks (_fire_event.c).
  *   Live      the live status line's figures over a window (_live.c).
@@ -164,6 +165,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
+        add_type(module, &sw_py_scope_spec, &st->scope_type) < 0 ||
         add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
         add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
@@ -209,6 +211,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
+    Py_VISIT(st->scope_type);
     Py_VISIT(st->intervals_type);
     Py_VISIT(st->fire_event_type);
     Py_VISIT(st->live_type);
@@ -234,6 +237,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
+    Py_CLEAR(st->scope_type);
     Py_CLEAR(st->intervals_type);
     Py_CLEAR(st->fire_event_type);
     Py_CLEAR(st->live_type);

@@ -61,6 +61,7 @@ typedef struct {
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
     PyTypeObject *spans_type;
+    PyTypeObject *scope_type;
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
@@ -92,6 +93,7 @@ extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_scope_spec;
 extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 
