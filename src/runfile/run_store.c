@@ -130,9 +130,23 @@ int sw__store_create(const char *path, sw__store **out) {
         free(st);
         return rc;
     }
-    /* The file exists, whole, and is ours (locked): never create or follow a link here. */
-    rc = sw__sqlite_rc(sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
-                                       NULL));
+    /* The file exists, whole, and is ours (locked): never create or follow a link at it.
+     * SQLite's NOFOLLOW refuses a link in any component, so it is given the path with its
+     * directory resolved: links above the file are followed, a link at it is not. */
+    char *real = sw__real_dir_path(path);
+    int said = real == NULL; /* the sentence is set */
+    if (real == NULL)
+        rc = sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO,
+                       "%s: cannot resolve its directory: %s", path, strerror(errno));
+    else
+        rc = sw__sqlite_rc(sqlite3_open_v2(real, &st->db,
+                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
+    free(real);
+    if (rc != 0 && st->db != NULL) { /* "unable to open database file" alone names no cause */
+        sw__error(rc, "%s: SQLite cannot open it: %s (%s)", path, sqlite3_errmsg(st->db),
+                  strerror(sqlite3_system_errno(st->db)));
+        said = 1;
+    }
     if (rc == 0) {
         sqlite3_busy_timeout(st->db, 2000);
         /* WAL (set in the file from the start): readers see the file while it grows, and a
@@ -150,7 +164,8 @@ int sw__store_create(const char *path, sw__store **out) {
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
     if (rc != 0) {
-        sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
+        if (!said)
+            sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
         close_connection(st, 0);
         sw__run_file_remove(path); /* ours: created above, still locked */
         sw__store_forget(st);
