@@ -59,18 +59,27 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
                              "on_full", "functions", "builtins", "live", "local_rank",
-                             "device_stats", "device_time", NULL};
-    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
+                             "device_stats", "device_time", "clock", NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop",
+               *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOO:Profiler", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOOz:Profiler", kwlist,
                                      &name, &warmup, &run_file, &timeline, &max_depth, &rank,
                                      &world_size, &command, &enabled, &ring_capacity, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time))
+                                     &device_time, &clock))
         return NULL;
+    sw_clock_kind clock_kind = SW_CLOCK_AUTO;
+    if (clock != NULL && strcmp(clock, "tsc") == 0)
+        clock_kind = SW_CLOCK_TSC;
+    else if (clock != NULL && strcmp(clock, "monotonic") == 0)
+        clock_kind = SW_CLOCK_MONOTONIC;
+    else if (clock != NULL)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: clock must be None, 'monotonic' or 'tsc', not '%s'", clock);
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
         return NULL;
@@ -109,6 +118,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.ring_capacity = ring_capacity;
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
+    opts.clock = clock_kind;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);
@@ -633,7 +643,7 @@ static PyType_Slot Profiler_slots[] = {
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
      "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
      "         functions=None, builtins=False, live=None, local_rank=0, device_stats=False,\n"
-     "         device_time=False)\n\n"
+     "         device_time=False, clock=None)\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -645,7 +655,10 @@ static PyType_Slot Profiler_slots[] = {
      "(or as `stepwatch run --live/--no-live` says), True = always, False = never.\n"
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
-     "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},
+     "each phase from torch.cuda.Event, never synchronizing (docs/device.md).\n"
+     "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), 'monotonic', or 'tsc':\n"
+     "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"
+     "said on stderr); stepwatch.clock_in_use() tells which."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

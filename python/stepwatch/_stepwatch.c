@@ -91,8 +91,16 @@ static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
     return PyLong_FromUnsignedLong(sw_py_batch_size(batch, st->shape_name));
 }
 
+static PyObject *mod_clock_in_use(PyObject *module, PyObject *unused) {
+    return PyUnicode_FromString(sw_clock_in_use() == SW_CLOCK_TSC ? "tsc" : "monotonic");
+}
+
 static PyMethodDef module_methods[] = {
-    {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> int: the profiler clock (CLOCK_MONOTONIC)."},
+    {"now_ns", mod_now_ns, METH_NOARGS,
+     "now_ns() -> int: the profiler clock (CLOCK_MONOTONIC, or the TSC: clock_in_use())."},
+    {"clock_in_use", mod_clock_in_use, METH_NOARGS,
+     "clock_in_use() -> 'monotonic' or 'tsc': the clock now_ns() and every profiler read "
+     "(Profiler(clock='tsc') or SW_CLOCK=tsc switch the process to the TSC where invariant)."},
     {"load", sw_py_load, METH_O, "load(path) -> Snapshot of a run file (all ranks merged)."},
     {"load_steps", sw_py_load_steps, METH_O,
      "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
