@@ -12,7 +12,7 @@ False never. Setting up a fit without a logger raises MisconfigurationException;
 without psutil raise ModuleNotFoundError, both at setup, as Lightning does.
 
 The CPU figures (``cpu_percent``, ``cpu_vm_percent``, ``cpu_swap_percent``, psutil's
-definitions) come from stepwatch's C reader (python/stepwatch/_device.c): one call where
+definitions) come from stepwatch's C reader (python/_stepwatch/_device.c): one call where
 Lightning's psutil parses /proc/stat and /proc/meminfo twice in Python, the most of what a
 logging step costs it; the GPU figures still come from the accelerator.
 

@@ -1,9 +1,38 @@
 /*
  * sql.c — prepare, bind, step: the block every reader and writer of the run file repeated,
- * once (sql.h).
+ * once (sql.h); SQLite's result codes as SW_E* codes.
  */
 #include "sql.h"
-#include "run_store.h"
+
+#include "stepwatch.h"
+
+int sw__sqlite_rc(int rc) {
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return 0;
+    case SQLITE_NOMEM:
+        return SW_ENOMEM;
+    case SQLITE_CORRUPT:
+    case SQLITE_FORMAT:
+        return SW_ECORRUPT;
+    case SQLITE_NOTADB:
+        return SW_EFOREIGN;
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+        return SW_EIO;
+    default:
+        return SW_ESQLITE;
+    }
+}
+
+int sw__sql_exec(sqlite3 *db, const char *sql) {
+    return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
 
 int sw__sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **q) {
     *q = NULL;

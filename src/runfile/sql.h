@@ -1,13 +1,18 @@
 /*
  * sql.h — the few SQLite steps every run-file reader and writer repeats (sql.c): prepare a
  * statement (with its one integer parameter, where it has one) and read a one-integer answer,
- * each giving 0 or an SW_E* code.
+ * each giving 0 or an SW_E* code; SQLite's result codes as SW_E* codes.
  */
 #ifndef SW_RUNFILE_SQL_H
 #define SW_RUNFILE_SQL_H
 
 #include <sqlite3.h>
 #include <stdint.h>
+
+/* Map an SQLite result code to SW_E*. */
+int sw__sqlite_rc(int rc);
+/* Run SQL without results; 0 or SW_E*. */
+int sw__sql_exec(sqlite3 *db, const char *sql);
 
 /* No parameter to bind (sw__sql_int). */
 #define SW__NO_BIND INT64_MIN

@@ -419,7 +419,7 @@ static PyMethodDef Scope_methods[] = {
 };
 
 static PyType_Slot Scope_slots[] = {
-    {Py_tp_doc, "A span of Spans.profile(name) as a context manager (python/stepwatch/_spans.c)."},
+    {Py_tp_doc, "A span of Spans.profile(name) as a context manager (python/_stepwatch/_spans.c)."},
     {Py_tp_methods, Scope_methods},
     {Py_tp_dealloc, Scope_dealloc},
     {0, NULL},
@@ -665,7 +665,7 @@ static PyMemberDef Spans_members[] = {
 
 static PyType_Slot Spans_slots[] = {
     {Py_tp_doc, "Spans(profiler, classify, keep=1000): spans started and stopped by name "
-                "(Lightning's Profiler.start/stop) in C; see python/stepwatch/_spans.c."},
+                "(Lightning's Profiler.start/stop) in C; see python/_stepwatch/_spans.c."},
     {Py_tp_new, Spans_new},
     {Py_tp_methods, Spans_methods},
     {Py_tp_members, Spans_members},
