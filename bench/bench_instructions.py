@@ -486,8 +486,8 @@ def verdicts(figures):
     return out
 
 
-def fmt_ir(n):
-    return f"{n / 1e6:.2f}M" if abs(n) >= 1e6 else f"{n / 1e3:+.1f}k"
+def fmt_ir(n, sign="+"):
+    return f"{n / 1e6:{sign}.2f}M" if abs(n) >= 1e6 else f"{n / 1e3:{sign}.1f}k"
 
 
 def print_figures(figures, checks):
@@ -507,7 +507,7 @@ def print_figures(figures, checks):
                        f"{'yes' if c['met'] else 'NO'}" if (c := check) else "")
             if fig.get("instructions"):
                 lo, hi = fig["ir_added_range"][v]
-                irs = (f"{fmt_ir(fig['ir_per_step'][v]):>9} "
+                irs = (f"{fmt_ir(fig['ir_per_step'][v], sign='-'):>9} "
                        f"{'' if v == 'none' else fmt_ir(fig['ir_added'][v]):>10} "
                        f"{'' if v == 'none' else fmt_ir(lo) + ' to ' + fmt_ir(hi):>19}")
             else:
