@@ -1,7 +1,8 @@
 /*
  * html.c — the self-contained HTML report: the run's data as one JSON document inside a
  * <script type="application/json"> element, drawn as inline SVG by the script in
- * html_assets.c. Nothing is fetched from the network.
+ * src/analysis/html/report.js (embedded at build time, cmake/embed.cmake). Nothing is
+ * fetched from the network: the Content-Security-Policy forbids every request.
  *
  * Bounded for any run length: steps and counter samples are downsampled into series of at
  * most 2000 points (min / mean / max per point, see series.h), and histograms are embedded
@@ -20,9 +21,16 @@
 #define SW__HTML_COUNTERS 64    /* counter series drawn (all are in the table) */
 #define SW__HTML_COUNTER_POINTS 500
 
-/* The HTML and script around the data (html_assets.c). */
-extern const char sw__html_head[];
-extern const char sw__html_tail[];
+/* The page around the data; its style sheet and scripts come from src/analysis/html/. */
+static const char page_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<meta name=\"generator\" content=\"stepwatch\">\n"
+    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+    "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
+static const char page_body[] =
+    "</head>\n<body>\n<div id=\"sw-error\"></div>\n<main id=\"sw-main\"></main>\n"
+    "<noscript>This report draws its charts with JavaScript; please enable it.</noscript>\n";
 
 typedef struct counter_series {
     char name[256];
@@ -381,7 +389,8 @@ int sw__html_write_input(const sw__input *in, FILE *out)
     if (rc == 0)
         rc = sw__diagnose(in, d);
     if (rc == 0) {
-        fputs(sw__html_head, out);
+        fputs(page_head, out);
+        fprintf(out, "<style>\n%s</style>\n", sw__html_report_css);
         fputs("<title>stepwatch: ", out);
         sw__html_text(out, s->name ? s->name : "stepwatch");
         fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n{", out);
@@ -406,9 +415,10 @@ int sw__html_write_input(const sw__input *in, FILE *out)
         fputs(",\n", out);
         rc = sw__html_json_flames(out, in->functions);
         fputs("\n}\n</script>\n", out);
+        fputs(page_body, out);
         if (in->functions && sw_fprofile_tree_count(in->functions) > 0)
-            fputs(sw__html_flame_script, out);
-        fputs(sw__html_tail, out);
+            fprintf(out, "<script>\n%s</script>\n", sw__html_flame_js);
+        fprintf(out, "<script>\n%s</script>\n</body>\n</html>\n", sw__html_report_js);
         if (rc == 0 && ferror(out))
             rc = SW_EIO;
     }
