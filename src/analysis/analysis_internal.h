@@ -82,6 +82,8 @@ void sw__number_text(const sw__number *n, char *buf, size_t size);
 
 /* The HTML report of in (html.c). */
 int sw__html_write_input(const sw__input *in, FILE *out);
+/* The comparison page of a (baseline) and b (html.c). */
+int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out);
 /* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL). */
 int sw__html_json_flames(FILE *out, const sw_fprofile *fp);
 /* The page's style sheet and scripts: src/analysis/html/report.css, report.js and flame.js
