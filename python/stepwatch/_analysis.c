@@ -45,7 +45,55 @@ static PyObject *write_run_to(PyObject *module, PyObject *const *args, Py_ssize_
     return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
 }
 
+/* html([a, b], path): the comparison page of two run files (a the baseline). */
+static PyObject *html_compare(module_state *st, PyObject *runs, PyObject *path) {
+    PyObject *out_path = NULL;
+    if (!PyUnicode_FSConverter(path, &out_path))
+        return NULL;
+    sw_run *a = sw_py_open_run(st, PySequence_Fast_GET_ITEM(runs, 0));
+    sw_run *b = a ? sw_py_open_run(st, PySequence_Fast_GET_ITEM(runs, 1)) : NULL;
+    if (!a || !b) {
+        if (a)
+            sw_run_close(a);
+        Py_DECREF(out_path);
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    sw_output *o = NULL;
+    rc = sw_output_open(PyBytes_AS_STRING(out_path), &o);
+    if (rc == 0) {
+        rc = sw_html_write_compare(a, b, sw_output_stream(o));
+        if (rc == 0)
+            rc = sw_output_commit(o);
+        else
+            sw_output_abort(o);
+    }
+    Py_END_ALLOW_THREADS
+    sw_run_close(b);
+    sw_run_close(a);
+    Py_DECREF(out_path);
+    return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, "html");
+}
+
 PyObject *sw_py_html(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 2 && (PyList_Check(args[0]) || PyTuple_Check(args[0]))) {
+        PyObject *runs = PySequence_Fast(args[0], "html: runs");
+        if (!runs)
+            return NULL;
+        PyObject *r = NULL;
+        if (PySequence_Fast_GET_SIZE(runs) == 1)
+            r = write_run_to(module, (PyObject *const[]){PySequence_Fast_GET_ITEM(runs, 0), args[1]},
+                             2, "html", sw_html_write);
+        else if (PySequence_Fast_GET_SIZE(runs) == 2)
+            r = html_compare(sw_py_state_of_module(module), runs, args[1]);
+        else
+            PyErr_Format(PyExc_ValueError,
+                         "html([a, b], path) compares two run files; %zd given",
+                         PySequence_Fast_GET_SIZE(runs));
+        Py_DECREF(runs);
+        return r;
+    }
     return write_run_to(module, args, nargs, "html", sw_html_write);
 }
 

@@ -76,9 +76,13 @@
     return text.length <= n ? text : text.slice(0, Math.max(1, n - 1)) + "\u2026";
   }
   /* The width charts are drawn at: the page's, within bounds, so text is never scaled. */
+  /* Read once, before anything is drawn: reading a width makes the browser lay out the page
+   * drawn so far, which costs more the more there is. */
+  var PAGE_WIDTH = null;
   function pageWidth() {
-    var main = document.getElementById("sw-main");
-    return Math.max(320, Math.min(1200, main.clientWidth || 960));
+    if (PAGE_WIDTH === null)
+      PAGE_WIDTH = Math.max(320, Math.min(1200, document.getElementById("sw-main").clientWidth || 960));
+    return PAGE_WIDTH;
   }
 
   /* An SVG frame with linear (or log-x) scales. opts.header: a second header row (legend of
@@ -164,7 +168,9 @@
   function stepsText(p) {
     return p[1] > 1 ? "steps " + p[0] + "\u2013" + (p[0] + p[1] - 1) + " (" + fmtCount(p[1]) + ")" : "step " + p[0];
   }
-  function timeText(p) { return "at " + fmtDur(p[6]) + "\u2013" + fmtDur(p[7]) + " since the start"; }
+  function timeText(p) {
+    return "at " + fmtDur(p[6]) + (p[1] > 1 ? "\u2013" + fmtDur(p[7]) : "") + " since the start";
+  }
   /* The points of P within the view's zoom range (all without one). */
   function visible(P, view, w) {
     if (!view.range) return P;
@@ -652,7 +658,8 @@
       if (h.hist.buckets.length)
         grid.appendChild(histChart([{ hist: h.hist }], h.phase + " steps, steady state (" + fmtCount(h.steps) + ")", "hist-step"));
     });
-    D.actions.filter(function (a) { return a.hist && a.hist.buckets.length; })
+    /* (the step action is the step histograms above) */
+    D.actions.filter(function (a) { return a.hist && a.hist.buckets.length && a.action !== "step"; })
       .sort(function (a, b) { return b.total_ns - a.total_ns; })
       .forEach(function (a) { grid.appendChild(histChart([{ hist: a.hist }], a.action + " \u00b7 " + a.phase, "hist")); });
     s.appendChild(grid);
@@ -724,6 +731,7 @@
 
   function render(D) {
     var main = document.getElementById("sw-main");
+    pageWidth();
     if (!D.other) {
       main.appendChild(el("h1", {}, "stepwatch \u2014 " + D.run.name));
       header(D, main);
@@ -757,7 +765,7 @@
     s.appendChild(both);
 
     s = section("Step-time distributions (steady state)");
-    var grid = el("div", { "class": "hists" });
+    var grid = el("div", { "class": "hists wide" });
     ["train", "valid"].forEach(function (ph) {
       var hs = [];
       [["baseline", A], ["new", B]].forEach(function (x) {
@@ -774,7 +782,7 @@
       C.gone_actions + " gone. Slower/faster: Mann-Whitney U p < " + C.alpha + " and the mean moved by at least " +
       C.min_change_pct + " %, or a tail test (docs/compare.md)."));
     var order = { slower: 0, faster: 1, "new": 2, gone: 3, unclear: 4, same: 5 };
-    var rows = C.rows.map(function (r) {
+    var rows = C.rows.filter(function (r) { return r.phase !== "none"; }).map(function (r) {
       return { phase: r.phase, action: r.action, verdict: r.verdict, by: r.decided_by,
         a_mean: r.baseline ? r.baseline.mean_ns : null, b_mean: r["new"] ? r["new"].mean_ns : null,
         a_p99: r.baseline ? r.baseline.p99_ns : null, b_p99: r["new"] ? r["new"].p99_ns : null,
@@ -799,7 +807,10 @@
     console.error(e);
   }
   try {
+    var started = performance.now();
     render(JSON.parse(document.getElementById("sw-data").textContent));
+    /* how long reading the data and drawing took, for bench/bench_html.py */
+    document.body.setAttribute("data-draw-ms", Math.round(performance.now() - started));
   } catch (e) {
     fail(e);
   }
