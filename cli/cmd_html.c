@@ -26,36 +26,34 @@ static int write_html(void *ctx, FILE *out) {
     return r->b ? sw_html_write_compare(r->a, r->b, out) : sw_html_write(r->a, out);
 }
 
-int sw_cmd_html(int argc, char **argv) {
-    static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
-                                            SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "html", .help = HELP};
+int swcli_cmd_html(int argc, char **argv) {
+    static const struct option options[] = {SWCLI_OPTION_OUTPUT, SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "html", .help = HELP};
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
-        int code = sw__cli_option(&args, opt, optarg);
-        if (code != SW_CLI_NEXT)
+        int code = swcli_option(&args, opt, optarg);
+        if (code != SWCLI_NEXT)
             return code;
     }
     int nruns = argc - optind;
     if (nruns != 1 && nruns != 2)
-        return sw__cli_usage(&args, "html takes one run file, or two to compare");
+        return swcli_usage(&args, "html takes one run file, or two to compare");
     const char *output = args.output;
     if (output == NULL)
-        return sw__cli_usage(&args, "html needs an output file: -o OUT.html");
+        return swcli_usage(&args, "html needs an output file: -o OUT.html");
     const char *path = argv[optind];
     html_runs runs = {0};
-    int code = sw__cli_open_run(path, &runs.a);
-    if (code == SW_EXIT_OK && nruns == 2)
-        code = sw__cli_open_run(argv[optind + 1], &runs.b);
-    if (code == SW_EXIT_OK)
-        code = sw__cli_write_output(output, path, write_html, &runs);
+    int code = swcli_open_run(path, &runs.a);
+    if (code == SWCLI_EXIT_OK && nruns == 2)
+        code = swcli_open_run(argv[optind + 1], &runs.b);
+    if (code == SWCLI_EXIT_OK)
+        code = swcli_write_output(output, path, write_html, &runs);
     if (runs.b)
         sw_run_close(runs.b);
     if (runs.a)
         sw_run_close(runs.a);
-    if (code != SW_EXIT_OK)
-        return code;
-    if (code == SW_EXIT_OK && strcmp(output, "-") != 0) {
+    if (code == SWCLI_EXIT_OK && strcmp(output, "-") != 0) {
         struct stat st;
         if (stat(output, &st) == 0 && S_ISREG(st.st_mode))
             fprintf(stderr, "stepwatch: wrote %s (%lld kB)\n", output,

@@ -115,6 +115,9 @@ void sw__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The directory part of path ("." when there is none); caller frees. NULL: out of memory. */
 char *sw__dir_of(const char *path);
+/* path with its directory resolved (every symbolic link in it followed: clusters link
+ * scratch and home), its last component as given; malloc'ed, NULL with errno on failure. */
+char *sw__real_dir_path(const char *path);
 /* A new file in dir that nobody can see yet: unnamed (O_TMPFILE) where the file system
  * allows it (*temp NULL), else a hidden ".stepwatch-XXXXXX" whose name goes to *temp (the
  * caller frees it, and removes the file if it gives up). Its descriptor, or -1 and errno. */

@@ -250,7 +250,8 @@ SW__INLINE int64_t current_step(const sw_profiler *p) {
 /* A watched action began or ends on this thread: tell its watchers (sw_watch, sw__hook). */
 static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, int begins) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn = (bits & SW__WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn =
+        (bits & SW__WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->watch_ctx, id, begins);
     fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
@@ -262,7 +263,8 @@ static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, i
  * hears of it (begins = -1), the public watcher's contract has begins and ends only. */
 static __attribute__((noinline)) void notify_recorded(sw_profiler *p, sw_id id) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn =
+        (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->hook_ctx, id, -1);
 }

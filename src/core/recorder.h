@@ -102,7 +102,7 @@ struct sw_profiler {
 
     char *action_names[SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
-    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, SW__WATCH_HOOK */
+    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, _HOOK */
     sw_watch_fn watch_fn;                      /* released after watch_ctx */
     void *watch_ctx;
     sw_watch_fn hook_fn;                       /* the layers' watcher (sw__hook_set), likewise */

@@ -4,15 +4,27 @@
  */
 #include "recorder.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
+/* The first of the variables that holds a rank (0 to INT_MAX); one that holds something else
+ * (RANK=99999999999999999999 once became -1) is said on stderr and passed over. */
 static int detect_rank(const char *const *names, int fallback) {
     for (; *names; names++) {
         const char *v = getenv(*names);
-        if (v && *v)
-            return atoi(v);
+        if (v == NULL || *v == '\0')
+            continue;
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (errno == 0 && end != v && *end == '\0' && n >= 0 && n <= INT_MAX)
+            return (int)n;
+        fprintf(stderr, "stepwatch: %s=%.40s is not a rank (0 to %d): not used\n", *names, v,
+                INT_MAX);
     }
     return fallback;
 }
