@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -58,12 +59,25 @@ def record(path, steps):
     p.close()
 
 
-def open_in_chromium(chromium, page, width=1400):
+def chromium_cpu(chromium, page, width=1400):
+    """Chromium opening page with --dump-dom: (its stdout, the CPU seconds of its processes,
+    user + system, and the wall seconds)."""
     args = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
             f"--window-size={width},3000", "--dump-dom", page.as_uri()]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
     wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return proc, cpu, wall
+
+
+def open_in_chromium(chromium, page, blank):
+    """The report page opened, then a blank page opened the same way: the page's own CPU
+    cost is the difference (on a shared machine wall time mostly measures the others)."""
+    proc, cpu, wall = chromium_cpu(chromium, page)
+    _, blank_cpu, _ = chromium_cpu(chromium, blank)
     found = re.search(r'<pre id="sw-probe">(.*?)</pre>', proc.stdout, re.S)
     if proc.returncode != 0 or not found:
         raise SystemExit(f"chromium failed on {page}: {proc.stderr[-2000:]}")
@@ -71,6 +85,7 @@ def open_in_chromium(chromium, page, width=1400):
     if probe["rendered"] != "1" or probe["error"]:
         raise SystemExit(f"the report did not draw: {probe}")
     probe["chromium_wall_s"] = wall
+    probe["cpu_ms_over_blank"] = (cpu - blank_cpu) * 1e3
     probe["script_ms"] = float(re.search(r'data-draw-ms="(\d+)"', proc.stdout).group(1))
     return probe
 
@@ -90,6 +105,8 @@ def main():
     repeat = 1 if args.quick else 5
     results = {}
     with tempfile.TemporaryDirectory() as d:
+        blank = Path(d) / "blank.html"
+        blank.write_text("<!DOCTYPE html><title>blank</title><p>blank</p>")
         for steps in sizes:
             run = os.path.join(d, f"run{steps}.db")
             t = time.perf_counter()
@@ -104,7 +121,7 @@ def main():
                 text = f.read()
             with open(page, "w", encoding="utf-8") as f:
                 f.write(text.replace("</body>", PROBE + "</body>"))
-            probes = [open_in_chromium(chromium, Path(page)) for _ in range(repeat)]
+            probes = [open_in_chromium(chromium, Path(page), blank) for _ in range(repeat)]
             drawn = [p["drawn_ms"] for p in probes]
             results[steps] = {
                 "steps": steps, "bytes": os.path.getsize(html), "record_s": record_s,
@@ -112,6 +129,8 @@ def main():
                 "load_ms_median": statistics.median(p["load_ms"] for p in probes),
                 "chromium_wall_s_median": statistics.median(p["chromium_wall_s"] for p in probes),
                 "script_ms_median": statistics.median(p["script_ms"] for p in probes),
+                "cpu_ms_over_blank": [p["cpu_ms_over_blank"] for p in probes],
+                "cpu_ms_over_blank_median": statistics.median(p["cpu_ms_over_blank"] for p in probes),
                 "script_ms": [p["script_ms"] for p in probes],
                 "response_end_ms_median": statistics.median(p["response_end_ms"] for p in probes),
                 "svg_elements": probes[0]["svg_elements"]}
@@ -122,18 +141,21 @@ def main():
                                 "--hide-scrollbars", "--window-size=1400,3000",
                                 f"--screenshot={shot}", Path(html).as_uri()],
                                capture_output=True, timeout=300, check=True)
-    print(f"medians of {repeat} openings; drawn: navigation start to every chart drawn, of which "
-          f"script: parsing the data and drawing")
-    print(f"{'steps':>9} {'page':>9} {'write':>8} {'drawn':>8} {'range':>13} {'script':>8} "
-          f"{'range':>11} {'SVG elements':>13}")
+    print(f"medians of {repeat} openings (ranges after them); drawn: navigation start to every "
+          f"chart drawn (wall), of which script: parsing the data and drawing (wall); CPU: "
+          f"Chromium's CPU time for the page minus for a blank page")
+    print(f"{'steps':>9} {'page':>9} {'write':>8} {'drawn':>20} {'script':>18} {'CPU':>18}")
+
+    def col(r, key):
+        v = r[key]
+        return f"{statistics.median(v):>5.0f} ms {min(v):>4.0f}-{max(v):<5.0f}"
     for r in results.values():
         print(f"{r['steps']:>9} {r['bytes'] / 1024:>6.0f} kB {r['write_s']:>6.2f} s "
-              f"{r['drawn_ms_median']:>5.0f} ms {min(r['drawn_ms']):>5.0f}-{max(r['drawn_ms']):<5.0f}ms "
-              f"{r['script_ms_median']:>5.0f} ms {min(r['script_ms']):>4.0f}-{max(r['script_ms']):<4.0f}ms "
-              f"{r['svg_elements']:>13}")
+              f"{col(r, 'drawn_ms'):>20} {col(r, 'script_ms'):>18} {col(r, 'cpu_ms_over_blank'):>18}")
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"chromium": subprocess.run([chromium, "--version"], capture_output=True,
+        json.dump({"loadavg": os.getloadavg(), "cpus": os.cpu_count(), "chromium": subprocess.run([chromium, "--version"], capture_output=True,
                                               text=True).stdout.strip(),
                    "runs": list(results.values())}, f, indent=1)
     print(f"figures: {args.out}")

@@ -211,7 +211,7 @@ def test_ranks_heatmap(tmp_path):
             for _ in range(12):
                 with p.step(8):
                     with fwd:
-                        time.sleep(0.006 if rank == 2 else 0.001)
+                        time.sleep(0.02 if rank == 2 else 0.001)
         p.close()
         paths.append(str(path))
     exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
@@ -224,7 +224,7 @@ def test_ranks_heatmap(tmp_path):
     per = {r[0]: r for r in doc["ranks"]["per_rank"]}
     assert sorted(per) == [0, 1, 2] and all(r[1] == 11 for r in per.values())
     k = 3 + doc["categories"].index("forward")  # [rank, steps, step, categories...]
-    assert per[2][k] > 3 * per[0][k] and per[2][k] > 3 * per[1][k]
+    assert per[2][k] > 2 * per[0][k] and per[2][k] > 2 * per[1][k]
     dom = unescape(dump(out))
     assert 'data-chart="rank-heatmap"' in dom
     assert dom.count('data-rank="2"') >= 2  # the step and forward cells
