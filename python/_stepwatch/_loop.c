@@ -650,9 +650,12 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     pause_optimizer(loop);
     sw_py_funcs *funcs = funcs_begin(loop, p, loop->zero_grad);
     loop->in_zero_grad = 1;
+    sw_device_mark(p, loop->zero_grad, 1); /* timed on the GPU when a step is open */
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
+    if (loop->owner->p == p)
+        sw_device_mark(p, loop->zero_grad, 0);
     loop->in_zero_grad = 0;
     funcs_end(loop, funcs, loop->zero_grad);
     if ((p = loop->owner->p) != NULL) {
@@ -697,6 +700,7 @@ static void optimizer_pre(LoopObject *loop, sw_profiler *p) {
     uint64_t now = sw_now_ns();
     join(loop, p, 1, now);
     loop->optimizer_funcs = funcs_begin(loop, p, loop->optimizer);
+    sw_device_mark(p, loop->optimizer, 1); /* its GPU events at its real boundaries */
     loop->optimizer_start = sw_now_ns();
     loop->optimizer_inner = 0;
     loop->optimizer_paused = 0;
@@ -707,6 +711,7 @@ static void optimizer_post(LoopObject *loop, sw_profiler *p, const void *optimiz
     if (loop->optimizer_depth == 0 || --loop->optimizer_depth > 0)
         return;
     uint64_t now = sw_now_ns();
+    sw_device_mark(p, loop->optimizer, 0);
     funcs_end(loop, loop->optimizer_funcs, loop->optimizer);
     loop->optimizer_funcs = NULL;
     uint64_t took = now - loop->optimizer_start;
