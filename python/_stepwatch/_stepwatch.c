@@ -14,7 +14,8 @@
  *   Step      one step as a context manager, with its batch size (_actions.c).
  *   Snapshot  a sw_snapshot: report text, plain records, run metadata (_snapshot.c).
  *   Timer     Ignite's Timer over sw_timer (_timer.c).
- *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
+ *   Loop      the per-step hot path of stepwatch.torch (_loop.c), its step rules
+ *             (_loop_rules.c) and its LoopHooks (_loop_hooks.c).
  *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
@@ -113,7 +114,9 @@ static PyMethodDef module_methods[] = {
      "world_size payloads (Profiler.rank_payload(), rank r's at r * RANK_PAYLOAD_SIZE; zeroed: "
      "did not answer). format: table, markdown, json."},
     {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
-     "html(run, path): write the self-contained HTML report of a run file (sw_html_write)."},
+     "html(run, path): write the self-contained HTML report of a run file (sw_html_write); "
+     "html([a, b], path): one page comparing run files a (baseline) and b "
+     "(sw_html_write_compare)."},
     {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
      "export_chrome(run, path): write a run file's timeline as Chrome Trace Event JSON, for "
      "Perfetto (sw_run_export_chrome)."},

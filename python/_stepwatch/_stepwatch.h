@@ -14,7 +14,10 @@
  *   _snapshot.c   Snapshot: report text, plain records (row dicts), run metadata
  *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
  *   _timer.c      Timer: Ignite's Timer over sw_timer
- *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
+ *   _loop.c       Loop: the per-step hot path of stepwatch.torch (_loop.h: what its three
+ *                 files share)
+ *   _loop_rules.c the Loop's step rules: where steps begin and end, phases, notes
+ *   _loop_hooks.c LoopHook: the torch hooks, which time the events and tell the rules
  *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
  *                 of stepwatch.ignite
  *   _fire_event.c FireEvent: Ignite's Engine._fire_event in C, with the marks around the
@@ -88,7 +91,7 @@ extern PyType_Spec sw_py_step_spec;
 extern PyType_Spec sw_py_snapshot_spec; /* _snapshot.c */
 extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
 extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
-extern PyType_Spec sw_py_hook_spec;
+extern PyType_Spec sw_py_hook_spec;     /* _loop_hooks.c */
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
@@ -297,6 +300,13 @@ PyObject *sw_py_raise(module_state *st, int rc, const char *what);
 
 /* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
 int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);
+/* An unsigned argument named what (say "Profiler: warmup_steps"): an int from 0 to max;
+ * else -1 and TypeError (not an int), ValueError (negative) or OverflowError (over max) --
+ * never wrapped (-1 became 4,294,967,295, and 2**32+3 became 3). */
+int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out);
+/* A name (action, phase, counter, note, thread) as UTF-8; NULL and ValueError when it holds a
+ * NUL ("a\0b" and "a\0c" were one name), or the str's own error. */
+const char *sw_py_name_utf8(PyObject *name, const char *what);
 
 /* Set d[key] = value, stealing value (NULL: an error already set); -1 on error. */
 int sw_py_dict_put(PyObject *d, const char *key, PyObject *value);
