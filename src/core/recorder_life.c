@@ -41,8 +41,10 @@ static void choose_clock(sw_clock_kind kind) {
             return;
         if (strcmp(v, "tsc") != 0) {
             if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-                fprintf(stderr, "stepwatch: SW_CLOCK=%.40s is not a clock (tsc or monotonic): "
-                                "CLOCK_MONOTONIC\n", v);
+                fprintf(stderr,
+                        "stepwatch: SW_CLOCK=%.40s is not a clock (tsc or monotonic): "
+                        "CLOCK_MONOTONIC\n",
+                        v);
             return;
         }
         kind = SW_CLOCK_TSC;
