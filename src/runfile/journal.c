@@ -503,8 +503,9 @@ static int start_flusher(sw__journal *j) {
     sw__signal_block(&old);
     int err = pthread_create(&j->thread, NULL, flusher_main, j);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0)
-        return SW_ENOMEM;
+    if (err != 0) /* EAGAIN under `ulimit -u`: not "out of memory" */
+        return sw__error(err == ENOMEM ? SW_ENOMEM : SW_EIO,
+                         "%s: cannot start its writer thread: %s", j->path, strerror(err));
     j->thread_running = 1;
     return 0;
 }
