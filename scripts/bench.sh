@@ -28,6 +28,12 @@ if [ -x "$rel/bench/bench_journal" ]; then
     "$rel/bench/bench_journal" "$out/journal.json"
 fi
 
+if [ -x "$rel/bench/bench_compare" ]; then
+    echo
+    echo "== compare: time as actions grow (n log n), beside report of the same snapshot =="
+    "$rel/bench/bench_compare" "$out/compare.json"
+fi
+
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo
     echo "== Python: the cost of a with on an action, against Lightning's =="
