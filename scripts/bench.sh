@@ -44,6 +44,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_torch.py ]; then
     echo "== torch: instrument() per step, against its floor and torch.profiler =="
     "$root/venv/bin/python" bench/bench_torch.py --out "$out/torch.json"
 fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_html.py ] && command -v chromium >/dev/null; then
+    echo
+    echo "== HTML report: page size and open time in Chromium, 10^3 and 10^6 steps =="
+    "$root/venv/bin/python" bench/bench_html.py --out "$out/html.json"
+fi
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
     echo
     echo "== many ranks: rank 0 reducing N ranks' payloads into the cross-rank view =="

@@ -105,7 +105,9 @@ static PyMethodDef module_methods[] = {
      "world_size payloads (Profiler.rank_payload(), rank r's at r * RANK_PAYLOAD_SIZE; zeroed: "
      "did not answer). format: table, markdown, json."},
     {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
-     "html(run, path): write the self-contained HTML report of a run file (sw_html_write)."},
+     "html(run, path): write the self-contained HTML report of a run file (sw_html_write); "
+     "html([a, b], path): one page comparing run files a (baseline) and b "
+     "(sw_html_write_compare)."},
     {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
      "export_chrome(run, path): write a run file's timeline as Chrome Trace Event JSON, for "
      "Perfetto (sw_run_export_chrome)."},
