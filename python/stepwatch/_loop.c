@@ -64,7 +64,21 @@ typedef struct {
     uint64_t start, end;
 } pending_event;
 
+/* A DataLoader batch, or a loader's start-up (its iterator made: the worker processes
+ * start), fetched and not consumed yet. It belongs to the step whose forward consumes it,
+ * whenever and with whatever grad mode it was fetched (loaders that read ahead, an
+ * update's micro-batches drawn before its first forward, an evaluation loop that fetches
+ * with grad on and runs the forward under no_grad): see take_batches. */
+typedef struct {
+    int startup;         /* a loader's start-up, not a batch */
+    int iterator;        /* its iterator's slot in LoopObject.iterators */
+    uint32_t batch_size;
+    const void *key;     /* the batch's first array-like (identity only, never dereferenced) */
+    uint64_t start, end;
+} queued_batch;
+
 #define MAX_PENDING 8
+#define MAX_QUEUED 64   /* batches fetched ahead of their forwards (gradient accumulation) */
 #define MAX_ITERATORS 4 /* loaders in use at once (zipped, nested) */
 #define MAX_MODULES 4   /* models called in one step (encoder and decoder, teacher, ...) */
 
@@ -72,12 +86,15 @@ typedef struct {
     PyObject_HEAD
     ProfilerObject *owner;
     sw_id data, forward, loss, backward, optimizer, zero_grad;
+    sw_id closure;             /* the rest of an optimizer's closure (SW_ID_NONE: not timed) */
+    sw_id startup;             /* from instrument() to the first step (the script's start) */
+    sw_id loader_startup;      /* a DataLoader's iterator made (its workers started) */
     sw_phase phases[2];        /* train, valid; SW_PHASE_NONE when phases are off */
     PyObject *loss_type;       /* module calls of this type are "loss" */
     PyObject *grad_enabled;    /* torch.is_grad_enabled */
     bool (*grad_mode)(void);   /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
-    PyObject *shape, *training, *loss_key; /* interned names */
+    PyObject *shape, *training, *loss_key, *closure_key; /* interned names */
     int active;                /* 0 after close(): every hook calls straight through */
 
     /* The step in progress (the training thread's; the GIL orders the hooks). */
@@ -98,8 +115,16 @@ typedef struct {
     int other_steps;
     pending_event pending[MAX_PENDING];
     int npending;
+    queued_batch queue[MAX_QUEUED]; /* fetched, not consumed yet, oldest first */
+    int nqueued;
+    int may_consume;           /* a fetch or a backward since a forward last took a batch */
     PyObject *iterators[MAX_ITERATORS]; /* weak references to the loader iterators in use */
+    int matched[MAX_ITERATORS]; /* a forward was given a batch of this iterator as fetched */
     int next_iterator;
+    uint64_t prev_end;         /* end of the last step of either kind (steps never overlap) */
+    uint64_t installed_at;     /* when the Loop was made: the start of "startup" */
+    int started;               /* a step has begun (startup is recorded) */
+    int external;              /* bound_steps(True): a front end ends the training steps */
 
     /* Calls running now. */
     sw_id inside;              /* "forward" or "loss" while an outermost call runs */
@@ -109,6 +134,8 @@ typedef struct {
     int in_fetch, in_zero_grad, in_backward;
     int optimizer_depth;       /* nested Optimizer.step calls */
     int optimizer_paused;      /* a closure's part runs inside the outermost one */
+    int closure_depth;         /* inside the optimizer's closure: the optimizer stays paused */
+    uint64_t closure_parts;    /* the time of the timed parts run inside it so far */
     uint64_t optimizer_start, optimizer_inner, paused_at;
     sw_py_funcs *optimizer_funcs; /* the function profiler told of the outermost step */
     uint64_t forward_end;      /* end of the last outermost forward; 0 once backward began */
@@ -131,12 +158,14 @@ typedef enum {
     HOOK_ZERO_GRAD,
     HOOK_OPTIMIZER_PRE,
     HOOK_OPTIMIZER_POST,
+    HOOK_ITER,     /* DataLoader.__iter__: the loader's start-up */
+    HOOK_CLOSURE,  /* the closure an optimizer step was given (made by optimizer_pre) */
     HOOK_KINDS
 } hook_kind;
 
 static const char *const hook_names[HOOK_KINDS] = {
-    "next",      "call",          "function",       "loss",
-    "backward",  "zero_grad",     "optimizer_pre",  "optimizer_post"};
+    "next",      "call",          "function",       "loss",   "backward",
+    "zero_grad", "optimizer_pre", "optimizer_post", "iter",   "closure"};
 
 typedef struct {
     PyObject_HEAD
@@ -241,8 +270,15 @@ static void pause_optimizer(LoopObject *loop) {
     }
 }
 
+/* A timed part (forward, loss, backward, zero_grad, a fetch) took ns: inside a closure, that
+ * is not the closure's own time. */
+static void part_took(LoopObject *loop, uint64_t ns) {
+    if (loop->closure_depth > 0)
+        loop->closure_parts += ns;
+}
+
 static void resume_optimizer(LoopObject *loop) {
-    if (loop->optimizer_paused) {
+    if (loop->optimizer_paused && loop->closure_depth == 0) {
         loop->optimizer_paused = 0;
         loop->optimizer_inner += sw_now_ns() - loop->paused_at;
     }
@@ -276,18 +312,30 @@ static void close_step(LoopObject *loop, sw_profiler *p, uint64_t end) {
     loop->steps_with_forward += loop->step_forwards > 0;
     loop->last_kind = loop->kind;
     loop->last_end = end;
+    loop->prev_end = end > loop->prev_end ? end : loop->prev_end;
     loop->kind = NO_STEP;
     update_notes(loop, p);
 }
 
-/* A step of kind begins with an event that started at `at`. */
-static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at) {
+/* A step of kind begins with an event that started at `at` (or earlier: the batches it
+ * consumes, fetched at `at` at the latest). */
+static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
+                      uint64_t earliest) {
     flush_pending(loop, p, kind, 0); /* the other kind's: before this step, in no step */
-    uint64_t start = at;
+    uint64_t start = earliest != 0 && earliest < at ? earliest : at;
     for (int i = 0; i < loop->npending; i++)
         start = loop->pending[i].start < start ? loop->pending[i].start : start;
     if (loop->last_end != 0 && loop->last_kind == kind && loop->last_end < start)
         start = loop->last_end; /* what happened since the previous step is this step's */
+    if (start < loop->prev_end)
+        start = loop->prev_end; /* a batch read ahead during the previous step */
+    if (!loop->started) {
+        /* The script's start (imports, building the model) until its first step: apart
+         * from "fit"'s own time. */
+        loop->started = 1;
+        if (loop->startup != SW_ID_NONE && start > loop->installed_at)
+            sw_record(p, loop->startup, loop->installed_at, start);
+    }
     enter_phase(loop, p, kind);
     sw_step_begin_at(p, 0, start);
     loop->kind = kind;
@@ -341,17 +389,10 @@ static int update_bounded(const LoopObject *loop) {
     return loop->rule == RULE_OPTIMIZER || loop->rule == RULE_BACKWARD;
 }
 
-static int pending_batch(const LoopObject *loop, int kind) {
-    for (int i = 0; i < loop->npending; i++)
-        if (loop->pending[i].action == loop->data && loop->pending[i].kind == kind)
-            return 1;
-    return 0;
-}
-
 /* An event that is part of a step begins (a backward or an optimizer step: train = 1, which
  * ends a validation step; a loss: train = 0, whose kind is grad mode's): join the open step,
  * or begin one. */
-static void join(LoopObject *loop, sw_profiler *p, int train, uint64_t at) {
+static void join(LoopObject *loop, sw_profiler *p, int train, uint64_t at, uint64_t earliest) {
     if (loop->rule == RULE_MANUAL) {
         if (loop->kind != NO_STEP)
             flush_pending(loop, p, loop->kind, 1);
@@ -360,7 +401,7 @@ static void join(LoopObject *loop, sw_profiler *p, int train, uint64_t at) {
     if (loop->kind == VALID && train)
         close_step(loop, p, loop->step_last);
     if (loop->kind == NO_STEP)
-        open_step(loop, p, train ? TRAIN : grad_kind(loop), at);
+        open_step(loop, p, train ? TRAIN : grad_kind(loop), at, earliest);
     else
         flush_pending(loop, p, loop->kind, 1);
 }
@@ -372,23 +413,156 @@ static int called_in_step(const LoopObject *loop, const void *module) {
     return 0;
 }
 
-/* An outermost forward of kind begins: does it begin a step? Returns 1 when it did. */
+/* ------------------------------------------------------------------------------------------
+ * Batches: each belongs to the step whose forward consumes it
+ * ---------------------------------------------------------------------------------------- */
+
+/* Record a held batch (or loader start-up): in the open step, which consumed it (in_step),
+ * or in no step. */
+static void record_batch(LoopObject *loop, sw_profiler *p, const queued_batch *b, int in_step) {
+    if (b->startup) {
+        if (loop->loader_startup != SW_ID_NONE)
+            sw_record(p, loop->loader_startup, b->start, b->end);
+        return;
+    }
+    sw_record(p, loop->data, b->start, b->end);
+    loop->saw_batch = 1;
+    if (!in_step || loop->kind == NO_STEP)
+        return;
+    loop->step_fetches++;
+    loop->step_samples += b->batch_size;
+    sw_step_set_batch_size(p, loop->step_samples);
+}
+
+static void enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b) {
+    if (loop->nqueued == MAX_QUEUED) { /* never consumed: the oldest goes, in no step */
+        record_batch(loop, p, &loop->queue[0], 0);
+        memmove(loop->queue, loop->queue + 1, (MAX_QUEUED - 1) * sizeof loop->queue[0]);
+        loop->nqueued--;
+    }
+    loop->queue[loop->nqueued++] = *b;
+}
+
+/* Record the held entries marked in take into the open step, keep the others in order. */
+static void consume(LoopObject *loop, sw_profiler *p, const char *take) {
+    int kept = 0;
+    for (int i = 0; i < loop->nqueued; i++) {
+        if (take[i])
+            record_batch(loop, p, &loop->queue[i], 1);
+        else
+            loop->queue[kept++] = loop->queue[i];
+    }
+    loop->nqueued = kept;
+}
+
+static void take_all(LoopObject *loop, sw_profiler *p) {
+    for (int i = 0; i < loop->nqueued; i++)
+        record_batch(loop, p, &loop->queue[i], 1);
+    loop->nqueued = 0;
+}
+
+/* The oldest held batch whose first array-like is obj (a dataset that returns the same
+ * tensor each time: the batches are consumed in order), if later than best. */
+static int match_in(const LoopObject *loop, PyObject *obj, int best) {
+    for (int i = 0; i < loop->nqueued; i++)
+        if (!loop->queue[i].startup && loop->queue[i].key == (const void *)obj)
+            return i > best ? i : best;
+    return best;
+}
+
+/* The latest held batch that a call is given as it was fetched (an argument, or an item
+ * of a tuple, list or dict argument: the Trainer's model(**inputs), model(x) of a batch
+ * (x, y)), or -1. Identity only: nothing is called. */
+static int matched_input(const LoopObject *loop, PyObject *const *args, Py_ssize_t n) {
+    int best = -1;
+    for (Py_ssize_t a = 0; a < n && loop->nqueued > 0; a++) {
+        PyObject *arg = args[a];
+        best = match_in(loop, arg, best);
+        if (PyTuple_Check(arg) || PyList_Check(arg)) {
+            Py_ssize_t size = PySequence_Fast_GET_SIZE(arg);
+            for (Py_ssize_t i = 0; i < size && i < 8; i++)
+                best = match_in(loop, PySequence_Fast_GET_ITEM(arg, i), best);
+        } else if (PyDict_Check(arg)) {
+            Py_ssize_t pos = 0;
+            PyObject *key, *value;
+            for (int i = 0; i < 8 && PyDict_Next(arg, &pos, &key, &value); i++)
+                best = match_in(loop, value, best);
+        }
+    }
+    return best;
+}
+
+/* What a forward (or a backward without one) consumes of the held entries: take[i] = 1.
+ * Given the batch it was called with as fetched (matched >= 0): that one, the older
+ * entries of its iterator (a batch skipped, the loader's start-up), and the entries of
+ * other iterators fetched after it up to its iterator's next batch (zipped loaders); a
+ * batch read ahead stays for the forward it is given to. Called with no batch as fetched
+ * (moved to a device, transformed, summed), once per fetch or backward: the oldest batch
+ * of each iterator whose batches are not given as fetched, with their start-ups. Returns
+ * the batches taken (start-ups not counted); *earliest: the first fetch start among them. */
+static int take_batches(LoopObject *loop, int matched, char *take, uint64_t *earliest) {
+    int n = 0;
+    memset(take, 0, MAX_QUEUED);
+    if (matched >= 0) {
+        int it = loop->queue[matched].iterator;
+        loop->matched[it] = 1;
+        for (int i = 0; i <= matched; i++)
+            take[i] = loop->queue[i].iterator == it;
+        for (int i = matched + 1; i < loop->nqueued && loop->queue[i].iterator != it; i++)
+            take[i] = 1;
+    } else if (loop->may_consume) {
+        int seen[MAX_ITERATORS] = {0};
+        for (int i = 0; i < loop->nqueued; i++) {
+            const queued_batch *b = &loop->queue[i];
+            if (loop->matched[b->iterator])
+                continue;
+            if (seen[b->iterator])
+                break;
+            take[i] = 1;
+            seen[b->iterator] = !b->startup;
+        }
+    }
+    for (int i = 0; i < loop->nqueued; i++)
+        if (take[i]) {
+            n += !loop->queue[i].startup;
+            if (*earliest == 0 || loop->queue[i].start < *earliest)
+                *earliest = loop->queue[i].start;
+        }
+    return n;
+}
+
+/* Entries of a loop that is over (its iterator dropped) that no forward consumed: in no
+ * step (a batch fetched before a `break`). */
+static void drop_finished(LoopObject *loop, sw_profiler *p) {
+    int kept = 0;
+    for (int i = 0; i < loop->nqueued; i++) {
+        PyObject *ref = loop->iterators[loop->queue[i].iterator];
+        if (ref == NULL || PyWeakref_GET_OBJECT(ref) == Py_None)
+            record_batch(loop, p, &loop->queue[i], 0);
+        else
+            loop->queue[kept++] = loop->queue[i];
+    }
+    loop->nqueued = kept;
+}
+
+/* An outermost forward of kind begins (consuming batches: `consumes`, the first fetched at
+ * `earliest`): does it begin a step? Returns 1 when it did. */
 static int forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
-                          const void *module) {
+                          const void *module, int consumes, uint64_t earliest) {
     if (loop->rule == RULE_MANUAL) {
-        join(loop, p, 0, at);
+        join(loop, p, 0, at, 0);
         return 0;
     }
     int split = 0;
     if (loop->kind == TRAIN && !update_bounded(loop)) {
         /* No backward yet: the next batch (or a validation forward) ends the step. */
-        split = kind == VALID || (pending_batch(loop, TRAIN) && loop->step_forwards > 0);
+        split = kind == VALID || (consumes && loop->step_forwards > 0);
         if (split && kind == TRAIN)
             set_rule(loop, p, RULE_DATALOADER);
     } else if (loop->kind == VALID) {
         /* Without a loader: a forward after the step's loss, or of a model the step has
          * called already, is the next batch's. */
-        split = kind == TRAIN || pending_batch(loop, VALID) ||
+        split = kind == TRAIN || consumes ||
                 (loop->step_fetches == 0 && loop->step_forwards > 0 &&
                  (loop->loss_seen || called_in_step(loop, module)));
     }
@@ -398,7 +572,7 @@ static int forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t a
     if (began) {
         if (kind == VALID && loop->rule == RULE_NONE)
             set_rule(loop, p, RULE_FORWARD); /* until a batch or a backward says more */
-        open_step(loop, p, kind, at);
+        open_step(loop, p, kind, at, earliest);
     } else {
         flush_pending(loop, p, loop->kind, 1);
     }
@@ -419,6 +593,9 @@ static void close_all(LoopObject *loop, sw_profiler *p) {
         close_step(loop, p, loop->step_last);
     }
     flush_pending(loop, p, NO_STEP, 0); /* the rest, outside any step */
+    for (int i = 0; i < loop->nqueued; i++)
+        record_batch(loop, p, &loop->queue[i], 0);
+    loop->nqueued = 0;
     if (loop->phase_in != SW_PHASE_NONE)
         sw_phase_end(p, loop->phase_in);
     loop->phase_in = SW_PHASE_NONE;
@@ -438,7 +615,8 @@ static void close_all(LoopObject *loop, sw_profiler *p) {
 
 /* An outermost module (or compiled function) call begins; returns 0 when it is not one to
  * time (inside another, in the data pipeline). */
-static int call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module) {
+static int call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module,
+                      PyObject *const *inputs, Py_ssize_t ninputs) {
     if (loop->inside != SW_ID_NONE || loop->in_fetch || !loop->active)
         return 0;
     uint64_t now = sw_now_ns();
@@ -447,13 +625,21 @@ static int call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is
     loop->candidate = 0;
     loop->loss_inside = 0;
     if (is_module && PyObject_TypeCheck(module, (PyTypeObject *)loop->loss_type)) {
-        join(loop, p, 0, now);
+        join(loop, p, 0, now, 0);
         loop->inside = loop->loss;
         sw_begin(p, loop->loss);
         return 1;
     }
     int kind = forward_kind(loop, is_module ? module : NULL);
-    int began = forward_begins(loop, p, kind, now, module);
+    char take[MAX_QUEUED];
+    uint64_t earliest = 0;
+    int taken = loop->nqueued == 0
+                    ? 0
+                    : take_batches(loop, matched_input(loop, inputs, ninputs), take, &earliest);
+    int began = forward_begins(loop, p, kind, now, module, taken > 0, earliest);
+    if (earliest != 0)
+        consume(loop, p, take);
+    loop->may_consume = 0;
     loop->inside = loop->forward;
     /* After a forward of this step and before its backward, a plain module may be the loss:
      * timed first, then named by its result (a scalar is a loss). */
@@ -524,6 +710,7 @@ static void call_end(LoopObject *loop, PyObject *result) {
     } else {
         loop->loss_seen = 1;
     }
+    part_took(loop, now - loop->call_start);
     loop->step_last = now;
     resume_optimizer(loop);
 }
@@ -563,7 +750,10 @@ static int iterator_slot(LoopObject *loop, sw_profiler *p, PyObject *iterator) {
             flush_pending(loop, p, NO_STEP, 0);
             break;
         }
+    if (loop->kind == NO_STEP)
+        drop_finished(loop, p);
     int slot = loop->next_iterator;
+    loop->matched[slot] = 0;
     loop->next_iterator = (slot + 1) % MAX_ITERATORS;
     PyObject *ref = PyWeakref_NewRef(iterator, NULL);
     if (ref == NULL)
@@ -585,14 +775,20 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     PyObject *batch = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     loop->in_fetch--;
+    part_took(loop, end - start);
     funcs_end(loop, funcs, loop->data);
     if ((p = loop->owner->p) == NULL)
         return batch;
-    if (batch != NULL) {
+    if (batch != NULL && loop->rule == RULE_MANUAL) {
         pending_event e = {loop->data, kind, sw_py_batch_size(batch, loop->shape), slot, start,
                            end};
         settle(loop, p, &e);
+    } else if (batch != NULL) {
+        queued_batch b = {0, slot, sw_py_batch_size(batch, loop->shape),
+                          sw_py_batch_leaf(batch, loop->shape), start, end};
+        enqueue(loop, p, &b);
     }
+    loop->may_consume = 1;
     resume_optimizer(loop);
     if (batch == NULL) {
         if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
@@ -617,9 +813,18 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
     pause_optimizer(loop);
     if (loop->kind == VALID && loop->last_forward_by_flag)
         loop->eval_is_train = 1; /* a model in eval() mode is being trained */
-    join(loop, p, 1, now);
-    if (loop->forward_end != 0 && !loop->loss_seen)
+    /* No forward took the batches (a model without nn.Module calls): the backward does. */
+    char take[MAX_QUEUED];
+    uint64_t earliest = 0;
+    if (loop->nqueued > 0 && (loop->kind != TRAIN || loop->step_forwards == 0))
+        take_batches(loop, -1, take, &earliest);
+    join(loop, p, 1, now, earliest);
+    if (earliest != 0)
+        consume(loop, p, take);
+    if (loop->forward_end != 0 && !loop->loss_seen) {
         sw_record(p, loop->loss, loop->forward_end, now); /* a loss written by hand */
+        part_took(loop, now - loop->forward_end);
+    }
     loop->forward_end = 0;
     loop->loss_seen = 0;
     loop->in_backward = 1;
@@ -630,6 +835,8 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
         return result;
     sw_end(p, loop->backward);
     loop->step_last = sw_now_ns();
+    part_took(loop, loop->step_last - now);
+    loop->may_consume = 1; /* the next micro-batch's forward takes its batch */
     if (loop->rule != RULE_MANUAL && !update_bounded(loop)) {
         PyObject *exists = PyObject_CallNoArgs(loop->optimizer_exists);
         if (exists == NULL)
@@ -654,6 +861,7 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     loop->in_zero_grad = 0;
+    part_took(loop, end - start);
     funcs_end(loop, funcs, loop->zero_grad);
     if ((p = loop->owner->p) != NULL) {
         pending_event e = {loop->zero_grad, TRAIN, 0, 0, start, end};
@@ -672,9 +880,10 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
     }
     uint64_t now = sw_now_ns();
     pause_optimizer(loop);
-    join(loop, p, 0, now);
+    join(loop, p, 0, now, 0);
     loop->inside = loop->loss;
     loop->candidate = 0;
+    loop->call_start = now;
     sw_begin(p, loop->loss);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     call_end(loop, result);
@@ -684,18 +893,108 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
 static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func,
                            PyObject *const *args, size_t nargsf, PyObject *kwnames,
                            PyObject *module, int is_module) {
-    if (!call_begin(loop, p, module, is_module))
+    /* the call's inputs: after the module, positional then keyword values */
+    Py_ssize_t ninputs = PyVectorcall_NARGS(nargsf) - is_module +
+                         (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (!call_begin(loop, p, module, is_module, args + is_module, ninputs))
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     call_end(loop, result);
     return result;
 }
 
+/* DataLoader.__iter__: a new loop over a loader. Making its iterator starts the worker
+ * processes (each epoch, unless persistent_workers): the loader's start-up, data of the
+ * step that consumes the loop's first batch. */
+static PyObject *hook_iter(LoopObject *loop, sw_profiler *p, PyObject *func,
+                           PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (loop->in_fetch)
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    loop->in_fetch++; /* modules it calls are the data pipeline's */
+    uint64_t start = sw_now_ns();
+    PyObject *iterator = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t end = sw_now_ns();
+    loop->in_fetch--;
+    part_took(loop, end - start);
+    if (iterator == NULL || (p = loop->owner->p) == NULL)
+        return iterator;
+    queued_batch b = {1, iterator_slot(loop, p, iterator), 0, NULL, start, end};
+    enqueue(loop, p, &b);
+    loop->last_end = 0; /* a new loop, also over the same persistent iterator */
+    return iterator;
+}
+
+/* The closure an optimizer step runs (Lightning's training_step and backward, LBFGS's
+ * re-evaluation): the optimizer is paused while it runs, its forward, loss, backward and
+ * zero_grad count as themselves, and the rest of it (the user's code in training_step
+ * after the loss, the framework's bookkeeping) is the action "closure". */
+static PyObject *hook_closure(LoopObject *loop, sw_profiler *p, PyObject *func,
+                              PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    pause_optimizer(loop);
+    uint64_t outer_parts = loop->closure_parts, start = sw_now_ns();
+    loop->closure_parts = 0;
+    loop->closure_depth++;
+    PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t end = sw_now_ns();
+    loop->closure_depth--;
+    /* Its own time, recorded as one span when it ends, as the optimizer's: the batches a
+     * forward in it consumes were fetched outside it, so no span may enclose the parts. */
+    uint64_t own = end - start > loop->closure_parts ? end - start - loop->closure_parts : 0;
+    loop->closure_parts = outer_parts;
+    part_took(loop, end - start); /* a closure inside a closure */
+    if ((p = loop->owner->p) != NULL)
+        sw_record(p, loop->closure, end - own, end);
+    resume_optimizer(loop);
+    return result;
+}
+
+static PyObject *make_hook(LoopObject *loop, hook_kind kind, PyObject *original);
+
+/* The optimizer step pre-hook's answer: its (args, kwargs) with the closure wrapped in a
+ * closure hook, or None (no closure; anything unexpected: the step runs as it was). */
+static PyObject *wrap_closure(LoopObject *loop, PyObject *args, PyObject *kwargs) {
+    if (loop->closure == SW_ID_NONE)
+        Py_RETURN_NONE;
+    PyObject *closure = NULL, *hook = NULL, *new_args = NULL, *new_kwargs = NULL, *out = NULL;
+    int positional = PyTuple_Check(args) && PyTuple_GET_SIZE(args) >= 2; /* (self, closure) */
+    if (positional)
+        closure = PyTuple_GET_ITEM(args, 1);
+    else if (PyDict_Check(kwargs))
+        closure = PyDict_GetItemWithError(kwargs, loop->closure_key);
+    if (closure == NULL || closure == Py_None || !PyCallable_Check(closure))
+        goto done;
+    if ((hook = make_hook(loop, HOOK_CLOSURE, closure)) == NULL)
+        goto done;
+    if (positional) {
+        Py_ssize_t n = PyTuple_GET_SIZE(args);
+        if ((new_args = PyTuple_New(n)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(new_args, i, Py_NewRef(i == 1 ? hook : PyTuple_GET_ITEM(args, i)));
+        new_kwargs = Py_NewRef(kwargs);
+    } else {
+        new_args = Py_NewRef(args);
+        if ((new_kwargs = PyDict_Copy(kwargs)) == NULL ||
+            PyDict_SetItem(new_kwargs, loop->closure_key, hook) < 0)
+            goto done;
+    }
+    out = PyTuple_Pack(2, new_args, new_kwargs);
+done:
+    Py_XDECREF(hook);
+    Py_XDECREF(new_args);
+    Py_XDECREF(new_kwargs);
+    if (out == NULL) {
+        PyErr_Clear(); /* never fail the step for the profiler's sake */
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static void optimizer_pre(LoopObject *loop, sw_profiler *p) {
     if (++loop->optimizer_depth != 1)
         return;
     uint64_t now = sw_now_ns();
-    join(loop, p, 1, now);
+    join(loop, p, 1, now, 0);
     loop->optimizer_funcs = funcs_begin(loop, p, loop->optimizer);
     loop->optimizer_start = sw_now_ns();
     loop->optimizer_inner = 0;
@@ -716,6 +1015,8 @@ static void optimizer_post(LoopObject *loop, sw_profiler *p, const void *optimiz
     if (loop->rule == RULE_MANUAL)
         return;
     set_rule(loop, p, RULE_OPTIMIZER);
+    if (loop->external)
+        return; /* the front end ends the step (Loop.step_end) */
     if (loop->boundary == NULL)
         loop->boundary = optimizer;
     if (optimizer != loop->boundary) {
@@ -745,9 +1046,12 @@ static PyObject *Hook_vectorcall(PyObject *callable, PyObject *const *args, size
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     switch (self->kind) {
     case HOOK_OPTIMIZER_PRE:
-        if (p != NULL)
-            optimizer_pre(loop, p);
-        Py_RETURN_NONE;
+        if (p == NULL)
+            Py_RETURN_NONE;
+        optimizer_pre(loop, p);
+        if (loop->optimizer_depth != 1 || nargs < 3)
+            Py_RETURN_NONE;
+        return wrap_closure(loop, args[1], args[2]); /* (optimizer, args, kwargs) */
     case HOOK_OPTIMIZER_POST:
         if (p != NULL)
             optimizer_post(loop, p, nargs >= 1 ? (const void *)args[0] : NULL);
@@ -774,6 +1078,10 @@ static PyObject *Hook_vectorcall(PyObject *callable, PyObject *const *args, size
         return hook_loss(loop, p, self->func, args, nargsf, kwnames);
     case HOOK_ZERO_GRAD:
         return hook_zero_grad(loop, p, self->func, args, nargsf, kwnames);
+    case HOOK_ITER:
+        return hook_iter(loop, p, self->func, args, nargsf, kwnames);
+    case HOOK_CLOSURE:
+        return hook_closure(loop, p, self->func, args, nargsf, kwnames);
     default:
         return hook_backward(loop, p, self->func, args, nargsf, kwnames);
     }
@@ -848,17 +1156,20 @@ PyType_Spec sw_py_hook_spec = {
  * ---------------------------------------------------------------------------------------- */
 
 static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"profiler",  "data",     "forward",       "loss",
-                               "backward",  "optimizer", "zero_grad",    "train",
-                               "valid",     "loss_type", "grad_enabled", "optimizer_exists",
+    static char *keywords[] = {"profiler",     "data",          "forward",
+                               "loss",         "backward",      "optimizer",
+                               "zero_grad",    "train",         "valid",
+                               "loss_type",    "grad_enabled",  "optimizer_exists",
+                               "closure",      "startup",       "loader_startup",
                                NULL};
-    enum { NACTIONS = 6 };
+    enum { NACTIONS = 6, NOPTIONAL = 3 };
     PyObject *profiler, *actions[NACTIONS], *train, *valid, *loss_type, *grad_enabled,
-        *optimizer_exists;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO:Loop", keywords, &profiler,
-                                     &actions[0], &actions[1], &actions[2], &actions[3],
-                                     &actions[4], &actions[5], &train, &valid, &loss_type,
-                                     &grad_enabled, &optimizer_exists))
+        *optimizer_exists, *optional[NOPTIONAL] = {Py_None, Py_None, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO|$OOO:Loop", keywords,
+                                     &profiler, &actions[0], &actions[1], &actions[2],
+                                     &actions[3], &actions[4], &actions[5], &train, &valid,
+                                     &loss_type, &grad_enabled, &optimizer_exists,
+                                     &optional[0], &optional[1], &optional[2]))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -879,6 +1190,12 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1],
                            &ids[i]) < 0)
             return NULL;
+    uint32_t more[NOPTIONAL] = {SW_ID_NONE, SW_ID_NONE, SW_ID_NONE}; /* None: not timed */
+    for (int i = 0; i < NOPTIONAL; i++)
+        if (optional[i] != Py_None &&
+            sw_py_named_id(optional[i], st->action_type, owner, "Loop", keywords[12 + i],
+                           &more[i]) < 0)
+            return NULL;
     int phases_on = train != Py_None && valid != Py_None;
     if (phases_on &&
         (sw_py_named_id(train, st->phase_type, owner, "Loop", "train", &phases[0]) < 0 ||
@@ -891,7 +1208,9 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     self->shape = PyUnicode_InternFromString("shape");
     self->training = PyUnicode_InternFromString("training");
     self->loss_key = PyUnicode_InternFromString("loss");
-    if (self->shape == NULL || self->training == NULL || self->loss_key == NULL) {
+    self->closure_key = PyUnicode_InternFromString("closure");
+    if (self->shape == NULL || self->training == NULL || self->loss_key == NULL ||
+        self->closure_key == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -902,6 +1221,10 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     self->backward = ids[3];
     self->optimizer = ids[4];
     self->zero_grad = ids[5];
+    self->closure = more[0];
+    self->startup = more[1];
+    self->loader_startup = more[2];
+    self->installed_at = sw_now_ns();
     self->phases[TRAIN] = phases[0];
     self->phases[VALID] = phases[1];
     self->loss_type = Py_NewRef(loss_type);
@@ -928,22 +1251,27 @@ static PyObject *Loop_hook(LoopObject *self, PyObject *args, PyObject *kwargs) {
     for (int k = 0; k < HOOK_KINDS; k++)
         if (strcmp(kind_name, hook_names[k]) == 0)
             kind = (hook_kind)k;
-    if (kind == HOOK_KINDS)
+    if (kind == HOOK_KINDS || kind == HOOK_CLOSURE)
         return PyErr_Format(PyExc_ValueError,
                             "hook: unknown kind %R (next, call, function, loss, backward, "
-                            "zero_grad, optimizer_pre, optimizer_post)",
+                            "zero_grad, optimizer_pre, optimizer_post, iter)",
                             PyTuple_GET_ITEM(args, 0));
     int wraps = kind != HOOK_OPTIMIZER_PRE && kind != HOOK_OPTIMIZER_POST;
     if (wraps && !PyCallable_Check(original))
         return PyErr_Format(PyExc_TypeError, "hook %s: original must be callable", kind_name);
-    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    return make_hook(self, kind, wraps ? original : NULL);
+}
+
+/* A Hook of kind calling original (NULL for the optimizer hooks). */
+static PyObject *make_hook(LoopObject *loop, hook_kind kind, PyObject *original) {
+    module_state *st = sw_py_state_of_type(Py_TYPE(loop));
     if (st == NULL)
         return NULL;
     HookObject *hook = PyObject_GC_New(HookObject, st->hook_type);
     if (hook == NULL)
         return NULL;
-    hook->loop = (LoopObject *)Py_NewRef(self);
-    hook->func = wraps ? Py_NewRef(original) : NULL;
+    hook->loop = (LoopObject *)Py_NewRef(loop);
+    hook->func = Py_XNewRef(original);
     hook->kind = kind;
     hook->dict = NULL;
     hook->weakrefs = NULL;
@@ -1005,7 +1333,8 @@ static PyObject *Loop_mark(LoopObject *self, PyObject *const *args, Py_ssize_t n
     }
     self->last_end = 0;
     int kind = grad_kind(self);
-    open_step(self, p, kind, now);
+    open_step(self, p, kind, now, 0);
+    take_all(self, p); /* the batches fetched for it */
     if (batch != 0) {
         self->step_samples = batch;
         sw_step_set_batch_size(p, batch);
@@ -1023,10 +1352,30 @@ static PyObject *Loop_mark_end(LoopObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* bound_steps(on): a front end that knows the loop (stepwatch.transformers) ends the
+ * training steps with step_end(); the optimizer step no longer does. */
+static PyObject *Loop_bound_steps(LoopObject *self, PyObject *on) {
+    int value = PyObject_IsTrue(on);
+    if (value < 0)
+        return NULL;
+    self->external = value;
+    Py_RETURN_NONE;
+}
+
+/* step_end(): the training step in progress ends now (the Trainer's on_step_end). */
+static PyObject *Loop_step_end(LoopObject *self, PyObject *unused) {
+    sw_profiler *p = self->owner->p;
+    if (p != NULL && self->active && self->rule != RULE_MANUAL && self->kind == TRAIN) {
+        flush_pending(self, p, TRAIN, 1);
+        close_step(self, p, 0);
+    }
+    Py_RETURN_NONE;
+}
+
 /* module_begin(module) -> bool: for forward="hooks" (torch's global forward pre-hook). */
 static PyObject *Loop_module_begin(LoopObject *self, PyObject *module) {
     sw_profiler *p = self->active ? self->owner->p : NULL;
-    return PyBool_FromLong(p != NULL && call_begin(self, p, module, 1));
+    return PyBool_FromLong(p != NULL && call_begin(self, p, module, 1, NULL, 0));
 }
 
 /* module_end(output): the forward hook of that module. */
@@ -1064,6 +1413,7 @@ static void Loop_dealloc(LoopObject *self) {
     Py_CLEAR(self->shape);
     Py_CLEAR(self->training);
     Py_CLEAR(self->loss_key);
+    Py_CLEAR(self->closure_key);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -1077,7 +1427,8 @@ static PyMethodDef Loop_methods[] = {
      "hook(kind, original=None): a callable to patch in for original. kind: 'next' "
      "(DataLoader iterator __next__), 'call' (nn.Module.__call__), 'function' (a compiled "
      "function), 'loss' (a functional loss), 'backward' (torch.autograd.backward), "
-     "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks)."},
+     "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks), 'iter' "
+     "(DataLoader.__iter__)."},
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
      "End the step in progress, leave the train/valid phase; the hooks call straight through "
      "from now on."},
@@ -1088,6 +1439,11 @@ static PyMethodDef Loop_methods[] = {
      "mark(batch_size=0): a step boundary by hand (stepwatch.step())."},
     {"mark_end", (PyCFunction)Loop_mark_end, METH_NOARGS,
      "End the step begun by mark() (the end of `with stepwatch.step():`)."},
+    {"bound_steps", (PyCFunction)Loop_bound_steps, METH_O,
+     "bound_steps(on): while on, training steps end at step_end(), not at the optimizer "
+     "step."},
+    {"step_end", (PyCFunction)Loop_step_end, METH_NOARGS,
+     "step_end(): end the training step in progress now."},
     {"module_begin", (PyCFunction)Loop_module_begin, METH_O,
      "module_begin(module) -> bool: begin the outermost module call (False when inside one)."},
     {"module_end", (PyCFunction)Loop_module_end, METH_O,
@@ -1104,8 +1460,10 @@ static PyGetSetDef Loop_getset[] = {
 
 static PyType_Slot Loop_slots[] = {
     {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, "
-                "valid, loss_type, grad_enabled, optimizer_exists): the per-step state of "
-                "stepwatch.torch and the C hooks that keep it. train/valid None: no phases."},
+                "valid, loss_type, grad_enabled, optimizer_exists, *, closure=None, "
+                "startup=None, loader_startup=None): the per-step state of stepwatch.torch "
+                "and the C hooks that keep it. train/valid None: no phases; the optional "
+                "actions None: not timed."},
     {Py_tp_new, Loop_new},
     {Py_tp_methods, Loop_methods},
     {Py_tp_getset, Loop_getset},
