@@ -37,6 +37,7 @@
 #include "_stepwatch.h"
 
 #include <dlfcn.h>
+#include <frameobject.h>
 #include <stdbool.h>
 #include <structmember.h>
 #include <string.h>
@@ -139,6 +140,8 @@ typedef struct {
     uint64_t optimizer_start, optimizer_inner, paused_at;
     sw_py_funcs *optimizer_funcs; /* the function profiler told of the outermost step */
     uint64_t forward_end;      /* end of the last outermost forward; 0 once backward began */
+    const void *forward_caller; /* the frame that called it (identity only) */
+    PyObject *loss_frame;      /* the user's loss function running now (see user_loss) */
     int loss_seen;             /* a loss ran since that forward */
     int eval_is_train;         /* a backward followed a forward read as validation only by
                                   module.training: from then on grad mode alone decides */
@@ -582,7 +585,11 @@ static int forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t a
 }
 
 /* Everything still open, when the loop closes: the step ends at its last event. */
+static void user_loss_ended(LoopObject *loop);
+
 static void close_all(LoopObject *loop, sw_profiler *p) {
+    if (loop->loss_frame != NULL)
+        user_loss_ended(loop);
     if (loop->inside != SW_ID_NONE && !loop->candidate)
         sw_end(p, loop->inside);
     loop->inside = SW_ID_NONE;
@@ -631,6 +638,7 @@ static int call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is
         return 1;
     }
     int kind = forward_kind(loop, is_module ? module : NULL);
+    loop->forward_caller = PyEval_GetFrame(); /* cached on the frame after the first time */
     char take[MAX_QUEUED];
     uint64_t earliest = 0;
     int taken = loop->nqueued == 0
@@ -809,6 +817,8 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
                                PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (loop->in_backward || loop->inside != SW_ID_NONE)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    if (loop->loss_frame != NULL)
+        user_loss_ended(loop); /* the backward began inside it */
     uint64_t now = sw_now_ns();
     pause_optimizer(loop);
     if (loop->kind == VALID && loop->last_forward_by_flag)
@@ -871,6 +881,60 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The loss as the user's function: `loss = my_loss(out, y)`, which does its own work and
+ * calls a torch functional loss. The whole function, called between the forward and the
+ * backward, is the loss: from the forward's end until the function returns, which a
+ * profile function (the thread's, only while it runs; never when another is set) sees.
+ * ---------------------------------------------------------------------------------------- */
+
+static void user_loss_ended(LoopObject *loop) {
+    PyEval_SetProfile(NULL, NULL);
+    uint64_t now = sw_now_ns();
+    sw_profiler *p = loop->active ? loop->owner->p : NULL;
+    if (p != NULL && loop->forward_end != 0) {
+        sw_record(p, loop->loss, loop->forward_end, now);
+        part_took(loop, now - loop->forward_end);
+        loop->step_last = now;
+    }
+    Py_CLEAR(loop->loss_frame);
+}
+
+static int user_loss_returns(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    LoopObject *loop = (LoopObject *)obj;
+    if (what == PyTrace_RETURN && (PyObject *)frame == loop->loss_frame)
+        user_loss_ended(loop);
+    return 0;
+}
+
+/* The user's function a functional loss was called in (new reference), or NULL: the
+ * outermost frame below the one that called the step's forward, when that frame is on the
+ * stack within 8 calls (the loss called by the loop itself, or by Lightning's
+ * training_step that also called the forward, is just the torch call). `wrapped`: the
+ * functional loss sits behind a Python wrapper (torch.py's _traceable). */
+static PyObject *user_loss_frame(LoopObject *loop, int wrapped) {
+    if (loop->forward_end == 0 || loop->loss_seen || loop->forward_caller == NULL ||
+        PyThreadState_Get()->c_profilefunc != NULL)
+        return NULL;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        return NULL;
+    PyFrameObject *caller = wrapped ? PyFrame_GetBack(frame) : (PyFrameObject *)Py_NewRef(frame);
+    PyFrameObject *below = NULL;
+    for (int depth = 0; caller != NULL && depth < 8; depth++) {
+        if ((const void *)caller == loop->forward_caller) {
+            Py_DECREF(caller);
+            return (PyObject *)below;
+        }
+        Py_XDECREF(below);
+        below = caller;
+        caller = PyFrame_GetBack(below);
+    }
+    Py_XDECREF(caller);
+    Py_XDECREF(below);
+    return NULL;
+}
+
 /* A functional loss: outside a forward it is the loss; inside one it is the model's. */
 static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
                            PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -878,9 +942,18 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
         loop->loss_inside |= loop->inside == loop->forward;
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     }
+    if (loop->loss_frame != NULL) /* inside the user's loss function: timed whole */
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
     pause_optimizer(loop);
     join(loop, p, 0, now, 0);
+    PyObject *user = user_loss_frame(loop, 1);
+    if (user != NULL) {
+        loop->loss_frame = user;
+        loop->loss_seen = 1;
+        PyEval_SetProfile(user_loss_returns, (PyObject *)loop);
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    }
     loop->inside = loop->loss;
     loop->candidate = 0;
     loop->call_start = now;
@@ -1390,6 +1463,7 @@ static int Loop_traverse(LoopObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->loss_type);
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->optimizer_exists);
+    Py_VISIT(self->loss_frame);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_VISIT(self->iterators[i]);
     return 0;
@@ -1400,6 +1474,7 @@ static int Loop_clear(LoopObject *self) {
     Py_CLEAR(self->loss_type);
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->optimizer_exists);
+    Py_CLEAR(self->loss_frame);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_CLEAR(self->iterators[i]);
     return 0;
