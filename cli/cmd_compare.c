@@ -2,9 +2,9 @@
 #include "options.h"
 
 /* The formats a comparison is written in. */
-#define COMPARE_FORMATS                                                                        \
-    (SW_CLI_FORMAT(SW_FORMAT_TABLE) | SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |                      \
-     SW_CLI_FORMAT(SW_FORMAT_CSV) | SW_CLI_FORMAT(SW_FORMAT_JSON))
+#define COMPARE_FORMATS                                                 \
+    (SWCLI_FORMAT(SW_FORMAT_TABLE) | SWCLI_FORMAT(SW_FORMAT_MARKDOWN) | \
+     SWCLI_FORMAT(SW_FORMAT_CSV) | SWCLI_FORMAT(SW_FORMAT_JSON))
 
 static const char HELP[] =
     "usage: stepwatch compare BASELINE NEW [--format F] [--fail-on-regression] [-o OUT]\n\n"
@@ -22,14 +22,14 @@ static const char HELP[] =
 /* The snapshot of a run file; an exit code (and a message) on error. */
 static int load(const char *path, sw_snapshot **snap) {
     sw_run *run = NULL;
-    int code = sw__cli_open_run(path, &run);
-    if (code != SW_EXIT_OK)
+    int code = swcli_open_run(path, &run);
+    if (code != SWCLI_EXIT_OK)
         return code;
     int rc = sw_run_snapshot(run, snap);
     sw_run_close(run);
     if (rc != 0)
-        return sw__cli_input_error(path, rc);
-    return SW_EXIT_OK;
+        return swcli_input_error(path, rc);
+    return SWCLI_EXIT_OK;
 }
 
 typedef struct compare_job {
@@ -42,14 +42,18 @@ static int write_comparison(void *ctx, FILE *out) {
     return sw_compare_write(job->a, job->b, job->format, out);
 }
 
-int sw_cmd_compare(int argc, char **argv) {
+int swcli_cmd_compare(int argc, char **argv) {
     enum { OPT_FAIL = 1000 };
-    static const struct option options[] = {SW_CLI_OPTION_FORMAT,
+    static const struct option options[] = {SWCLI_OPTION_FORMAT,
                                             {"fail-on-regression", no_argument, NULL, OPT_FAIL},
-                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
-                                            SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "compare", .help = HELP, .formats = COMPARE_FORMATS,
-                         .format = SW_FORMAT_TABLE, .output = "-"};
+                                            SWCLI_OPTION_OUTPUT,
+                                            SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "compare",
+                       .help = HELP,
+                       .formats = COMPARE_FORMATS,
+                       .format = SW_FORMAT_TABLE,
+                       .output = "-"};
     int fail_on_regression = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
@@ -58,26 +62,26 @@ int sw_cmd_compare(int argc, char **argv) {
             fail_on_regression = 1;
             break;
         default:
-            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+            if ((code = swcli_option(&args, opt, optarg)) != SWCLI_NEXT)
                 return code;
         }
     }
     if (argc - optind != 2)
-        return sw__cli_usage(&args, "compare needs two run files: the baseline and the new run");
+        return swcli_usage(&args, "compare needs two run files: the baseline and the new run");
     sw_snapshot *a = NULL, *b = NULL;
     code = load(argv[optind], &a);
-    if (code == SW_EXIT_OK)
+    if (code == SWCLI_EXIT_OK)
         code = load(argv[optind + 1], &b);
     size_t regressions = 0;
-    if (code == SW_EXIT_OK && sw_compare_regressions(a, b, &regressions) != 0)
-        code = SW_EXIT_DATA;
-    if (code == SW_EXIT_OK) {
+    if (code == SWCLI_EXIT_OK && sw_compare_regressions(a, b, &regressions) != 0)
+        code = SWCLI_EXIT_DATA;
+    if (code == SWCLI_EXIT_OK) {
         compare_job job = {.a = a, .b = b, .format = args.format};
-        code = sw__cli_write_output(args.output, argv[optind + 1], write_comparison, &job);
+        code = swcli_write_output(args.output, argv[optind + 1], write_comparison, &job);
     }
-    if (code == SW_EXIT_OK && fail_on_regression && regressions > 0) {
-        sw__cli_error("%zu significant regression%s", regressions, regressions == 1 ? "" : "s");
-        code = SW_EXIT_FINDINGS;
+    if (code == SWCLI_EXIT_OK && fail_on_regression && regressions > 0) {
+        swcli_error("%zu significant regression%s", regressions, regressions == 1 ? "" : "s");
+        code = SWCLI_EXIT_FINDINGS;
     }
     sw_snapshot_free(a);
     sw_snapshot_free(b);

@@ -2,9 +2,9 @@
 #include "options.h"
 
 /* The formats the findings are written in. */
-#define DIAGNOSE_FORMATS                                                                       \
-    (SW_CLI_FORMAT(SW_FORMAT_TABLE) | SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |                      \
-     SW_CLI_FORMAT(SW_FORMAT_JSON))
+#define DIAGNOSE_FORMATS                                                \
+    (SWCLI_FORMAT(SW_FORMAT_TABLE) | SWCLI_FORMAT(SW_FORMAT_MARKDOWN) | \
+     SWCLI_FORMAT(SW_FORMAT_JSON))
 
 static const char HELP[] =
     "usage: stepwatch diagnose RUN [--format F] [--check] [-o OUT]\n\n"
@@ -29,14 +29,18 @@ static int write_findings(void *ctx, FILE *out) {
     return sw_diagnose_write(job->run, job->format, out);
 }
 
-int sw_cmd_diagnose(int argc, char **argv) {
+int swcli_cmd_diagnose(int argc, char **argv) {
     enum { OPT_CHECK = 1000 };
-    static const struct option options[] = {SW_CLI_OPTION_FORMAT,
+    static const struct option options[] = {SWCLI_OPTION_FORMAT,
                                             {"check", no_argument, NULL, OPT_CHECK},
-                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
-                                            SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "diagnose", .help = HELP, .formats = DIAGNOSE_FORMATS,
-                         .format = SW_FORMAT_TABLE, .output = "-"};
+                                            SWCLI_OPTION_OUTPUT,
+                                            SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "diagnose",
+                       .help = HELP,
+                       .formats = DIAGNOSE_FORMATS,
+                       .format = SW_FORMAT_TABLE,
+                       .output = "-"};
     int check = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
@@ -45,27 +49,27 @@ int sw_cmd_diagnose(int argc, char **argv) {
             check = 1;
             break;
         default:
-            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+            if ((code = swcli_option(&args, opt, optarg)) != SWCLI_NEXT)
                 return code;
         }
     }
     if (argc - optind != 1)
-        return sw__cli_usage(&args, argc == optind ? "diagnose needs a run file"
-                                                   : "diagnose takes one run file");
+        return swcli_usage(&args, argc == optind ? "diagnose needs a run file"
+                                                 : "diagnose takes one run file");
     const char *path = argv[optind];
     sw_run *run = NULL;
-    code = sw__cli_open_run(path, &run);
-    if (code != SW_EXIT_OK)
+    code = swcli_open_run(path, &run);
+    if (code != SWCLI_EXIT_OK)
         return code;
     size_t problems = 0;
     int rc = check ? sw_diagnose_count(run, &problems) : 0;
     if (rc != 0) {
-        code = sw__cli_input_error(path, rc);
+        code = swcli_input_error(path, rc);
     } else {
         diagnose_job job = {.run = run, .format = args.format};
-        code = sw__cli_write_output(args.output, path, write_findings, &job);
-        if (code == SW_EXIT_OK && problems > 0)
-            code = SW_EXIT_FINDINGS;
+        code = swcli_write_output(args.output, path, write_findings, &job);
+        if (code == SWCLI_EXIT_OK && problems > 0)
+            code = SWCLI_EXIT_FINDINGS;
     }
     sw_run_close(run);
     return code;

@@ -24,10 +24,10 @@ typedef struct export_job {
 
 static int write_export(void *ctx, FILE *out) {
     export_job *job = ctx;
-    sw__cli_progress progress;
-    sw__cli_progress_begin(&progress, job->run, "export");
+    swcli_progress progress;
+    swcli_progress_begin(&progress, job->run, "export");
     int rc = job->fn(job->run, out);
-    sw__cli_progress_end(&progress);
+    swcli_progress_end(&progress);
     return rc;
 }
 
@@ -39,22 +39,23 @@ static int export_to(sw_run *run, const char *input, int (*fn)(sw_run *, FILE *)
         int rc = sw_run_functions(run, -1, &profiles);
         sw_fprofile_free(profiles);
         if (rc == SW_ENOTFOUND) {
-            sw__cli_error("the run file holds no function profiles (record them with "
-                          "'stepwatch run --functions ACTIONS')");
-            return sw__cli_exit_code(rc);
+            swcli_error("the run file holds no function profiles (record them with "
+                        "'stepwatch run --functions ACTIONS')");
+            return swcli_exit_code(rc);
         }
     }
     export_job job = {.run = run, .fn = fn};
-    return sw__cli_write_output(path, input, write_export, &job);
+    return swcli_write_output(path, input, write_export, &job);
 }
 
-int sw_cmd_export(int argc, char **argv) {
+int swcli_cmd_export(int argc, char **argv) {
     enum { OPT_CHROME = 1000, OPT_STEPS_CSV, OPT_COLLAPSED };
     static const struct option options[] = {{"chrome", required_argument, NULL, OPT_CHROME},
                                             {"steps-csv", required_argument, NULL, OPT_STEPS_CSV},
                                             {"collapsed", required_argument, NULL, OPT_COLLAPSED},
-                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "export", .help = HELP};
+                                            SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "export", .help = HELP};
     const char *chrome = NULL, *csv = NULL, *collapsed = NULL;
     int code;
     optind = 1;
@@ -70,22 +71,21 @@ int sw_cmd_export(int argc, char **argv) {
             collapsed = optarg;
             break;
         default:
-            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+            if ((code = swcli_option(&args, opt, optarg)) != SWCLI_NEXT)
                 return code;
         }
     }
     if (argc - optind != 1)
-        return sw__cli_usage(&args, "export takes one run file");
+        return swcli_usage(&args, "export takes one run file");
     if (chrome == NULL && csv == NULL && collapsed == NULL)
-        return sw__cli_usage(&args,
-                             "export needs --chrome OUT, --steps-csv OUT or --collapsed OUT");
+        return swcli_usage(&args, "export needs --chrome OUT, --steps-csv OUT or --collapsed OUT");
     sw_run *run = NULL;
-    code = sw__cli_open_run(argv[optind], &run);
-    if (code == SW_EXIT_OK && chrome != NULL)
+    code = swcli_open_run(argv[optind], &run);
+    if (code == SWCLI_EXIT_OK && chrome != NULL)
         code = export_to(run, argv[optind], sw_run_export_chrome, chrome);
-    if (code == SW_EXIT_OK && csv != NULL)
+    if (code == SWCLI_EXIT_OK && csv != NULL)
         code = export_to(run, argv[optind], sw_run_export_steps_csv, csv);
-    if (code == SW_EXIT_OK && collapsed != NULL)
+    if (code == SWCLI_EXIT_OK && collapsed != NULL)
         code = export_to(run, argv[optind], sw_run_export_collapsed, collapsed);
     sw_run_close(run);
     return code;

@@ -18,29 +18,29 @@ static int write_html(void *run, FILE *out) {
     return sw_html_write(run, out);
 }
 
-int sw_cmd_html(int argc, char **argv) {
-    static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
-                                            SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "html", .help = HELP};
+int swcli_cmd_html(int argc, char **argv) {
+    static const struct option options[] = {SWCLI_OPTION_OUTPUT, SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "html", .help = HELP};
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1;) {
-        int code = sw__cli_option(&args, opt, optarg);
-        if (code != SW_CLI_NEXT)
+        int code = swcli_option(&args, opt, optarg);
+        if (code != SWCLI_NEXT)
             return code;
     }
     if (argc - optind != 1)
-        return sw__cli_usage(&args, "html takes one run file");
+        return swcli_usage(&args, "html takes one run file");
     const char *output = args.output;
     if (output == NULL)
-        return sw__cli_usage(&args, "html needs an output file: -o OUT.html");
+        return swcli_usage(&args, "html needs an output file: -o OUT.html");
     const char *path = argv[optind];
     sw_run *run = NULL;
-    int code = sw__cli_open_run(path, &run);
-    if (code != SW_EXIT_OK)
+    int code = swcli_open_run(path, &run);
+    if (code != SWCLI_EXIT_OK)
         return code;
-    code = sw__cli_write_output(output, path, write_html, run);
+    code = swcli_write_output(output, path, write_html, run);
     sw_run_close(run);
-    if (code == SW_EXIT_OK && strcmp(output, "-") != 0) {
+    if (code == SWCLI_EXIT_OK && strcmp(output, "-") != 0) {
         struct stat st;
         if (stat(output, &st) == 0 && S_ISREG(st.st_mode))
             fprintf(stderr, "stepwatch: wrote %s (%lld kB)\n", output,

@@ -25,23 +25,24 @@ static int print_view(const char *path, sw_format fmt) {
     sw_ranks_free(view);
     sw_run_close(run);
     if (rc == SW_ENOTFOUND)
-        return SW_EXIT_OK;
+        return SWCLI_EXIT_OK;
     if (rc != 0)
-        sw__cli_error("cannot show the ranks of %s: %s", path, sw_strerror(rc));
-    return sw__cli_exit_code(rc);
+        swcli_error("cannot show the ranks of %s: %s", path, sw_strerror(rc));
+    return swcli_exit_code(rc);
 }
 
-int sw_cmd_merge(int argc, char **argv) {
+int swcli_cmd_merge(int argc, char **argv) {
     enum { OPT_FORCE = 1000 };
-    static const struct option options[] = {SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_FORMAT,
+    static const struct option options[] = {SWCLI_OPTION_OUTPUT,
+                                            SWCLI_OPTION_FORMAT,
                                             {"force", no_argument, NULL, OPT_FORCE},
-                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "merge",
-                         .help = HELP,
-                         .formats = SW_CLI_FORMAT(SW_FORMAT_TABLE) |
-                                    SW_CLI_FORMAT(SW_FORMAT_MARKDOWN) |
-                                    SW_CLI_FORMAT(SW_FORMAT_JSON),
-                         .format = SW_FORMAT_TABLE};
+                                            SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "merge",
+                       .help = HELP,
+                       .formats = SWCLI_FORMAT(SW_FORMAT_TABLE) | SWCLI_FORMAT(SW_FORMAT_MARKDOWN) |
+                                  SWCLI_FORMAT(SW_FORMAT_JSON),
+                       .format = SW_FORMAT_TABLE};
     int force = 0, code;
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "o:f:h", options, NULL)) != -1;) {
@@ -50,21 +51,21 @@ int sw_cmd_merge(int argc, char **argv) {
             force = 1;
             break;
         default:
-            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+            if ((code = swcli_option(&args, opt, optarg)) != SWCLI_NEXT)
                 return code;
         }
     }
     const char *output = args.output;
     if (output == NULL)
-        return sw__cli_usage(&args, "merge needs -o OUT");
+        return swcli_usage(&args, "merge needs -o OUT");
     if (optind == argc)
-        return sw__cli_usage(&args, "merge needs run files");
+        return swcli_usage(&args, "merge needs run files");
     /* Check each input first, so the error names the file at fault. */
     for (int i = optind; i < argc; i++) {
         sw_run *run = NULL;
-        code = sw__cli_open_run(argv[i], &run);
+        code = swcli_open_run(argv[i], &run);
         sw_run_close(run);
-        if (code != SW_EXIT_OK)
+        if (code != SWCLI_EXIT_OK)
             return code;
     }
     const char *const *inputs = (const char *const *)argv + optind;
@@ -72,8 +73,8 @@ int sw_cmd_merge(int argc, char **argv) {
     int rc = force ? sw_run_merge_replace(inputs, ninputs, output)
                    : sw_run_merge(inputs, ninputs, output);
     if (rc == SW_EINVAL) {
-        sw__cli_error("two inputs hold the same rank: merge files of different ranks");
-        return SW_EXIT_DATA;
+        swcli_error("two inputs hold the same rank: merge files of different ranks");
+        return SWCLI_EXIT_DATA;
     }
     if (rc != 0) {
         char why[640];
@@ -81,9 +82,9 @@ int sw_cmd_merge(int argc, char **argv) {
         sw_run *existing = NULL;
         int earlier_run = rc == SW_EEXISTS && !force && sw_run_open(output, &existing) == 0;
         sw_run_close(existing);
-        sw__cli_error("cannot merge into %s%s", why,
-                      earlier_run ? " (an earlier run file: --force replaces it)" : "");
-        return sw__cli_exit_code(rc);
+        swcli_error("cannot merge into %s%s", why,
+                    earlier_run ? " (an earlier run file: --force replaces it)" : "");
+        return swcli_exit_code(rc);
     }
     fprintf(stderr, "stepwatch: merged %d files into %s\n", argc - optind, output);
     return print_view(output, args.format);

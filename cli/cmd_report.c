@@ -22,37 +22,40 @@ static int write_report(void *ctx, FILE *out) {
     return sw_snapshot_write_ex(job->snap, job->format, out, &job->layout);
 }
 
-int sw_cmd_report(int argc, char **argv) {
-    static const struct option options[] = {SW_CLI_OPTION_FORMAT, SW_CLI_OPTION_RANK,
-                                            SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
-                                            SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "report", .help = HELP, .format = SW_FORMAT_TABLE,
-                         .rank = -1 /* all ranks */, .output = "-"};
+int swcli_cmd_report(int argc, char **argv) {
+    static const struct option options[] = {SWCLI_OPTION_FORMAT, SWCLI_OPTION_RANK,
+                                            SWCLI_OPTION_OUTPUT, SWCLI_OPTION_HELP,
+                                            SWCLI_OPTION_END};
+    swcli_args args = {.command = "report",
+                       .help = HELP,
+                       .format = SW_FORMAT_TABLE,
+                       .rank = -1 /* all ranks */,
+                       .output = "-"};
     optind = 1;
     for (int opt; (opt = getopt_long(argc, argv, "f:r:o:h", options, NULL)) != -1;) {
-        int code = sw__cli_option(&args, opt, optarg);
-        if (code != SW_CLI_NEXT)
+        int code = swcli_option(&args, opt, optarg);
+        if (code != SWCLI_NEXT)
             return code;
     }
     if (argc - optind != 1)
-        return sw__cli_usage(&args, argc == optind ? "report needs a run file"
-                                                   : "report takes one run file");
+        return swcli_usage(&args, argc == optind ? "report needs a run file"
+                                                 : "report takes one run file");
     const char *path = argv[optind];
     sw_run *run = NULL;
-    int code = sw__cli_open_run(path, &run);
-    if (code != SW_EXIT_OK)
+    int code = swcli_open_run(path, &run);
+    if (code != SWCLI_EXIT_OK)
         return code;
     sw_snapshot *snap = NULL;
     int rc = args.rank < 0 ? sw_run_snapshot(run, &snap)
                            : sw_run_rank_snapshot(run, args.rank, &snap);
     if (rc != 0) {
         sw_run_close(run);
-        return sw__cli_input_error(path, rc);
+        return swcli_input_error(path, rc);
     }
     /* A report kept in a file keeps every name whole. */
     report_job job = {.snap = snap, .format = args.format,
                       .layout = {.full_names = strcmp(args.output, "-") != 0}};
-    code = sw__cli_write_output(args.output, path, write_report, &job);
+    code = swcli_write_output(args.output, path, write_report, &job);
     sw_snapshot_free(snap);
     sw_run_close(run);
     return code;

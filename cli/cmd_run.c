@@ -226,6 +226,180 @@ static void report_run_files(const char *pattern, const struct timespec *since) 
     free(glob_pattern);
 }
 
+/* What `stepwatch run` was asked, before the program's own arguments. */
+typedef struct run_options {
+    swcli_args args;
+    const char *run_file;
+    const char *format, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
+    const char *python_flag, *python_what; /* -m MODULE or -c CODE */
+    int timeline, builtins, device_time;
+    char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
+} run_options;
+
+enum {
+    OPT_FORMAT = 1000,
+    OPT_ON_FULL,
+    OPT_RING_CAPACITY,
+    OPT_WARMUP,
+    OPT_FORWARD,
+    OPT_FUNCTIONS,
+    OPT_BUILTINS,
+    OPT_LIVE,
+    OPT_NO_LIVE,
+    OPT_DEVICE_STATS,
+    OPT_DEVICE_TIME
+};
+
+/* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
+ * end with. The values the program reads are checked here and passed on as written. */
+static int run_option(run_options *o, int opt, char *arg) {
+    switch (opt) {
+    case 'm':
+    case 'c':
+        o->python_flag = opt == 'm' ? "-m" : "-c";
+        o->python_what = arg;
+        return SWCLI_NEXT;
+    case OPT_WARMUP: {
+        long steps;
+        if (swcli_parse_number(arg, 0, UINT32_MAX, &steps) != 0)
+            return swcli_usage(&o->args, "--warmup takes a number of steps, not '%s'", arg);
+        o->warmup = arg;
+        return SWCLI_NEXT;
+    }
+    case OPT_FORWARD:
+        if (strcmp(arg, "patch") != 0 && strcmp(arg, "hooks") != 0)
+            return swcli_usage(&o->args, "--forward takes patch or hooks, not '%s'", arg);
+        o->forward_mode = arg;
+        return SWCLI_NEXT;
+    case 'f':
+        o->run_file = arg;
+        return SWCLI_NEXT;
+    case 't':
+        o->timeline = 1;
+        return SWCLI_NEXT;
+    case OPT_FORMAT: {
+        sw_format parsed;
+        if (sw_format_parse(arg, &parsed) != 0) {
+            swcli_error("unknown format '%s'", arg);
+            return SWCLI_EXIT_USAGE;
+        }
+        o->format = arg;
+        return SWCLI_NEXT;
+    }
+    case OPT_LIVE:
+    case OPT_NO_LIVE:
+        o->live = opt == OPT_LIVE ? "1" : "0"; /* the last one given wins */
+        return SWCLI_NEXT;
+    case OPT_ON_FULL:
+        if (strcmp(arg, "drop") != 0 && strcmp(arg, "block") != 0)
+            return swcli_usage(&o->args, "--on-full takes drop or block, not '%s'", arg);
+        o->on_full = arg;
+        return SWCLI_NEXT;
+    case OPT_RING_CAPACITY: {
+        long events;
+        if (swcli_parse_number(arg, 1, SW_MAX_RING_CAPACITY, &events) != 0)
+            return swcli_usage(&o->args,
+                               "--ring-capacity takes a number of events from 1 to %u, "
+                               "not '%s'",
+                               SW_MAX_RING_CAPACITY, arg);
+        o->ring = arg;
+        return SWCLI_NEXT;
+    }
+    case OPT_FUNCTIONS:
+        if (arg[0] == '\0')
+            return swcli_usage(&o->args, "--functions takes action names: data,forward");
+        o->functions = arg;
+        return SWCLI_NEXT;
+    case OPT_BUILTINS:
+        o->builtins = 1;
+        return SWCLI_NEXT;
+    case OPT_DEVICE_STATS: {
+        char *end = NULL;
+        double seconds = arg ? strtod(arg, &end) : 0.5;
+        if (arg && (end == arg || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
+            return swcli_usage(&o->args,
+                               "--device-stats takes an interval in seconds from "
+                               "0.01 to 3600, not '%s'",
+                               arg);
+        snprintf(o->device_stats, sizeof o->device_stats, "%.0f", seconds * 1000);
+        return SWCLI_NEXT;
+    }
+    case OPT_DEVICE_TIME:
+        o->device_time = 1;
+        return SWCLI_NEXT;
+    default:
+        return swcli_option(&o->args, opt, arg);
+    }
+}
+
+/* Parse run's options into o; optind is then the program's name. SWCLI_NEXT, or the exit
+ * code to end with. */
+static int run_options_parse(run_options *o, int argc, char **argv) {
+    static const struct option options[] = {
+        {"run-file", required_argument, NULL, 'f'},
+        {"timeline", no_argument, NULL, 't'},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"on-full", required_argument, NULL, OPT_ON_FULL},
+        {"ring-capacity", required_argument, NULL, OPT_RING_CAPACITY},
+        {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"forward", required_argument, NULL, OPT_FORWARD},
+        {"functions", required_argument, NULL, OPT_FUNCTIONS},
+        {"builtins", no_argument, NULL, OPT_BUILTINS},
+        {"live", no_argument, NULL, OPT_LIVE},
+        {"no-live", no_argument, NULL, OPT_NO_LIVE},
+        {"device-stats", optional_argument, NULL, OPT_DEVICE_STATS},
+        {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
+        SWCLI_OPTION_HELP,
+        SWCLI_OPTION_END};
+    *o = (run_options){.args = {.command = "run", .help = HELP}, .run_file = "stepwatch-{rank}.db"};
+    optind = 1;
+    /* '+': stop at the first non-option, the program's name; -m and -c end the options too
+     * (what follows is the Python program's, as with python itself). */
+    int code = SWCLI_NEXT;
+    for (int opt; code == SWCLI_NEXT && o->python_flag == NULL &&
+                  (opt = getopt_long(argc, argv, "+f:thm:c:", options, NULL)) != -1;)
+        code = run_option(o, opt, optarg);
+    if (code == SWCLI_NEXT && optind == argc && o->python_flag == NULL)
+        return swcli_usage(&o->args, "run needs a command: stepwatch run -- CMD ARGS... (or "
+                                     "-m MODULE, -c CODE)");
+    return code;
+}
+
+/* What the program reads: the run file's absolute path and the options, only those given. */
+static void run_environment(const run_options *o, const char *path) {
+    const struct {
+        const char *name, *value;
+    } vars[] = {{"STEPWATCH_RUN_FILE", path},
+                {"STEPWATCH_TIMELINE", o->timeline ? "1" : NULL},
+                {"STEPWATCH_FORMAT", o->format},
+                {"STEPWATCH_ON_FULL", o->on_full},
+                {"STEPWATCH_RING_CAPACITY", o->ring},
+                {"STEPWATCH_WARMUP", o->warmup},
+                {"STEPWATCH_FORWARD", o->forward_mode},
+                {"STEPWATCH_FUNCTIONS", o->functions},
+                {"STEPWATCH_FUNCTION_BUILTINS", o->builtins ? "1" : NULL},
+                {"STEPWATCH_LIVE", o->live},
+                {"STEPWATCH_DEVICE_STATS", o->device_stats[0] ? o->device_stats : NULL},
+                {"STEPWATCH_DEVICE_TIME", o->device_time ? "1" : NULL}};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (vars[i].value != NULL)
+            setenv(vars[i].name, vars[i].value, 1);
+}
+
+/* The command to execute for the program cmd: the Python ones instrumented (see the top of
+ * this file), any other as it is. *interpreter: what torchrun_argv allocated, or NULL. */
+static char **run_argv(const run_options *o, int ncmd, char **cmd, char **interpreter) {
+    *interpreter = NULL;
+    if (o->python_flag)
+        return python_target_argv(o->python_flag, o->python_what, ncmd, cmd);
+    if (is_python(cmd[0]))
+        return python_argv(ncmd, cmd);
+    const char *base = strrchr(cmd[0], '/');
+    if (strcmp(base ? base + 1 : cmd[0], "torchrun") == 0)
+        return torchrun_argv(ncmd, cmd, interpreter);
+    return cmd;
+}
+
 static pid_t g_child;
 
 /* A terminal's Ctrl-C reaches the whole process group, the child included; a SIGTERM sent
@@ -235,179 +409,18 @@ static void forward(int signo) {
         kill(g_child, signo);
 }
 
-int sw_cmd_run(int argc, char **argv) {
-    enum {
-        OPT_FORMAT = 1000,
-        OPT_ON_FULL,
-        OPT_RING_CAPACITY,
-        OPT_WARMUP,
-        OPT_FORWARD,
-        OPT_FUNCTIONS,
-        OPT_BUILTINS,
-        OPT_LIVE,
-        OPT_NO_LIVE,
-        OPT_DEVICE_STATS,
-        OPT_DEVICE_TIME
-    };
-    static const struct option options[] = {{"run-file", required_argument, NULL, 'f'},
-                                            {"timeline", no_argument, NULL, 't'},
-                                            {"format", required_argument, NULL, OPT_FORMAT},
-                                            {"on-full", required_argument, NULL, OPT_ON_FULL},
-                                            {"ring-capacity", required_argument, NULL,
-                                             OPT_RING_CAPACITY},
-                                            {"warmup", required_argument, NULL, OPT_WARMUP},
-                                            {"forward", required_argument, NULL, OPT_FORWARD},
-                                            {"functions", required_argument, NULL, OPT_FUNCTIONS},
-                                            {"builtins", no_argument, NULL, OPT_BUILTINS},
-                                            {"live", no_argument, NULL, OPT_LIVE},
-                                            {"no-live", no_argument, NULL, OPT_NO_LIVE},
-                                            {"device-stats", optional_argument, NULL,
-                                             OPT_DEVICE_STATS},
-                                            {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
-                                            SW_CLI_OPTION_HELP, SW_CLI_OPTION_END};
-    sw__cli_args args = {.command = "run", .help = HELP};
-    const char *run_file = "stepwatch-{rank}.db";
-    const char *format = NULL, *on_full = NULL, *ring = NULL, *functions = NULL, *live = NULL;
-    const char *warmup = NULL, *forward_mode = NULL;
-    const char *python_flag = NULL, *python_what = NULL; /* -m MODULE or -c CODE */
-    int timeline = 0, builtins = 0, device_time = 0, code;
-    char device_stats[24] = ""; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
-    optind = 1;
-    /* '+': stop at the first non-option, the program's name; -m and -c end the options too
-     * (what follows is the Python program's, as with python itself). */
-    for (int opt; python_flag == NULL && (opt = getopt_long(argc, argv, "+f:thm:c:", options,
-                                                            NULL)) != -1;) {
-        switch (opt) {
-        case 'm':
-        case 'c':
-            python_flag = opt == 'm' ? "-m" : "-c";
-            python_what = optarg;
-            break;
-        case OPT_WARMUP: { /* checked here, passed on as written */
-            long steps;
-            if (sw__cli_parse_number(optarg, 0, UINT32_MAX, &steps) != 0)
-                return sw__cli_usage(&args, "--warmup takes a number of steps, not '%s'",
-                                     optarg);
-            warmup = optarg;
-            break;
-        }
-        case OPT_FORWARD:
-            if (strcmp(optarg, "patch") != 0 && strcmp(optarg, "hooks") != 0)
-                return sw__cli_usage(&args, "--forward takes patch or hooks, not '%s'", optarg);
-            forward_mode = optarg;
-            break;
-        case 'f':
-            run_file = optarg;
-            break;
-        case 't':
-            timeline = 1;
-            break;
-        case OPT_FORMAT: { /* checked here, passed on as written */
-            sw_format parsed;
-            if (sw_format_parse(optarg, &parsed) != 0) {
-                sw__cli_error("unknown format '%s'", optarg);
-                return SW_EXIT_USAGE;
-            }
-            format = optarg;
-            break;
-        }
-        case OPT_LIVE:
-        case OPT_NO_LIVE:
-            live = opt == OPT_LIVE ? "1" : "0"; /* the last one given wins */
-            break;
-        case OPT_ON_FULL:
-            if (strcmp(optarg, "drop") != 0 && strcmp(optarg, "block") != 0)
-                return sw__cli_usage(&args, "--on-full takes drop or block, not '%s'", optarg);
-            on_full = optarg;
-            break;
-        case OPT_RING_CAPACITY: { /* checked here, passed on as written */
-            long events;
-            if (sw__cli_parse_number(optarg, 1, SW_MAX_RING_CAPACITY, &events) != 0)
-                return sw__cli_usage(&args,
-                                     "--ring-capacity takes a number of events from 1 to %u, "
-                                     "not '%s'",
-                                     SW_MAX_RING_CAPACITY, optarg);
-            ring = optarg;
-            break;
-        }
-        case OPT_FUNCTIONS:
-            if (optarg[0] == '\0')
-                return sw__cli_usage(&args, "--functions takes action names: data,forward");
-            functions = optarg;
-            break;
-        case OPT_BUILTINS:
-            builtins = 1;
-            break;
-        case OPT_DEVICE_STATS: {
-            char *end = NULL;
-            double seconds = optarg ? strtod(optarg, &end) : 0.5;
-            if (optarg && (end == optarg || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
-                return sw__cli_usage(&args, "--device-stats takes an interval in seconds from "
-                                            "0.01 to 3600, not '%s'", optarg);
-            snprintf(device_stats, sizeof device_stats, "%.0f", seconds * 1000);
-            break;
-        }
-        case OPT_DEVICE_TIME:
-            device_time = 1;
-            break;
-        default:
-            if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
-                return code;
-        }
-    }
-    if (optind == argc && python_flag == NULL)
-        return sw__cli_usage(&args, "run needs a command: stepwatch run -- CMD ARGS... (or -m "
-                                    "MODULE, -c CODE)");
-    char **cmd = argv + optind;
-    int ncmd = argc - optind;
-    char *path = absolute(run_file);
-    char *interpreter = NULL;
-    const char *base = ncmd > 0 ? strrchr(cmd[0], '/') : NULL;
-    int torchrun = ncmd > 0 && strcmp(base ? base + 1 : cmd[0], "torchrun") == 0;
-    char **exec_argv = python_flag      ? python_target_argv(python_flag, python_what, ncmd, cmd)
-                       : is_python(cmd[0]) ? python_argv(ncmd, cmd)
-                       : torchrun          ? torchrun_argv(ncmd, cmd, &interpreter)
-                                           : cmd;
-    if (path == NULL || exec_argv == NULL) {
-        sw__cli_error("out of memory");
-        return SW_EXIT_IO;
-    }
-    setenv("STEPWATCH_RUN_FILE", path, 1);
-    if (timeline)
-        setenv("STEPWATCH_TIMELINE", "1", 1);
-    if (format)
-        setenv("STEPWATCH_FORMAT", format, 1);
-    if (on_full)
-        setenv("STEPWATCH_ON_FULL", on_full, 1);
-    if (ring)
-        setenv("STEPWATCH_RING_CAPACITY", ring, 1);
-    if (warmup)
-        setenv("STEPWATCH_WARMUP", warmup, 1);
-    if (forward_mode)
-        setenv("STEPWATCH_FORWARD", forward_mode, 1);
-    if (functions)
-        setenv("STEPWATCH_FUNCTIONS", functions, 1);
-    if (builtins)
-        setenv("STEPWATCH_FUNCTION_BUILTINS", "1", 1);
-    if (live)
-        setenv("STEPWATCH_LIVE", live, 1);
-    if (device_stats[0])
-        setenv("STEPWATCH_DEVICE_STATS", device_stats, 1);
-    if (device_time)
-        setenv("STEPWATCH_DEVICE_TIME", "1", 1);
-
-    struct timespec started; /* a second early: file times come from a coarser clock */
-    clock_gettime(CLOCK_REALTIME, &started);
-    started.tv_sec -= 1;
+/* Run argv (name: the program as the user wrote it) and wait for it: its exit status, 128 + N
+ * when killed by signal N, 127 when it could not be run; -1 when no child could be made. */
+static int run_and_wait(char **argv, const char *name) {
     fflush(NULL);
     g_child = fork();
     if (g_child < 0) {
-        sw__cli_error("cannot start %s: %s", cmd[0], strerror(errno));
-        return SW_EXIT_IO;
+        swcli_error("cannot start %s: %s", name, strerror(errno));
+        return -1;
     }
     if (g_child == 0) {
-        execvp(exec_argv[0], exec_argv);
-        sw__cli_error("cannot run %s: %s", exec_argv[0], strerror(errno));
+        execvp(argv[0], argv);
+        swcli_error("cannot run %s: %s", argv[0], strerror(errno));
         _exit(127);
     }
     signal(SIGINT, SIG_IGN); /* the child gets the terminal's Ctrl-C and decides */
@@ -415,9 +428,33 @@ int sw_cmd_run(int argc, char **argv) {
     int status = 0;
     while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
     }
-    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
-        report_run_files(path, &started);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int swcli_cmd_run(int argc, char **argv) {
+    run_options o;
+    int code = run_options_parse(&o, argc, argv);
+    if (code != SWCLI_NEXT)
+        return code;
+    char **cmd = argv + optind;
+    int ncmd = argc - optind;
+    char *path = absolute(o.run_file);
+    char *interpreter = NULL;
+    char **exec_argv = run_argv(&o, ncmd, cmd, &interpreter);
+    if (path == NULL || exec_argv == NULL) {
+        swcli_error("out of memory");
+        code = SWCLI_EXIT_IO;
+    } else {
+        run_environment(&o, path);
+        struct timespec started; /* a second early: file times come from a coarser clock */
+        clock_gettime(CLOCK_REALTIME, &started);
+        started.tv_sec -= 1;
+        code = run_and_wait(exec_argv, ncmd > 0 ? cmd[0] : exec_argv[0]);
+        if (code < 0)
+            code = SWCLI_EXIT_IO;
+        else if (code != 127)
+            report_run_files(path, &started);
+    }
     if (exec_argv != cmd)
         free(exec_argv);
     free(interpreter);

@@ -6,61 +6,61 @@
 #include <string.h>
 #include <unistd.h>
 
-void sw__cli_verror(const char *fmt, va_list ap) {
+void swcli_verror(const char *fmt, va_list ap) {
     fputs("stepwatch: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }
 
-void sw__cli_error(const char *fmt, ...) {
+void swcli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    sw__cli_verror(fmt, ap);
+    swcli_verror(fmt, ap);
     va_end(ap);
 }
 
-int sw__cli_exit_code(int rc) {
+int swcli_exit_code(int rc) {
     switch (rc) {
     case 0:
-        return SW_EXIT_OK;
+        return SWCLI_EXIT_OK;
     case SW_EINVAL:
     case SW_EFORMAT:
-        return SW_EXIT_USAGE;
+        return SWCLI_EXIT_USAGE;
     case SW_EIO:
     case SW_EEXISTS:
-        return SW_EXIT_IO;
+        return SWCLI_EXIT_IO;
     default:
-        return SW_EXIT_DATA;
+        return SWCLI_EXIT_DATA;
     }
 }
 
-int sw__cli_input_error(const char *path, int rc) {
+int swcli_input_error(const char *path, int rc) {
     /* The library's sentence names the file and the cause ("run.db: truncated: ..."). */
     if (*sw_last_error())
-        sw__cli_error("%s", sw_last_error());
+        swcli_error("%s", sw_last_error());
     else
-        sw__cli_error("%s: %s", path, sw_strerror(rc));
-    int code = sw__cli_exit_code(rc);
-    return code == SW_EXIT_IO ? SW_EXIT_DATA : code;
+        swcli_error("%s: %s", path, sw_strerror(rc));
+    int code = swcli_exit_code(rc);
+    return code == SWCLI_EXIT_IO ? SWCLI_EXIT_DATA : code;
 }
 
-int sw__cli_open_run(const char *path, sw_run **out) {
+int swcli_open_run(const char *path, sw_run **out) {
     int rc = sw_run_open(path, out);
     if (rc != 0)
-        return sw__cli_input_error(path, rc);
+        return swcli_input_error(path, rc);
     /* A run that was killed (or still runs) is readable; say what it lacks. */
     char what[1024];
     if (sw_run_incomplete(*out, what, sizeof what) > 0)
         fprintf(stderr, "stepwatch: %s: note: %s\n", path, what);
-    return SW_EXIT_OK;
+    return SWCLI_EXIT_OK;
 }
 
-int sw__cli_write_output(const char *path, const char *input, sw__cli_writer write, void *ctx) {
+int swcli_write_output(const char *path, const char *input, swcli_writer write, void *ctx) {
     sw_output *o = NULL;
     int rc = sw_output_open(path, &o);
     if (rc != 0) {
-        sw__cli_error("cannot write %s", *sw_last_error() ? sw_last_error() : path);
-        return SW_EXIT_IO;
+        swcli_error("cannot write %s", *sw_last_error() ? sw_last_error() : path);
+        return SWCLI_EXIT_IO;
     }
     FILE *out = sw_output_stream(o);
     errno = 0;
@@ -68,22 +68,22 @@ int sw__cli_write_output(const char *path, const char *input, sw__cli_writer wri
     int err = errno;
     if (rc != 0 && ferror(out)) {
         sw_output_abort(o);
-        sw__cli_error("cannot write %s: %s", path, strerror(err ? err : EIO));
-        return SW_EXIT_IO;
+        swcli_error("cannot write %s: %s", path, strerror(err ? err : EIO));
+        return SWCLI_EXIT_IO;
     }
     if (rc != 0) {
         sw_output_abort(o);
-        return sw__cli_input_error(input, rc);
+        return swcli_input_error(input, rc);
     }
     if (sw_output_commit(o) != 0) {
-        sw__cli_error("cannot write %s", sw_last_error());
-        return SW_EXIT_IO;
+        swcli_error("cannot write %s", sw_last_error());
+        return SWCLI_EXIT_IO;
     }
-    return SW_EXIT_OK;
+    return SWCLI_EXIT_OK;
 }
 
 static void draw_progress(void *ctx, const char *stage, uint64_t done, uint64_t total) {
-    sw__cli_progress *pr = ctx;
+    swcli_progress *pr = ctx;
     uint64_t now = sw_now_ns();
     if (pr->drawn_ns != 0 && now - pr->drawn_ns < 100000000u && done != 0 && done != total)
         return;
@@ -95,13 +95,13 @@ static void draw_progress(void *ctx, const char *stage, uint64_t done, uint64_t 
     fflush(stderr);
 }
 
-void sw__cli_progress_begin(sw__cli_progress *pr, sw_run *run, const char *command) {
-    *pr = (sw__cli_progress){.run = run, .command = command};
+void swcli_progress_begin(swcli_progress *pr, sw_run *run, const char *command) {
+    *pr = (swcli_progress){.run = run, .command = command};
     if (isatty(STDERR_FILENO))
         sw_run_set_progress(run, draw_progress, pr);
 }
 
-void sw__cli_progress_end(sw__cli_progress *pr) {
+void swcli_progress_end(swcli_progress *pr) {
     sw_run_set_progress(pr->run, NULL, NULL);
     if (pr->drawn_ns != 0)
         fputs("\r\033[K", stderr);

@@ -1,5 +1,5 @@
 /*
- * main.c — the stepwatch command: dispatch "stepwatch CMD ARGS..." to sw_cmd_CMD.
+ * main.c — the stepwatch command: dispatch "stepwatch CMD ARGS..." to swcli_cmd_CMD.
  */
 #include "common.h"
 
@@ -12,13 +12,13 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"run", sw_cmd_run, "profile a program: stepwatch run [--run-file P] -- CMD ARGS..."},
-    {"report", sw_cmd_report, "print a run file's report in a chosen format"},
-    {"export", sw_cmd_export, "write a Chrome trace (Perfetto) or a per-step CSV"},
-    {"merge", sw_cmd_merge, "merge run files of several ranks into one"},
-    {"html", sw_cmd_html, "write a self-contained HTML report"},
-    {"compare", sw_cmd_compare, "what got slower or faster between two runs"},
-    {"diagnose", sw_cmd_diagnose, "plain-language findings about a run"},
+    {"run", swcli_cmd_run, "profile a program: stepwatch run [--run-file P] -- CMD ARGS..."},
+    {"report", swcli_cmd_report, "print a run file's report in a chosen format"},
+    {"export", swcli_cmd_export, "write a Chrome trace (Perfetto) or a per-step CSV"},
+    {"merge", swcli_cmd_merge, "merge run files of several ranks into one"},
+    {"html", swcli_cmd_html, "write a self-contained HTML report"},
+    {"compare", swcli_cmd_compare, "what got slower or faster between two runs"},
+    {"diagnose", swcli_cmd_diagnose, "plain-language findings about a run"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -45,35 +45,35 @@ static const command *find(const char *name) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
-        return SW_EXIT_USAGE;
+        return SWCLI_EXIT_USAGE;
     }
     const char *first = argv[1];
     if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
         usage(stdout);
-        return SW_EXIT_OK;
+        return SWCLI_EXIT_OK;
     }
     if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
         printf("stepwatch %s\n", SW_VERSION_STRING);
-        return SW_EXIT_OK;
+        return SWCLI_EXIT_OK;
     }
     if (strcmp(first, "help") == 0) {
         if (argc < 3) {
             usage(stdout);
-            return SW_EXIT_OK;
+            return SWCLI_EXIT_OK;
         }
         const command *c = find(argv[2]);
         if (c == NULL) {
-            sw__cli_error("unknown command '%s'", argv[2]);
-            return SW_EXIT_USAGE;
+            swcli_error("unknown command '%s'", argv[2]);
+            return SWCLI_EXIT_USAGE;
         }
         char *help_argv[] = {argv[2], "--help", NULL};
         return c->run(2, help_argv);
     }
     const command *c = find(first);
     if (c == NULL) {
-        sw__cli_error("unknown command '%s'", first);
+        swcli_error("unknown command '%s'", first);
         usage(stderr);
-        return SW_EXIT_USAGE;
+        return SWCLI_EXIT_USAGE;
     }
     return c->run(argc - 1, argv + 1);
 }

@@ -7,18 +7,18 @@
 
 static int try_help(const char *command) {
     fprintf(stderr, "Try 'stepwatch %s --help'.\n", command);
-    return SW_EXIT_USAGE;
+    return SWCLI_EXIT_USAGE;
 }
 
-int sw__cli_usage(const sw__cli_args *args, const char *fmt, ...) {
+int swcli_usage(const swcli_args *args, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    sw__cli_verror(fmt, ap);
+    swcli_verror(fmt, ap);
     va_end(ap);
     return try_help(args->command);
 }
 
-int sw__cli_parse_number(const char *text, long min, long max, long *out) {
+int swcli_parse_number(const char *text, long min, long max, long *out) {
     char *end;
     errno = 0;
     long n = strtol(text, &end, 10);
@@ -28,17 +28,17 @@ int sw__cli_parse_number(const char *text, long min, long max, long *out) {
     return 0;
 }
 
-static int accepts(const sw__cli_args *args, sw_format format) {
-    return args->formats == 0 || (args->formats & SW_CLI_FORMAT(format)) != 0;
+static int accepts(const swcli_args *args, sw_format format) {
+    return args->formats == 0 || (args->formats & SWCLI_FORMAT(format)) != 0;
 }
 
-/* -f NAME: a format the subcommand writes, or SW_EXIT_USAGE with the ones it does write
+/* -f NAME: a format the subcommand writes, or SWCLI_EXIT_USAGE with the ones it does write
  * (named as the help texts name them: md for markdown). */
-static int parse_format(sw__cli_args *args, const char *name) {
+static int parse_format(swcli_args *args, const char *name) {
     sw_format format;
     if (sw_format_parse(name, &format) == 0 && accepts(args, format)) {
         args->format = format;
-        return SW_CLI_NEXT;
+        return SWCLI_NEXT;
     }
     char list[128] = "";
     /* Every format in sw_format order: the values from 0 that have a name. */
@@ -50,31 +50,31 @@ static int parse_format(sw__cli_args *args, const char *name) {
                  f == SW_FORMAT_MARKDOWN ? "md" : sw_format_name(f));
     }
     if (args->formats == 0)
-        sw__cli_error("unknown format '%s' (%s)", name, list);
+        swcli_error("unknown format '%s' (%s)", name, list);
     else
-        sw__cli_error("%s cannot write format '%s' (%s)", args->command, name, list);
-    return SW_EXIT_USAGE;
+        swcli_error("%s cannot write format '%s' (%s)", args->command, name, list);
+    return SWCLI_EXIT_USAGE;
 }
 
-int sw__cli_option(sw__cli_args *args, int opt, const char *arg) {
+int swcli_option(swcli_args *args, int opt, const char *arg) {
     switch (opt) {
     case 'f':
         return parse_format(args, arg);
     case 'r': {
         long rank;
-        if (sw__cli_parse_number(arg, 0, SW_CLI_MAX_RANK, &rank) != 0) {
-            sw__cli_error("--rank wants a rank number, not '%s'", arg);
-            return SW_EXIT_USAGE;
+        if (swcli_parse_number(arg, 0, SWCLI_MAX_RANK, &rank) != 0) {
+            swcli_error("--rank wants a rank number, not '%s'", arg);
+            return SWCLI_EXIT_USAGE;
         }
         args->rank = (int)rank;
-        return SW_CLI_NEXT;
+        return SWCLI_NEXT;
     }
     case 'o':
         args->output = arg;
-        return SW_CLI_NEXT;
+        return SWCLI_NEXT;
     case 'h':
         fputs(args->help, stdout);
-        return SW_EXIT_OK;
+        return SWCLI_EXIT_OK;
     default: /* '?': an unknown option or a missing value; getopt_long said which */
         return try_help(args->command);
     }

@@ -4,15 +4,15 @@
  * them the same way, with the same messages.
  *
  * glibc's getopt_long stays the parser and each subcommand keeps its own loop: it handles its
- * own options in its switch and hands every other getopt_long result to sw__cli_option, which
+ * own options in its switch and hands every other getopt_long result to swcli_option, which
  * stores a common option, or prints the help or why the command line is wrong and gives the
  * exit code to end with (cmd_diagnose.c):
  *
- *     static const struct option options[] = {SW_CLI_OPTION_FORMAT,
+ *     static const struct option options[] = {SWCLI_OPTION_FORMAT,
  *                                             {"check", no_argument, NULL, OPT_CHECK},
- *                                             SW_CLI_OPTION_OUTPUT, SW_CLI_OPTION_HELP,
- *                                             SW_CLI_OPTION_END};
- *     sw__cli_args args = {.command = "diagnose", .help = HELP, .formats = DIAGNOSE_FORMATS,
+ *                                             SWCLI_OPTION_OUTPUT, SWCLI_OPTION_HELP,
+ *                                             SWCLI_OPTION_END};
+ *     swcli_args args = {.command = "diagnose", .help = HELP, .formats = DIAGNOSE_FORMATS,
  *                          .format = SW_FORMAT_TABLE, .output = "-"};
  *     optind = 1;
  *     for (int opt; (opt = getopt_long(argc, argv, "f:o:h", options, NULL)) != -1;) {
@@ -21,61 +21,65 @@
  *             check = 1;
  *             break;
  *         default:                              (-f, -o, -h, or what getopt_long refused)
- *             if ((code = sw__cli_option(&args, opt, optarg)) != SW_CLI_NEXT)
+ *             if ((code = swcli_option(&args, opt, optarg)) != SWCLI_NEXT)
  *                 return code;
  *         }
  *     }
  *     if (argc - optind != 1)
- *         return sw__cli_usage(&args, argc == optind ? "diagnose needs a run file"
+ *         return swcli_usage(&args, argc == optind ? "diagnose needs a run file"
  *                                                    : "diagnose takes one run file");
  */
-#ifndef SW_CLI_OPTIONS_H
-#define SW_CLI_OPTIONS_H
+#ifndef SWCLI_OPTIONS_H
+#define SWCLI_OPTIONS_H
 
 #include "common.h"
 
 #include <getopt.h>
 
 /* The common options' entries for a subcommand's getopt_long table (and its short options
- * "f:", "r:", "o:", "h"): sw__cli_option knows them by these values. */
-#define SW_CLI_OPTION_FORMAT {"format", required_argument, NULL, 'f'}
-#define SW_CLI_OPTION_RANK {"rank", required_argument, NULL, 'r'}
-#define SW_CLI_OPTION_OUTPUT {"output", required_argument, NULL, 'o'}
-#define SW_CLI_OPTION_HELP {"help", no_argument, NULL, 'h'}
-#define SW_CLI_OPTION_END {NULL, 0, NULL, 0}
+ * "f:", "r:", "o:", "h"): swcli_option knows them by these values. */
+#define SWCLI_OPTION_FORMAT \
+    { "format", required_argument, NULL, 'f' }
+#define SWCLI_OPTION_RANK \
+    { "rank", required_argument, NULL, 'r' }
+#define SWCLI_OPTION_OUTPUT \
+    { "output", required_argument, NULL, 'o' }
+#define SWCLI_OPTION_HELP \
+    { "help", no_argument, NULL, 'h' }
+#define SWCLI_OPTION_END \
+    { NULL, 0, NULL, 0 }
 
-/* A set of report formats, for sw__cli_args.formats: SW_CLI_FORMAT(SW_FORMAT_CSV) | ... */
-#define SW_CLI_FORMAT(f) (1u << (f))
+/* A set of report formats, for swcli_args.formats: SWCLI_FORMAT(SW_FORMAT_CSV) | ... */
+#define SWCLI_FORMAT(f) (1u << (f))
 
-/* One subcommand's common options: preset the defaults, then sw__cli_option fills them in. */
-typedef struct sw__cli_args {
+/* One subcommand's common options: preset the defaults, then swcli_option fills them in. */
+typedef struct swcli_args {
     const char *command; /* "report": names the subcommand in messages */
     const char *help;    /* printed on standard output by -h/--help */
-    unsigned formats;    /* what -f accepts, a set of SW_CLI_FORMAT(f); 0: every format */
+    unsigned formats;    /* what -f accepts, a set of SWCLI_FORMAT(f); 0: every format */
     sw_format format;    /* -f/--format F */
-    int rank;            /* -r/--rank N, from 0 to SW_CLI_MAX_RANK */
+    int rank;            /* -r/--rank N, from 0 to SWCLI_MAX_RANK */
     const char *output;  /* -o/--output OUT */
-} sw__cli_args;
+} swcli_args;
 
-#define SW_CLI_MAX_RANK 1000000
+#define SWCLI_MAX_RANK 1000000
 
-/* sw__cli_option's answer when parsing goes on. */
-#define SW_CLI_NEXT (-1)
+/* swcli_option's answer when parsing goes on. */
+#define SWCLI_NEXT (-1)
 
 /* Handle opt, one getopt_long result with its argument arg, that the subcommand did not
- * handle itself: store -f, -r or -o in args and return SW_CLI_NEXT. Otherwise return the
- * exit code to end with: SW_EXIT_OK after printing the help for -h; SW_EXIT_USAGE after one
+ * handle itself: store -f, -r or -o in args and return SWCLI_NEXT. Otherwise return the
+ * exit code to end with: SWCLI_EXIT_OK after printing the help for -h; SWCLI_EXIT_USAGE after one
  * line saying why for a bad format or rank, or after "Try 'stepwatch CMD --help'." for what
  * getopt_long refused (it printed why). */
-int sw__cli_option(sw__cli_args *args, int opt, const char *arg);
+int swcli_option(swcli_args *args, int opt, const char *arg);
 
 /* text as a decimal number from min to max (leading blanks and a sign are allowed, nothing
  * after the digits): 0 and *out set, or -1. */
-int sw__cli_parse_number(const char *text, long min, long max, long *out);
+int swcli_parse_number(const char *text, long min, long max, long *out);
 
 /* A bad command line: "stepwatch: " + message, then "Try 'stepwatch CMD --help'." on
- * stderr; returns SW_EXIT_USAGE. */
-int sw__cli_usage(const sw__cli_args *args, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+ * stderr; returns SWCLI_EXIT_USAGE. */
+int swcli_usage(const swcli_args *args, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#endif /* SW_CLI_OPTIONS_H */
+#endif /* SWCLI_OPTIONS_H */

@@ -165,7 +165,7 @@ typedef struct sw_options {
                                 at most SW_MAX_RING_CAPACITY (112 bytes an event) */
     sw_full_policy on_full;  /* when the flusher cannot keep up */
     uint32_t flush_interval_ms;  /* run file flush period; 0 = 200 */
-    int no_signal_handlers;  /* nonzero: do not chain SIGINT/SIGTERM to complete the file */
+    int no_signal_handlers;  /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
     int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
     const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */

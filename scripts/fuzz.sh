@@ -31,7 +31,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mkdir -p "$OUT/crashes"
 failed=0
-for target in fuzz_run_file fuzz_run_rows fuzz_merge fuzz_decode fuzz_idx fuzz_cli_args; do
+for target in fuzz_run_file fuzz_run_rows fuzz_schema fuzz_merge fuzz_decode fuzz_idx fuzz_cli_args; do
     bin="$OUT/tests/fuzz/$target"
     regressions="$ROOT/tests/fuzz/regressions/$target"
     if [ -d "$regressions" ] && [ -n "$(ls -A "$regressions")" ]; then
@@ -43,7 +43,11 @@ for target in fuzz_run_file fuzz_run_rows fuzz_merge fuzz_decode fuzz_idx fuzz_c
     fi
     corpus="$OUT/corpus/$target"
     mkdir -p "$corpus"
-    "$bin" -max_total_time="$SECONDS_EACH" -timeout=25 -rss_limit_mb=2048 -max_len=65536 \
+    # Crafted schemas must be read in bounded memory and time (docs/reliability.md).
+    limits="-timeout=25 -rss_limit_mb=2048"
+    [ "$target" = fuzz_schema ] && limits="-timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=512"
+    # shellcheck disable=SC2086
+    "$bin" -max_total_time="$SECONDS_EACH" $limits -max_len=65536 \
         -close_fd_mask=1 -print_final_stats=1 -artifact_prefix="$OUT/crashes/$target-" \
         "$corpus" "$ROOT/tests/fuzz/corpus/$target" >"$OUT/$target.log" 2>&1
     rc=$?

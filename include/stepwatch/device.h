@@ -9,7 +9,7 @@
  *     report's counter lines show them beside the step time.
  *   - how long each phase of a step takes on the GPU, whose kernels run asynchronously: GPU
  *     events recorded at the begin and end of data, forward, loss, backward, optimizer,
- *     zero_grad and the step, read a few steps later with a non-blocking query (never a
+ *     zero_grad and the step, read steps later with a non-blocking query (never a
  *     synchronize). They become counters named "device:<phase>/<action>" (nanoseconds), which
  *     every report shows as a Device column beside the host time.
  *
@@ -98,9 +98,10 @@ SW_API int sw_device_stats_source(sw_profiler *p, sw_sample_fn fn, void *ctx);
  * stops and says why once). */
 typedef struct sw_gpu_clock {
     void *ctx;
-    /* Nonzero when the device is in use now (checked at each step's begin: the Python
-       module answers torch.cuda.is_initialized(), so no event ever creates a CUDA context).
-       NULL: always. */
+    /* At each step's begin: 1 when the device is in use now (the Python module answers
+       torch.cuda.is_initialized(), so no event ever creates a CUDA context); 0 when not (the
+       step is not timed); 2 when the stream is being captured into a CUDA graph now (the
+       step is not timed, nothing is queried, and it is counted). NULL: always 1. */
     int (*ready)(void *ctx);
     int (*event_new)(void *ctx, void **event);
     /* Record event on the current stream, now. 1: not recorded (the stream is being captured
@@ -125,13 +126,32 @@ SW_API int sw_device_time_cuda(sw_profiler *p, void *stream);
  * also when this call fails). */
 SW_API int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock);
 
+/* The stream a step's events go on, asked at each step's begin on the thread that marks it
+ * (the Python module asks torch for its current stream): 1 with *stream set (NULL: the
+ * default stream) to time the step, 0 not to time it (no device in use yet). */
+typedef int (*sw_stream_fn)(void *ctx, void **stream);
+/* sw_device_time_cuda on the stream fn names at each step's begin; release(ctx) (may be
+ * NULL) when the timing stops, also when this call fails. The events are the runtime's, made
+ * and recorded in C: no object and no lock per event. */
+SW_API int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ctx,
+                                       void (*release)(void *ctx));
+
+/* Every step is timed while the GPU is up to 1024 steps behind the host (its events wait in
+ * a pool, never waited for). Further behind, a regular sample: the steps whose index is a
+ * multiple of sample_every (doubled while the GPU falls behind, halved as it catches up). */
 typedef struct sw_device_time_info {
     uint64_t steps_timed;    /* steps whose device times were recorded */
-    uint64_t steps_dropped;  /* never resolved: the GPU was more than 8 steps behind, or the
-                                run ended first (counted, never waited for) */
+    uint64_t steps_dropped;  /* never resolved: the run ended before the GPU reached them, or
+                                the step ended on another thread (counted, never waited for) */
     uint64_t spans_dropped;  /* spans over the 16 a step can time */
     uint64_t warmup_steps;   /* resolved but kept out, as the host statistics keep them */
     int failed;              /* the runtime returned an error: timing stopped */
+    uint64_t steps_sampled_out;   /* not timed by choice: the GPU was over 1024 steps behind */
+    uint64_t sample_every;        /* 1: every step chosen; k: every k-th at most (the largest) */
+    uint64_t steps_captured;      /* not timed: begun while the stream was captured */
+    uint64_t boundaries_captured; /* span boundaries not recorded during a capture */
+    uint64_t most_behind;         /* the most steps that waited for the GPU at once */
+    uint64_t events;              /* GPU events made (pooled and reused) */
 } sw_device_time_info;
 
 /* What the device timing of p did so far. SW_ENOTFOUND when p is not timed. */

@@ -17,7 +17,7 @@
  * growing at SW_FTREE_MAX_NODES nodes; a call on a new path after that is not recorded as a
  * node (its time stays in its caller's self time) and is counted in folded_calls.
  *
- * Builders: the Python extension (python/stepwatch/_funcprof.c, the interpreter's hooks) and
+ * Builders: the Python extension (python/_stepwatch/_funcprof.c, the interpreter's hooks) and
  * the -finstrument-functions library (src/instrument/). Keys are the builder's: any 64-bit
  * value naming a function (a code object's address, a C function's address). Trees made by
  * sw_fprofile_merge and by the run-file reader use function indexes as keys.

@@ -19,7 +19,7 @@ SW_API int sw_run_open(const char *path, sw_run **out);
 SW_API void sw_run_close(sw_run *run);
 
 /* How the run ended: 0 when every rank completed its file (the profiler was freed, the
- * program exited, or SIGINT/SIGTERM came), else how many ranks did not: killed, crashed, or
+ * program exited, or SIGINT/SIGTERM/SIGHUP came), else how many ranks did not: killed, crashed, or
  * still running. what (if not NULL) then gets "incomplete: rank 0 stopped without
  * completing its file (killed, or crashed); the file covers its first 12.3 s, ...", one
  * clause per rank (cut to size bytes). A negative SW_E* on a read error. */

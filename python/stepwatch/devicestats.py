@@ -97,9 +97,13 @@ def _start_torch_memory(prof, interval):
 # ---- for Profiler(device_time=True): the GPU clock on torch.cuda.Event -------------------
 
 def _torch_clock():
-    """(event factory, ready) for torch's CUDA events, or None with a warning when torch or
-    CUDA is missing. ready() is true while torch has CUDA started and the current stream is
-    not being captured into a CUDA graph, so timing never starts a CUDA context."""
+    """(event factory, ready, stream) for torch's CUDA, or None with a warning when torch or
+    CUDA is missing. stream() is asked at each step's begin: the current stream's handle
+    while torch has CUDA started (so timing never starts a CUDA context), else None; the C
+    side records its events with the CUDA runtime torch loaded, and checks for capture
+    itself. The factory and ready() serve where that runtime cannot be found: events are then
+    torch.cuda.Event objects, and ready() is true while torch has CUDA started and the current
+    stream is not being captured into a CUDA graph."""
     try:
         import torch
     except ImportError as e:
@@ -114,4 +118,7 @@ def _torch_clock():
     def ready():
         return torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing()
 
-    return functools.partial(torch.cuda.Event, enable_timing=True), ready
+    def stream():
+        return torch.cuda.current_stream().cuda_stream if torch.cuda.is_initialized() else None
+
+    return functools.partial(torch.cuda.Event, enable_timing=True), ready, stream

@@ -7,7 +7,7 @@
     fs.dump_stats("data.prof")                # snakeviz data.prof, gprof2dot -f pstats ...
     fs.getstats()                             # cProfile.Profile.getstats()'s entries
 
-The numbers are made in C (python/stepwatch/_funcstats.c); this class only holds them.
+The numbers are made in C (python/_stepwatch/_funcstats.c); this class only holds them.
 """
 import collections
 import marshal

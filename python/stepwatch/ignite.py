@@ -142,8 +142,8 @@ class _Base:
     per-iteration rows for write_results.
 
     The marks that run every iteration are made by a C ``FireEvent`` standing in for the
-    engine's _fire_event (python/stepwatch/_fire_event.c), or else by the bound methods of
-    a C ``Marks`` (python/stepwatch/_marks.c) registered as Ignite handlers; the rows are
+    engine's _fire_event (python/_stepwatch/_fire_event.c), or else by the bound methods of
+    a C ``Marks`` (python/_stepwatch/_marks.c) registered as Ignite handlers; the rows are
     kept in a C ring. Only epoch-level work runs in Python."""
 
     def __init__(self, profiler, phase, max_rows, slot_actions=()):
@@ -512,7 +512,7 @@ class HandlersTimeProfiler(_Base):
                 or any(n in repr(handler) for n in ["HandlersTimeProfiler.", "Timer."]))
 
     def _wrap(self, handler, event):
-        """The handler inside a C HandlerTimer (python/stepwatch/_marks.c) that records each
+        """The handler inside a C HandlerTimer (python/_stepwatch/_marks.c) that records each
         call as ``callback:<name> (<EVENT>)`` and keeps its durations for the CSV."""
         name = _handler_name(handler)
         key = (name, getattr(event, "name", str(event)))

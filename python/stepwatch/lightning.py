@@ -9,7 +9,7 @@
 ``teardown``, ``recorded_durations``; picklable and deep-copyable. Every Lightning action
 keeps its name and gets its category (data, forward, loss, backward, optimizer, zero_grad,
 callback; docs/python.md lists the rules). Its ``start`` and ``stop`` are C (``Spans``,
-python/stepwatch/_spans.c): Lightning calls them 18 times each per training step of a bare
+python/_stepwatch/_spans.c): Lightning calls them 18 times each per training step of a bare
 Trainer, 6 more per callback.
 
 ``TimeProfiler`` is thunder's callback: the same keys, definitions and logging.
@@ -46,7 +46,7 @@ __all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
 
 # ---- what each Lightning action is -----------------------------------------------------------
 
-# Roles in the loop's structure (python/stepwatch/_spans.c).
+# Roles in the loop's structure (python/_stepwatch/_spans.c).
 _NONE, _STEP, _CLOSE, _EPOCH = 0, 1, 2, 3
 
 # Lightning name -> category; the first match wins, other names are "other" (their time counts
@@ -77,7 +77,7 @@ _CLOSE_NAME = re.compile(r"\.on_((validation|test|predict)_(model_eval|start)"
 
 def classify(name, owners=None):
     """How stepwatch.lightning records a Lightning action name: (category, role, phase), as
-    python/stepwatch/_spans.c reads it; category False: not timed. Called once per name.
+    python/_stepwatch/_spans.c reads it; category False: not timed. Called once per name.
 
     owners maps Lightning's prefixes ("[LightningModule]Net", "[Callback]<state_key>", ...) to
     the objects of the run: a hook its object's class does not override is Lightning calling
@@ -453,7 +453,7 @@ class TimeProfiler(Callback):
     Downtime is thunder's: the epoch less its batches (``total ... downtime``), per sample.
     Needs a logger (MisconfigurationException otherwise), as thunder's.
 
-    The per-batch hooks are C (``Intervals``, python/stepwatch/_intervals.c), set on the
+    The per-batch hooks are C (``Intervals``, python/_stepwatch/_intervals.c), set on the
     instance; the hooks it does not need are None there, which Lightning skips.
 
     ``profiler``: a stepwatch.Profiler to also record every timed interval into (p50/p99,

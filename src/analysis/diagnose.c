@@ -135,25 +135,6 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s)
     return 0;
 }
 
-/* ---- findings ---- */
-
-static sw__finding *add_finding(sw__diagnosis *d, const char *id, sw__severity sev)
-{
-    if (d->nfindings >= SW__MAX_FINDINGS)
-        return NULL;
-    sw__finding *f = &d->findings[d->nfindings++];
-    memset(f, 0, sizeof *f);
-    f->id = id;
-    f->severity = sev;
-    return f;
-}
-
-static void add_number(sw__finding *f, const char *name, double value, const char *unit)
-{
-    if (f->nnumbers < SW__FINDING_NUMBERS)
-        f->numbers[f->nnumbers++] = (sw__number){name, value, unit};
-}
-
 static const char *dur(double ns, char *buf, size_t size)
 {
     return sw_format_duration(ns, buf, size);
@@ -179,8 +160,8 @@ static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, 
     double share = data_ns / step_ns * 100.0;
     if (share < 15.0)
         return;
-    sw__finding *f = add_finding(d, "input-bound", share >= 40.0 ? SW__SEV_CRITICAL
-                                                                 : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "input-bound",
+                                     share >= 40.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32];
@@ -190,10 +171,10 @@ static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, 
              "Each step waited %s for its batch out of %s on average; more data loader workers, "
              "pinned memory, prefetching or cheaper preprocessing would shorten the wait.",
              dur(data_ns / (double)steps, a, sizeof a), dur(step_ns / (double)steps, b, sizeof b));
-    add_number(f, "data share", share, "%");
-    add_number(f, "data wait per step", data_ns / (double)steps, "ns");
-    add_number(f, "step mean", step_ns / (double)steps, "ns");
-    add_number(f, "steps", (double)steps, "");
+    sw__finding_number(f, "data share", share, "%");
+    sw__finding_number(f, "data wait per step", data_ns / (double)steps, "ns");
+    sw__finding_number(f, "step mean", step_ns / (double)steps, "ns");
+    sw__finding_number(f, "steps", (double)steps, "");
 }
 
 static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
@@ -218,8 +199,8 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
     double share = cb_ns / wall * 100.0;
     if (share < 5.0 || !top)
         return;
-    sw__finding *f = add_finding(d, "callback-overhead", share >= 20.0 ? SW__SEV_CRITICAL
-                                                                      : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "callback-overhead",
+                                     share >= 20.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32];
@@ -229,9 +210,9 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
              "Callbacks and logging hooks took %s of the run; the largest, %s, took %.1f %% "
              "alone: log less often or move the work off the training loop.",
              dur(cb_ns, a, sizeof a), top, top_ns / wall * 100.0);
-    add_number(f, "callback share", share, "%");
-    add_number(f, "callback time", cb_ns, "ns");
-    add_number(f, "largest callback share", top_ns / wall * 100.0, "%");
+    sw__finding_number(f, "callback share", share, "%");
+    sw__finding_number(f, "callback time", cb_ns, "ns");
+    sw__finding_number(f, "largest callback share", top_ns / wall * 100.0, "%");
 }
 
 /* The DataLoader's start-up (its worker processes, started again at each epoch unless
@@ -246,7 +227,7 @@ static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
     double share = total / (double)s->wall_ns * 100.0;
     if (share < 5.0 || count == 0)
         return;
-    sw__finding *f = add_finding(d, "loader-startup", share >= 20.0 ? SW__SEV_CRITICAL
+    sw__finding *f = sw__finding_add(d, "loader-startup", share >= 20.0 ? SW__SEV_CRITICAL
                                                                     : SW__SEV_WARNING);
     if (!f)
         return;
@@ -280,7 +261,7 @@ static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uin
         double ratio = (double)warm_ns / (double)nwarm / median;
         if (ratio < 1.5)
             return;
-        sw__finding *f = add_finding(d, "warmup", SW__SEV_INFO);
+        sw__finding *f = sw__finding_add(d, "warmup", SW__SEV_INFO);
         if (!f)
             return;
         snprintf(f->title, sizeof f->title, "Warm-up steps took %.1fx the steady median", ratio);
@@ -289,10 +270,10 @@ static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uin
                  "kept out of the statistics (warmup_steps = %u).",
                  (unsigned long long)nwarm, dur((double)warm_ns / (double)nwarm, a, sizeof a),
                  dur(median, b, sizeof b), warmup_opt);
-        add_number(f, "warm-up steps", (double)nwarm, "");
-        add_number(f, "warm-up mean", (double)warm_ns / (double)nwarm, "ns");
-        add_number(f, "steady median", median, "ns");
-        add_number(f, "ratio", ratio, "x");
+        sw__finding_number(f, "warm-up steps", (double)nwarm, "");
+        sw__finding_number(f, "warm-up mean", (double)warm_ns / (double)nwarm, "ns");
+        sw__finding_number(f, "steady median", median, "ns");
+        sw__finding_number(f, "ratio", ratio, "x");
         return;
     }
     if (nfirst == 0 || median <= 0 || d->steps < SW__MIN_STEPS)
@@ -300,7 +281,7 @@ static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uin
     double ratio = (double)first_ns / (double)nfirst / median;
     if (ratio < 3.0)
         return;
-    sw__finding *f = add_finding(d, "warmup", SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "warmup", SW__SEV_WARNING);
     if (!f)
         return;
     snprintf(f->title, sizeof f->title, "Warm-up outliers: the first steps took %.1fx the median",
@@ -311,10 +292,10 @@ static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uin
              "warmup_steps to keep them apart.",
              SW__FIRST_STEPS, dur((double)first_ns / (double)nfirst, a, sizeof a),
              dur(median, b, sizeof b));
-    add_number(f, "first steps", (double)nfirst, "");
-    add_number(f, "first steps mean", (double)first_ns / (double)nfirst, "ns");
-    add_number(f, "steady median", median, "ns");
-    add_number(f, "ratio", ratio, "x");
+    sw__finding_number(f, "first steps", (double)nfirst, "");
+    sw__finding_number(f, "first steps mean", (double)first_ns / (double)nfirst, "ns");
+    sw__finding_number(f, "steady median", median, "ns");
+    sw__finding_number(f, "ratio", ratio, "x");
 }
 
 static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all, double median)
@@ -344,7 +325,7 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
     sw__severity sev = excess_share >= 10.0                            ? SW__SEV_CRITICAL
                        : (ratio >= 2.0 && !noise) || excess_share >= 1.0 ? SW__SEV_WARNING
                                                                         : SW__SEV_INFO;
-    sw__finding *f = add_finding(d, "tail-stalls", sev);
+    sw__finding *f = sw__finding_add(d, "tail-stalls", sev);
     if (!f)
         return;
     char a[32], b[32], c_[32];
@@ -375,11 +356,11 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
                  "exceeded %.0fx the median.",
                  dur(p99, a, sizeof a), dur(median, b, sizeof b), SW__STALL_FACTOR);
     }
-    add_number(f, "p50", median, "ns");
-    add_number(f, "p99", p99, "ns");
-    add_number(f, "p99/p50", ratio, "x");
-    add_number(f, "stalled steps", (double)stalls, "");
-    add_number(f, "stall share of step time", excess_share, "%");
+    sw__finding_number(f, "p50", median, "ns");
+    sw__finding_number(f, "p99", p99, "ns");
+    sw__finding_number(f, "p99/p50", ratio, "x");
+    sw__finding_number(f, "stalled steps", (double)stalls, "");
+    sw__finding_number(f, "stall share of step time", excess_share, "%");
 }
 
 static void check_idle(sw__diagnosis *d, const diag_ctx *c)
@@ -403,8 +384,8 @@ static void check_idle(sw__diagnosis *d, const diag_ctx *c)
     double share = (double)idle / (double)span * 100.0;
     if (share < 10.0)
         return;
-    sw__finding *f = add_finding(d, "idle-between-steps", share >= 30.0 ? SW__SEV_CRITICAL
-                                                                        : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "idle-between-steps",
+                                     share >= 30.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32], where[32] = "";
@@ -416,12 +397,12 @@ static void check_idle(sw__diagnosis *d, const diag_ctx *c)
              "checkpointing or logging outside steps); the longest gap, %s, came after step %llu%s.",
              dur((double)idle, a, sizeof a), dur((double)max_gap, b, sizeof b),
              (unsigned long long)after, where);
-    add_number(f, "idle share", share, "%");
-    add_number(f, "idle time", (double)idle, "ns");
-    add_number(f, "longest gap", (double)max_gap, "ns");
-    add_number(f, "after step", (double)after, "");
+    sw__finding_number(f, "idle share", share, "%");
+    sw__finding_number(f, "idle time", (double)idle, "ns");
+    sw__finding_number(f, "longest gap", (double)max_gap, "ns");
+    sw__finding_number(f, "after step", (double)after, "");
     if (c->max_rank > c->min_rank)
-        add_number(f, "rank", at_rank, "");
+        sw__finding_number(f, "rank", at_rank, "");
 }
 
 static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
@@ -469,8 +450,8 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
             others[k] += (double)o->cat_ns[k] / (double)o->steps / (nr - 1);
     }
     int cat = most_different(mine, others, &diff);
-    sw__finding *f = add_finding(d, "straggler-rank", ratio >= 1.5 ? SW__SEV_CRITICAL
-                                                                   : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "straggler-rank",
+                                     ratio >= 1.5 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32], e[32], g[32];
@@ -482,12 +463,12 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
              rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
              dur(sorted[0], e, sizeof e), sw_category_name((sw_category)cat),
              dur(diff, g, sizeof g));
-    add_number(f, "rank", rank_of[slow], "");
-    add_number(f, "rank median", med[slow], "ns");
-    add_number(f, "median of other ranks", typical, "ns");
-    add_number(f, "fastest rank median", sorted[0], "ns");
-    add_number(f, "ratio", ratio, "x");
-    add_number(f, "ranks", nr, "");
+    sw__finding_number(f, "rank", rank_of[slow], "");
+    sw__finding_number(f, "rank median", med[slow], "ns");
+    sw__finding_number(f, "median of other ranks", typical, "ns");
+    sw__finding_number(f, "fastest rank median", sorted[0], "ns");
+    sw__finding_number(f, "ratio", ratio, "x");
+    sw__finding_number(f, "ranks", nr, "");
 }
 
 /* ---- many ranks: the cross-rank view (stepwatch/ranks.h) ---- */
@@ -505,8 +486,8 @@ static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
     const sw_rank_straggler *s = &r->stragglers[0];
     double step = r->stats[0].median_ns; /* "step" is the view's first row */
     double share = step > 0 ? s->excess_ns / step * 100.0 : 0;
-    sw__finding *f = add_finding(d, "straggler-rank", share >= 50.0 ? SW__SEV_CRITICAL
-                                                                    : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "straggler-rank",
+                                     share >= 50.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return 1;
     char a[32], b[32], c[32], more[96] = "";
@@ -540,12 +521,12 @@ static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
              "(%s a step), and ranks that synchronize wait for it; %s%s.%s",
              s->rank, host, s->local_rank, dur(s->excess_ns, a, sizeof a),
              dur(step, c, sizeof c), because, part, more);
-    add_number(f, "rank", s->rank, "");
-    add_number(f, "excess per step", s->excess_ns, "ns");
-    add_number(f, "blamed part excess", s->blame_ns, "ns");
-    add_number(f, "median step", step, "ns");
-    add_number(f, "stragglers", (double)r->nstragglers, "");
-    add_number(f, "ranks", r->answered, "");
+    sw__finding_number(f, "rank", s->rank, "");
+    sw__finding_number(f, "excess per step", s->excess_ns, "ns");
+    sw__finding_number(f, "blamed part excess", s->blame_ns, "ns");
+    sw__finding_number(f, "median step", step, "ns");
+    sw__finding_number(f, "stragglers", (double)r->nstragglers, "");
+    sw__finding_number(f, "ranks", r->answered, "");
     return 1;
 }
 
@@ -554,7 +535,7 @@ static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r)
 {
     if (!r || r->nmissing == 0)
         return;
-    sw__finding *f = add_finding(d, "missing-ranks", SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "missing-ranks", SW__SEV_WARNING);
     if (!f)
         return;
     char list[160] = "";
@@ -570,14 +551,14 @@ static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r)
              "past the timeout) or their run files were not merged; the other findings cover "
              "the %d ranks that did.",
              r->nmissing > 1 ? "Ranks" : "Rank", list, r->answered);
-    add_number(f, "missing ranks", r->nmissing, "");
-    add_number(f, "ranks", r->world_size, "");
+    sw__finding_number(f, "missing ranks", r->nmissing, "");
+    sw__finding_number(f, "ranks", r->world_size, "");
 }
 
 static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *incomplete)
 {
     if (incomplete[0] != '\0') {
-        sw__finding *f = add_finding(d, "incomplete-run", SW__SEV_WARNING);
+        sw__finding *f = sw__finding_add(d, "incomplete-run", SW__SEV_WARNING);
         if (f) {
             snprintf(f->title, sizeof f->title, "The run file is incomplete");
             snprintf(f->sentence, sizeof f->sentence,
@@ -592,7 +573,7 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *
     uint64_t misuse = m->end_without_begin + m->mismatched_end + m->depth_overflow + m->bad_id +
                       m->phase_mismatch + m->step_overlap + m->bad_record;
     if (misuse > 0) {
-        sw__finding *f = add_finding(d, "misuse", SW__SEV_WARNING);
+        sw__finding *f = sw__finding_add(d, "misuse", SW__SEV_WARNING);
         if (f) {
             snprintf(f->title, sizeof f->title, "Instrumentation misuse: %llu calls",
                      (unsigned long long)misuse);
@@ -602,16 +583,16 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *
                      "be off.",
                      (unsigned long long)m->end_without_begin,
                      (unsigned long long)m->mismatched_end, (unsigned long long)m->step_overlap);
-            add_number(f, "misuse", (double)misuse, "");
-            add_number(f, "end without begin", (double)m->end_without_begin, "");
-            add_number(f, "mismatched end", (double)m->mismatched_end, "");
-            add_number(f, "depth overflow", (double)m->depth_overflow, "");
-            add_number(f, "bad id", (double)m->bad_id, "");
-            add_number(f, "step overlap", (double)m->step_overlap, "");
+            sw__finding_number(f, "misuse", (double)misuse, "");
+            sw__finding_number(f, "end without begin", (double)m->end_without_begin, "");
+            sw__finding_number(f, "mismatched end", (double)m->mismatched_end, "");
+            sw__finding_number(f, "depth overflow", (double)m->depth_overflow, "");
+            sw__finding_number(f, "bad id", (double)m->bad_id, "");
+            sw__finding_number(f, "step overlap", (double)m->step_overlap, "");
         }
     }
     if (s->dropped_events > 0) {
-        sw__finding *f = add_finding(d, "dropped-events", SW__SEV_WARNING);
+        sw__finding *f = sw__finding_add(d, "dropped-events", SW__SEV_WARNING);
         if (f) {
             snprintf(f->title, sizeof f->title, "%llu events dropped",
                      (unsigned long long)s->dropped_events);
@@ -622,7 +603,7 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *
                      "rerun with a larger ring or the blocking policy (stepwatch run --on-full "
                      "block --ring-capacity N; Profiler(on_full='block')).",
                      (unsigned long long)s->dropped_events);
-            add_number(f, "dropped events", (double)s->dropped_events, "");
+            sw__finding_number(f, "dropped events", (double)s->dropped_events, "");
         }
     }
 }
@@ -658,7 +639,7 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
         if (s->rows[i].phase == SW_PHASE_ALL && s->rows[i].category != SW_CAT_OTHER)
             calls += s->rows[i].stats.count + s->rows[i].warmup.count;
     if (s->steps == 0) {
-        sw__finding *f = add_finding(d, "no-steps", SW__SEV_WARNING);
+        sw__finding *f = sw__finding_add(d, "no-steps", SW__SEV_WARNING);
         if (f) {
             const char *why = sw_snapshot_note(s, "no_steps");
             snprintf(f->title, sizeof f->title, "No step boundary found");
@@ -670,7 +651,7 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
                      why ? why : "the run marked no steps",
                      why || calls == 0 ? "" : " though it timed data, forward, backward or "
                                               "optimizer calls");
-            add_number(f, "timed calls", (double)calls, "");
+            sw__finding_number(f, "timed calls", (double)calls, "");
         }
     }
     static const char prefix[] = "not_separated.";
@@ -679,7 +660,7 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
         if (strncmp(key, prefix, sizeof prefix - 1) != 0)
             continue;
         const char *category = key + sizeof prefix - 1;
-        sw__finding *f = add_finding(d, "not-separated", SW__SEV_INFO);
+        sw__finding *f = sw__finding_add(d, "not-separated", SW__SEV_INFO);
         if (!f)
             return;
         snprintf(f->title, sizeof f->title, "%s could not be timed apart", category);
@@ -767,35 +748,4 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
     free(c.ranks);
     free(all);
     return rc;
-}
-
-const char *sw__severity_name(sw__severity s)
-{
-    switch (s) {
-    case SW__SEV_CRITICAL: return "critical";
-    case SW__SEV_WARNING: return "warning";
-    default: return "info";
-    }
-}
-
-void sw__number_text(const sw__number *n, char *buf, size_t size)
-{
-    if (strcmp(n->unit, "ns") == 0)
-        sw_format_duration(n->value, buf, size);
-    else if (strcmp(n->unit, "%") == 0)
-        snprintf(buf, size, "%.1f %%", n->value);
-    else if (strcmp(n->unit, "x") == 0)
-        snprintf(buf, size, "%.2fx", n->value);
-    else
-        snprintf(buf, size, "%.0f", n->value);
-}
-
-sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev)
-{
-    return add_finding(d, id, sev);
-}
-
-void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit)
-{
-    add_number(f, name, value, unit);
 }

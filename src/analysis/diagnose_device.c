@@ -168,9 +168,9 @@ static void check_dropped(sw__diagnosis *d, const sw_snapshot *s) {
         return;
     snprintf(f->title, sizeof f->title, "%.0f steps without device time", dropped->max);
     snprintf(f->sentence, sizeof f->sentence,
-             "The GPU events of %.0f steps were not resolved: the GPU ran more than 8 steps "
-             "behind the host, or the run ended first. stepwatch never waits for them; the "
-             "device times cover the other steps.",
+             "The GPU events of %.0f steps were not resolved: the run ended before the GPU "
+             "reached them (or a step ended on another thread). stepwatch never waits for "
+             "them; the device times cover the other steps.",
              dropped->max);
     sw__finding_number(f, "steps", dropped->max, "");
 }

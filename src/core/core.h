@@ -1,6 +1,6 @@
 /*
  * core.h — what the core offers the layers above it and users never see (README.md here
- * says what the core owns). The recorder (recorder.c) owns struct sw_profiler and the
+ * says what the core owns). The recorder (recorder*.c) owns struct sw_profiler and the
  * per-thread records; everything else reaches a profiler through the functions below, and
  * sinks (sink.h) receive its events. Snapshots are built with the sw__snapshot_* calls by
  * the recorder and by the run-file reader alike.
@@ -36,7 +36,7 @@ static inline uint32_t sw__hist_bucket(uint64_t ns) {
     return ((e - SW_HIST_SUB_BITS + 1) << SW_HIST_SUB_BITS) + sub;
 }
 
-/* ---- the profiler (recorder.c): made without sinks, read by the layers above ---- */
+/* ---- the profiler (recorder_*.c): made without sinks, read by the layers above ---- */
 
 /* Make a profiler from opts (NULL: defaults) without any sink: what sw_profiler_new does
  * before it attaches the sinks the options ask for (src/profiler_new.c). 0 or SW_E*. */
@@ -115,6 +115,9 @@ void sw__warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The directory part of path ("." when there is none); caller frees. NULL: out of memory. */
 char *sw__dir_of(const char *path);
+/* path with its directory resolved (every symbolic link in it followed: clusters link
+ * scratch and home), its last component as given; malloc'ed, NULL with errno on failure. */
+char *sw__real_dir_path(const char *path);
 /* A new file in dir that nobody can see yet: unnamed (O_TMPFILE) where the file system
  * allows it (*temp NULL), else a hidden ".stepwatch-XXXXXX" whose name goes to *temp (the
  * caller frees it, and removes the file if it gives up). Its descriptor, or -1 and errno. */

@@ -1,6 +1,7 @@
 /*
  * recorder.c — the hot path: spans on per-thread stacks, phases, steps, and the statistics
- * each thread keeps per (action, phase) cell.
+ * each thread keeps per (action, phase) cell. The rest of the profiler is in the other
+ * recorder_*.c files (recorder.h lists them); the hot path stays in this one file.
  *
  * Threads. Each thread that records gets a record (sw__thread) the first time it touches a
  * profiler; a one-entry thread-local cache finds it again without a lock. Only the owning
@@ -15,560 +16,12 @@
  *
  * Sinks (sink.h). The recorder knows its consumers only through their ops: a full ring under
  * SW_FULL_BLOCK wakes them, sw_profiler_free closes them, an atexit hook completes them.
- *
- * Fork. A pthread_atfork child handler empties every profiler in the child and lets go of
- * its sinks, so DataLoader workers never write into the parent's run file.
  */
-#include "clock.h"
-#include "sink.h"
+#include "recorder.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#define SW__LIKELY(x) __builtin_expect(!!(x), 1)
-#define SW__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define SW__INLINE static inline __attribute__((always_inline))
-/* Owner-written, reader-read fields. Release stores and acquire loads order them against
- * the sequence lock without fences (plain moves on x86; ThreadSanitizer understands them). */
-#define SW__PUT(field, value)                                                          \
-    do {                                                                               \
-        __typeof__(field) sw__put_value = (value);                                     \
-        __atomic_store(&(field), &sw__put_value, __ATOMIC_RELEASE);                    \
-    } while (0)
-#define SW__GET(dst, field) __atomic_load(&(field), &(dst), __ATOMIC_ACQUIRE)
-
-#define SW__PHASE_STACK 16
-#define SW__DEFAULT_DEPTH 64
-#define SW__DEFAULT_RING 65536
-
-typedef struct sw__frame {
-    sw_id id;
-    sw_phase phase;            /* the phase current when the span began */
-    uint64_t start_ns;
-    uint64_t child_ns;         /* time spent in spans nested in this one */
-    uint64_t cat_ns;           /* time nested spans gave to categories (see record_span) */
-    uint64_t samples_at_begin; /* profiler's samples_done at begin */
-    struct sw__cell *cell;     /* where the span is recorded, found at begin; NULL if none */
-} sw__frame;
-
-/* Durations a cell holds back before folding them into mean and m2 (see cell_add). */
-#define SW__PENDING 16
-
-typedef struct sw__cell {
-    sw_stats stats; /* mean_ns, m2 and hist leave out the npending newest values */
-    sw_stats warm;
-    sw_hist hist;
-    uint32_t npending;
-    uint64_t pending[SW__PENDING];
-} sw__cell;
-
-typedef struct sw__ring {
-    sw__event *slots;
-    uint64_t mask;
-    _Atomic uint64_t head; /* next slot the owner writes */
-    _Atomic uint64_t tail; /* next slot the flusher reads */
-} sw__ring;
-
-typedef struct sw__thread {
-    struct sw__thread *next;
-    sw_profiler *profiler;
-    uint32_t number;
-    _Atomic int alive;
-    _Atomic uint32_t seq;   /* odd while the owner updates cells */
-    sw__cell ***cells;      /* [action][phase], grown under the profiler lock */
-    uint32_t cells_cap;     /* actions the cells array covers */
-    uint32_t depth;         /* open frames (read by snapshots) */
-    uint32_t overflow;      /* begins beyond max_depth not yet ended */
-    sw__frame *stack;
-    sw_phase phase_stack[SW__PHASE_STACK];
-    uint32_t phase_depth;
-    int step_open;
-    uint64_t step_category_ns[SW_CAT_COUNT];
-    sw__ring ring;
-} sw__thread;
-
-typedef struct sw__counter {
-    char *name;
-    sw_counter_summary summary;
-} sw__counter;
-
-struct sw_profiler {
-    _Atomic int enabled;
-    uint64_t generation; /* unique per profiler (and renewed in a fork child) */
-    sw_options opts;
-    pthread_mutex_t lock; /* names, the thread list, cell growth */
-    pthread_key_t thread_key;
-    uint64_t origin_ns, origin_unix_ns;
-    int64_t pid;
-    char host[256];
-    char *command;
-
-    char *action_names[SW__MAX_ACTIONS];
-    uint8_t action_category[SW__MAX_ACTIONS];
-    uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: WATCH_USER, WATCH_HOOK */
-    sw_watch_fn watch_fn;                      /* released after watch_ctx */
-    void *watch_ctx;
-    sw_watch_fn hook_fn;                       /* the layers' watcher (sw__hook_set), likewise */
-    void *hook_ctx;
-    _Atomic uint32_t naction;
-    char *phase_names[SW__MAX_PHASES];
-    sw_id phase_action[SW__MAX_PHASES];
-    _Atomic uint32_t nphase;
-    sw_id step_action;
-
-    pthread_mutex_t counter_lock;
-    sw__counter counters[SW__MAX_COUNTERS];
-    _Atomic uint32_t ncounter;
-
-    /* sw_set_note's notes, under lock. */
-    char *note_keys[SW_MAX_NOTES];
-    char *note_values[SW_MAX_NOTES];
-    uint32_t nnotes;
-
-    /* Process-wide training state, written by the thread that marks steps and phases. */
-    _Atomic uint32_t current_phase;
-    _Atomic int64_t step_index;
-    _Atomic uint64_t steps_begun;
-    _Atomic uint32_t batch_size;
-    _Atomic int in_warmup;
-    _Atomic uint64_t samples_done;
-    _Atomic uint64_t phase_steps[SW__MAX_PHASES];
-
-    sw__thread *threads;
-    uint32_t threads_seen;
-    sw__thread *retired; /* statistics of threads that exited */
-    struct thread_name {
-        uint32_t changed;  /* thread_names_changed after this naming */
-        char name[SW__THREAD_NAME];
-    } *thread_names;       /* by thread number; outlive their threads */
-    uint32_t thread_names_cap;
-    _Atomic uint32_t thread_names_changed; /* bumped by every naming */
-
-    _Atomic int full_warned[3]; /* the action, phase, counter table was full (warned) */
-
-    _Atomic uint64_t misuse_end_without_begin, misuse_mismatched_end, misuse_depth_overflow,
-        misuse_bad_id, misuse_phase_mismatch, misuse_step_overlap, misuse_bad_record;
-
-    _Atomic int events_on;
-    _Atomic uint64_t events_dropped;
-    sw__sink *sinks;               /* attached sinks, newest first (see sink.h) */
-    struct sw_profiler *next_live; /* in the process-wide list, for fork */
-};
-
-/* ---- every live profiler, so fork and exit reach them -------------------------------------- */
-
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static sw_profiler *live_profilers;
-static _Atomic uint64_t next_generation = 1;
-static pthread_once_t process_hooks_once = PTHREAD_ONCE_INIT;
-
-static void reset_after_fork(sw_profiler *p);
-
-/* The sinks that got before_fork, to get after_fork in the parent (the forking thread
- * holds live_lock from prepare to parent, so one fork at a time uses these). */
-#define SW__FORK_SINKS_MAX 64
-static sw__sink *forking_sinks[SW__FORK_SINKS_MAX];
-static size_t nforking_sinks;
-
-static void atfork_prepare(void) {
-    pthread_mutex_lock(&live_lock);
-    /* Sinks first, before the profilers' locks: a sink's flusher may need them to finish
-     * what it is doing (the run file drains under p->lock). */
-    nforking_sinks = 0;
-    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
-        for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next) {
-            if (s->ops->before_fork == NULL || nforking_sinks == SW__FORK_SINKS_MAX)
-                continue;
-            s->ops->before_fork(s);
-            forking_sinks[nforking_sinks++] = s;
-        }
-    }
-    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
-        pthread_mutex_lock(&p->lock);
-        pthread_mutex_lock(&p->counter_lock);
-    }
-}
-
-static void atfork_parent(void) {
-    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
-        pthread_mutex_unlock(&p->counter_lock);
-        pthread_mutex_unlock(&p->lock);
-    }
-    for (size_t i = 0; i < nforking_sinks; i++)
-        if (forking_sinks[i]->ops->after_fork)
-            forking_sinks[i]->ops->after_fork(forking_sinks[i]);
-    nforking_sinks = 0;
-    pthread_mutex_unlock(&live_lock);
-}
-
-static void atfork_child(void) {
-    pthread_mutex_init(&live_lock, NULL);
-    nforking_sinks = 0;
-    for (sw_profiler *p = live_profilers; p; p = p->next_live) {
-        pthread_mutex_init(&p->lock, NULL);
-        pthread_mutex_init(&p->counter_lock, NULL);
-        reset_after_fork(p);
-    }
-}
-
-/* The process exits with profilers never freed: their sinks complete their output. */
-static void at_exit(void) {
-    pthread_mutex_lock(&live_lock);
-    for (sw_profiler *p = live_profilers; p; p = p->next_live)
-        for (sw__sink *s = p->sinks; s; s = s->next)
-            if (s->ops->on_exit)
-                s->ops->on_exit(s);
-    pthread_mutex_unlock(&live_lock);
-}
-
-static void install_process_hooks(void) {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    atexit(at_exit);
-}
-
-/* ---- names ------------------------------------------------------------------------------ */
-
-/* The length name is cut to: at most SW__NAME_MAX bytes, and never inside a UTF-8
- * character (a cut that would split one ends before it). */
-static size_t name_length(const char *name) {
-    size_t n = strnlen(name, SW__NAME_MAX + 1);
-    if (n <= SW__NAME_MAX)
-        return n;
-    n = SW__NAME_MAX;
-    while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
-/* Is stored (a cut copy) the name name is cut to? */
-static int same_name(const char *stored, const char *name, size_t len) {
-    return strncmp(stored, name, len) == 0 && stored[len] == '\0';
-}
-
-static char *copy_name(const char *name, size_t len) {
-    char *copy = malloc(len + 1);
-    if (copy != NULL) {
-        memcpy(copy, name, len);
-        copy[len] = '\0';
-    }
-    return copy;
-}
-
-/* A table is full: say so once per table and profiler (never on the hot path: interning
- * takes a lock and is done once per name). */
-static void table_full(_Atomic int *warned, const char *what, unsigned max, const char *name) {
-    if (atomic_exchange(warned, 1) == 0)
-        sw__warn("the %s table is full (%u names): '%.*s' and any later new %s names get no id "
-                 "and are not timed",
-                 what, max, (int)name_length(name), name, what);
-}
-
-/* Intern under p->lock. A new name gets category cat; an existing name keeps its own (the
- * caller compares). */
-static sw_id intern_locked(sw_profiler *p, const char *name, sw_category cat) {
-    size_t len = name_length(name);
-    uint32_t n = atomic_load_explicit(&p->naction, memory_order_relaxed);
-    for (uint32_t i = 0; i < n; i++)
-        if (same_name(p->action_names[i], name, len))
-            return i;
-    if (n >= SW__MAX_ACTIONS) {
-        table_full(&p->full_warned[0], "action", SW__MAX_ACTIONS, name);
-        return SW_ID_NONE;
-    }
-    char *copy = copy_name(name, len);
-    if (copy == NULL)
-        return SW_ID_NONE;
-    p->action_names[n] = copy;
-    p->action_category[n] = (uint8_t)cat;
-    /* Release: a thread that sees the new count also sees the name and its category. */
-    atomic_store_explicit(&p->naction, n + 1, memory_order_release);
-    return n;
-}
-
-sw_id sw_action(sw_profiler *p, const char *name) {
-    if (p == NULL || name == NULL)
-        return SW_ID_NONE;
-    pthread_mutex_lock(&p->lock);
-    sw_id id = intern_locked(p, name, sw_category_of(name));
-    pthread_mutex_unlock(&p->lock);
-    return id;
-}
-
-sw_id sw_action_with_category(sw_profiler *p, const char *name, sw_category cat) {
-    if (p == NULL || name == NULL || (unsigned)cat >= SW_CAT_COUNT)
-        return SW_ID_NONE;
-    pthread_mutex_lock(&p->lock);
-    sw_id id = intern_locked(p, name, cat);
-    if (id != SW_ID_NONE && p->action_category[id] != (uint8_t)cat)
-        id = SW_ID_NONE; /* a name has one category, the one it was first interned with */
-    pthread_mutex_unlock(&p->lock);
-    return id;
-}
-
-sw_category sw_action_category(const sw_profiler *p, sw_id id) {
-    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
-        return SW_CAT_OTHER;
-    return (sw_category)p->action_category[id];
-}
-
-const char *sw_action_name(const sw_profiler *p, sw_id id) {
-    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
-        return NULL;
-    return p->action_names[id];
-}
-
-sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name) {
-    if (p == NULL)
-        return SW_ID_NONE;
-    uint64_t serial = p->generation & 0xFFFFFFFFu;
-    uint64_t key = __atomic_load_n(&site->key, __ATOMIC_RELAXED);
-    if (SW__LIKELY(key >> 32 == serial))
-        return (sw_id)key;
-    sw_id id = sw_action(p, name);
-    if (id != SW_ID_NONE)
-        __atomic_store_n(&site->key, serial << 32 | id, __ATOMIC_RELAXED);
-    return id;
-}
-
-static sw_phase phase_intern_locked(sw_profiler *p, const char *name) {
-    size_t len = name_length(name);
-    uint32_t n = atomic_load_explicit(&p->nphase, memory_order_relaxed);
-    for (uint32_t i = 0; i < n; i++)
-        if (same_name(p->phase_names[i], name, len))
-            return i;
-    if (n >= SW__MAX_PHASES) {
-        table_full(&p->full_warned[1], "phase", SW__MAX_PHASES, name);
-        return SW_PHASE_NONE;
-    }
-    sw_id action = intern_locked(p, name, sw_category_of(name));
-    char *copy = copy_name(name, len);
-    if (copy == NULL || action == SW_ID_NONE) {
-        free(copy);
-        return SW_PHASE_NONE;
-    }
-    p->phase_names[n] = copy;
-    p->phase_action[n] = action;
-    atomic_store_explicit(&p->nphase, n + 1, memory_order_release);
-    return n;
-}
-
-sw_phase sw_phase_id(sw_profiler *p, const char *name) {
-    if (p == NULL || name == NULL || name[0] == '\0')
-        return SW_PHASE_NONE;
-    pthread_mutex_lock(&p->lock);
-    sw_phase phase = phase_intern_locked(p, name);
-    pthread_mutex_unlock(&p->lock);
-    return phase;
-}
-
-const char *sw_phase_name(const sw_profiler *p, sw_phase phase) {
-    if (p == NULL || phase >= atomic_load_explicit(&p->nphase, memory_order_acquire))
-        return NULL;
-    return p->phase_names[phase];
-}
-
-/* ---- lifetime --------------------------------------------------------------------------- */
-
-static void thread_exit(void *record);
-static void free_thread(sw__thread *t);
-
-static int detect_rank(const char *const *names, int fallback) {
-    for (; *names; names++) {
-        const char *v = getenv(*names);
-        if (v && *v)
-            return atoi(v);
-    }
-    return fallback;
-}
-
-int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
-    if (out == NULL)
-        return SW_EINVAL;
-    *out = NULL;
-    sw_options defaults = {0};
-    if (opts == NULL)
-        opts = &defaults;
-
-    if (opts->ring_capacity > SW_MAX_RING_CAPACITY ||
-        (opts->on_full != SW_FULL_DROP && opts->on_full != SW_FULL_BLOCK))
-        return SW_EINVAL;
-    sw_profiler *p = calloc(1, sizeof *p);
-    if (p == NULL)
-        return SW_ENOMEM;
-    p->opts = *opts;
-    if (p->opts.max_depth == 0)
-        p->opts.max_depth = SW__DEFAULT_DEPTH;
-    if (p->opts.ring_capacity == 0)
-        p->opts.ring_capacity = SW__DEFAULT_RING;
-    if (p->opts.flush_interval_ms == 0)
-        p->opts.flush_interval_ms = 200;
-    p->opts.name = sw__strdup(opts->name ? opts->name : "stepwatch");
-    p->opts.run_file = sw__strdup(opts->run_file);
-    p->command = opts->command ? sw__strdup(opts->command) : sw__command_line();
-    p->opts.command = p->command;
-    if (opts->world_size <= 0) {
-        static const char *const ranks[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                            "SLURM_PROCID", NULL};
-        static const char *const sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                            "SLURM_NTASKS", NULL};
-        p->opts.rank = detect_rank(ranks, 0);
-        p->opts.world_size = detect_rank(sizes, 1);
-    }
-    if (p->opts.local_rank <= 0) {
-        static const char *const local[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                            "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
-        p->opts.local_rank = detect_rank(local, 0);
-    }
-    p->pid = (int64_t)getpid();
-    sw__hostname(p->host, sizeof p->host);
-    atomic_init(&p->enabled, 1);
-    atomic_init(&p->step_index, -1);
-    p->generation = atomic_fetch_add(&next_generation, 1);
-    if (pthread_mutex_init(&p->lock, NULL) != 0 ||
-        pthread_mutex_init(&p->counter_lock, NULL) != 0 ||
-        pthread_key_create(&p->thread_key, thread_exit) != 0) {
-        free(p);
-        return SW_ENOMEM;
-    }
-    p->retired = calloc(1, sizeof *p->retired);
-    /* The built-in phases have fixed ids; "step" is the action steps are timed as. */
-    static const char *const builtin[] = {"none", "fit", "epoch", "train", "valid"};
-    for (size_t i = 0; i < sizeof builtin / sizeof *builtin; i++)
-        phase_intern_locked(p, builtin[i]);
-    p->step_action = intern_locked(p, "step", SW_CAT_OTHER);
-    if (p->retired == NULL || p->opts.name == NULL || p->command == NULL ||
-        atomic_load(&p->nphase) != SW_PHASE_FIRST_USER || p->step_action == SW_ID_NONE) {
-        sw_profiler_free(p);
-        return SW_ENOMEM;
-    }
-    p->origin_unix_ns = 0;
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    p->origin_unix_ns = (uint64_t)wall.tv_sec * 1000000000u + (uint64_t)wall.tv_nsec;
-    p->origin_ns = sw__clock_ns();
-
-    pthread_once(&process_hooks_once, install_process_hooks);
-    pthread_mutex_lock(&live_lock);
-    p->next_live = live_profilers;
-    live_profilers = p;
-    pthread_mutex_unlock(&live_lock);
-    *out = p;
-    return 0;
-}
-
-void sw_profiler_free(sw_profiler *p) {
-    if (p == NULL)
-        return;
-    /* Out of the process-wide list first: the exit hook no longer reaches p's sinks. */
-    pthread_mutex_lock(&live_lock);
-    for (sw_profiler **link = &live_profilers; *link; link = &(*link)->next_live) {
-        if (*link == p) {
-            *link = p->next_live;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&live_lock);
-    /* A sink's last act reads the profiler (drain, snapshot), so sinks go before the rest. */
-    while (p->sinks != NULL) {
-        sw__sink *s = p->sinks;
-        sw__sink_detach(p, s);
-        if (s->ops->on_close)
-            s->ops->on_close(s);
-    }
-
-    /* No destructor may run for this key after this: threads still alive leak nothing. */
-    pthread_key_delete(p->thread_key);
-    sw__thread *t = p->threads;
-    while (t) {
-        sw__thread *next = t->next;
-        free_thread(t);
-        t = next;
-    }
-    if (p->retired)
-        free_thread(p->retired);
-    free(p->thread_names);
-    for (uint32_t i = 0; i < atomic_load(&p->naction); i++)
-        free(p->action_names[i]);
-    for (uint32_t i = 0; i < atomic_load(&p->nphase); i++)
-        free(p->phase_names[i]);
-    for (uint32_t i = 0; i < atomic_load(&p->ncounter); i++)
-        free(p->counters[i].name);
-    for (uint32_t i = 0; i < p->nnotes; i++) {
-        free(p->note_keys[i]);
-        free(p->note_values[i]);
-    }
-    pthread_mutex_destroy(&p->lock);
-    pthread_mutex_destroy(&p->counter_lock);
-    free((char *)p->opts.name);
-    free((char *)p->opts.run_file);
-    free(p->command);
-    free(p);
-}
-
-void sw_set_enabled(sw_profiler *p, int enabled) {
-    if (p)
-        atomic_store_explicit(&p->enabled, enabled != 0, memory_order_relaxed);
-}
-
-int sw_enabled(const sw_profiler *p) {
-    return p ? atomic_load_explicit(&p->enabled, memory_order_relaxed) : 0;
-}
-
-/* Who watches an action: bits of action_watched. */
-enum { WATCH_USER = 1, WATCH_HOOK = 2 };
-
-/* Set a watcher slot (fn, ctx) under p's lock: SW_ESTATE when another one holds it. */
-static int watcher_set(sw_profiler *p, sw_watch_fn *slot_fn, void **slot_ctx, sw_watch_fn fn,
-                       void *ctx) {
-    int rc = 0;
-    pthread_mutex_lock(&p->lock);
-    if (fn != NULL && *slot_fn != NULL && (*slot_fn != fn || *slot_ctx != ctx)) {
-        rc = SW_ESTATE;
-    } else {
-        /* ctx first: a thread that loads the new fn (acquire) sees its ctx. */
-        __atomic_store_n(slot_fn, NULL, __ATOMIC_RELEASE);
-        *slot_ctx = ctx;
-        __atomic_store_n(slot_fn, fn, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return rc;
-}
-
-static int watch_bit(sw_profiler *p, sw_id id, int on, uint8_t bit) {
-    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
-        return SW_EINVAL;
-    if (on)
-        __atomic_fetch_or(&p->action_watched[id], bit, __ATOMIC_RELAXED);
-    else
-        __atomic_fetch_and(&p->action_watched[id], (uint8_t)~bit, __ATOMIC_RELAXED);
-    return 0;
-}
-
-int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
-    return p ? watcher_set(p, &p->hook_fn, &p->hook_ctx, fn, ctx) : SW_EINVAL;
-}
-
-int sw__hook_watch(sw_profiler *p, sw_id id, int on) {
-    return watch_bit(p, id, on, WATCH_HOOK);
-}
-
-int sw_watcher_set(sw_profiler *p, sw_watch_fn fn, void *ctx) {
-    return p ? watcher_set(p, &p->watch_fn, &p->watch_ctx, fn, ctx) : SW_EINVAL;
-}
-
-int sw_watch(sw_profiler *p, sw_id id, int on) {
-    return watch_bit(p, id, on, WATCH_USER);
-}
-
-int sw_watched(const sw_profiler *p, sw_id id) {
-    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
-        return 0;
-    return (__atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) & WATCH_USER) != 0;
-}
 
 /* ---- thread records ---------------------------------------------------------------------- */
 
@@ -578,7 +31,7 @@ static _Thread_local struct {
     sw__thread *record;
 } tls_cache __attribute__((tls_model("initial-exec")));
 
-static void free_cells(sw__thread *t) {
+void sw__free_cells(sw__thread *t) {
     for (uint32_t a = 0; a < t->cells_cap; a++) {
         if (t->cells[a] == NULL)
             continue;
@@ -591,8 +44,8 @@ static void free_cells(sw__thread *t) {
     t->cells_cap = 0;
 }
 
-static void free_thread(sw__thread *t) {
-    free_cells(t);
+void sw__free_thread(sw__thread *t) {
+    sw__free_cells(t);
     free(t->stack);
     free(t->ring.slots);
     free(t);
@@ -691,7 +144,7 @@ SW__INLINE sw__cell *cell_of(sw_profiler *p, sw__thread *t, sw_id action, sw_pha
 
 /* Fold a cell's pending durations into its histogram, mean and m2. The owner calls it under
  * its sequence lock; readers call it on their copy. */
-static __attribute__((noinline)) void cell_fold(sw__cell *cell) {
+__attribute__((noinline)) void sw__cell_fold(sw__cell *cell) {
     sw_stats *s = &cell->stats;
     uint32_t n = cell->npending;
     if (n == 0)
@@ -737,41 +190,12 @@ SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t se
         SW__PUT(cell->pending[n], ns);
         SW__PUT(cell->npending, n + 1);
         if (SW__UNLIKELY(n + 1 == SW__PENDING))
-            cell_fold(cell);
+            sw__cell_fold(cell);
     }
     atomic_store_explicit(&t->seq, seq + 2, memory_order_release);
 }
 
-/* ---- sinks and event rings ---------------------------------------------------------------- */
-
-void sw__sink_attach(sw_profiler *p, sw__sink *sink) {
-    pthread_mutex_lock(&p->lock);
-    sink->next = p->sinks;
-    /* Release: a recording thread that finds the sink (wake_sinks) sees it whole. */
-    __atomic_store_n(&p->sinks, sink, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&p->lock);
-}
-
-void sw__sink_detach(sw_profiler *p, sw__sink *sink) {
-    pthread_mutex_lock(&p->lock);
-    for (sw__sink **link = &p->sinks; *link; link = &(*link)->next) {
-        if (*link == sink) {
-            *link = sink->next;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    sink->next = NULL;
-}
-
-sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops) {
-    pthread_mutex_lock(&p->lock);
-    sw__sink *s = p->sinks;
-    while (s && s->ops != ops)
-        s = s->next;
-    pthread_mutex_unlock(&p->lock);
-    return s;
-}
+/* ---- event rings ----------------------------------------------------------------------------- */
 
 static __attribute__((noinline)) void wake_sinks(sw_profiler *p) {
     for (sw__sink *s = __atomic_load_n(&p->sinks, __ATOMIC_ACQUIRE); s; s = s->next)
@@ -817,36 +241,6 @@ static void ring_commit(sw__thread *t) {
     atomic_store_explicit(&t->ring.head, head + 1, memory_order_release);
 }
 
-void sw__events_enable(sw_profiler *p) {
-    atomic_store(&p->events_on, 1);
-}
-
-size_t sw__drain(sw_profiler *p, sw__event_fn fn, void *ctx) {
-    size_t drained = 0;
-    pthread_mutex_lock(&p->lock);
-    sw__thread **link = &p->threads;
-    while (*link) {
-        sw__thread *t = *link;
-        sw__ring *r = &t->ring;
-        if (r->slots != NULL) {
-            uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-            for (; tail != head; tail++, drained++)
-                fn(ctx, &r->slots[tail & r->mask]);
-            atomic_store_explicit(&r->tail, tail, memory_order_release);
-        }
-        /* A thread that exited and has nothing left to drain is gone for good. */
-        if (!atomic_load(&t->alive)) {
-            *link = t->next;
-            free_thread(t);
-            continue;
-        }
-        link = &t->next;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return drained;
-}
-
 /* ---- spans ------------------------------------------------------------------------------- */
 
 SW__INLINE int64_t current_step(const sw_profiler *p) {
@@ -856,10 +250,11 @@ SW__INLINE int64_t current_step(const sw_profiler *p) {
 /* A watched action began or ends on this thread: tell its watchers (sw_watch, sw__hook). */
 static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, int begins) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn = (bits & WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn =
+        (bits & SW__WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->watch_ctx, id, begins);
-    fn = (bits & WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->hook_ctx, id, begins);
 }
@@ -868,7 +263,8 @@ static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, i
  * hears of it (begins = -1), the public watcher's contract has begins and ends only. */
 static __attribute__((noinline)) void notify_recorded(sw_profiler *p, sw_id id) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn = (bits & WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn =
+        (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
     if (fn != NULL)
         fn(p->hook_ctx, id, -1);
 }
@@ -1214,85 +610,7 @@ int64_t sw_step_index(const sw_profiler *p) {
     return p ? current_step(p) : -1;
 }
 
-/* ---- notes ---------------------------------------------------------------------------------- */
-
-/* value cut to at most SW_NOTE_VALUE_MAX bytes, at a character boundary (UTF-8). */
-static char *note_copy(const char *value) {
-    size_t n = strlen(value);
-    if (n > SW_NOTE_VALUE_MAX) {
-        n = SW_NOTE_VALUE_MAX;
-        while (n > 0 && ((unsigned char)value[n] & 0xC0) == 0x80)
-            n--;
-    }
-    char *copy = malloc(n + 1);
-    if (copy != NULL) {
-        memcpy(copy, value, n);
-        copy[n] = '\0';
-    }
-    return copy;
-}
-
-int sw_set_note(sw_profiler *p, const char *key, const char *value) {
-    if (p == NULL || key == NULL || key[0] == '\0' || strlen(key) > SW_NOTE_KEY_MAX)
-        return SW_EINVAL;
-    char *copy = NULL;
-    if (value != NULL && (copy = note_copy(value)) == NULL)
-        return SW_ENOMEM;
-    int rc = 0;
-    pthread_mutex_lock(&p->lock);
-    uint32_t i = 0;
-    while (i < p->nnotes && strcmp(p->note_keys[i], key) != 0)
-        i++;
-    if (i < p->nnotes) {
-        free(p->note_values[i]);
-        if (copy != NULL) {
-            p->note_values[i] = copy;
-        } else { /* removed: keep the others in order */
-            free(p->note_keys[i]);
-            for (; i + 1 < p->nnotes; i++) {
-                p->note_keys[i] = p->note_keys[i + 1];
-                p->note_values[i] = p->note_values[i + 1];
-            }
-            p->nnotes--;
-        }
-    } else if (copy != NULL) {
-        char *key_copy = p->nnotes < SW_MAX_NOTES ? sw__strdup(key) : NULL;
-        rc = p->nnotes >= SW_MAX_NOTES ? SW_ELIMIT : key_copy == NULL ? SW_ENOMEM : 0;
-        if (rc == 0) {
-            p->note_keys[p->nnotes] = key_copy;
-            p->note_values[p->nnotes++] = copy;
-        } else {
-            free(copy);
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return rc;
-}
-
-/* ---- counters (sampled a few times a second: a short lock is fine) ------------------------ */
-
-sw_id sw_counter_id(sw_profiler *p, const char *name) {
-    if (p == NULL || name == NULL)
-        return SW_ID_NONE;
-    sw_id id = SW_ID_NONE;
-    size_t len = name_length(name);
-    pthread_mutex_lock(&p->counter_lock);
-    uint32_t n = atomic_load(&p->ncounter);
-    for (uint32_t i = 0; i < n && id == SW_ID_NONE; i++)
-        if (same_name(p->counters[i].name, name, len))
-            id = i;
-    if (id == SW_ID_NONE && n >= SW__MAX_COUNTERS)
-        table_full(&p->full_warned[2], "counter", SW__MAX_COUNTERS, name);
-    if (id == SW_ID_NONE && n < SW__MAX_COUNTERS) {
-        p->counters[n].name = copy_name(name, len);
-        if (p->counters[n].name) {
-            id = n;
-            atomic_store(&p->ncounter, n + 1);
-        }
-    }
-    pthread_mutex_unlock(&p->counter_lock);
-    return id;
-}
+/* ---- counter samples (a few times a second: a short lock is fine) ---------------------------- */
 
 void sw_counter(sw_profiler *p, sw_id counter, double value) {
     if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
@@ -1325,61 +643,11 @@ void sw_counter(sw_profiler *p, sw_id counter, double value) {
     }
 }
 
-/* ---- snapshots ----------------------------------------------------------------------------- */
-
-/* Copy one cell consistently (retrying while its owner updates it). */
-static void cell_read(const sw__thread *t, const sw__cell *cell, sw__cell *out) {
-    for (;;) {
-        uint32_t before = atomic_load_explicit(&t->seq, memory_order_acquire);
-        if (before & 1) {
-            sched_yield();
-            continue;
-        }
-        const sw_stats *from[2] = {&cell->stats, &cell->warm};
-        sw_stats *to[2] = {&out->stats, &out->warm};
-        for (int i = 0; i < 2; i++) {
-            SW__GET(to[i]->count, from[i]->count);
-            SW__GET(to[i]->total_ns, from[i]->total_ns);
-            SW__GET(to[i]->self_ns, from[i]->self_ns);
-            SW__GET(to[i]->mean_ns, from[i]->mean_ns);
-            SW__GET(to[i]->m2, from[i]->m2);
-            SW__GET(to[i]->min_ns, from[i]->min_ns);
-            SW__GET(to[i]->max_ns, from[i]->max_ns);
-            SW__GET(to[i]->min_step, from[i]->min_step);
-            SW__GET(to[i]->max_step, from[i]->max_step);
-            SW__GET(to[i]->samples, from[i]->samples);
-        }
-        SW__GET(out->hist.count, cell->hist.count);
-        for (uint32_t b = 0; b < SW_HIST_BUCKETS; b++)
-            SW__GET(out->hist.buckets[b], cell->hist.buckets[b]);
-        SW__GET(out->npending, cell->npending);
-        for (uint32_t i = 0; i < SW__PENDING; i++)
-            SW__GET(out->pending[i], cell->pending[i]);
-        if (atomic_load_explicit(&t->seq, memory_order_relaxed) == before) {
-            cell_fold(out);
-            return;
-        }
-    }
-}
-
-static void cell_merge(sw__cell *into, const sw__cell *from) {
-    sw_stats_merge(&into->stats, &from->stats);
-    sw_stats_merge(&into->warm, &from->warm);
-    sw_hist_merge(&into->hist, &from->hist);
-}
-
-static int merge_thread_locked(const sw__thread *t, sw_id action, sw_phase phase, sw__cell *sum,
-                               sw__cell *scratch) {
-    if (action >= t->cells_cap || t->cells[action] == NULL || t->cells[action][phase] == NULL)
-        return 0;
-    cell_read(t, t->cells[action][phase], scratch);
-    cell_merge(sum, scratch);
-    return 1;
-}
+/* ---- a thread exits, a thread is named ---------------------------------------------------- */
 
 /* A thread exits: fold its statistics into p->retired. Its record goes now, or after the
  * flusher has drained its events. */
-static void thread_exit(void *record) {
+void sw__thread_exit(void *record) {
     sw__thread *t = record;
     sw_profiler *p = t->profiler;
     pthread_mutex_lock(&p->lock);
@@ -1388,18 +656,18 @@ static void thread_exit(void *record) {
             if (t->cells[a][ph] == NULL)
                 continue;
             sw__cell *into = cell_create_locked(p->retired, a, ph);
-            cell_fold(t->cells[a][ph]);
+            sw__cell_fold(t->cells[a][ph]);
             if (into)
-                cell_merge(into, t->cells[a][ph]);
+                sw__cell_merge(into, t->cells[a][ph]);
         }
     }
-    free_cells(t);
+    sw__free_cells(t);
     atomic_store(&t->alive, 0);
     if (t->ring.slots == NULL) {
         for (sw__thread **link = &p->threads; *link; link = &(*link)->next) {
             if (*link == t) {
                 *link = t->next;
-                free_thread(t);
+                sw__free_thread(t);
                 break;
             }
         }
@@ -1407,178 +675,6 @@ static void thread_exit(void *record) {
     pthread_mutex_unlock(&p->lock);
     tls_cache.profiler = NULL;
 }
-
-int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
-    if (p == NULL || out == NULL)
-        return SW_EINVAL;
-    *out = NULL;
-    sw_snapshot *s = sw__snapshot_new();
-    sw__cell *sum = malloc(sizeof *sum), *scratch = malloc(sizeof *scratch);
-    int rc = (s && sum && scratch) ? 0 : SW_ENOMEM;
-    if (rc == 0) {
-        s->name = sw__snapshot_string(s, p->opts.name);
-        s->host = sw__snapshot_string(s, p->host);
-        s->command = sw__snapshot_string(s, p->command);
-        s->pid = p->pid;
-        s->rank = p->opts.rank;
-        s->world_size = p->opts.world_size;
-        s->local_rank = p->opts.local_rank;
-        s->start_unix_ns = p->origin_unix_ns;
-        s->elapsed_ns = sw__clock_ns() - p->origin_ns;
-        s->steps = atomic_load(&p->steps_begun);
-        s->warmup_steps = p->opts.warmup_steps;
-        s->dropped_events = atomic_load(&p->events_dropped);
-        s->misuse = (sw_misuse){
-            .end_without_begin = atomic_load(&p->misuse_end_without_begin),
-            .mismatched_end = atomic_load(&p->misuse_mismatched_end),
-            .depth_overflow = atomic_load(&p->misuse_depth_overflow),
-            .bad_id = atomic_load(&p->misuse_bad_id),
-            .phase_mismatch = atomic_load(&p->misuse_phase_mismatch),
-            .step_overlap = atomic_load(&p->misuse_step_overlap),
-            .bad_record = atomic_load(&p->misuse_bad_record)};
-    }
-    pthread_mutex_lock(&p->lock);
-    uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);
-    /* Every thread that recorded, those that exited included (their statistics are in
-     * p->retired). */
-    s->threads = p->threads_seen;
-    for (sw__thread *t = p->threads; rc == 0 && t; t = t->next) {
-        uint32_t depth;
-        SW__GET(depth, t->depth);
-        s->misuse.open_at_snapshot += depth;
-    }
-    for (sw_id a = 0; rc == 0 && a < naction; a++) {
-        for (sw_phase ph = 0; rc == 0 && ph < nphase; ph++) {
-            memset(sum, 0, sizeof *sum);
-            sw_stats_init(&sum->stats);
-            sw_stats_init(&sum->warm);
-            int found = merge_thread_locked(p->retired, a, ph, sum, scratch);
-            for (sw__thread *t = p->threads; t; t = t->next)
-                found |= merge_thread_locked(t, a, ph, sum, scratch);
-            if (!found || sum->stats.count + sum->warm.count == 0)
-                continue;
-            sw_row row = {.action = a,
-                          .action_name = p->action_names[a],
-                          .phase = ph,
-                          .phase_name = p->phase_names[ph],
-                          .category = (sw_category)p->action_category[a],
-                          .stats = sum->stats,
-                          .warmup = sum->warm,
-                          .hist = sum->hist};
-            rc = sw__snapshot_add_row(s, &row);
-        }
-    }
-    for (uint32_t i = 0; rc == 0 && i < p->nnotes; i++)
-        rc = sw__snapshot_set_note(s, p->note_keys[i], p->note_values[i]);
-    pthread_mutex_unlock(&p->lock);
-    pthread_mutex_lock(&p->counter_lock);
-    for (uint32_t i = 0; rc == 0 && i < atomic_load(&p->ncounter); i++) {
-        sw_counter_summary c = p->counters[i].summary;
-        c.name = p->counters[i].name;
-        rc = sw__snapshot_add_counter(s, &c);
-    }
-    pthread_mutex_unlock(&p->counter_lock);
-    if (rc == 0)
-        rc = sw__snapshot_finish(s);
-    free(sum);
-    free(scratch);
-    if (rc != 0) {
-        sw_snapshot_free(s);
-        return rc;
-    }
-    *out = s;
-    return 0;
-}
-
-/* ---- accessors for the layers above (core.h) ------------------------------------------------ */
-
-const sw_options *sw__options(const sw_profiler *p) {
-    return &p->opts;
-}
-
-uint64_t sw__origin_ns(const sw_profiler *p) {
-    return p->origin_ns;
-}
-
-uint64_t sw__origin_unix_ns(const sw_profiler *p) {
-    return p->origin_unix_ns;
-}
-
-const char *sw__counter_name(const sw_profiler *p, sw_id counter) {
-    if (p == NULL || counter >= atomic_load(&p->ncounter))
-        return NULL;
-    return p->counters[counter].name;
-}
-
-uint32_t sw__action_count(const sw_profiler *p) {
-    return atomic_load_explicit(&p->naction, memory_order_acquire);
-}
-
-uint32_t sw__phase_count(const sw_profiler *p) {
-    return atomic_load_explicit(&p->nphase, memory_order_acquire);
-}
-
-uint32_t sw__counter_count(const sw_profiler *p) {
-    return atomic_load(&p->ncounter);
-}
-
-sw_phase sw__current_phase(const sw_profiler *p) {
-    return atomic_load_explicit(&p->current_phase, memory_order_relaxed);
-}
-
-int sw__in_warmup(const sw_profiler *p) {
-    return atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
-}
-
-/* ---- fork ------------------------------------------------------------------------------------ */
-
-/* In the child: the only thread left is the one that forked. Start from empty statistics,
- * keep the names, and let go of the sinks (what they hold is the parent's). */
-static void reset_after_fork(sw_profiler *p) {
-    while (p->sinks != NULL) {
-        sw__sink *s = p->sinks;
-        p->sinks = s->next;
-        s->next = NULL;
-        if (s->ops->on_fork_child)
-            s->ops->on_fork_child(s);
-    }
-    atomic_store(&p->events_on, 0);
-    p->hook_fn = NULL; /* its sink is gone */
-    for (uint32_t i = 0; i < SW__MAX_ACTIONS; i++)
-        p->action_watched[i] &= (uint8_t)~WATCH_HOOK;
-    sw__thread *t = p->threads;
-    while (t) {
-        sw__thread *next = t->next;
-        free_thread(t);
-        t = next;
-    }
-    p->threads = NULL;
-    p->threads_seen = 0; /* the names array is kept and reused */
-    free_cells(p->retired);
-    pthread_setspecific(p->thread_key, NULL);
-    p->generation = atomic_fetch_add(&next_generation, 1);
-    p->pid = (int64_t)getpid();
-    atomic_store(&p->current_phase, SW_PHASE_NONE);
-    atomic_store(&p->step_index, -1);
-    atomic_store(&p->steps_begun, 0);
-    atomic_store(&p->in_warmup, 0);
-    atomic_store(&p->samples_done, 0);
-    for (uint32_t i = 0; i < SW__MAX_PHASES; i++)
-        atomic_store(&p->phase_steps[i], 0);
-    for (uint32_t i = 0; i < SW__MAX_COUNTERS; i++)
-        p->counters[i].summary = (sw_counter_summary){0};
-    atomic_store(&p->misuse_end_without_begin, 0);
-    atomic_store(&p->misuse_mismatched_end, 0);
-    atomic_store(&p->misuse_depth_overflow, 0);
-    atomic_store(&p->misuse_bad_id, 0);
-    atomic_store(&p->misuse_phase_mismatch, 0);
-    atomic_store(&p->misuse_step_overlap, 0);
-    atomic_store(&p->misuse_bad_record, 0);
-    atomic_store(&p->events_dropped, 0);
-    p->origin_ns = sw__clock_ns();
-}
-
-/* ---- thread names ---------------------------------------------------------------------- */
 
 int sw_thread_name(sw_profiler *p, const char *name) {
     if (p == NULL || name == NULL)
@@ -1592,24 +688,4 @@ int sw_thread_name(sw_profiler *p, const char *name) {
         set_thread_name(p, t->number, name);
     pthread_mutex_unlock(&p->lock);
     return rc;
-}
-
-uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
-                          sw__thread_name_fn fn, void *ctx) {
-    pthread_mutex_lock(&p->lock);
-    *changed = atomic_load(&p->thread_names_changed);
-    uint32_t n = p->threads_seen < p->thread_names_cap ? p->threads_seen : p->thread_names_cap;
-    uint32_t visited = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (p->thread_names[i].changed - since - 1 < *changed - since) { /* in (since, now] */
-            fn(ctx, i, p->thread_names[i].name);
-            visited++;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return visited;
-}
-
-uint32_t sw__thread_names_changed(const sw_profiler *p) {
-    return atomic_load(&((sw_profiler *)p)->thread_names_changed);
 }

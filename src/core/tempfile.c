@@ -32,6 +32,24 @@ char *sw__dir_of(const char *path) {
     return dir;
 }
 
+char *sw__real_dir_path(const char *path) {
+    char *dir = sw__dir_of(path), *real = dir ? realpath(dir, NULL) : NULL;
+    int err = errno;
+    free(dir);
+    if (real == NULL) {
+        errno = err;
+        return NULL;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(real) + strlen(base) + 2;
+    char *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s%s", real, strcmp(real, "/") == 0 ? "" : "/", base);
+    free(real);
+    return out;
+}
+
 int sw__unnamed_open(const char *dir, char **temp) {
     *temp = NULL;
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);

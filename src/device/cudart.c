@@ -12,7 +12,9 @@
  *     program has an error of its own pending (cudaPeekAtLastError), so that one is never
  *     cleared by us.
  *   - nothing is recorded on a stream that is being captured into a CUDA graph (the event
- *     would become a node of the user's graph).
+ *     would become a node of the user's graph), and a step begun then is not timed; a query
+ *     (only ever at a step's begin or end) runs in relaxed capture mode, so that it can never
+ *     invalidate a capture the program has under way on this thread.
  * Nothing here ever waits for the GPU: no cudaEventSynchronize, cudaStreamSynchronize or
  * cudaDeviceSynchronize is even looked up.
  */
@@ -29,10 +31,14 @@ typedef void *cuda_stream; /* cudaStream_t */
 #define CUDA_ERROR_NOT_READY 600
 #define CUDA_EVENT_DEFAULT 0u  /* timing enabled */
 #define CUDA_CAPTURE_NONE 0    /* cudaStreamCaptureStatusNone */
+#define CUDA_CAPTURE_MODE_RELAXED 2 /* cudaStreamCaptureModeRelaxed */
 
 typedef struct cudart {
     void *lib;
     cuda_stream stream;
+    sw_stream_fn streams_fn; /* NULL: always stream */
+    void *streams_ctx;
+    void (*streams_release)(void *);
     cuda_error (*event_create)(cuda_event *, unsigned);
     cuda_error (*event_record)(cuda_event, cuda_stream);
     cuda_error (*event_query)(cuda_event);
@@ -41,6 +47,7 @@ typedef struct cudart {
     cuda_error (*is_capturing)(cuda_stream, int *);
     cuda_error (*get_last_error)(void);
     cuda_error (*peek_last_error)(void);
+    cuda_error (*exchange_capture_mode)(int *); /* may be NULL (CUDA before 10.1) */
 } cudart;
 
 static void *open_runtime(char *why, size_t why_size) {
@@ -78,25 +85,64 @@ static int cudart_event_new(void *ctx, void **event) {
     return c->event_create((cuda_event *)event, CUDA_EVENT_DEFAULT) == 0 ? 0 : SW_EIO;
 }
 
-static int cudart_record(void *ctx, void *event) {
-    cudart *c = ctx;
+/* Is the stream being captured into a CUDA graph? 1 also when the runtime cannot tell (the
+ * legacy stream while another stream captures: not ours to use then). */
+static int capturing(cudart *c) {
     int status = CUDA_CAPTURE_NONE;
-    if (c->peek_last_error() != 0)
-        return 1; /* the program has an error to read first: stay out of its way */
     if (c->is_capturing(c->stream, &status) != 0) {
-        c->get_last_error(); /* the legacy stream during a global capture: not ours to use */
+        c->get_last_error();
         return 1;
     }
-    if (status != CUDA_CAPTURE_NONE)
+    return status != CUDA_CAPTURE_NONE;
+}
+
+/* At a step's begin: the stream to time it on, unless it is being captured (2). */
+static int cudart_ready(void *ctx) {
+    cudart *c = ctx;
+    if (c->streams_fn != NULL) {
+        void *stream = NULL;
+        if (c->streams_fn(c->streams_ctx, &stream) != 1)
+            return 0;
+        c->stream = stream;
+    }
+    if (c->peek_last_error() != 0)
+        return 0; /* the program has an error to read first: stay out of its way */
+    return capturing(c) ? 2 : 1;
+}
+
+static int cudart_record(void *ctx, void *event) {
+    cudart *c = ctx;
+    if (c->peek_last_error() != 0)
+        return 1; /* the program has an error to read first: stay out of its way */
+    if (capturing(c))
         return 1;
     return c->event_record(event, c->stream) == 0 ? 0 : SW_EIO;
+}
+
+/* A query is one of the calls a CUDA graph capture in "global" or "thread_local" mode
+ * forbids (and would be invalidated by): this thread asks in relaxed mode, as torch's own
+ * event queries do, then puts the program's mode back. */
+static int relax(cudart *c) {
+    int mode = CUDA_CAPTURE_MODE_RELAXED;
+    if (c->exchange_capture_mode != NULL && c->exchange_capture_mode(&mode) != 0) {
+        c->get_last_error();
+        return -1;
+    }
+    return mode;
+}
+
+static void unrelax(cudart *c, int mode) {
+    if (c->exchange_capture_mode != NULL && mode >= 0)
+        c->exchange_capture_mode(&mode);
 }
 
 static int cudart_query(void *ctx, void *event) {
     cudart *c = ctx;
     if (c->peek_last_error() != 0)
         return 0;
+    int mode = relax(c);
     cuda_error rc = c->event_query(event);
+    unrelax(c, mode);
     if (rc == CUDA_ERROR_NOT_READY) {
         clear_not_ready(c);
         return 0;
@@ -109,7 +155,9 @@ static int cudart_elapsed(void *ctx, void *start, void *end, uint64_t *ns) {
     float ms = 0;
     if (c->peek_last_error() != 0)
         return 1;
+    int mode = relax(c);
     cuda_error rc = c->elapsed(&ms, start, end);
+    unrelax(c, mode);
     if (rc == CUDA_ERROR_NOT_READY) {
         clear_not_ready(c);
         return 1;
@@ -128,19 +176,28 @@ static void cudart_event_free(void *ctx, void *event) {
 static void cudart_release(void *ctx) {
     cudart *c = ctx;
     /* The library stays loaded: unloading a CUDA runtime under a live context is unsafe. */
+    if (c->streams_release != NULL)
+        c->streams_release(c->streams_ctx);
     free(c);
 }
 
-int sw__cudart_clock(void *stream, sw_gpu_clock *out, char *why, size_t why_size) {
+int sw__cudart_clock(void *stream, sw_stream_fn streams_fn, void *ctx, void (*release)(void *),
+                     sw_gpu_clock *out, char *why, size_t why_size) {
     cudart *c = calloc(1, sizeof *c);
-    if (c == NULL)
+    if (c == NULL) {
+        if (release != NULL)
+            release(ctx);
         return SW_ENOMEM;
+    }
+    c->streams_release = release;
+    c->streams_ctx = ctx;
     c->lib = open_runtime(why, why_size);
     if (c->lib == NULL) {
-        free(c);
+        cudart_release(c);
         return SW_EUNSUPPORTED;
     }
     c->stream = stream;
+    c->streams_fn = streams_fn;
     c->event_create = (cuda_error(*)(cuda_event *, unsigned))dlsym(c->lib,
                                                                    "cudaEventCreateWithFlags");
     c->event_record = (cuda_error(*)(cuda_event, cuda_stream))dlsym(c->lib, "cudaEventRecord");
@@ -151,13 +208,16 @@ int sw__cudart_clock(void *stream, sw_gpu_clock *out, char *why, size_t why_size
     c->is_capturing = (cuda_error(*)(cuda_stream, int *))dlsym(c->lib, "cudaStreamIsCapturing");
     c->get_last_error = (cuda_error(*)(void))dlsym(c->lib, "cudaGetLastError");
     c->peek_last_error = (cuda_error(*)(void))dlsym(c->lib, "cudaPeekAtLastError");
+    c->exchange_capture_mode = (cuda_error(*)(int *))dlsym(c->lib,
+                                                           "cudaThreadExchangeStreamCaptureMode");
     if (!c->event_create || !c->event_record || !c->event_query || !c->elapsed ||
         !c->event_destroy || !c->is_capturing || !c->get_last_error || !c->peek_last_error) {
         snprintf(why, why_size, "the CUDA runtime lacks an event function this needs");
-        free(c);
+        cudart_release(c);
         return SW_EUNSUPPORTED;
     }
     *out = (sw_gpu_clock){.ctx = c,
+                          .ready = cudart_ready,
                           .event_new = cudart_event_new,
                           .record = cudart_record,
                           .query = cudart_query,

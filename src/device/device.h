@@ -40,8 +40,11 @@ void sw__nvml_close(sw__nvml *n);
 
 /* A clock on the CUDA runtime's events (STEPWATCH_CUDART, else a libcudart already in the
  * process, else the first of libcudart.so.13/.12/.11.0/libcudart.so that loads), recording
- * on stream. 0, or SW_EUNSUPPORTED with the reason in why, SW_ENOMEM. */
-int sw__cudart_clock(void *stream, sw_gpu_clock *out, char *why, size_t why_size);
+ * on stream, or with streams_fn on the stream it names at each step's begin (release(ctx)
+ * when the clock is released, or when this call fails). 0, or SW_EUNSUPPORTED with the reason
+ * in why, SW_ENOMEM. */
+int sw__cudart_clock(void *stream, sw_stream_fn streams_fn, void *ctx, void (*release)(void *),
+                     sw_gpu_clock *out, char *why, size_t why_size);
 
 /* ---- messages ---- */
 

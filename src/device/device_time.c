@@ -1,15 +1,22 @@
 /*
  * device_time.c — GPU time per phase without synchronizing: a sink (core/sink.h) that
  * watches the category actions through the core's hook (sw__hook_set) and records a GPU
- * event (sw_gpu_clock: the CUDA runtime, or torch.cuda.Event from Python) at the begin and
- * end of each outermost data, forward, loss, backward, optimizer and zero_grad span of a
- * step, and of the step itself.
+ * event (sw_gpu_clock: the CUDA runtime, or event objects from Python) at the begin and end
+ * of each outermost data, forward, loss, backward, optimizer and zero_grad span of a step,
+ * and of the step itself.
  *
- * A step's events wait in a ring of DT_STEPS slots. At every step's begin and end the oldest
- * waiting steps are resolved: one query of the step's end event (events on one stream
+ * Events are pooled: made once, reused when their step is resolved. One event serves two
+ * spans where one ends and the next begins within DT_SHARE_NS on the host (forward's end is
+ * loss's begin), and two marks of one call (the step's begin and its first span's, when the
+ * loop marks both at once): about half the records of a step.
+ *
+ * Steps wait in a ring that grows to DT_MAX_BEHIND steps. At every step's begin and end the
+ * oldest waiting steps are resolved: one query of the step's end event (events on one stream
  * complete in order), then the elapsed time of each span. A step the GPU has not reached
- * stays for later; nothing waits, so the GPU may lag the host by up to DT_STEPS steps before
- * the oldest is dropped (and counted).
+ * stays for later; nothing ever waits. While the GPU is up to DT_MAX_BEHIND / 2 steps behind,
+ * every step is timed. Further behind, a regular sample is timed: every k-th step (the step
+ * index a multiple of k), k doubling as the waiting steps fill the ring (see chosen()).
+ * sw_device_time_info and the reports say how many steps were timed and the largest k.
  *
  * What the times mean. Between two events the stream's clock runs while the GPU executes the
  * kernels launched between them and while it waits for the host to launch more: a phase's
@@ -22,6 +29,11 @@
  * inside the step is timed like the others, with the same meaning: device "data" is the
  * data wait the kernels did not hide.
  *
+ * While the stream is captured into a CUDA graph (the clock's record answers 1) nothing is
+ * recorded: a step begun then is not timed, a span boundary then leaves its span untimed;
+ * both are counted. A runtime error stops the timing (said once on stderr); the training
+ * goes on untouched.
+ *
  * Every resolved span becomes a sample of the counter "device:<phase>/<action>" in
  * nanoseconds (data and step: one per step), recorded like any counter; warm-up steps are
  * kept out as the host statistics keep them out.
@@ -33,32 +45,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DT_STEPS 8  /* steps whose events may wait for the GPU */
-#define DT_SPANS 16 /* spans a step can time, its own included */
+#define DT_MAX_BEHIND 1024u  /* steps that may wait for the GPU (sampling from half of it) */
+#define DT_SPANS 16          /* spans a step can time, its own included */
+#define DT_SHARE_NS 20000u   /* a begin this soon after an end reuses its event */
+#define DT_SAME_NS 1000u     /* two begins (two ends) this close: marks of one call, too soon
+                                for a kernel launch between them */
+#define DT_MAX_STRIDE 65536u /* sample at least every 65536th step */
+#define NO_EVENT UINT32_MAX
 
 /* What a span times: a category from data to zero_grad, or the step. */
 enum { WHAT_STEP = SW_CAT_CALLBACK, NWHAT };
 
 typedef struct dt_span {
     uint8_t what;
-    void *begin, *end; /* end NULL: never ended, not timed */
+    uint32_t begin, end; /* indexes into the pool; end NO_EVENT: never ended, not timed */
 } dt_span;
 
-typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_PENDING } slot_state;
+typedef enum { SLOT_OPEN, SLOT_PENDING } slot_state;
 
 typedef struct dt_step {
     slot_state state;
     sw_phase phase;
     int64_t index; /* the step's global index: a gap only between consecutive steps */
-    int warm;
-    uint32_t nspans;
-    dt_span spans[DT_SPANS];     /* spans[0] is the step */
-    void *events[2 * DT_SPANS];  /* made on first use, reused by later steps */
-    uint32_t made, used;
-    int has_gap;                 /* gap_ns: GPU time from the previous step's end to this */
+    uint8_t warm;
+    uint8_t has_gap;     /* gap_ns: GPU time from the previous step's end to this */
+    uint8_t data_before; /* its data wait was recorded after the fact (sw_record): it lies in
+                            the gap */
+    uint32_t nspans, nevents;
     uint64_t gap_ns;
-    int data_before;             /* its data wait was recorded after the fact (sw_record): it
-                                    lies in the gap */
+    dt_span spans[DT_SPANS];        /* spans[0] is the step */
+    uint32_t events[2 * DT_SPANS];  /* the events it holds, back to the pool once resolved */
 } dt_step;
 
 typedef struct sw__device_time {
@@ -66,15 +82,26 @@ typedef struct sw__device_time {
     sw_profiler *p;
     sw_gpu_clock clock;
     sw_id action[NWHAT];
-    dt_step ring[DT_STEPS];
-    uint64_t head, tail; /* slots opened and slots done so far (index: mod DT_STEPS) */
-    dt_step *open;       /* the step being recorded */
-    int open_span[NWHAT]; /* the outermost open span of each category in open, or -1 */
+    /* The pool: events[0..nmade) made so far; spare[0..nspare) the free ones. */
+    void **events;
+    uint32_t *spare;
+    uint32_t nmade, nspare, pool_cap;
+    /* The ring of steps: ring[tail % cap .. head % cap) wait or are open. */
+    dt_step *ring;
+    uint32_t cap;
+    uint64_t head, tail;
+    int open;             /* the newest step in the ring is being recorded */
+    uint32_t last_event;  /* the open step's latest boundary ... */
+    uint64_t last_at;     /* ... recorded then (host ns) ... */
+    int last_was_begin;   /* ... by a span's begin */
+    int open_span[NWHAT]; /* the outermost open span of each category, or -1 */
     uint32_t depth[NWHAT];
+    uint64_t stride;      /* every stride-th step is timed (1: all) */
     sw_id counter[SW__MAX_PHASES][NWHAT];
     int stopped;  /* failed, or the process is exiting */
     int exiting;  /* the runtime may be going away: ask nothing of it */
-    _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup;
+    _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup, sampled_out, sample_every,
+        steps_captured, boundaries_captured, most_behind, nevents;
     _Atomic int failed;
 } sw__device_time;
 
@@ -82,63 +109,114 @@ typedef struct sw__device_time {
  * records a category action; only the step's own thread is timed). */
 static _Thread_local sw__device_time *tl_timing;
 
+#define COUNT(field) atomic_fetch_add_explicit(&dt->field, 1, memory_order_relaxed)
+
+static dt_step *slot(sw__device_time *dt, uint64_t i) {
+    return &dt->ring[i % dt->cap];
+}
+
+static dt_step *open_step(sw__device_time *dt) {
+    return dt->open ? slot(dt, dt->head - 1) : NULL;
+}
+
 static void fail(sw__device_time *dt, const char *what) {
     dt->stopped = 1;
-    dt->open = NULL;
+    dt->open = 0;
     atomic_store(&dt->failed, 1);
     sw__device_say_once(SW__SAY_GPU_ERROR,
                         "device time stopped: the GPU runtime failed to %s an event", what);
 }
 
-/* An event of step s for this step's next use: one made earlier, else a new one. */
-static void *take_event(sw__device_time *dt, dt_step *s) {
-    if (s->used == s->made) {
-        if (dt->clock.event_new(dt->clock.ctx, &s->events[s->made]) != 0) {
-            fail(dt, "create");
-            return NULL;
-        }
-        s->made++;
-    }
-    return s->events[s->used++];
+/* ---- the pool of events ---- */
+
+static void give_back(sw__device_time *dt, dt_step *s) {
+    for (uint32_t i = 0; i < s->nevents; i++)
+        dt->spare[dt->nspare++] = s->events[i];
+    s->nevents = 0;
 }
 
-/* Record an event for a span boundary into *out: 0, or nonzero when there is none (the
- * stream is captured into a graph, or the runtime failed). */
-static int record_event(sw__device_time *dt, void **out) {
-    dt_step *s = dt->open;
-    void *event = take_event(dt, s);
-    if (event == NULL)
-        return -1;
-    int rc = dt->clock.record(dt->clock.ctx, event);
-    if (rc < 0)
-        fail(dt, "record");
-    if (rc != 0) {
-        s->used--;
-        return -1;
+/* A free event of the pool, made now if none is free: its index, or NO_EVENT (out of memory,
+ * or the runtime failed: the timing stops). */
+static uint32_t take_event(sw__device_time *dt) {
+    if (dt->nspare > 0)
+        return dt->spare[--dt->nspare];
+    if (dt->nmade == dt->pool_cap) {
+        uint32_t cap = dt->pool_cap ? 2 * dt->pool_cap : 64;
+        void **events = realloc(dt->events, cap * sizeof *events);
+        if (events != NULL)
+            dt->events = events;
+        uint32_t *spare = events ? realloc(dt->spare, cap * sizeof *spare) : NULL;
+        if (spare == NULL) {
+            fail(dt, "allocate");
+            return NO_EVENT;
+        }
+        dt->spare = spare;
+        dt->pool_cap = cap;
     }
-    *out = event;
-    return 0;
+    void *event = NULL;
+    if (dt->clock.event_new(dt->clock.ctx, &event) != 0 || event == NULL) {
+        fail(dt, "create");
+        return NO_EVENT;
+    }
+    dt->events[dt->nmade] = event;
+    atomic_store_explicit(&dt->nevents, dt->nmade + 1, memory_order_relaxed);
+    return dt->nmade++;
+}
+
+/* Record a boundary of the open step: the event's index, or NO_EVENT when there is none (the
+ * stream is captured into a graph: counted; or the runtime failed: the timing stopped). A
+ * begin within DT_SHARE_NS of an end shares that end's event (the few us between count in
+ * the span that begins); a begin right after a begin (the step's and its first span's), an
+ * end right after an end, within DT_SAME_NS: marks of one call, with no launch between. */
+static uint32_t record_boundary(sw__device_time *dt, int is_begin) {
+    dt_step *s = open_step(dt);
+    uint64_t now = sw_now_ns();
+    uint64_t window = dt->last_was_begin == is_begin ? DT_SAME_NS
+                      : is_begin                      ? DT_SHARE_NS
+                                                      : 0; /* a span's own begin and end */
+    if (dt->last_event != NO_EVENT && now - dt->last_at <= window) {
+        dt->last_at = now;
+        dt->last_was_begin = is_begin;
+        return dt->last_event;
+    }
+    uint32_t e = take_event(dt);
+    if (e == NO_EVENT)
+        return NO_EVENT;
+    int rc = dt->clock.record(dt->clock.ctx, dt->events[e]);
+    if (rc != 0) {
+        dt->spare[dt->nspare++] = e;
+        if (rc < 0)
+            fail(dt, "record");
+        else
+            COUNT(boundaries_captured);
+        return NO_EVENT;
+    }
+    s->events[s->nevents++] = e;
+    dt->last_event = e;
+    dt->last_at = now;
+    dt->last_was_begin = is_begin;
+    return e;
 }
 
 static void span_begin(sw__device_time *dt, int what) {
-    dt_step *s = dt->open;
+    dt_step *s = open_step(dt);
     if (s->nspans == DT_SPANS) {
-        atomic_fetch_add_explicit(&dt->dropped_spans, 1, memory_order_relaxed);
+        COUNT(dropped_spans);
         return;
     }
-    dt_span *span = &s->spans[s->nspans];
-    if (record_event(dt, &span->begin) != 0)
+    uint32_t e = record_boundary(dt, 1);
+    if (e == NO_EVENT)
         return;
-    span->what = (uint8_t)what;
-    span->end = NULL;
+    s->spans[s->nspans] = (dt_span){.what = (uint8_t)what, .begin = e, .end = NO_EVENT};
     dt->open_span[what] = (int)s->nspans++;
 }
 
 static void span_end(sw__device_time *dt, int what) {
+    dt_step *s = open_step(dt);
     int i = dt->open_span[what];
     dt->open_span[what] = -1;
-    if (i >= 0 && record_event(dt, &dt->open->spans[i].end) != 0)
-        dt->open->spans[i].end = NULL;
+    if (i >= 0)
+        s->spans[i].end = record_boundary(dt, 0); /* NO_EVENT: not timed */
 }
 
 /* "device:<phase>/<action>", interned on first use. */
@@ -159,38 +237,44 @@ static void sample(sw__device_time *dt, sw_phase phase, int what, uint64_t ns) {
         sw_counter(dt->p, id, (double)ns);
 }
 
+static int elapsed(sw__device_time *dt, uint32_t begin, uint32_t end, uint64_t *ns) {
+    *ns = 0;
+    if (begin == end)
+        return 0;
+    return dt->clock.elapsed_ns(dt->clock.ctx, dt->events[begin], dt->events[end], ns);
+}
+
 /* The device times of waiting step s, once the GPU reached its end: 1 done, 0 not yet, -1
- * the runtime failed. next is the step after s, if it is still in the ring: s's end to
- * next's begin is next's gap. */
+ * the runtime failed. next is the step after s, if it is in the ring: s's end to next's
+ * begin is next's gap. */
 static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
-    int reached = dt->clock.query(dt->clock.ctx, s->spans[0].end);
+    int reached = dt->clock.query(dt->clock.ctx, dt->events[s->spans[0].end]);
     if (reached <= 0)
         return reached;
     uint64_t ns[DT_SPANS];
     for (uint32_t i = 0; i < s->nspans; i++) {
         ns[i] = 0;
-        if (s->spans[i].end == NULL)
+        if (s->spans[i].end == NO_EVENT)
             continue;
-        int rc = dt->clock.elapsed_ns(dt->clock.ctx, s->spans[i].begin, s->spans[i].end, &ns[i]);
+        int rc = elapsed(dt, s->spans[i].begin, s->spans[i].end, &ns[i]);
         if (rc != 0) /* 1: an event on another stream, not reached yet */
             return rc < 0 ? -1 : 0;
     }
-    if (next != NULL && next->state != SLOT_FREE && next->nspans > 0 &&
-        next->phase == s->phase && next->index == s->index + 1) {
-        int rc = dt->clock.elapsed_ns(dt->clock.ctx, s->spans[0].end, next->spans[0].begin,
-                                      &next->gap_ns);
+    if (next != NULL && next->nspans > 0 && next->phase == s->phase &&
+        next->index == s->index + 1) {
+        int rc = elapsed(dt, s->spans[0].end, next->spans[0].begin, &next->gap_ns);
         if (rc != 0)
             return rc < 0 ? -1 : 0;
         next->has_gap = 1;
     }
     if (s->warm) {
-        atomic_fetch_add_explicit(&dt->warmup, 1, memory_order_relaxed);
+        COUNT(warmup);
         return 1;
     }
     int has_data = s->has_gap && s->data_before;
     uint64_t data_ns = has_data ? s->gap_ns : 0;
     for (uint32_t i = 1; i < s->nspans; i++) {
-        if (s->spans[i].end == NULL)
+        if (s->spans[i].end == NO_EVENT)
             continue;
         if (s->spans[i].what == SW_CAT_DATA) {
             data_ns += ns[i];
@@ -202,7 +286,7 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
     if (has_data)
         sample(dt, s->phase, SW_CAT_DATA, data_ns);
     sample(dt, s->phase, WHAT_STEP, s->gap_ns + ns[0]);
-    atomic_fetch_add_explicit(&dt->timed, 1, memory_order_relaxed);
+    COUNT(timed);
     return 1;
 }
 
@@ -210,69 +294,125 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
  * waits for the next step's begin (its gap belongs to that step), unless final. */
 static void resolve(sw__device_time *dt, int final) {
     while (dt->tail != dt->head && !dt->stopped) {
-        dt_step *s = &dt->ring[dt->tail % DT_STEPS];
-        dt_step *next = dt->tail + 1 != dt->head ? &dt->ring[(dt->tail + 1) % DT_STEPS] : NULL;
+        dt_step *s = slot(dt, dt->tail);
+        dt_step *next = dt->tail + 1 != dt->head ? slot(dt, dt->tail + 1) : NULL;
         if (s->state == SLOT_OPEN || (next == NULL && !final))
             return;
-        if (s->state == SLOT_PENDING) {
-            int rc = resolve_step(dt, s, next);
-            if (rc < 0)
-                fail(dt, "query");
-            if (rc <= 0)
-                return;
-        }
-        s->state = SLOT_FREE;
+        int rc = resolve_step(dt, s, next);
+        if (rc < 0)
+            fail(dt, "query");
+        if (rc <= 0)
+            return;
+        give_back(dt, s);
         dt->tail++;
     }
 }
 
-static void step_begin(sw__device_time *dt) {
-    if (dt->open != NULL) { /* its end came on another thread: not timed */
-        dt->open->state = SLOT_FREE;
-        dt->open = NULL;
-        atomic_fetch_add_explicit(&dt->dropped_steps, 1, memory_order_relaxed);
+/* Room in the ring for one more step: 0, or -1 when it holds DT_MAX_BEHIND waiting steps
+ * (or cannot grow). The ring grows by doubling, its steps kept in order. */
+static int make_room(sw__device_time *dt) {
+    uint64_t n = dt->head - dt->tail;
+    if (n < dt->cap)
+        return 0;
+    if (n >= DT_MAX_BEHIND)
+        return -1;
+    uint32_t cap = dt->cap ? 2 * dt->cap : 16;
+    dt_step *ring = malloc(cap * sizeof *ring);
+    if (ring == NULL)
+        return -1;
+    for (uint64_t i = 0; i < n; i++)
+        ring[i] = *slot(dt, dt->tail + i);
+    free(dt->ring);
+    dt->ring = ring;
+    dt->cap = cap;
+    dt->tail = 0;
+    dt->head = n;
+    return 0;
+}
+
+/* Is step index one to time? Every step while fewer than DT_MAX_BEHIND / 2 steps wait for
+ * the GPU; past that every stride-th, the stride doubling as the waiting steps fill each
+ * half of the room left (2 from 1/2 full, 4 from 3/4, 8 from 7/8, ...), so that a GPU far
+ * behind leaves a regular sample instead of a full ring; halved back once fewer than
+ * DT_MAX_BEHIND / 8 wait. */
+static int chosen(sw__device_time *dt, int64_t index) {
+    uint64_t waiting = dt->head - dt->tail, want = 1, room = DT_MAX_BEHIND / 2;
+    while (waiting >= DT_MAX_BEHIND - room && want < DT_MAX_STRIDE && room > 1) {
+        want *= 2;
+        room /= 2;
     }
-    if (dt->clock.ready && !dt->clock.ready(dt->clock.ctx))
-        return; /* no device in use yet: nothing to time, and no context to create */
+    if (want > dt->stride)
+        dt->stride = want;
+    else if (dt->stride > 1 && waiting < DT_MAX_BEHIND / 8)
+        dt->stride /= 2;
+    if (dt->stride > atomic_load_explicit(&dt->sample_every, memory_order_relaxed))
+        atomic_store_explicit(&dt->sample_every, dt->stride, memory_order_relaxed);
+    return (uint64_t)index % dt->stride == 0 && make_room(dt) == 0;
+}
+
+static void step_begin(sw__device_time *dt) {
+    if (dt->open) { /* its end came on another thread: not timed */
+        give_back(dt, open_step(dt));
+        dt->open = 0;
+        dt->head--;
+        COUNT(dropped_steps);
+    }
+    int ready = dt->clock.ready ? dt->clock.ready(dt->clock.ctx) : 1;
+    if (ready != 1) { /* 0: no device in use yet (no context to create); 2: captured now */
+        if (ready == 2)
+            COUNT(steps_captured);
+        return; /* nothing recorded, nothing queried (a query could break a capture) */
+    }
     resolve(dt, 0);
     if (dt->stopped)
         return;
-    if (dt->head - dt->tail == DT_STEPS) { /* the GPU is DT_STEPS steps behind */
-        dt->ring[dt->tail % DT_STEPS].state = SLOT_FREE;
-        dt->tail++;
-        atomic_fetch_add_explicit(&dt->dropped_steps, 1, memory_order_relaxed);
+    int64_t index = sw_step_index(dt->p);
+    if (!chosen(dt, index)) {
+        COUNT(sampled_out);
+        return;
     }
-    dt_step *s = &dt->ring[dt->head++ % DT_STEPS];
+    uint64_t behind = dt->head - dt->tail + 1;
+    if (behind > atomic_load_explicit(&dt->most_behind, memory_order_relaxed))
+        atomic_store_explicit(&dt->most_behind, behind, memory_order_relaxed);
+    dt_step *s = slot(dt, dt->head++);
     s->state = SLOT_OPEN;
     s->phase = sw__current_phase(dt->p);
-    s->index = sw_step_index(dt->p);
-    s->warm = sw__in_warmup(dt->p);
-    s->nspans = s->used = 0;
+    s->index = index;
+    s->warm = (uint8_t)sw__in_warmup(dt->p);
+    s->nspans = s->nevents = 0;
     s->has_gap = s->data_before = 0;
     s->gap_ns = 0;
-    dt->open = s;
+    dt->open = 1;
+    dt->last_event = NO_EVENT;
     tl_timing = dt;
     for (int w = 0; w < NWHAT; w++) {
         dt->open_span[w] = -1;
         dt->depth[w] = 0;
     }
+    uint64_t captured = atomic_load_explicit(&dt->boundaries_captured, memory_order_relaxed);
     span_begin(dt, WHAT_STEP);
     if (s->nspans == 0) { /* not recorded: the stream is captured, or the runtime failed */
-        s->state = SLOT_FREE;
-        dt->open = NULL;
+        if (!dt->stopped && atomic_load(&dt->boundaries_captured) != captured)
+            COUNT(steps_captured);
+        dt->open = 0;
+        dt->head--;
+        return;
     }
     resolve(dt, 0); /* the previous step may complete now that this one began */
 }
 
 static void step_end(sw__device_time *dt) {
-    dt_step *s = dt->open;
+    dt_step *s = open_step(dt);
     if (s == NULL)
         return;
     span_end(dt, WHAT_STEP);
-    dt->open = NULL;
-    if (s->spans[0].end == NULL) {
-        s->state = SLOT_FREE;
-        atomic_fetch_add_explicit(&dt->dropped_steps, 1, memory_order_relaxed);
+    if (!dt->open)
+        return; /* the runtime failed: the timing stopped */
+    dt->open = 0;
+    if (s->spans[0].end == NO_EVENT) { /* captured at its end: not timed */
+        give_back(dt, s);
+        dt->head--;
+        COUNT(dropped_steps);
         return;
     }
     s->state = SLOT_PENDING;
@@ -294,10 +434,10 @@ static void on_action(void *ctx, sw_id id, int begins) {
             step_end(dt);
         return;
     }
-    if (what == NWHAT || tl_timing != dt || dt->open == NULL)
+    if (what == NWHAT || tl_timing != dt || !dt->open)
         return;
     if (begins < 0) { /* recorded after the fact: the data wait of a step begun late */
-        dt->open->data_before |= what == SW_CAT_DATA;
+        open_step(dt)->data_before |= what == SW_CAT_DATA;
         return;
     }
     if (begins) {
@@ -312,14 +452,16 @@ static void on_action(void *ctx, sw_id id, int begins) {
 
 static void free_timing(sw__device_time *dt, int release_events) {
     if (release_events) {
-        for (int i = 0; i < DT_STEPS; i++)
-            for (uint32_t e = 0; e < dt->ring[i].made; e++)
-                dt->clock.event_free(dt->clock.ctx, dt->ring[i].events[e]);
+        for (uint32_t e = 0; e < dt->nmade; e++)
+            dt->clock.event_free(dt->clock.ctx, dt->events[e]);
         if (dt->clock.release)
             dt->clock.release(dt->clock.ctx);
     }
     if (tl_timing == dt)
         tl_timing = NULL;
+    free(dt->events);
+    free(dt->spare);
+    free(dt->ring);
     free(dt);
 }
 
@@ -330,19 +472,34 @@ static void exit_unfreed(sw__sink *sink) {
     dt->stopped = dt->exiting = 1;
 }
 
+/* What the timing did, as counters "device:<what>" (no '/': not a phase's time) for the
+ * reports and the run file: never lost silently. */
+static void record_summary(sw__device_time *dt, const char *name, uint64_t value, int always) {
+    if (value == 0 && !always)
+        return;
+    sw_id id = sw_counter_id(dt->p, name);
+    if (id != SW_ID_NONE)
+        sw_counter(dt->p, id, (double)value);
+}
+
 static void close_sink(sw__sink *sink) {
     sw__device_time *dt = (sw__device_time *)sink;
     sw__hook_set(dt->p, NULL, NULL);
-    dt->open = NULL;
+    if (dt->open) { /* never ended */
+        dt->open = 0;
+        dt->head--;
+        COUNT(dropped_steps);
+    }
     resolve(dt, 1); /* what the GPU has reached; the rest is dropped, never waited for */
-    uint64_t waiting = 0;
-    for (uint64_t i = dt->tail; i != dt->head; i++)
-        waiting += dt->ring[i % DT_STEPS].state != SLOT_FREE;
+    uint64_t waiting = dt->head - dt->tail;
     uint64_t dropped = atomic_fetch_add(&dt->dropped_steps, waiting) + waiting;
-    if (dropped > 0) { /* in the reports and the run file, never lost silently */
-        sw_id id = sw_counter_id(dt->p, "device:dropped_steps");
-        if (id != SW_ID_NONE)
-            sw_counter(dt->p, id, (double)dropped);
+    uint64_t timed = atomic_load(&dt->timed);
+    record_summary(dt, "device:dropped_steps", dropped, 0);
+    if (timed + dropped + atomic_load(&dt->sampled_out) > 0) {
+        record_summary(dt, "device:steps_timed", timed, 1);
+        record_summary(dt, "device:steps_sampled_out", atomic_load(&dt->sampled_out), 0);
+        record_summary(dt, "device:sample_every", atomic_load(&dt->sample_every), 0);
+        record_summary(dt, "device:steps_captured", atomic_load(&dt->steps_captured), 0);
     }
     free_timing(dt, !dt->exiting);
 }
@@ -385,6 +542,9 @@ int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock) {
     dt->sink.ops = &device_time_ops;
     dt->p = p;
     dt->clock = *clock;
+    dt->stride = 1;
+    dt->sample_every = 1;
+    dt->last_event = NO_EVENT;
     for (uint32_t ph = 0; ph < SW__MAX_PHASES; ph++)
         for (int w = 0; w < NWHAT; w++)
             dt->counter[ph][w] = SW_ID_NONE;
@@ -392,15 +552,32 @@ int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock) {
     return 0;
 }
 
+static int attach_cuda(sw_profiler *p, int rc, sw_gpu_clock *clock, const char *why) {
+    if (rc == SW_EUNSUPPORTED)
+        sw__device_say_once(SW__SAY_NO_CUDART, "no device time (%s)", why);
+    return rc == 0 ? sw_device_time_clock(p, clock) : rc;
+}
+
 int sw_device_time_cuda(sw_profiler *p, void *stream) {
     if (p == NULL)
         return SW_EINVAL;
     sw_gpu_clock clock;
     char why[256];
-    int rc = sw__cudart_clock(stream, &clock, why, sizeof why);
-    if (rc == SW_EUNSUPPORTED)
-        sw__device_say_once(SW__SAY_NO_CUDART, "no device time (%s)", why);
-    return rc == 0 ? sw_device_time_clock(p, &clock) : rc;
+    int rc = sw__cudart_clock(stream, NULL, NULL, NULL, &clock, why, sizeof why);
+    return attach_cuda(p, rc, &clock, why);
+}
+
+int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ctx,
+                                void (*release)(void *ctx)) {
+    if (p == NULL || fn == NULL) {
+        if (release)
+            release(ctx);
+        return SW_EINVAL;
+    }
+    sw_gpu_clock clock;
+    char why[256];
+    int rc = sw__cudart_clock(NULL, fn, ctx, release, &clock, why, sizeof why);
+    return attach_cuda(p, rc, &clock, why);
 }
 
 int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
@@ -413,6 +590,12 @@ int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
                                  .steps_dropped = atomic_load(&dt->dropped_steps),
                                  .spans_dropped = atomic_load(&dt->dropped_spans),
                                  .warmup_steps = atomic_load(&dt->warmup),
-                                 .failed = atomic_load(&dt->failed)};
+                                 .failed = atomic_load(&dt->failed),
+                                 .steps_sampled_out = atomic_load(&dt->sampled_out),
+                                 .sample_every = atomic_load(&dt->sample_every),
+                                 .steps_captured = atomic_load(&dt->steps_captured),
+                                 .boundaries_captured = atomic_load(&dt->boundaries_captured),
+                                 .most_behind = atomic_load(&dt->most_behind),
+                                 .events = atomic_load(&dt->nevents)};
     return 0;
 }

@@ -50,13 +50,48 @@ int sw__device_of(const sw_snapshot *s, const sw_row *r, sw_counter_summary *out
     return out->count > 0;
 }
 
+int sw__device_phase_time(const char *name) {
+    return name != NULL && strncmp(name, PREFIX, strlen(PREFIX)) == 0 &&
+           strchr(name + strlen(PREFIX), '/') != NULL;
+}
+
 int sw__device_any(const sw_snapshot *s) {
     for (size_t i = 0; i < s->ncounters; i++)
-        if (s->counters[i].count > 0 && s->counters[i].name != NULL &&
-            strncmp(s->counters[i].name, PREFIX, strlen(PREFIX)) == 0 &&
-            strcmp(s->counters[i].name, PREFIX "dropped_steps") != 0)
+        if (s->counters[i].count > 0 && sw__device_phase_time(s->counters[i].name))
             return 1;
     return 0;
+}
+
+/* The last value of the device timing's summary counter "device:<name>", or 0. */
+static double summary(const sw_snapshot *s, const char *name) {
+    for (size_t i = 0; i < s->ncounters; i++) {
+        const char *n = s->counters[i].name;
+        if (n && strncmp(n, PREFIX, strlen(PREFIX)) == 0 && strcmp(n + strlen(PREFIX), name) == 0)
+            return s->counters[i].last;
+    }
+    return 0;
+}
+
+/* Which steps the table covers (written when the timing ended: a live report has none). */
+static void put_steps_timed(const sw_snapshot *s, FILE *out) {
+    double timed = summary(s, "steps_timed"), sampled = summary(s, "steps_sampled_out"),
+           every = summary(s, "sample_every"), dropped = summary(s, "dropped_steps"),
+           captured = summary(s, "steps_captured");
+    if (timed + sampled + dropped + captured <= 0)
+        return;
+    fprintf(out, "\nSteps timed on the GPU: %.0f of %.0f", timed,
+            timed + sampled + dropped + captured);
+    if (every > 1)
+        fprintf(out, "; a regular sample while the GPU ran over 512 steps behind: one step "
+                     "in %.0f at most (%.0f not chosen)", every, sampled);
+    else
+        fputs(" (every step)", out);
+    if (dropped > 0)
+        fprintf(out, "; %.0f not reached by the GPU when the run ended (never waited for)",
+                dropped);
+    if (captured > 0)
+        fprintf(out, "; %.0f begun during a CUDA graph capture", captured);
+    fputs(".\n", out);
 }
 
 /* Rows with device time: per phase, the step first, then the categories in their order. */
@@ -144,4 +179,5 @@ void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown) {
         fputc('\n', out);
     }
     free(rows);
+    put_steps_timed(s, out);
 }

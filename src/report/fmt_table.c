@@ -100,11 +100,16 @@ static void put_rule(FILE *out, const layout *l) {
 }
 
 static void put_counters(const sw_snapshot *s, FILE *out) {
-    if (s->ncounters == 0)
+    size_t shown = 0;
+    for (size_t i = 0; i < s->ncounters; i++)
+        shown += !sw__device_phase_time(s->counters[i].name);
+    if (shown == 0)
         return;
     fputs("\nCounters:\n", out);
     for (size_t i = 0; i < s->ncounters; i++) {
         const sw_counter_summary *c = &s->counters[i];
+        if (sw__device_phase_time(c->name))
+            continue; /* nanoseconds: the Device table shows them in time units */
         char name[SW__LABEL_MAX];
         sw__text_clean(c->name ? c->name : "?", name, sizeof name);
         fprintf(out, "  %s: last %.6g, min %.6g, max %.6g, mean %.6g (%" PRIu64 " sample%s)\n",

@@ -117,6 +117,9 @@ void sw__md_put_cell(FILE *out, const char *clean);
 int sw__device_of(const sw_snapshot *s, const sw_row *r, sw_counter_summary *out);
 /* Nonzero when the snapshot holds device time. */
 int sw__device_any(const sw_snapshot *s);
+/* Nonzero for a counter "device:<phase>/<action>": a phase's device time (ns), which the
+ * Device section shows in time units (the Counters lines leave it out). */
+int sw__device_phase_time(const char *name);
 /* The text formats' last section: host and device time side by side per phase and action,
  * as a markdown table when markdown is nonzero. */
 void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);

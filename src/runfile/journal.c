@@ -447,7 +447,10 @@ static void check_file(sw__journal *j) {
 }
 
 static const char *signal_reason(int signo) {
-    return signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "signal";
+    return signo == SIGINT    ? "SIGINT"
+           : signo == SIGTERM ? "SIGTERM"
+           : signo == SIGHUP  ? "SIGHUP"
+                              : "signal";
 }
 
 static void *flusher_main(void *arg) {
@@ -493,14 +496,11 @@ static void free_journal(sw__journal *j) {
     free(j);
 }
 
-/* Start the flusher with SIGINT/SIGTERM blocked, so a signal never lands on the thread the
- * handler waits for. */
+/* Start the flusher with SIGINT/SIGTERM/SIGHUP blocked, so a signal never lands on the
+ * thread the handler waits for. */
 static int start_flusher(sw__journal *j) {
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
+    sigset_t old;
+    sw__signal_block(&old);
     int err = pthread_create(&j->thread, NULL, flusher_main, j);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0)
@@ -522,6 +522,9 @@ static void wake_flusher(sw__sink *sink) {
 /* Complete the file now (final aggregates, complete=1) and stop the flusher; the struct
  * stays valid until it is freed. */
 static void finish(sw__journal *j, const char *reason) {
+    /* A signal arriving now waits until the file is complete (signals.c). */
+    sigset_t old;
+    sw__signal_finishing_begin(&old);
     if (j->signals_watched) {
         sw__signal_unwatch(j->wake[1]);
         j->signals_watched = 0;
@@ -543,6 +546,7 @@ static void finish(sw__journal *j, const char *reason) {
     }
     j->finished = 1;
     pthread_mutex_unlock(&j->lock);
+    sw__signal_finishing_end(&old);
 }
 
 /* ---- the sink's other ops ---- */

@@ -11,6 +11,8 @@
 
 #include "core/sink.h"
 
+#include <signal.h>
+
 /* Open the run file at path for p (path already has {rank} and {pid} expanded), write the
  * metadata, start the flusher thread, enable events and attach the writer to p. 0 or SW_E*.
  * On failure the writer is attached all the same, without a file, to tell
@@ -19,7 +21,7 @@
  * never stopped: the caller goes on with the profiler. */
 int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy);
 
-/* ---- signals.c: completing files on SIGINT/SIGTERM ---- */
+/* ---- signals.c: completing files on SIGINT/SIGTERM/SIGHUP ---- */
 
 /* Install the SIGINT/SIGTERM handlers (once per process; again when another handler was
  * installed over ours) and have a signal write a byte on wake_fd, then wait until the owner
@@ -35,5 +37,13 @@ unsigned sw__signal_count(void);
 int sw__signal_last(void);
 /* The flusher tells the waiting handler that its file is complete. */
 void sw__signal_done(void);
+/* Block SIGINT/SIGTERM/SIGHUP in the calling thread (the old mask in *old): the flusher's
+ * thread is started with them blocked. */
+void sw__signal_block(sigset_t *old);
+/* Around an owner's completing of its file (sw_profiler_free, Profiler.close): the signals
+ * are blocked in this thread meanwhile, and a handler on another thread waits for the end.
+ * A signal held is delivered at _end, once the file is complete. */
+void sw__signal_finishing_begin(sigset_t *old);
+void sw__signal_finishing_end(const sigset_t *old);
 
 #endif /* SW_RUNFILE_JOURNAL_H */

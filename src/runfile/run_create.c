@@ -20,6 +20,9 @@
  * the file alone. flock locks are apart from the POSIX locks SQLite takes (on Linux; an NFS
  * mount may map one onto the other), and the descriptor stays open until SQLite has closed
  * its own: closing any descriptor of a file drops the process's POSIX locks on it.
+ * Replacing an earlier run file starts with that file's lock, held until the new file is in
+ * place: two processes given one path decide one after the other, and the second finds the
+ * first's lock ("a running process writes this run file").
  */
 #include "run_store.h"
 
@@ -95,8 +98,13 @@ static int refuse_stray_wal(const char *path) {
     return rc;
 }
 
-int sw__run_file_check(const char *path, int *exists) {
+/* What is at path, decided under the lock: nothing (*exists 0), or an earlier run file of
+ * ours that no live process writes (*exists 1, and *old_fd holds its exclusive flock: it is
+ * ours to replace until that descriptor closes); else the refusal. Two processes given one
+ * path decide one after the other: the second finds the first's lock. */
+static int claim(const char *path, int *exists, int *old_fd) {
     *exists = 0;
+    *old_fd = -1;
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT)
@@ -113,6 +121,7 @@ int sw__run_file_check(const char *path, int *exists) {
     if (fd < 0)
         return sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     unsigned char header[100];
+    struct stat locked, now;
     int rc = 0;
     if (pread(fd, header, sizeof header, 0) != (ssize_t)sizeof header ||
         !sw__run_header_is_ours(header))
@@ -121,8 +130,26 @@ int sw__run_file_check(const char *path, int *exists) {
     else if (flock(fd, LOCK_EX | LOCK_NB) != 0)
         rc = sw__error(SW_EBUSY, "%s: a running process writes this run file: left alone",
                        path);
-    close(fd);
-    *exists = rc == 0;
+    /* Locked: is the file we locked still the one at the path? Another process may have put
+     * its new file there between our open and our lock. */
+    else if (fstat(fd, &locked) != 0 || lstat(path, &now) != 0 || locked.st_ino != now.st_ino ||
+             locked.st_dev != now.st_dev)
+        rc = sw__error(SW_EBUSY, "%s: another process took this path at the same moment: left "
+                       "alone", path);
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    *exists = 1;
+    *old_fd = fd;
+    return 0;
+}
+
+int sw__run_file_check(const char *path, int *exists) {
+    int old_fd = -1;
+    int rc = claim(path, exists, &old_fd);
+    if (old_fd >= 0)
+        close(old_fd);
     return rc;
 }
 
@@ -176,8 +203,10 @@ static int put_in_place(const char *temp, const char *path, int replace) {
 
 int sw__run_file_create(const char *path, int *lock_fd) {
     *lock_fd = -1;
-    int exists = 0;
-    int rc = sw__run_file_check(path, &exists);
+    int exists = 0, old_fd = -1;
+    /* The lock is taken before anything is decided, and the old file's lock held until the
+     * new file has replaced it. */
+    int rc = claim(path, &exists, &old_fd);
     if (rc != 0)
         return rc;
     char *dir = sw__dir_of(path), *temp = NULL;
@@ -193,6 +222,8 @@ int sw__run_file_create(const char *path, int *lock_fd) {
         rc = sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     if (rc == 0)
         rc = put_in_place(temp, path, exists);
+    if (old_fd >= 0)
+        close(old_fd); /* replaced (or not): the old file's claim ends */
     if (rc != 0 && temp != NULL)
         unlink(temp);
     if (rc != 0 && fd >= 0)

@@ -5,6 +5,7 @@
 #include "report/json_out.h"
 #include "report/writer.h"
 #include "run_store.h"
+#include "sql.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -151,15 +152,8 @@ static void metadata_event(sw__jw *w, const char *what, int pid, uint32_t tid,
 
 /* One integer of a rank's row in the ranks table (0 when it cannot be read). */
 static int64_t rank_column(sw_run *run, const char *sql, int rank) {
-    sqlite3_stmt *q = NULL;
     int64_t v = 0;
-    if (sqlite3_prepare_v2(sw__run_db(run), sql, -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_int(q, 1, rank);
-        if (sqlite3_step(q) == SQLITE_ROW)
-            v = sqlite3_column_int64(q, 0);
-    }
-    sqlite3_finalize(q);
-    return v;
+    return sw__sql_int(sw__run_db(run), sql, rank, &v) == 0 ? v : 0;
 }
 
 /* process_name per rank; the clocks are filled on the way. */
@@ -210,9 +204,8 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
         rc = sw_run_foreach_counter(run, -1, on_counter, &c);
     sqlite3_stmt *names = NULL;
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            sw__run_db(run), "SELECT name FROM threads WHERE rank=? AND thread=?", -1, &names,
-            NULL));
+        rc = sw__sql_prepare(sw__run_db(run), "SELECT name FROM threads WHERE rank=? AND thread=?",
+                             &names);
     for (size_t i = 0; rc == 0 && i < c.nthreads; i++) {
         /* the thread's own name (the system's, or the front end's), and its number */
         sqlite3_bind_int(names, 1, c.threads[i].rank);

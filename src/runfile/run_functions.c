@@ -8,16 +8,15 @@
  * folded), node 0 being the action itself (func -1; folded: its calls past the node limit).
  */
 #include "run_store.h"
+#include "sql.h"
 
 #include <stdlib.h>
 
 static int delete_rank(sqlite3 *db, const char *sql, int rank) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(db, sql, -1, &q, NULL));
-    if (rc == 0) {
-        sqlite3_bind_int(q, 1, rank);
+    int rc = sw__sql_prepare_int(db, sql, rank, &q);
+    if (rc == 0)
         rc = sw__sqlite_rc(sqlite3_step(q));
-    }
     sqlite3_finalize(q);
     return rc;
 }
@@ -31,12 +30,10 @@ int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp) {
     if (rc == 0)
         rc = delete_rank(st->db, "DELETE FROM function_nodes WHERE rank = ?1", rank);
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            st->db, "INSERT INTO functions VALUES(?1, ?2, ?3, ?4, ?5)", -1, &func, NULL));
+        rc = sw__sql_prepare(st->db, "INSERT INTO functions VALUES(?1, ?2, ?3, ?4, ?5)", &func);
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            st->db, "INSERT INTO function_nodes VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", -1,
-            &node, NULL));
+        rc = sw__sql_prepare(
+            st->db, "INSERT INTO function_nodes VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", &node);
     for (uint32_t i = 0; rc == 0 && i < sw_fprofile_func_count(merged); i++) {
         const sw_func *f = sw_fprofile_func(merged, i);
         sqlite3_bind_int(func, 1, rank);
@@ -73,12 +70,11 @@ int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp) {
 /* One rank's profile as stored. */
 static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
-        db, "SELECT func, file, line, name FROM functions WHERE rank = ?1 ORDER BY func", -1, &q,
-        NULL));
-    if (rc == 0)
-        sqlite3_bind_int(q, 1, rank);
-    while (rc == 0 && sqlite3_step(q) == SQLITE_ROW) {
+    int rc = sw__sql_prepare_int(
+        db, "SELECT func, file, line, name FROM functions WHERE rank = ?1 ORDER BY func", rank,
+        &q);
+    int step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         const char *file = (const char *)sqlite3_column_text(q, 1);
         const char *name = (const char *)sqlite3_column_text(q, 3);
         sw_func f = {.file = file ? file : "?", .line = (uint32_t)sqlite3_column_int64(q, 2),
@@ -86,21 +82,27 @@ static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
         uint32_t index;
         rc = sw_fprofile_add_func(fp, (uint64_t)sqlite3_column_int64(q, 0), &f, &index);
     }
+    if (rc == 0 && step != SQLITE_DONE) /* an error, not the end: never a partial profile */
+        rc = sw__sqlite_rc(step);
     sqlite3_finalize(q);
     q = NULL;
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            db,
-            "SELECT action, node, parent, func, calls, total_ns, self_ns, folded FROM "
-            "function_nodes WHERE rank = ?1 ORDER BY action, node",
-            -1, &q, NULL));
-    if (rc == 0)
-        sqlite3_bind_int(q, 1, rank);
+        rc = sw__sql_prepare_int(db,
+                                 "SELECT action, node, parent, func, calls, total_ns, self_ns,"
+                                 " folded FROM function_nodes WHERE rank = ?1"
+                                 " ORDER BY action, node",
+                                 rank, &q);
     sw_ftree *tree = NULL;
     uint32_t *map = NULL; /* stored node -> node of tree */
     size_t map_cap = 0;
-    while (rc == 0 && sqlite3_step(q) == SQLITE_ROW) {
+    int64_t next = 0; /* nodes are stored numbered 0, 1, 2... per action */
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         int64_t node = sqlite3_column_int64(q, 1), parent = sqlite3_column_int64(q, 2);
+        if (node != 0 && node != next) {
+            rc = SW_ECORRUPT; /* a gap: the map below would be sized by a number of the file's */
+            break;
+        }
+        next = node + 1;
         if (node == 0) { /* a new action */
             tree = sw_fprofile_add_tree(fp, (const char *)sqlite3_column_text(q, 0));
             if (tree == NULL) {
@@ -140,6 +142,8 @@ static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
             sw_ftree_add(tree, at, (uint64_t)sqlite3_column_int64(q, 4),
                          (uint64_t)sqlite3_column_int64(q, 5), (uint64_t)sqlite3_column_int64(q, 6));
     }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
     free(map);
     sqlite3_finalize(q);
     return rc;

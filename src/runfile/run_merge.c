@@ -3,7 +3,9 @@
  * so a merge is a union: each input is validated by sw_run_open, attached, and copied table
  * by table in one transaction.
  */
+#include "run_guard.h"
 #include "run_store.h"
+#include "sql.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -43,22 +45,31 @@ static int check_inputs(const char *const *paths, size_t n) {
     return rc;
 }
 
-static int copy_input(sqlite3 *db, const char *path) {
+/* Copy one input (checked by check_inputs) into db. The input is attached to the merge's
+ * guarded connection (run_guard.c) and its schema checked again inside the transaction that
+ * copies it: the file copied is the file checked, even if it was replaced meanwhile. */
+static int copy_input(sqlite3 *db, const sw__guard *g, const char *path) {
     sqlite3_stmt *attach = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(db, "ATTACH DATABASE ? AS src", -1, &attach, NULL));
+    int rc = sw__sql_prepare(db, "ATTACH DATABASE ? AS src", &attach);
     if (rc == 0) {
         sqlite3_bind_text(attach, 1, path, -1, SQLITE_STATIC);
         rc = sw__sqlite_rc(sqlite3_step(attach));
     }
     sqlite3_finalize(attach);
     if (rc != 0)
-        return rc;
+        return sw__error(rc, "%s: cannot attach it to the merge: %s", path, sqlite3_errmsg(db));
     rc = sw__sql_exec(db, "BEGIN");
+    if (rc == 0)
+        rc = sw__guard_check_schema(db, "src", path);
     for (size_t t = 0; rc == 0 && t < sizeof TABLES / sizeof *TABLES; t++) {
         char sql[128];
         snprintf(sql, sizeof sql, "INSERT INTO main.%s SELECT * FROM src.%s", TABLES[t],
                  TABLES[t]);
         rc = sw__sql_exec(db, sql);
+        if (rc != 0)
+            rc = g->tripped ? sw__guard_error(g, path)
+                            : sw__error(rc, "%s: cannot copy its %s: %s", path, TABLES[t],
+                                        sqlite3_errmsg(db));
     }
     rc = rc == 0 ? sw__sql_exec(db, "COMMIT") : (sw__sql_exec(db, "ROLLBACK"), rc);
     int detach = sw__sql_exec(db, "DETACH DATABASE src");
@@ -104,8 +115,11 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
         if (rc != SW_EBUSY && rc != SW_EEXISTS)
             break;
     }
+    sw__guard guard;
+    if (rc == 0 && (rc = sw__guard_defend(st->db, &guard)) != 0)
+        sw__error(rc, "%s: %s", temp, sqlite3_errmsg(st->db));
     for (size_t i = 0; rc == 0 && i < npaths; i++)
-        rc = copy_input(st->db, paths[i]);
+        rc = copy_input(st->db, &guard, paths[i]);
     if (rc == 0) {
         char sql[96];
         snprintf(sql, sizeof sql, "INSERT INTO meta VALUES('merged_files', %zu)", npaths);

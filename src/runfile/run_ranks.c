@@ -4,6 +4,7 @@
  * the ranks layer (src/ranks) reads them.
  */
 #include "run_store.h"
+#include "sql.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,11 @@ int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size, uint64_t 
     *payloads = NULL;
     *world_size = 0;
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
-        sw__run_db(run),
-        "SELECT world_size, payload_size, payloads, step, final FROM rank_rounds"
-        " ORDER BY final DESC, unix_ns DESC, round DESC LIMIT 1",
-        -1, &q, NULL));
+    int rc = sw__sql_prepare(sw__run_db(run),
+                             "SELECT world_size, payload_size, payloads, step, final"
+                             " FROM rank_rounds ORDER BY final DESC, unix_ns DESC, round DESC"
+                             " LIMIT 1",
+                             &q);
     if (rc != 0)
         return rc;
     int row = sqlite3_step(q);

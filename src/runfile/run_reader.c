@@ -2,7 +2,9 @@
  * run_reader.c — opening run files and reading them back: validation, snapshots (one rank or
  * all ranks merged with Chan's formula and histogram merges), records and names.
  */
+#include "run_guard.h"
 #include "run_store.h"
+#include "sql.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +28,7 @@ typedef struct rank_info {
 
 struct sw_run {
     sqlite3 *db;
+    sw__guard guard; /* the time budget of db's statements (run_guard.h) */
     char *path;
     int version; /* the file's schema version */
     int nranks;
@@ -90,61 +93,50 @@ static int check_header(sqlite3 *db, const char *path) {
     return 0;
 }
 
-static int query_int(sqlite3 *db, const char *sql, int64_t *out) {
-    sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) {
-            *out = sqlite3_column_int64(q, 0);
-            rc = SQLITE_OK;
-        } else if (rc == SQLITE_DONE) {
-            rc = SQLITE_CORRUPT; /* a query that must give one row gave none */
-        }
-    }
-    sqlite3_finalize(q);
-    return rc;
-}
-
-/* The file is SQLite (header checked): is it ours, of our version, intact? */
+/* The file is SQLite (header checked): is it ours, of our version, intact? Its schema is
+ * checked before any query reads a table (run_guard.c). */
 static int check_database(sqlite3 *db, const char *path, int *schema_version) {
     int64_t app = 0, version = 0;
-    int rc = query_int(db, "PRAGMA application_id", &app);
-    if (rc != SQLITE_OK)
-        return sw__error((rc & 0xff) == SQLITE_NOTADB ? SW_ECORRUPT : sw__sqlite_rc(rc),
-                         "%s: %s", path, sqlite3_errmsg(db));
+    int rc = sw__sql_int(db, "PRAGMA application_id", SW__NO_BIND, &app);
+    if (rc != 0)
+        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path,
+                         sqlite3_errmsg(db));
     if (app != SW__RUN_APPLICATION_ID)
         return sw__error(SW_EFOREIGN, "%s: an SQLite database, not a stepwatch run file", path);
-    rc = query_int(db, "PRAGMA user_version", &version);
-    if (rc != SQLITE_OK)
-        return sw__error(sw__sqlite_rc(rc) == SW_EFOREIGN ? SW_ECORRUPT : sw__sqlite_rc(rc),
-                         "%s: %s", path, sqlite3_errmsg(db));
+    rc = sw__sql_int(db, "PRAGMA user_version", SW__NO_BIND, &version);
+    if (rc != 0)
+        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path,
+                         sqlite3_errmsg(db));
     if (version < SW__RUN_SCHEMA_OLDEST || version > SW__RUN_SCHEMA_VERSION)
         return sw__error(SW_EVERSION,
                          "%s: schema version %lld; this stepwatch reads versions %d to %d",
                          path, (long long)version, SW__RUN_SCHEMA_OLDEST,
                          SW__RUN_SCHEMA_VERSION);
     *schema_version = (int)version;
+    rc = sw__guard_check_schema(db, "main", path);
+    if (rc != 0)
+        return rc;
     sqlite3_stmt *q = NULL;
-    rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &q, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW)
-            rc = strcmp((const char *)sqlite3_column_text(q, 0), "ok") == 0 ? SQLITE_OK
-                                                                            : SQLITE_CORRUPT;
+    rc = sw__sql_prepare(db, "PRAGMA quick_check", &q);
+    if (rc == 0) {
+        int step = sqlite3_step(q);
+        if (step == SQLITE_ROW)
+            rc = strcmp((const char *)sqlite3_column_text(q, 0), "ok") == 0 ? 0 : SW_ECORRUPT;
+        else
+            rc = sw__sqlite_rc(step ? step : SQLITE_CORRUPT);
     }
     sqlite3_finalize(q);
-    if (rc != SQLITE_OK)
-        return sw__error(sw__sqlite_rc(rc) == SW_EFOREIGN || rc == SQLITE_CORRUPT
-                             ? SW_ECORRUPT
-                             : sw__sqlite_rc(rc),
-                         "%s: %s", path, rc == SQLITE_CORRUPT ? "damaged (SQLite's integrity check failed)" : sqlite3_errmsg(db));
+    if (rc != 0)
+        return sw__error(rc == SW_EFOREIGN || rc == SW_ESQLITE ? SW_ECORRUPT : rc, "%s: %s",
+                         path,
+                         rc == SW_ECORRUPT ? "damaged (SQLite's integrity check failed)"
+                                           : sqlite3_errmsg(db));
     int64_t magic_ok = 0;
-    rc = query_int(db, "SELECT value = '" SW__RUN_MAGIC "' FROM meta WHERE key = 'magic'",
-                   &magic_ok);
-    if (rc != SQLITE_OK || !magic_ok)
+    rc = sw__sql_int(db, "SELECT value = '" SW__RUN_MAGIC "' FROM meta WHERE key = 'magic'",
+                     SW__NO_BIND, &magic_ok);
+    if (rc != 0 || !magic_ok)
         return sw__error(SW_ECORRUPT, "%s: %s", path,
-                         rc != SQLITE_OK ? sqlite3_errmsg(db) : "its meta table lost its mark");
+                         rc != 0 ? sqlite3_errmsg(db) : "its meta table lost its mark");
     return 0;
 }
 
@@ -168,7 +160,7 @@ static int name_put(name_table *t, uint32_t id, const char *name) {
 
 static int load_ranks(sw_run *run) {
     int64_t n = 0;
-    int rc = sw__sqlite_rc(query_int(run->db, "SELECT count(*) FROM ranks", &n));
+    int rc = sw__sql_int(run->db, "SELECT count(*) FROM ranks", SW__NO_BIND, &n);
     if (rc != 0)
         return rc;
     if (n == 0) /* created but the metadata never written */
@@ -177,15 +169,13 @@ static int load_ranks(sw_run *run) {
     if (run->ranks == NULL)
         return SW_ENOMEM;
     sqlite3_stmt *q = NULL;
-    rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, "SELECT rank FROM ranks ORDER BY rank", -1,
-                                          &q, NULL));
+    rc = sw__sql_prepare(run->db, "SELECT rank FROM ranks ORDER BY rank", &q);
     while (rc == 0 && run->nranks < n && sqlite3_step(q) == SQLITE_ROW)
         run->ranks[run->nranks++].rank = sqlite3_column_int(q, 0);
     sqlite3_finalize(q);
     if (rc != 0)
         return rc;
-    rc = sw__sqlite_rc(sqlite3_prepare_v2(run->db, "SELECT rank, kind, id, name FROM names", -1,
-                                          &q, NULL));
+    rc = sw__sql_prepare(run->db, "SELECT rank, kind, id, name FROM names", &q);
     int step;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         int rank = sqlite3_column_int(q, 0);
@@ -245,6 +235,10 @@ static int reading(sw_run *run, int rc) {
         return rc;
     if (rc == SW_ESQLITE)
         rc = SW_ECORRUPT;
+    if (run->guard.tripped) { /* interrupted: the file made SQLite work without end */
+        run->guard.tripped = 0;
+        return sw__guard_error(&run->guard, run->path);
+    }
     if (*sw_last_error() == '\0') {
         int code = sqlite3_errcode(run->db);
         int sqlite_said = code != SQLITE_OK && code != SQLITE_ROW && code != SQLITE_DONE;
@@ -276,7 +270,7 @@ int sw_run_open(const char *path, sw_run **out) {
         sqlite3_close(run->db);
         run->db = NULL;
         sw__error_clear();
-        rc = sw__sqlite_rc(sqlite3_open_v2(path, &run->db, flags[attempt], NULL));
+        rc = sw__guard_open(path, flags[attempt], &run->db, &run->guard);
         if (rc != 0)
             sw__error(rc, "%s: %s", path, run->db ? sqlite3_errmsg(run->db) : sw_strerror(rc));
         if (rc == 0) {
@@ -340,17 +334,15 @@ static void column_stats(sqlite3_stmt *q, int col, sw_stats *s) {
 
 static int read_header(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+    int rc = sw__sql_prepare_int(
         run->db,
         "SELECT name, host, command, pid, rank, world_size, start_unix_ns, elapsed_ns,"
         " wall_ns, steps, warmup_steps, threads, dropped_events, misuse_end_without_begin,"
         " misuse_mismatched_end, misuse_depth_overflow, misuse_bad_id, misuse_phase_mismatch,"
         " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot, local_rank"
-        " FROM ranks WHERE rank = ?",
-        -1, &q, NULL));
+        " FROM ranks WHERE rank = ?", rank, &q);
     if (rc != 0)
         return rc;
-    sqlite3_bind_int(q, 1, rank);
     int step = sqlite3_step(q);
     if (step == SQLITE_ROW) {
         s->name = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 0));
@@ -383,16 +375,14 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
 
 static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
+    int rc = sw__sql_prepare_int(
         run->db,
         "SELECT action, phase, action_name, phase_name, category,"
         " count, total_ns, self_ns, mean_ns, m2, min_ns, max_ns, min_step, max_step, samples,"
         " w_count, w_total_ns, w_self_ns, w_mean_ns, w_m2, w_min_ns, w_max_ns, w_min_step,"
-        " w_max_step, w_samples, hist FROM aggregates WHERE rank = ? ORDER BY seq",
-        -1, &q, NULL));
+        " w_max_step, w_samples, hist FROM aggregates WHERE rank = ? ORDER BY seq", rank, &q);
     if (rc != 0)
         return rc;
-    sqlite3_bind_int(q, 1, rank);
     sw_row *row = malloc(sizeof *row); /* a sw_row holds a 2.4 kB histogram: keep it off the stack */
     int step = SQLITE_DONE;
     if (row == NULL)
@@ -426,14 +416,11 @@ static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
 
 static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
-        run->db,
-        "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
-        " ORDER BY seq",
-        -1, &q, NULL));
+    int rc = sw__sql_prepare_int(
+        run->db, "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
+                 " ORDER BY seq", rank, &q);
     if (rc != 0)
         return rc;
-    sqlite3_bind_int(q, 1, rank);
     int step;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_counter_summary c = {.name = (const char *)sqlite3_column_text(q, 0),
@@ -452,11 +439,10 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
 
 static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_prepare_v2(
-        run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", -1, &q, NULL));
+    int rc = sw__sql_prepare_int(
+        run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", rank, &q);
     if (rc != 0)
         return rc;
-    sqlite3_bind_int(q, 1, rank);
     int step;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(q, 0);
@@ -665,11 +651,10 @@ int sw_run_incomplete(sw_run *run, char *what, size_t size) {
     if (what != NULL && size > 0)
         what[0] = '\0';
     sqlite3_stmt *q = NULL;
-    int rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(
-                              run->db,
-                              "SELECT rank, pid, host, start_unix_ns, updated_unix_ns FROM ranks"
-                              " WHERE complete = 0 ORDER BY rank",
-                              -1, &q, NULL)));
+    int rc = reading(run, sw__sql_prepare(run->db,
+                                          "SELECT rank, pid, host, start_unix_ns,"
+                                          " updated_unix_ns FROM ranks"
+                              " WHERE complete = 0 ORDER BY rank", &q));
     int incomplete = 0, step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         if (what != NULL && size > 0) {
@@ -697,7 +682,7 @@ static int prepare_ranked(sw_run *run, const char *select, const char *order, in
     char sql[512];
     snprintf(sql, sizeof sql, "%s%s ORDER BY %s", select, rank >= 0 ? " WHERE rank = ?" : "",
              order);
-    int rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(run->db, sql, -1, q, NULL)));
+    int rc = reading(run, sw__sql_prepare(run->db, sql, q));
     if (rc == 0 && rank >= 0)
         sqlite3_bind_int(*q, 1, rank);
     return rc;
@@ -778,17 +763,12 @@ static void progress(const sw_run *run, const char *stage, uint64_t done, uint64
 
 /* How many spans the file holds (of one rank, or all with rank -1). */
 static int count_spans(sw_run *run, int rank, uint64_t *total) {
-    sqlite3_stmt *q = NULL;
-    int rc = prepare_ranked(run, "SELECT coalesce(sum(count), 0) FROM span_chunks", "1", rank,
-                            &q);
-    if (rc == 0) {
-        int step = sqlite3_step(q);
-        if (step == SQLITE_ROW)
-            *total = (uint64_t)sqlite3_column_int64(q, 0);
-        else
-            rc = step == SQLITE_DONE ? SW_ECORRUPT : sw__sqlite_rc(step);
-    }
-    sqlite3_finalize(q);
+    int64_t n = 0;
+    int rc = sw__sql_int(run->db,
+                         "SELECT coalesce(sum(count), 0) FROM span_chunks"
+                         " WHERE ?1 < 0 OR rank = ?1",
+                         rank, &n);
+    *total = (uint64_t)n;
     return rc;
 }
 
@@ -811,9 +791,8 @@ static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
     if (rc == 0)
         rc = count_spans(run, rank, total);
     if (rc == 0)
-        rc = sw__sqlite_rc(sqlite3_prepare_v2(
-            run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)", -1, &insert,
-            NULL));
+        rc = sw__sql_prepare(run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)",
+                             &insert);
     if (rc == 0)
         rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks",
                             "rank, rowid", rank, &q);
@@ -867,12 +846,11 @@ int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
     sqlite3_stmt *q = NULL;
     progress(run, "sorting spans", 0, total); /* SQLite sorts at the first row it returns */
     if (rc == 0)
-        rc = reading(run, sw__sqlite_rc(sqlite3_prepare_v2(
-                              run->db,
-                              "SELECT rank, thread, depth, start_ns, duration_ns, action, phase,"
+        rc = reading(run, sw__sql_prepare(run->db,
+                                          "SELECT rank, thread, depth, start_ns, duration_ns,"
+                                          " action, phase,"
                               " step FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread,"
-                              " depth",
-                              -1, &q, NULL)));
+                              " depth", &q));
     int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),

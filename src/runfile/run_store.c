@@ -1,5 +1,5 @@
 /*
- * run_store.c — the run file's schema and every SQL statement that writes one.
+ * run_store.c — every SQL statement that writes a run file (its schema: run_schema.c).
  *
  * The journal's flusher, sw_run_merge and the tests all write through these functions, so the
  * file layout lives in one place. docs/run-file.md describes the tables.
@@ -13,107 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The schema, version 4 (2: function profiles; 3: notes; 4: local rank, clock offset,
- * thread names, cross-rank aggregations). Every table has a rank column so rank files merge
- * by union. */
-static const char SCHEMA_SQL[] =
-    "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
-    "CREATE TABLE ranks("
-    " rank INTEGER PRIMARY KEY, world_size INTEGER, name TEXT, host TEXT, pid INTEGER,"
-    " command TEXT, start_unix_ns INTEGER, origin_ns INTEGER, warmup_steps INTEGER,"
-    " timeline INTEGER, options TEXT, library_version TEXT,"
-    " elapsed_ns INTEGER DEFAULT 0, wall_ns INTEGER DEFAULT 0, steps INTEGER DEFAULT 0,"
-    " threads INTEGER DEFAULT 0, dropped_events INTEGER DEFAULT 0,"
-    " misuse_end_without_begin INTEGER DEFAULT 0, misuse_mismatched_end INTEGER DEFAULT 0,"
-    " misuse_depth_overflow INTEGER DEFAULT 0, misuse_bad_id INTEGER DEFAULT 0,"
-    " misuse_phase_mismatch INTEGER DEFAULT 0, misuse_step_overlap INTEGER DEFAULT 0,"
-    " misuse_bad_record INTEGER DEFAULT 0, misuse_open_at_snapshot INTEGER DEFAULT 0,"
-    " complete INTEGER DEFAULT 0, end_reason TEXT, updated_unix_ns INTEGER,"
-    " local_rank INTEGER DEFAULT 0, clock_offset_ns INTEGER DEFAULT 0);"
-    "CREATE TABLE names(rank INTEGER, kind TEXT, id INTEGER, name TEXT,"
-    " PRIMARY KEY(rank, kind, id)) WITHOUT ROWID;"
-    "CREATE VIEW actions AS SELECT rank, id, name FROM names WHERE kind = 'action';"
-    "CREATE VIEW phases AS SELECT rank, id, name FROM names WHERE kind = 'phase';"
-    "CREATE VIEW counter_names AS SELECT rank, id, name FROM names WHERE kind = 'counter';"
-    "CREATE TABLE aggregates("
-    " rank INTEGER, seq INTEGER, action INTEGER, phase INTEGER, action_name TEXT,"
-    " phase_name TEXT, category INTEGER,"
-    " count INTEGER, total_ns INTEGER, self_ns INTEGER, mean_ns REAL, m2 REAL,"
-    " min_ns INTEGER, max_ns INTEGER, min_step INTEGER, max_step INTEGER, samples INTEGER,"
-    " w_count INTEGER, w_total_ns INTEGER, w_self_ns INTEGER, w_mean_ns REAL, w_m2 REAL,"
-    " w_min_ns INTEGER, w_max_ns INTEGER, w_min_step INTEGER, w_max_step INTEGER,"
-    " w_samples INTEGER, hist BLOB, PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
-    "CREATE TABLE counter_summaries(rank INTEGER, seq INTEGER, name TEXT, count INTEGER,"
-    " last REAL, min REAL, max REAL, mean REAL, PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
-    "CREATE TABLE steps(rank INTEGER, step INTEGER, phase INTEGER, batch_size INTEGER,"
-    " warmup INTEGER, thread INTEGER, start_ns INTEGER, duration_ns INTEGER,"
-    " data_ns INTEGER, forward_ns INTEGER, loss_ns INTEGER, backward_ns INTEGER,"
-    " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER, other_ns INTEGER,"
-    " PRIMARY KEY(rank, step)) WITHOUT ROWID;"
-    "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
-    " value REAL);"
-    "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"
-    " first_start_ns INTEGER, data BLOB);"
-    "CREATE TABLE functions(rank INTEGER, func INTEGER, file TEXT, line INTEGER, name TEXT,"
-    " PRIMARY KEY(rank, func)) WITHOUT ROWID;"
-    "CREATE TABLE function_nodes(rank INTEGER, action TEXT, node INTEGER, parent INTEGER,"
-    " func INTEGER, calls INTEGER, total_ns INTEGER, self_ns INTEGER, folded INTEGER,"
-    " PRIMARY KEY(rank, action, node)) WITHOUT ROWID;"
-    "CREATE TABLE notes(rank INTEGER, seq INTEGER, key TEXT, value TEXT,"
-    " PRIMARY KEY(rank, seq)) WITHOUT ROWID;"
-    "CREATE TABLE threads(rank INTEGER, thread INTEGER, name TEXT,"
-    " PRIMARY KEY(rank, thread)) WITHOUT ROWID;"
-    "CREATE TABLE rank_rounds(rank INTEGER, round INTEGER, step INTEGER, unix_ns INTEGER,"
-    " final INTEGER, world_size INTEGER, payload_size INTEGER, payloads BLOB,"
-    " PRIMARY KEY(rank, round)) WITHOUT ROWID;";
-
-int sw__sqlite_rc(int rc) {
-    switch (rc & 0xff) {
-    case SQLITE_OK:
-    case SQLITE_DONE:
-    case SQLITE_ROW:
-        return 0;
-    case SQLITE_NOMEM:
-        return SW_ENOMEM;
-    case SQLITE_CORRUPT:
-    case SQLITE_FORMAT:
-        return SW_ECORRUPT;
-    case SQLITE_NOTADB:
-        return SW_EFOREIGN;
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-        return SW_EIO;
-    default:
-        return SW_ESQLITE;
-    }
-}
-
-int sw__sql_exec(sqlite3 *db, const char *sql) {
-    return sw__sqlite_rc(sqlite3_exec(db, sql, NULL, NULL, NULL));
-}
-
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out) {
     return sw__sqlite_rc(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL));
-}
-
-int sw__store_init(sqlite3 *db) {
-    char sql[256];
-    snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d; BEGIN;",
-             SW__RUN_APPLICATION_ID, SW__RUN_SCHEMA_VERSION);
-    int rc = sw__sql_exec(db, sql);
-    if (rc == 0)
-        rc = sw__sql_exec(db, SCHEMA_SQL);
-    if (rc == 0) {
-        snprintf(sql, sizeof sql,
-                 "INSERT INTO meta VALUES('magic','" SW__RUN_MAGIC "'),"
-                 "('schema_version',%d),('library_version','" SW_VERSION_STRING "');",
-                 SW__RUN_SCHEMA_VERSION);
-        rc = sw__sql_exec(db, sql);
-    }
-    return sw__sql_exec(db, rc == 0 ? "COMMIT" : "ROLLBACK") | rc;
 }
 
 static void close_connection(sw__store *st, int finished);
@@ -130,9 +31,23 @@ int sw__store_create(const char *path, sw__store **out) {
         free(st);
         return rc;
     }
-    /* The file exists, whole, and is ours (locked): never create or follow a link here. */
-    rc = sw__sqlite_rc(sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW,
-                                       NULL));
+    /* The file exists, whole, and is ours (locked): never create or follow a link at it.
+     * SQLite's NOFOLLOW refuses a link in any component, so it is given the path with its
+     * directory resolved: links above the file are followed, a link at it is not. */
+    char *real = sw__real_dir_path(path);
+    int said = real == NULL; /* the sentence is set */
+    if (real == NULL)
+        rc = sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO,
+                       "%s: cannot resolve its directory: %s", path, strerror(errno));
+    else
+        rc = sw__sqlite_rc(sqlite3_open_v2(real, &st->db,
+                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
+    free(real);
+    if (rc != 0 && st->db != NULL) { /* "unable to open database file" alone names no cause */
+        sw__error(rc, "%s: SQLite cannot open it: %s (%s)", path, sqlite3_errmsg(st->db),
+                  strerror(sqlite3_system_errno(st->db)));
+        said = 1;
+    }
     if (rc == 0) {
         sqlite3_busy_timeout(st->db, 2000);
         /* WAL (set in the file from the start): readers see the file while it grows, and a
@@ -150,7 +65,8 @@ int sw__store_create(const char *path, sw__store **out) {
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
     if (rc != 0) {
-        sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
+        if (!said)
+            sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
         close_connection(st, 0);
         sw__run_file_remove(path); /* ours: created above, still locked */
         sw__store_forget(st);

@@ -8,6 +8,7 @@
 #define SW_RUN_STORE_H
 
 #include "core/core.h"
+#include "sql.h"
 
 #include <sqlite3.h>
 
@@ -46,11 +47,6 @@ typedef struct sw__store {
     sqlite3_stmt *step, *span_chunk, *counter, *name;
 } sw__store;
 
-/* Map an SQLite result code to SW_E*. */
-int sw__sqlite_rc(int rc);
-/* Run SQL without results; 0 or SW_E*. */
-int sw__sql_exec(sqlite3 *db, const char *sql);
-
 /* Create a new run file at path and open it (run_create.c says what may be replaced: only
  * a stepwatch run file no live process writes; SW_EEXISTS for anything else, SW_EBUSY for a
  * live one; sw_last_error says why). The store holds the file's lock until closed. */
@@ -61,7 +57,8 @@ void sw__store_close(sw__store *st);
  * descriptor and the struct; the connection is never touched (it may be mid-write in the
  * parent, and closing it could checkpoint or remove the parent's WAL). NULL is a no-op. */
 void sw__store_forget(sw__store *st);
-/* The schema, application_id, user_version and meta rows, in an empty database. */
+/* The schema, application_id, user_version and meta rows, in an empty database
+ * (run_schema.c). */
 int sw__store_init(sqlite3 *db);
 
 /* ---- run_create.c ---- */

@@ -1,10 +1,16 @@
 /*
- * signals.c — completing run files when the process gets SIGINT or SIGTERM.
+ * signals.c — completing run files when the process gets SIGINT, SIGTERM or SIGHUP (batch
+ * schedulers and closed terminals send SIGHUP).
  *
  * The handler never touches SQLite. It wakes every watched flusher through its pipe, waits
  * (bounded, 2 s) until each wrote its final transaction, then hands the signal to whatever
  * handler was installed before ours: calls it, ignores the signal if it was ignored, or
- * restores the default and re-raises so the exit status is the usual one.
+ * restores the default and re-raises so the exit status is the usual one. A SIGHUP ignored
+ * when the first file is watched (nohup) is left ignored: it ends nothing.
+ *
+ * A file being completed by its owner (sw_profiler_free, Profiler.close) is not woken: the
+ * closing thread blocks these signals until it is done (sw__signal_finishing_begin/end), and
+ * a handler running on another thread waits for it, bounded like the rest.
  *
  * fork(): the child forgets every watched pipe (they belong to the parent's flushers).
  * exit() is not handled here: the core's atexit hook reaches every sink (core/sink.h).
@@ -33,17 +39,45 @@ static int g_done_pipe[2] = {-1, -1};
 static atomic_uint g_signal_count;
 static volatile sig_atomic_t g_last_signal;
 
-static const int HANDLED[2] = {SIGINT, SIGTERM};
-static struct sigaction g_previous[2];
+#define NHANDLED 3
+static const int HANDLED[NHANDLED] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction g_previous[NHANDLED];
 static volatile sig_atomic_t g_in_handler;
+static atomic_int g_finishing; /* files being completed by their owners right now */
+
+/* Bytes on the done pipe: a flusher completed its file, or an owner completed one. */
+#define DONE_FLUSHER 'd'
+#define DONE_FINISH 'f'
+
+void sw__signal_block(sigset_t *old) {
+    sigset_t block;
+    sigemptyset(&block);
+    for (int i = 0; i < NHANDLED; i++)
+        sigaddset(&block, HANDLED[i]);
+    pthread_sigmask(SIG_BLOCK, &block, old);
+}
 
 unsigned sw__signal_count(void) { return atomic_load(&g_signal_count); }
 int sw__signal_last(void) { return g_last_signal; }
 
-void sw__signal_done(void) {
-    char byte = 'd';
+static void tell_done(char byte) {
+    if (g_done_pipe[1] < 0)
+        return;
     ssize_t n = write(g_done_pipe[1], &byte, 1);
     (void)n; /* a full pipe means the handler already has more than it waits for */
+}
+
+void sw__signal_done(void) { tell_done(DONE_FLUSHER); }
+
+void sw__signal_finishing_begin(sigset_t *old) {
+    sw__signal_block(old);
+    atomic_fetch_add(&g_finishing, 1);
+}
+
+void sw__signal_finishing_end(const sigset_t *old) {
+    atomic_fetch_sub(&g_finishing, 1);
+    tell_done(DONE_FINISH);
+    pthread_sigmask(SIG_SETMASK, old, NULL); /* a signal held meanwhile is delivered now */
 }
 
 static int64_t now_ms(void) {
@@ -76,7 +110,9 @@ static void on_signal(int signo, siginfo_t *info, void *ucontext) {
         return;
     g_in_handler = 1;
     int saved_errno = errno;
-    int index = signo == SIGINT ? 0 : 1;
+    int index = 0;
+    while (index < NHANDLED - 1 && HANDLED[index] != signo)
+        index++;
     char sink[64];
     while (read(g_done_pipe[0], sink, sizeof sink) > 0) {
         /* stale acknowledgements from an earlier signal */
@@ -89,19 +125,20 @@ static void on_signal(int signo, siginfo_t *info, void *ucontext) {
         if (fd >= 0 && write(fd, "s", 1) == 1)
             woken++;
     }
-    /* Wait for the flushers, bounded: a flusher stuck on a lock held by the interrupted
-     * thread must not keep the process from ending. */
+    /* Wait for the flushers and for files being completed by their owners, bounded: a
+     * flusher stuck on a lock held by the interrupted thread must not keep the process from
+     * ending. */
     int64_t deadline = now_ms() + SIGNAL_WAIT_MS;
-    while (woken > 0) {
+    while (woken > 0 || atomic_load(&g_finishing) > 0) {
         int64_t left = deadline - now_ms();
         if (left <= 0)
             break;
         struct pollfd pfd = {.fd = g_done_pipe[0], .events = POLLIN};
-        if (poll(&pfd, 1, (int)left) <= 0)
+        if (poll(&pfd, 1, left < 50 ? (int)left : 50) <= 0)
             continue;
-        ssize_t n = read(g_done_pipe[0], sink, (size_t)woken < sizeof sink ? (size_t)woken : sizeof sink);
-        if (n > 0)
-            woken -= (int)n;
+        ssize_t n = read(g_done_pipe[0], sink, sizeof sink);
+        for (ssize_t i = 0; i < n; i++)
+            woken -= sink[i] == DONE_FLUSHER;
     }
     chain(index, signo, info, ucontext);
     g_in_handler = 0;
@@ -135,12 +172,15 @@ static void setup_once(void) {
 /* Install our handlers, saving the ones in place. Also when a handler was installed over
  * ours since: it becomes the one we chain to. Called with g_lock held. */
 static int install_handlers(void) {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NHANDLED; i++) {
         struct sigaction current;
         if (sigaction(HANDLED[i], NULL, &current) != 0)
             return SW_EIO;
         if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_signal)
             continue;
+        if (HANDLED[i] == SIGHUP && !(current.sa_flags & SA_SIGINFO) &&
+            current.sa_handler == SIG_IGN)
+            continue; /* nohup: a hangup ends nothing, so there is nothing to complete */
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_sigaction = on_signal;

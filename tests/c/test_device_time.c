@@ -33,11 +33,11 @@ static struct {
     void (*set_capturing)(int on);
     void (*set_fail_records)(int on);
     void (*set_error)(int error);
-    void (*counts)(uint64_t counts[5]);
+    void (*counts)(uint64_t counts[6]);
     int (*peek_error)(void);
 } gpu;
 
-enum { SYNCS, RECORDS, QUERIES, CREATED, DESTROYED };
+enum { SYNCS, RECORDS, QUERIES, CREATED, DESTROYED, INVALIDATED };
 
 static int setup(void **state) {
     (void)state;
@@ -55,7 +55,7 @@ static int setup(void **state) {
 }
 
 static uint64_t count(int which) {
-    uint64_t c[5];
+    uint64_t c[6];
     gpu.counts(c);
     return c[which];
 }
@@ -304,6 +304,13 @@ static void test_reports_and_run_file(void **state) {
     const char *step = strstr(section, "train/step"), *fwd = strstr(section, "train/forward");
     assert_true(step != NULL && fwd != NULL && step < fwd); /* the step first */
     assert_non_null(strstr(fwd, "4.00 ms")); /* 4 ms of kernels launched in 1 ms */
+    /* which steps: all 7 (6 and finish()'s), said after the table */
+    assert_non_null(strstr(section, "\nSteps timed on the GPU: 7 of 7 (every step).\n"));
+    /* the Counters lines leave the phases' nanoseconds to the Device table */
+    const char *counters = strstr(table, "\nCounters:\n");
+    assert_true(counters == NULL || strstr(counters, "device:train/") == NULL ||
+                strstr(counters, "device:train/") > section);
+    assert_null(strstr(table, "e+06"));
     free(table);
     char *md = report_of(s, SW_FORMAT_MARKDOWN);
     assert_non_null(strstr(md, "#### Device time (GPU events, per call)"));
@@ -326,14 +333,17 @@ static void test_reports_and_run_file(void **state) {
 }
 
 /* diagnose's JSON for a loop of parts run with device time into a run file. */
-static char *diagnose_loop(const part *parts, size_t nparts, int steps) {
+static char *diagnose_loop(const part *parts, size_t nparts, int steps, int wait) {
     char dir[] = "/tmp/sw_device_diag_XXXXXX", path[256];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/run.db", dir);
     SW_TEST_PROFILER(p, .device_time = 1, .run_file = path, .warmup_steps = 1);
     run_steps(p, steps, parts, nparts);
-    sleep_until(gpu.idle_at() + 1 * MS);
+    if (wait)
+        sleep_until(gpu.idle_at() + 1 * MS);
     sw_profiler_free(p);
+    if (!wait)
+        sleep_until(gpu.idle_at()); /* the next test's GPU starts idle */
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(path, &run), 0);
     char *text = NULL;
@@ -356,7 +366,7 @@ static void test_diagnose_findings(void **state) {
     const part host_bound[] = {{"data", 6 * MS, 0, 0},
                                {"forward", 3 * MS, 1 * MS, 0},
                                {"backward", 3 * MS, 2 * MS, 0}};
-    char *json = diagnose_loop(host_bound, 3, 12);
+    char *json = diagnose_loop(host_bound, 3, 12, 1);
     assert_non_null(strstr(json, "\"id\": \"host-bound\""));
     assert_non_null(strstr(json, "\"id\": \"launch-bound\""));
     assert_null(strstr(json, "\"id\": \"data-hidden\""));
@@ -368,14 +378,14 @@ static void test_diagnose_findings(void **state) {
                               {"loss", 0, 0, 1},
                               {"backward", 2 * MS, 20 * MS, 0},
                               {"optimizer", MS / 2, 40 * MS, 0}};
-    json = diagnose_loop(gpu_bound, 5, 12);
+    json = diagnose_loop(gpu_bound, 5, 12, 1);
     assert_non_null(strstr(json, "\"id\": \"data-hidden\""));
     assert_null(strstr(json, "\"id\": \"host-bound\""));
     assert_null(strstr(json, "\"id\": \"launch-bound\""));
     free(json);
-    /* The GPU 8 steps behind: the unresolved steps are named. */
-    const part behind[] = {{"forward", 1 * MS, 50 * MS, 0}};
-    json = diagnose_loop(behind, 1, 12);
+    /* The run ends with the GPU 12 steps behind: the unresolved steps are named. */
+    const part behind[] = {{"forward", 1 * MS, 20 * MS, 0}};
+    json = diagnose_loop(behind, 1, 12, 0);
     assert_non_null(strstr(json, "\"id\": \"device-dropped\""));
     free(json);
 }
@@ -383,7 +393,8 @@ static void test_diagnose_findings(void **state) {
 /* ---- never waiting ---- */
 
 /* The GPU falls ever further behind (50 ms of kernels per 1 ms step): the host never
- * waits; the oldest steps are dropped and counted. */
+ * waits, every step waits for the GPU in the pool; those the GPU has not reached when the
+ * run ends are dropped and counted. */
 static void test_gpu_far_behind(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
@@ -394,31 +405,33 @@ static void test_gpu_far_behind(void **state) {
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     sw_profiler_free(p); /* does not wait for the 1.5 s of queued kernels either */
     double wall_ms = (double)(sw_now_ns() - start) / 1e6;
-    printf("30 steps, 1.5 s of kernels: host %.1f ms, dropped %llu, timed %llu\n", wall_ms,
-           (unsigned long long)info.steps_dropped, (unsigned long long)info.steps_timed);
+    printf("30 steps, 1.5 s of kernels: host %.1f ms, waiting %llu, timed %llu\n", wall_ms,
+           (unsigned long long)info.most_behind, (unsigned long long)info.steps_timed);
     assert_true(wall_ms < 1000); /* 30 ms of host work; 1.5 s if it waited */
-    /* All but the last 8 dropped; a step is timed only when the host stalled 50 ms (a
-     * loaded machine may), and then one fewer is dropped. */
-    assert_true(info.steps_timed <= 3);
-    assert_true(info.steps_dropped + info.steps_timed >= 30 - 8 - 1);
+    assert_int_equal(info.steps_dropped, 0); /* none lost while the run went on */
+    assert_true(info.most_behind >= 28);     /* all waiting (a stalled host may see one) */
+    assert_int_equal(info.sample_every, 1);
     sleep_until(gpu.idle_at());
 }
 
-/* While the stream is captured into a CUDA graph nothing is recorded. */
+/* While the stream is captured into a CUDA graph nothing is recorded, and nothing is queried
+ * in a way that would invalidate the capture; the steps begun then are counted. */
 static void test_graph_capture(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
-    const part parts[] = {{"forward", 1 * MS, 1 * MS, 0}};
-    run_steps(p, 3, parts, 1);
+    const part parts[] = {{"forward", 1 * MS, 5 * MS, 0}};
+    run_steps(p, 3, parts, 1); /* kernels still queued: steps wait to be resolved */
     uint64_t records = count(RECORDS);
     gpu.set_capturing(1);
     run_steps(p, 3, parts, 1);
     assert_int_equal(count(RECORDS), records);
     gpu.set_capturing(0);
+    assert_int_equal(count(INVALIDATED), 0);
     run_steps(p, 3, parts, 1);
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
     assert_int_equal(counter(s, "device:train/forward")->count, 6);
+    assert_int_equal(info.steps_captured, 3);
     assert_int_equal(info.failed, 0);
     sw_snapshot_free(s);
 }
@@ -463,6 +476,180 @@ static void test_runtime_failure(void **state) {
     assert_int_equal(sw_test_in_child(failing_records, err, sizeof err), 0);
     assert_non_null(strstr(err, "stepwatch: device time stopped: the GPU runtime failed to "
                                 "record an event"));
+}
+
+/* ---- a GPU steps behind: a clock whose events complete `lag` steps after their record ---- */
+
+typedef struct lag_event {
+    uint64_t step, at; /* recorded during that step, at that fake GPU time */
+} lag_event;
+
+static struct {
+    uint64_t step, lag, gpu_ns;
+    int drained;            /* the program synchronized: everything reached */
+    int fail_new_after;     /* event_new fails once this many were made (0: never) */
+    int capture_from;       /* records answer "captured" once this many were made (0: never) */
+    int made, records, gil; /* events made; records; "GIL" takes (always 0: none exist) */
+} lag;
+
+static int lag_new(void *ctx, void **event) {
+    (void)ctx;
+    if (lag.fail_new_after && lag.made >= lag.fail_new_after)
+        return -1;
+    lag.made++;
+    *event = calloc(1, sizeof(lag_event));
+    return *event ? 0 : -1;
+}
+static int lag_record(void *ctx, void *event) {
+    (void)ctx;
+    if (lag.capture_from && lag.made >= lag.capture_from)
+        return 1;
+    lag_event *e = event;
+    e->step = lag.step;
+    e->at = lag.gpu_ns;
+    lag.records++;
+    return 0;
+}
+static int lag_query(void *ctx, void *event) {
+    (void)ctx;
+    const lag_event *e = event;
+    return lag.drained || lag.step >= e->step + lag.lag;
+}
+static int lag_elapsed(void *ctx, void *start, void *end, uint64_t *ns) {
+    if (!lag_query(ctx, start) || !lag_query(ctx, end))
+        return 1;
+    *ns = ((lag_event *)end)->at - ((lag_event *)start)->at;
+    return 0;
+}
+static void lag_free(void *ctx, void *event) {
+    (void)ctx;
+    free(event);
+}
+
+static int attach_lag_clock(sw_profiler *p) {
+    sw_gpu_clock clock = {.event_new = lag_new, .record = lag_record, .query = lag_query,
+                          .elapsed_ns = lag_elapsed, .event_free = lag_free};
+    return sw_device_time_clock(p, &clock);
+}
+
+/* steps steps of data, forward, loss, backward, optimizer on the lagging clock. */
+static sw_profiler *lagging_loop(uint64_t behind, int steps, sw_device_time_info *info) {
+    memset(&lag, 0, sizeof lag);
+    lag.lag = behind;
+    SW_TEST_PROFILER(p);
+    assert_int_equal(attach_lag_clock(p), 0);
+    const char *names[] = {"data", "forward", "loss", "backward", "optimizer"};
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int s = 0; s < steps; s++, lag.step++) {
+        sw_step_begin(p, 32);
+        for (int i = 0; i < 5; i++) {
+            sw_id id = sw_action(p, names[i]);
+            sw_begin(p, id);
+            lag.gpu_ns += 10000; /* its kernels */
+            sw_end(p, id);
+        }
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    lag.drained = 1; /* the program's final synchronize */
+    sw_step_begin(p, 0); /* resolves what waits */
+    sw_step_end(p);
+    assert_int_equal(sw_device_time_info_get(p, info), 0);
+    return p;
+}
+
+/* 100 steps behind: every step timed, from a pool of events made once. */
+static void test_every_step_timed_100_behind(void **state) {
+    (void)state;
+    sw_device_time_info info;
+    sw_profiler *p = lagging_loop(100, 1500, &info);
+    printf("100 behind: timed %llu of 1500, events made %llu, records %d (%.1f per step)\n",
+           (unsigned long long)info.steps_timed, (unsigned long long)info.events, lag.records,
+           lag.records / 1501.0);
+    assert_int_equal(info.steps_timed, 1500); /* the last waits for the next step's begin */
+    assert_int_equal(info.steps_sampled_out + info.steps_dropped, 0);
+    assert_int_equal(info.sample_every, 1);
+    assert_true(info.most_behind >= 100 && info.most_behind <= 102);
+    assert_true(info.events <= 102 * 6); /* pooled: made for the steps in flight only */
+    /* One event per boundary: the step's 5 spans back to back share their ends and begins
+     * (a host stalled over 20 us between two of them, on a loaded machine, records both). */
+    assert_true(lag.records >= 6 * 1500 + 2 && lag.records <= 6 * 1500 + 2 + 150);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    assert_int_equal(counter(s, "device:train/backward")->count, 1500);
+    assert_true(fabs(counter(s, "device:train/backward")->mean - 10000) < 1);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+}
+
+/* 2000 steps behind, more than the pool holds: a regular sample, said. */
+static void test_sampled_2000_behind(void **state) {
+    (void)state;
+    sw_device_time_info info;
+    sw_profiler *p = lagging_loop(2000, 5000, &info);
+    printf("2000 behind: timed %llu of 5000, sampled out %llu, every %llu, dropped %llu\n",
+           (unsigned long long)info.steps_timed, (unsigned long long)info.steps_sampled_out,
+           (unsigned long long)info.sample_every, (unsigned long long)info.steps_dropped);
+    assert_true(info.sample_every >= 2 && info.sample_every <= 16);
+    /* the last step waits for the next step's begin: in none of the three */
+    assert_int_equal(info.steps_timed + info.steps_sampled_out + info.steps_dropped, 5000);
+    assert_int_equal(info.steps_dropped, 0);
+    assert_true(info.steps_timed >= 5000 / info.sample_every);
+    assert_true(info.most_behind < 1024); /* never full: no step lost to a full pool */
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    assert_int_equal(counter(s, "device:train/forward")->count, info.steps_timed);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+    assert_true(lag.gil == 0);
+}
+
+/* An event factory that fails in the middle of a step (at a span's end, where it once
+ * crashed): the timing stops, the loop and its host times go on. */
+static void factory_fails(void) {
+    sw_device_time_info info;
+    lag.fail_new_after = 0;
+    memset(&lag, 0, sizeof lag);
+    lag.lag = 1;
+    lag.fail_new_after = 3; /* step begin, forward's end, then loss's end fails */
+    SW_TEST_PROFILER(p);
+    if (attach_lag_clock(p) != 0)
+        _exit(2);
+    const part parts[] = {{"forward", 0, 0, 0}, {"loss", 100000, 0, 0}, {"backward", 0, 0, 0}};
+    run_steps(p, 5, parts, 3);
+    sw_device_time_info_get(p, &info);
+    sw_snapshot *s = NULL;
+    sw_snapshot_take(p, &s);
+    int bad = !info.failed || s->steps != 5 || info.steps_timed != 0;
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+    if (bad)
+        _exit(3);
+}
+
+static void test_event_factory_fails(void **state) {
+    (void)state;
+    char err[2048];
+    assert_int_equal(sw_test_in_child(factory_fails, err, sizeof err), 0);
+    assert_non_null(strstr(err, "device time stopped: the GPU runtime failed to create"));
+}
+
+/* A capture begins in the middle of a step: that span is not timed, counted; the others
+ * and later steps are. */
+static void test_capture_mid_step(void **state) {
+    (void)state;
+    memset(&lag, 0, sizeof lag);
+    lag.lag = 1;
+    lag.capture_from = 2; /* once 2 events exist: the step's first two boundaries only */
+    SW_TEST_PROFILER(p);
+    assert_int_equal(attach_lag_clock(p), 0);
+    const part parts[] = {{"forward", 0, 0, 0}, {"loss", 100000, 0, 0}};
+    run_steps(p, 3, parts, 2);
+    sw_device_time_info info;
+    assert_int_equal(sw_device_time_info_get(p, &info), 0);
+    assert_int_equal(info.failed, 0);
+    assert_true(info.boundaries_captured >= 2);
+    sw_profiler_free(p);
 }
 
 /* ---- living beside the rest ---- */
@@ -537,6 +724,10 @@ int main(void) {
         cmocka_unit_test(test_diagnose_findings),
         cmocka_unit_test(test_gpu_far_behind),
         cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_every_step_timed_100_behind),
+        cmocka_unit_test(test_sampled_2000_behind),
+        cmocka_unit_test(test_event_factory_fails),
+        cmocka_unit_test(test_capture_mid_step),
         cmocka_unit_test(test_program_error_kept),
         cmocka_unit_test(test_runtime_failure),
         cmocka_unit_test(test_beside_public_watcher),

@@ -101,7 +101,7 @@ static void test_merge_and_export(void **state) {
     snprintf(merged, sizeof merged, "%s/merged.db", g_dir);
     snprintf(args, sizeof args, "merge '%s' '%s' -o '%s'", g_rank0, g_rank1, merged);
     assert_int_equal(cli(NULL, args), 0);
-    assert_int_equal(cli(NULL, args), SW_EXIT_IO); /* exists */
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_IO); /* exists */
     snprintf(args, sizeof args, "merge '%s' '%s' -o '%s' --force", g_rank0, g_rank1, merged);
     assert_int_equal(cli(NULL, args), 0);
 
@@ -114,7 +114,7 @@ static void test_merge_and_export(void **state) {
     snprintf(args, sizeof args, "report '%s' --rank 1", merged);
     assert_int_equal(cli(out, args), 0);
     snprintf(args, sizeof args, "report '%s' --rank 5", merged);
-    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_DATA);
 
     char trace[600], csv[600];
     snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
@@ -132,7 +132,7 @@ static void test_exit_codes(void **state) {
     char args[1200], text[600];
     assert_int_equal(cli(NULL, "--version"), 0);
     assert_int_equal(cli(NULL, "--help"), 0);
-    assert_int_equal(cli(NULL, "frobnicate"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "frobnicate"), SWCLI_EXIT_USAGE);
     static const char *const commands[] = {"run", "report", "export", "merge"};
     for (size_t i = 0; i < 4; i++) {
         snprintf(args, sizeof args, "%s --help", commands[i]);
@@ -140,11 +140,11 @@ static void test_exit_codes(void **state) {
         snprintf(args, sizeof args, "help %s", commands[i]);
         assert_int_equal(cli(NULL, args), 0);
     }
-    assert_int_equal(cli(NULL, "report"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "report"), SWCLI_EXIT_USAGE);
     snprintf(args, sizeof args, "report '%s' --format nope", g_rank0);
-    assert_int_equal(cli(NULL, args), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_USAGE);
     snprintf(args, sizeof args, "report '%s/missing.db'", g_dir);
-    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_DATA);
     snprintf(text, sizeof text, "%s/stderr.txt", g_dir);
     char *err = slurp(text);
     assert_non_null(strstr(err, "no such file"));
@@ -155,15 +155,15 @@ static void test_exit_codes(void **state) {
     fputs("hello\n", f);
     fclose(f);
     snprintf(args, sizeof args, "report '%s'", text);
-    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_DATA);
     snprintf(args, sizeof args, "export '%s' --chrome -", text);
-    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_DATA);
     snprintf(args, sizeof args, "export '%s'", g_rank0);
-    assert_int_equal(cli(NULL, args), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_USAGE);
     snprintf(args, sizeof args, "export '%s' --chrome /nonexistent/dir/x.json", g_rank0);
-    assert_int_equal(cli(NULL, args), SW_EXIT_IO);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_IO);
     snprintf(args, sizeof args, "merge '%s' -o '%s/m2.db'", text, g_dir);
-    assert_int_equal(cli(NULL, args), SW_EXIT_DATA);
+    assert_int_equal(cli(NULL, args), SWCLI_EXIT_DATA);
 }
 
 /* run: a program that is not Python gets STEPWATCH_RUN_FILE; its exit code comes back. */
@@ -181,9 +181,9 @@ static void test_run_command(void **state) {
     snprintf(want, sizeof want, "%s/r{rank}.db 1 block 512\n", g_dir);
     assert_string_equal(got, want);
     free(got);
-    assert_int_equal(cli(NULL, "run"), SW_EXIT_USAGE);
-    assert_int_equal(cli(NULL, "run --ring-capacity 99999999 -- true"), SW_EXIT_USAGE);
-    assert_int_equal(cli(NULL, "run --ring-capacity 12x -- true"), SW_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run"), SWCLI_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run --ring-capacity 99999999 -- true"), SWCLI_EXIT_USAGE);
+    assert_int_equal(cli(NULL, "run --ring-capacity 12x -- true"), SWCLI_EXIT_USAGE);
     assert_int_equal(cli(NULL, "run -- /nonexistent/program"), 127);
 }
 
@@ -220,7 +220,7 @@ static void test_common_options(void **state) {
         static const char *const forms[] = {"%s --help", "%s -h", "help %s"};
         for (size_t f = 0; f < 3; f++) {
             snprintf(args, sizeof args, forms[f], commands[i]);
-            assert_int_equal(cli(out, args), SW_EXIT_OK);
+            assert_int_equal(cli(out, args), SWCLI_EXIT_OK);
             char *help = slurp(out);
             snprintf(want, sizeof want, "usage: stepwatch %s ", commands[i]);
             assert_true(strncmp(help, want, strlen(want)) == 0);
@@ -230,9 +230,9 @@ static void test_common_options(void **state) {
         snprintf(want, sizeof want,
                  "%s: unrecognized option '--no-such-option'\nTry 'stepwatch %s --help'.\n",
                  commands[i], commands[i]);
-        expect(SW_EXIT_USAGE, want, "%s --no-such-option", commands[i]);
+        expect(SWCLI_EXIT_USAGE, want, "%s --no-such-option", commands[i]);
     }
-    expect(SW_EXIT_USAGE, "report: option '--output' requires an argument\n" TRY("report"),
+    expect(SWCLI_EXIT_USAGE, "report: option '--output' requires an argument\n" TRY("report"),
            "report '%s' --output", g_rank0);
 
     /* The operands each subcommand wants, and its required options. */
@@ -263,11 +263,11 @@ static void test_common_options(void **state) {
     for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
         snprintf(want, sizeof want, "stepwatch: --rank wants a rank number, not '%s'\n",
                  bad_ranks[i]);
-        expect(SW_EXIT_USAGE, want, "report '%s' --rank '%s'", g_rank0, bad_ranks[i]);
+        expect(SWCLI_EXIT_USAGE, want, "report '%s' --rank '%s'", g_rank0, bad_ranks[i]);
     }
     snprintf(merged, sizeof merged, "%s/merged.db", g_dir); /* test_merge_and_export's */
     snprintf(want, sizeof want, "stepwatch: %s: no rank 1000000 in this run file\n", merged);
-    expect(SW_EXIT_DATA, want, "report '%s' -r 1000000", merged);
+    expect(SWCLI_EXIT_DATA, want, "report '%s' -r 1000000", merged);
 
     /* --format: what each subcommand writes, named in the message. */
     expect(2, "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
@@ -279,7 +279,7 @@ static void test_common_options(void **state) {
     expect(2, "stepwatch: unknown format 'nope'\n", "run --format nope -- true");
     snprintf(out, sizeof out, "%s/diagnose.md", g_dir);
     snprintf(args, sizeof args, "diagnose '%s' --format markdown", g_rank0);
-    assert_int_equal(cli(out, args), SW_EXIT_OK);
+    assert_int_equal(cli(out, args), SWCLI_EXIT_OK);
 
     /* run's checked values. */
     static const unsigned bad_capacities[] = {0, SW_MAX_RING_CAPACITY + 1};

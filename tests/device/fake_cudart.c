@@ -7,7 +7,8 @@
  * (max(now, end of the queue)). Queries and elapsed times answer from the clock, with the
  * runtime's rules: cudaErrorNotReady (600) for an event not reached, kept as the last error
  * until cudaGetLastError reads it. The synchronizing calls exist and count their calls, so a
- * test proves stepwatch never makes one. Signatures as cuda_runtime_api.h declares them.
+ * test proves stepwatch never makes one; so are queries made during a capture outside
+ * relaxed capture mode (what would invalidate the program's CUDA graph). Signatures as cuda_runtime_api.h declares them.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -23,6 +24,12 @@ typedef struct fake_event {
 } fake_event;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* This thread's capture mode (cudaStreamCaptureModeGlobal 0, ThreadLocal 1, Relaxed 2). A
+ * query while a capture is under way and the thread's mode is not relaxed is what the real
+ * runtime refuses and invalidates the capture for: counted, so a test proves it never
+ * happens. */
+static _Thread_local int capture_mode;
+static uint64_t invalidated;
 static uint64_t queue_end_ns;  /* when the queued work is done */
 static int last_error, capturing, fail_records;
 static uint64_t syncs, records, queries, created, destroyed;
@@ -66,9 +73,23 @@ EXPORT int cudaEventRecord(void *event, void *stream) {
     return rc;
 }
 
+/* A query during a capture outside relaxed mode: the capture is invalidated (lock held). */
+static void check_capture_rules(void) {
+    if (capturing && capture_mode != 2)
+        invalidated++;
+}
+
+EXPORT int cudaThreadExchangeStreamCaptureMode(int *mode) {
+    int old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return 0;
+}
+
 EXPORT int cudaEventQuery(void *event) {
     fake_event *e = event;
     pthread_mutex_lock(&lock);
+    check_capture_rules();
     queries++;
     int rc = e->recorded && now_ns() >= e->at_ns ? 0 : fail(NOT_READY);
     pthread_mutex_unlock(&lock);
@@ -78,6 +99,7 @@ EXPORT int cudaEventQuery(void *event) {
 EXPORT int cudaEventElapsedTime(float *ms, void *start, void *end) {
     fake_event *a = start, *b = end;
     pthread_mutex_lock(&lock);
+    check_capture_rules();
     uint64_t now = now_ns();
     int rc = 0;
     if (!a->recorded || !b->recorded || now < a->at_ns || now < b->at_ns)
@@ -143,9 +165,11 @@ EXPORT void fake_gpu_set_capturing(int on) { capturing = on ? 1 : 0; }
 EXPORT void fake_gpu_set_fail_records(int on) { fail_records = on; }
 EXPORT void fake_gpu_set_error(int error) { last_error = error; }
 
-/* counts[0..4]: synchronizing calls, records, queries, events created, events destroyed. */
-EXPORT void fake_gpu_counts(uint64_t counts[5]) {
+/* counts[0..5]: synchronizing calls, records, queries, events created, events destroyed,
+ * captures a query would have invalidated. */
+EXPORT void fake_gpu_counts(uint64_t counts[6]) {
     pthread_mutex_lock(&lock);
+    counts[5] = invalidated;
     counts[0] = syncs;
     counts[1] = records;
     counts[2] = queries;

@@ -215,9 +215,12 @@ def test_device_time_of_known_kernels_without_synchronizing():
     assert c["device:train/data"]["min"] < 0.5e6 and ms["data"] < 0.5 * 3
     assert c["device:train/forward"]["count"] == 9  # the warm-up step kept out
     assert info == {"steps_timed": 9, "steps_dropped": 0, "spans_dropped": 0,
-                    "warmup_steps": 1, "failed": False}
+                    "warmup_steps": 1, "failed": False, "steps_sampled_out": 0,
+                    "sample_every": 1, "steps_captured": 0, "boundaries_captured": 0,
+                    "most_behind": info["most_behind"], "events": gpu.events}
+    assert 1 <= info["most_behind"] <= 3  # the loss synchronizes every step
     assert gpu.synchronized == 0
-    assert gpu.events <= 8 * 32  # made once, reused
+    assert gpu.events <= 3 * 12  # pooled: made for the steps in flight, reused
     report = prof.report()
     assert "Device time (GPU events, per call):" in report
     prof.close()
@@ -332,3 +335,77 @@ def test_stepwatch_run_device_stats(tmp_path, build_dir):
     bad = subprocess.run([os.path.join(build_dir, "stepwatch"), "run", "--device-stats=0",
                           "--", "true"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--device-stats" in bad.stderr
+
+
+# ---- the program's own errors (issue 31's crash) --------------------------------------------
+
+def test_a_loop_that_raises_does_the_same_with_device_time():
+    """A forward that raises ends its span while the program's exception is set: the event
+    factory must not be called with it set (CPython's "SystemError: ... returned a result with
+    an exception set"), a factory that then fails must not crash the process (it did:
+    segfault), and the program must catch exactly its own errors, as without stepwatch. One
+    process runs the loop plain, then timed, then with factories failing (as torch.cuda.Event
+    does while a stream captures)."""
+    pytest.importorskip("torch")
+    script = os.path.join(os.path.dirname(__file__), "scripts", "device_raising_loop.py")
+    modes = ["plain", "timed", "factory-fails", "factory-fails-capturing"]
+    proc = subprocess.run([sys.executable, script, *modes], capture_output=True, text=True,
+                          timeout=300)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    out = dict(part.split("\n", 1) for part in proc.stdout.split("== ")[1:])
+    err = dict(part.split("\n", 1) for part in proc.stderr.split("== ")[1:])
+    assert set(out) == set(modes)
+    assert out["plain"].count("caught RuntimeError: Error: accessing tensor output") == 3
+    for mode in modes[1:]:
+        assert out[mode] == out["plain"], mode  # the same errors caught, the same losses
+        assert "SystemError" not in err[mode]
+    assert "timed True failed False" in err["timed"]  # timing went on through the errors
+    assert "Exception ignored" not in err["timed"]
+    for mode in modes[2:]:
+        assert "failed True" in err[mode]  # stopped, the training untouched
+    assert "device time stopped: the GPU runtime failed to create an event" in proc.stderr
+
+
+def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir):
+    """device_time=True records through the CUDA runtime from C (here the fake runtime of
+    tests/device/fake_cudart.c, with torch's answers stood in for: no CUDA here): the stream
+    is asked once per step, no Python event is ever made, the phases get their kernels'
+    time."""
+    import ctypes
+
+    from stepwatch import devicestats
+
+    lib = os.path.join(build_dir, "tests", "libfake_cudart.so")
+    if not os.path.exists(lib):
+        pytest.skip("the fake CUDA runtime is not built")
+    monkeypatch.setenv("STEPWATCH_CUDART", lib)
+    fake = ctypes.CDLL(lib)  # the same library stepwatch opens: one fake GPU
+    fake.fake_gpu_launch.argtypes = [ctypes.c_uint64]
+    fake.fake_gpu_idle_at.restype = ctypes.c_uint64
+    asked, made = [], []
+    monkeypatch.setattr(devicestats, "_torch_clock", lambda: (
+        lambda: made.append(1), lambda: True, lambda: asked.append(1) or 0))
+    prof = stepwatch.Profiler(device_time=True)
+    fwd, bwd = prof.action("forward"), prof.action("backward")
+    with prof.phase("train"):
+        for _ in range(6):
+            with prof.step(1):
+                with fwd:
+                    fake.fake_gpu_launch(2_000_000)  # 2 ms of kernels
+                with bwd:
+                    fake.fake_gpu_launch(3_000_000)
+    time.sleep(max(0, fake.fake_gpu_idle_at() - time.monotonic_ns()) / 1e9 + 0.005)
+    with prof.step(0):
+        pass
+    c = counters(prof.snapshot())
+    info = prof.device_time_info()
+    counts = (ctypes.c_uint64 * 6)()
+    fake.fake_gpu_counts(counts)
+    print(info, list(counts))
+    assert made == [] and len(asked) == 7  # no Python event; the stream once per step
+    assert info["steps_timed"] == 6 and not info["failed"]
+    assert within(c["device:train/forward"]["min"], 2e6, 0.05)
+    assert within(c["device:train/backward"]["min"], 3e6, 0.05)
+    assert counts[0] == 0  # never synchronized
+    prof.close()

@@ -40,3 +40,28 @@ def test_load_foreign_file(tmp_path):
     with pytest.raises(stepwatch.Error) as info:
         stepwatch.load(str(path))
     assert info.value.name in ("FOREIGN", "CORRUPT")
+
+
+def test_load_refuses_crafted_schema(tmp_path):
+    """A recursive view in place of steps (docs/reliability.md, "Hostile run files"): load and
+    load_steps refuse the file at once, naming it and the view, instead of looping."""
+    import sqlite3
+
+    path = str(tmp_path / "crafted.sqlite")
+    p = stepwatch.Profiler(name="crafted", run_file=path)
+    with p.step(1):
+        pass
+    p.close()
+    db = sqlite3.connect(path)
+    db.executescript(
+        "DROP TABLE steps; CREATE VIEW steps AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL"
+        " SELECT x + 1 FROM r) SELECT 0 AS rank, x AS step, 0 AS phase, 1 AS batch_size,"
+        " 0 AS warmup, 0 AS thread, x AS start_ns, 1 AS duration_ns, 0 AS data_ns,"
+        " 0 AS forward_ns, 0 AS loss_ns, 0 AS backward_ns, 0 AS optimizer_ns,"
+        " 0 AS zero_grad_ns, 0 AS callback_ns, 0 AS other_ns FROM r")
+    db.close()
+    for reader in (stepwatch.load, stepwatch.load_steps):
+        with pytest.raises(stepwatch.Error) as info:
+            reader(path)
+        assert info.value.name == "CORRUPT"
+        assert path in str(info.value) and "view steps" in str(info.value)

@@ -595,7 +595,7 @@ static PyMemberDef Spans_members[] = {
 
 static PyType_Slot Spans_slots[] = {
     {Py_tp_doc, "Spans(profiler, classify, keep=1000): spans started and stopped by name "
-                "(Lightning's Profiler.start/stop) in C; see python/stepwatch/_spans.c."},
+                "(Lightning's Profiler.start/stop) in C; see python/_stepwatch/_spans.c."},
     {Py_tp_new, Spans_new},
     {Py_tp_methods, Spans_methods},
     {Py_tp_members, Spans_members},

@@ -209,7 +209,7 @@ static PyMemberDef Intervals_members[] = {
 
 static PyType_Slot Intervals_slots[] = {
     {Py_tp_doc, "Intervals(nkeys): thunder's TimeProfiler marks per key, paired and summed in C "
-                "(stepwatch.lightning.TimeProfiler); see python/stepwatch/_intervals.c."},
+                "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
     {Py_tp_new, Intervals_new},
     {Py_tp_methods, Intervals_methods},
     {Py_tp_members, Intervals_members},

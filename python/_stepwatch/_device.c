@@ -6,13 +6,14 @@
  *       adapters' monitors (stepwatch/devicestats.py): a capsule over sw_device_reader and
  *       a dict of what it read.
  *   Profiler(device_stats=..., device_time=...)   the sampler on the profiler, and GPU time
- *       per phase on a clock whose events are Python objects with torch.cuda.Event's
- *       methods (record(), query(), elapsed_time(end) in ms): torch.cuda.Event itself, or
- *       what a factory passed as device_time makes.
+ *       per phase: with device_time=True the CUDA runtime torch loaded records the events
+ *       from C on torch's current stream (asked once per step); where that runtime cannot
+ *       be found, and with a factory passed as device_time, a clock whose events are Python
+ *       objects with torch.cuda.Event's methods (record(), query(), elapsed_time(end) in ms).
  *
- * The clock's calls come from the core on the thread that marks the steps, which holds the
- * GIL when Python marks them; closing the profiler releases the GIL first, so each call
- * takes it (PyGILState_Ensure, cheap when held). torch's own sampling of its allocator runs
+ * The Python clock's calls come from the core on the thread that marks the steps, which
+ * holds the GIL when Python marks them; closing the profiler releases the GIL first, so each
+ * call takes it (PyGILState_Ensure, cheap when held). torch's own sampling of its allocator runs
  * on a Python daemon thread (devicestats.py), so the sampler's C thread never waits for the
  * GIL and never meets a finalizing interpreter.
  */
@@ -105,9 +106,44 @@ static int failed(PyObject *what) {
     return -1;
 }
 
+/* Every call into Python below runs between enter() and leave(). The core's hook can fire
+ * while the program's own exception is on its way (a frame unwinding drops the last
+ * reference to an object whose end closes a span): that exception is put aside, so no
+ * Python function is ever called with an exception set (CPython's "SystemError ... returned a
+ * result with an exception set"), and put back untouched, whatever the calls do. */
+typedef struct py_call {
+    PyGILState_STATE gil;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *pending;
+#else
+    PyObject *type, *value, *traceback;
+#endif
+} py_call;
+
+static void enter(py_call *call) {
+    call->gil = PyGILState_Ensure();
+#if PY_VERSION_HEX >= 0x030C0000
+    call->pending = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&call->type, &call->value, &call->traceback);
+#endif
+}
+
+static void leave(py_call *call) {
+    if (PyErr_Occurred()) /* never the program's: ours are said and cleared where raised */
+        PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(call->pending);
+#else
+    PyErr_Restore(call->type, call->value, call->traceback);
+#endif
+    PyGILState_Release(call->gil);
+}
+
 static int clock_ready(void *ctx) {
     py_clock *c = ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     PyObject *r = PyObject_CallNoArgs(c->ready);
     int ready = r ? PyObject_IsTrue(r) : -1;
     Py_XDECREF(r);
@@ -115,27 +151,29 @@ static int clock_ready(void *ctx) {
         PyErr_Clear();
         ready = 0;
     }
-    PyGILState_Release(g);
+    leave(&call);
     return ready;
 }
 
 static int clock_event_new(void *ctx, void **event) {
     py_clock *c = ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     PyObject *e = PyObject_CallNoArgs(c->factory);
     int rc = e ? 0 : failed(c->factory);
     *event = e;
-    PyGILState_Release(g);
+    leave(&call);
     return rc;
 }
 
 static int clock_record(void *ctx, void *event) {
     py_clock *c = ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     PyObject *r = PyObject_CallMethodNoArgs(event, c->record);
     int rc = r ? 0 : failed(event);
     Py_XDECREF(r);
-    PyGILState_Release(g);
+    leave(&call);
     return rc;
 }
 
@@ -150,15 +188,17 @@ static int query_event(py_clock *c, PyObject *event) {
 }
 
 static int clock_query(void *ctx, void *event) {
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     int reached = query_event(ctx, event);
-    PyGILState_Release(g);
+    leave(&call);
     return reached;
 }
 
 static int clock_elapsed(void *ctx, void *start, void *end, uint64_t *ns) {
     py_clock *c = ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     int rc = query_event(c, end); /* elapsed_time raises on an event not reached yet */
     if (rc == 1) {
         PyObject *ms = PyObject_CallMethodOneArg(start, c->elapsed_time, end);
@@ -173,26 +213,57 @@ static int clock_elapsed(void *ctx, void *start, void *end, uint64_t *ns) {
     } else if (rc == 0) {
         rc = 1;
     }
-    PyGILState_Release(g);
+    leave(&call);
     return rc;
 }
 
 static void clock_event_free(void *ctx, void *event) {
-    PyGILState_STATE g = PyGILState_Ensure();
+    (void)ctx;
+    py_call call;
+    enter(&call);
     Py_XDECREF((PyObject *)event);
-    PyGILState_Release(g);
+    leave(&call);
 }
 
 static void clock_release(void *ctx) {
     py_clock *c = ctx;
-    PyGILState_STATE g = PyGILState_Ensure();
+    py_call call;
+    enter(&call);
     Py_XDECREF(c->factory);
     Py_XDECREF(c->ready);
     Py_XDECREF(c->record);
     Py_XDECREF(c->query);
     Py_XDECREF(c->elapsed_time);
-    PyGILState_Release(g);
+    leave(&call);
     PyMem_RawFree(c);
+}
+
+/* ---- the CUDA runtime's events from C, on torch's current stream ---- */
+
+/* At each step's begin: stream() -> torch's current stream's handle (an int), or None when
+ * the step is not to be timed. The one Python call of the step; the events are made,
+ * recorded and read in C (src/device/cudart.c), with no object and no GIL per event. */
+static int torch_stream(void *ctx, void **stream) {
+    py_call call;
+    enter(&call);
+    PyObject *r = PyObject_CallNoArgs((PyObject *)ctx);
+    int rc = 0;
+    if (r == NULL) {
+        PyErr_WriteUnraisable((PyObject *)ctx); /* said; this step is not timed */
+    } else if (r != Py_None) {
+        *stream = PyLong_AsVoidPtr(r);
+        rc = PyErr_Occurred() ? 0 : 1;
+    }
+    Py_XDECREF(r);
+    leave(&call);
+    return rc;
+}
+
+static void torch_stream_release(void *ctx) {
+    py_call call;
+    enter(&call);
+    Py_XDECREF((PyObject *)ctx);
+    leave(&call);
 }
 
 /* Time p's steps with events made by factory (ready may be NULL). Steals nothing. */
@@ -281,17 +352,27 @@ static int start_time(module_state *st, ProfilerObject *self, PyObject *timing) 
         return start_clock(st, self->p, timing, NULL);
     }
     PyObject *empty = PyTuple_New(0);
-    PyObject *pair = empty ? call_devicestats("_torch_clock", empty) : NULL; /* (factory, ready) */
+    /* (factory, ready, stream), or None without CUDA */
+    PyObject *clock = empty ? call_devicestats("_torch_clock", empty) : NULL;
     Py_XDECREF(empty);
-    if (pair == NULL)
+    if (clock == NULL)
         return -1;
     int rc = 0;
-    if (pair != Py_None) {
-        PyObject *factory, *ready;
-        rc = PyArg_ParseTuple(pair, "OO", &factory, &ready) ? start_clock(st, self->p, factory, ready)
-                                                             : -1;
+    PyObject *factory, *ready, *stream;
+    if (clock == Py_None) {
+        rc = 0;
+    } else if (!PyArg_ParseTuple(clock, "OOO", &factory, &ready, &stream)) {
+        rc = -1;
+    } else {
+        /* The runtime torch loaded, from C; torch.cuda.Event only where it cannot be found. */
+        int c = sw_device_time_cuda_streams(self->p, torch_stream, Py_NewRef(stream),
+                                            torch_stream_release);
+        if (c == SW_EUNSUPPORTED)
+            rc = start_clock(st, self->p, factory, ready);
+        else if (c != 0 && c != SW_ESTATE)
+            rc = (sw_py_raise(st, c, "device_time"), -1);
     }
-    Py_DECREF(pair);
+    Py_DECREF(clock);
     return rc;
 }
 
@@ -306,10 +387,15 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
     sw_device_time_info info;
     if (self->p == NULL || sw_device_time_info_get(self->p, &info) != 0)
         Py_RETURN_NONE;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:O}", "steps_timed",
-                         (unsigned long long)info.steps_timed, "steps_dropped",
-                         (unsigned long long)info.steps_dropped, "spans_dropped",
-                         (unsigned long long)info.spans_dropped, "warmup_steps",
-                         (unsigned long long)info.warmup_steps, "failed",
-                         info.failed ? Py_True : Py_False);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:O,s:K,s:K,s:K,s:K,s:K,s:K}", "steps_timed",
+        (unsigned long long)info.steps_timed, "steps_dropped",
+        (unsigned long long)info.steps_dropped, "spans_dropped",
+        (unsigned long long)info.spans_dropped, "warmup_steps",
+        (unsigned long long)info.warmup_steps, "failed", info.failed ? Py_True : Py_False,
+        "steps_sampled_out", (unsigned long long)info.steps_sampled_out, "sample_every",
+        (unsigned long long)info.sample_every, "steps_captured",
+        (unsigned long long)info.steps_captured, "boundaries_captured",
+        (unsigned long long)info.boundaries_captured, "most_behind",
+        (unsigned long long)info.most_behind, "events", (unsigned long long)info.events);
 }

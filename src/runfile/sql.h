@@ -1,0 +1,28 @@
+/*
+ * sql.h — the few SQLite steps every run-file reader and writer repeats (sql.c): prepare a
+ * statement (with its one integer parameter, where it has one) and read a one-integer answer,
+ * each giving 0 or an SW_E* code; SQLite's result codes as SW_E* codes.
+ */
+#ifndef SW_RUNFILE_SQL_H
+#define SW_RUNFILE_SQL_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* Map an SQLite result code to SW_E*. */
+int sw__sqlite_rc(int rc);
+/* Run SQL without results; 0 or SW_E*. */
+int sw__sql_exec(sqlite3 *db, const char *sql);
+
+/* No parameter to bind (sw__sql_int). */
+#define SW__NO_BIND INT64_MIN
+
+/* Prepare sql into *q; 0 or SW_E* (*q NULL on error; sqlite3_errmsg says why). */
+int sw__sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **q);
+/* The same, with ?1 bound to value. */
+int sw__sql_prepare_int(sqlite3 *db, const char *sql, int64_t value, sqlite3_stmt **q);
+/* Run sql (?1 bound to bind unless SW__NO_BIND) and give its first row's first column;
+ * SW_ECORRUPT when it gives no row (a query that must give one gave none). */
+int sw__sql_int(sqlite3 *db, const char *sql, int64_t bind, int64_t *out);
+
+#endif /* SW_RUNFILE_SQL_H */
