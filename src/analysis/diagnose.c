@@ -228,7 +228,7 @@ static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
     if (share < 5.0 || count == 0)
         return;
     sw__finding *f = sw__finding_add(d, "loader-startup", share >= 20.0 ? SW__SEV_CRITICAL
-                                                                    : SW__SEV_WARNING);
+                                                                        : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32];
