@@ -241,9 +241,9 @@ static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
              "start faster.",
              dur(total, a, sizeof a), (unsigned long long)count,
              dur(total / (double)count, b, sizeof b));
-    add_number(f, "start-up share", share, "%");
-    add_number(f, "start-up time", total, "ns");
-    add_number(f, "start-ups", (double)count, "");
+    sw__finding_number(f, "start-up share", share, "%");
+    sw__finding_number(f, "start-up time", total, "ns");
+    sw__finding_number(f, "start-ups", (double)count, "");
 }
 
 static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt)
