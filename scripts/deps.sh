@@ -6,7 +6,7 @@
 #   test: the demo's, plus cmocka, pkg-config, a C++ compiler (the header's C++ check), the
 #         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
 #         clang with its libFuzzer runtime (the fuzz targets), Open MPI (the mpirun tests of
-#         libstepwatch_mpi)
+#         libstepwatch_mpi), clang-format (scripts/format.sh)
 # .ci/run installs the same list up front.
 set -euo pipefail
 what=${1:?usage: scripts/deps.sh demo|test}
@@ -45,6 +45,7 @@ if [ "$what" = test ]; then
     need libclang-rt-dev have_fuzzer_runtime
     need openmpi-bin have_cmd mpirun               # the many-ranks tests (mpirun -np 2..4)
     need libopenmpi-dev test -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
+    need clang-format have_cmd clang-format        # scripts/format.sh (.clang-format)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

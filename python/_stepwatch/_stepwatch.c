@@ -14,7 +14,8 @@
  *   Step      one step as a context manager, with its batch size (_actions.c).
  *   Snapshot  a sw_snapshot: report text, plain records, run metadata (_snapshot.c).
  *   Timer     Ignite's Timer over sw_timer (_timer.c).
- *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
+ *   Loop      the per-step hot path of stepwatch.torch (_loop.c), its step rules
+ *             (_loop_rules.c) and its LoopHooks (_loop_hooks.c).
  *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).

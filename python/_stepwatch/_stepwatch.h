@@ -14,7 +14,10 @@
  *   _snapshot.c   Snapshot: report text, plain records (row dicts), run metadata
  *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
  *   _timer.c      Timer: Ignite's Timer over sw_timer
- *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
+ *   _loop.c       Loop: the per-step hot path of stepwatch.torch (_loop.h: what its three
+ *                 files share)
+ *   _loop_rules.c the Loop's step rules: where steps begin and end, phases, notes
+ *   _loop_hooks.c LoopHook: the torch hooks, which time the events and tell the rules
  *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
  *                 of stepwatch.ignite
  *   _fire_event.c FireEvent: Ignite's Engine._fire_event in C, with the marks around the
@@ -87,7 +90,7 @@ extern PyType_Spec sw_py_step_spec;
 extern PyType_Spec sw_py_snapshot_spec; /* _snapshot.c */
 extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
 extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
-extern PyType_Spec sw_py_hook_spec;
+extern PyType_Spec sw_py_hook_spec;     /* _loop_hooks.c */
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */

@@ -59,7 +59,7 @@ __all__ = [
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
     "step",
-    "torch", "lightning", "ignite", "fastai", "live",
+    "torch", "lightning", "thunder", "ignite", "fastai", "live",
     "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
@@ -161,7 +161,7 @@ def step(batch_size=0):
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live", "distributed")
+_ADAPTERS = ("torch", "lightning", "thunder", "ignite", "fastai", "live", "distributed")
 
 
 def __getattr__(name):

@@ -93,6 +93,9 @@ extern const char sw__html_flame_script[];
 /* A JSON string literal with quotes. Escapes ", \, control characters, and also <, >, &,
  * U+2028 and U+2029, so the output is safe inside an HTML <script> element. */
 void sw__json_string(FILE *out, const char *s);
+/* A string the HTML report shows: cleaned as for a terminal (bidirectional and control
+ * characters made visible), then as sw__json_string. */
+void sw__json_display_string(FILE *out, const char *s);
 /* A JSON number; NaN and infinities (not JSON) become null. */
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */

@@ -482,18 +482,17 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
                            const cmp_row *rows, size_t n)
 {
     char wa[32], wb[32];
-    char na[SW__LABEL_MAX], nb[SW__LABEL_MAX];
-    sw__text_clean(a->name ? a->name : "stepwatch", na, sizeof na);
-    sw__text_clean(b->name ? b->name : "stepwatch", nb, sizeof nb);
-    fprintf(out, "## stepwatch compare\n\n");
-    fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
+    fprintf(out, "## stepwatch compare\n\nBaseline **");
+    sw__md_put_text(out, a->name ? a->name : "stepwatch");
+    fprintf(out, "** (%llu steps, %s) vs new **", (unsigned long long)a->steps,
+            sw_format_duration((double)a->wall_ns, wa, sizeof wa));
+    sw__md_put_text(out, b->name ? b->name : "stepwatch");
+    fprintf(out, "** (%llu steps, %s): "
                  "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
                  "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
                  "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
                  "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
                  "least %.0f %%.\n\n",
-            na, (unsigned long long)a->steps,
-            sw_format_duration((double)a->wall_ns, wa, sizeof wa), nb,
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
@@ -512,14 +511,8 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
         p_text(c->tails[1].p, t[11], sizeof t[11]);
         verdict_text(c, t[12], sizeof t[12]);
         fputs("| ", out);
-        /* Escape the table separator inside names. */
         for (int k = 0; k < 2; k++) {
-            sw__text_clean(k ? c->action : c->phase, na, sizeof na);
-            for (const char *s = na; *s; s++) {
-                if (*s == '|')
-                    fputc('\\', out);
-                fputc(*s, out);
-            }
+            sw__md_put_text(out, k ? c->action : c->phase);
             fputs(" | ", out);
         }
         if (c->a)
@@ -541,18 +534,6 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     }
 }
 
-static void csv_field(FILE *out, const char *name)
-{
-    char s_clean[SW__LABEL_MAX];
-    sw__text_clean(name, s_clean, sizeof s_clean);
-    fputc('"', out);
-    for (const char *s = s_clean; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
 
 static void csv_number(FILE *out, double v)
 {
@@ -570,9 +551,9 @@ static void write_csv(FILE *out, const cmp_row *rows, size_t n)
                  "decided_by\n");
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
-        csv_field(out, c->phase);
+        sw__csv_put_text(out, c->phase);
         fputc(',', out);
-        csv_field(out, c->action);
+        sw__csv_put_text(out, c->action);
         csv_number(out, c->a ? (double)c->a->stats.count : NAN);
         csv_number(out, c->b ? (double)c->b->stats.count : NAN);
         csv_number(out, row_mean(c->a));

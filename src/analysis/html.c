@@ -104,7 +104,7 @@ static void kv_num(FILE *out, const char *k, double v, int comma)
 static void kv_str(FILE *out, const char *k, const char *v, int comma)
 {
     key(out, k);
-    sw__json_string(out, v ? v : "");
+    sw__json_display_string(out, v ? v : "");
     if (comma)
         fputs(", ", out);
 }

@@ -47,7 +47,7 @@ static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
         if (keep[c] < 0 && keep[nodes[c].parent] >= 0)
             left_out[nodes[c].parent] += nodes[c].total_ns;
     fputs("{\"action\": ", out);
-    sw__json_string(out, sw_ftree_action(t));
+    sw__json_display_string(out, sw_ftree_action(t));
     fprintf(out, ", \"spans\": %llu, \"total_ns\": %llu, \"nodes\": [",
             (unsigned long long)nodes[0].calls, (unsigned long long)nodes[0].total_ns);
     /* [parent, name, calls, total_ns, self_ns]; a left-out child's time stays in its parent's
@@ -63,7 +63,7 @@ static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
         else
             sw_func_label(sw_fprofile_func(fp, nodes[i].func), 0, label, sizeof label);
         fprintf(out, "%s[%lld, ", first ? "" : ", ", i == 0 ? -1LL : (long long)keep[nodes[i].parent]);
-        sw__json_string(out, label);
+        sw__json_display_string(out, label);
         fprintf(out, ", %llu, %llu, %llu]", (unsigned long long)nodes[i].calls,
                 (unsigned long long)nodes[i].total_ns, (unsigned long long)self);
         first = 0;

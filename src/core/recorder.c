@@ -215,6 +215,7 @@ static sw__event *ring_reserve(sw_profiler *p, sw__thread *t) {
         r->mask = cap - 1;
         pthread_mutex_unlock(&p->lock);
         if (r->slots == NULL) {
+            atomic_fetch_add_explicit(&p->ring_no_memory, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&p->events_dropped, 1, memory_order_relaxed);
             return NULL;
         }

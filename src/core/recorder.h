@@ -148,6 +148,8 @@ struct sw_profiler {
 
     _Atomic int events_on;
     _Atomic uint64_t events_dropped;
+    _Atomic uint64_t ring_no_memory; /* of events_dropped: no memory for a thread's ring */
+    _Atomic uint64_t drops_said;     /* events_dropped when last said on stderr */
     sw__sink *sinks;               /* attached sinks, newest first (see sink.h) */
     struct sw_profiler *next_live; /* in the process-wide list, for fork */
 };
@@ -186,5 +188,10 @@ uint64_t sw__new_generation(void);
  * take it out. */
 void sw__live_add(sw_profiler *p);
 void sw__live_remove(sw_profiler *p);
+
+/* Say on stderr that events were dropped (recorder_sinks.c), from the drainer's thread or the
+ * profiler's end, never the hot path: the first drops once while the run goes on (final 0),
+ * and at the end (final 1) the total when more were dropped since. */
+void sw__drops_say(sw_profiler *p, int final);
 
 #endif /* SW_CORE_RECORDER_H */

@@ -112,6 +112,7 @@ void sw_profiler_free(sw_profiler *p) {
         if (s->ops->on_close)
             s->ops->on_close(s);
     }
+    sw__drops_say(p, 1); /* the sinks drained the last events: nothing dropped is silent */
 
     /* No destructor may run for this key after this: threads still alive leak nothing. */
     pthread_key_delete(p->thread_key);

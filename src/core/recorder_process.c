@@ -147,5 +147,7 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->misuse_step_overlap, 0);
     atomic_store(&p->misuse_bad_record, 0);
     atomic_store(&p->events_dropped, 0);
+    atomic_store(&p->ring_no_memory, 0);
+    atomic_store(&p->drops_said, 0);
     p->origin_ns = sw__clock_ns();
 }

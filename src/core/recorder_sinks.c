@@ -59,5 +59,27 @@ size_t sw__drain(sw_profiler *p, sw__event_fn fn, void *ctx) {
         link = &t->next;
     }
     pthread_mutex_unlock(&p->lock);
+    sw__drops_say(p, 0);
     return drained;
+}
+
+void sw__drops_say(sw_profiler *p, int final) {
+    uint64_t dropped = atomic_load(&p->events_dropped);
+    uint64_t said = atomic_load(&p->drops_said);
+    if (dropped == said || (!final && said > 0))
+        return;
+    /* Claimed by one caller: two draining sinks never say it twice. */
+    if (!atomic_compare_exchange_strong(&p->drops_said, &said, dropped))
+        return;
+    const char *why = atomic_load(&p->ring_no_memory) > 0
+                          ? "memory ran out for a thread's event ring"
+                          : "an event ring was full: raise ring_capacity, or set on_full to "
+                            "block";
+    if (final && said > 0)
+        sw__warn("%llu events were dropped in all (%s); the run's records miss them",
+                 (unsigned long long)dropped, why);
+    else
+        sw__warn("%llu events dropped%s (%s): the run's per-step records and timeline miss "
+                 "them, and dropped_events counts them",
+                 (unsigned long long)dropped, final ? "" : " so far", why);
 }

@@ -272,10 +272,9 @@ static void test_problems_golden(void **state)
     sw_snapshot snap = at_snapshot("everything \"wrong\" </script>", rows, 2, 200, 1500 * MS);
     snap.misuse.end_without_begin = 2;
     snap.misuse.mismatched_end = 1;
-    snap.dropped_events = 1234;
     sw__diagnosis *d = diagnose(&r, &snap, 2);
     const char *expect[] = {"input-bound", "callback-overhead", "idle-between-steps",
-                            "straggler-rank", "misuse", "dropped-events"};
+                            "straggler-rank", "misuse"};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         if (!find(d, expect[i]))
             fail_msg("no %s finding", expect[i]);
@@ -301,6 +300,31 @@ static void test_problems_golden(void **state)
     at_capture_begin(&c);
     assert_int_equal(sw__diagnosis_write(&snap, d, SW_FORMAT_CSV, c.f), SW_EFORMAT);
     free(at_capture_end(&c));
+    at_run_free(&r);
+}
+
+/* Events dropped: the same run says its data is partial, and nothing computed over the steps
+ * that were kept (issue 29 item 7). */
+static void test_dropped_events_make_the_data_partial(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    for (int rank = 0; rank < 2; rank++)
+        add_steps(&r, rank, 100, 4, rank ? 4 : 2, 3, 0.5, 2 * MS, 20 + (uint64_t)rank);
+    sw_row rows[] = {at_row("callback:log_metrics", "all", 100, 1.5 * MS, 0.0, 1)};
+    sw_snapshot snap = at_snapshot("dropped", rows, 1, 200, 1500 * MS);
+    snap.misuse.end_without_begin = 2;
+    snap.dropped_events = 1234;
+    sw__diagnosis *d = diagnose(&r, &snap, 2);
+    const sw__finding *f = find(d, "dropped-events");
+    assert_non_null(f);
+    assert_non_null(strstr(f->title, "the data is partial"));
+    assert_non_null(find(d, "misuse")); /* what does not rest on the steps is still said */
+    const char *absent[] = {"input-bound", "callback-overhead", "idle-between-steps",
+                            "straggler-rank", "tail-stalls", "warmup"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+        if (find(d, absent[i]))
+            fail_msg("a %s finding over dropped steps", absent[i]);
     at_run_free(&r);
 }
 
@@ -390,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_idle),
         cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_problems_golden),
+        cmocka_unit_test(test_dropped_events_make_the_data_partial),
         cmocka_unit_test(test_no_steps_and_bad_input),
         cmocka_unit_test(test_unseen),
     };

@@ -118,6 +118,14 @@ static inline void fault_sleep_ms(long ms) {
     fault_sleep_us(ms * 1000);
 }
 
+/* How many times what occurs in text. */
+static inline int fault_count_in(const char *text, const char *what) {
+    int n = 0;
+    for (const char *s = strstr(text, what); s; s = strstr(s + 1, what))
+        n++;
+    return n;
+}
+
 /* Wait for a child; its exit status (128 + N when killed by signal N). */
 static inline int fault_wait(pid_t pid) {
     int status = 0;

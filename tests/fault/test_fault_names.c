@@ -23,13 +23,6 @@ static void loud_again(void) {
     close(g_saved);
 }
 
-static int count_in(const char *text, const char *what) {
-    int n = 0;
-    for (const char *s = strstr(text, what); s; s = strstr(s + 1, what))
-        n++;
-    return n;
-}
-
 static void test_table_limits(void **state) {
     char err[300];
     fault_path(err, sizeof err, "limits.txt");
@@ -59,9 +52,9 @@ static void test_table_limits(void **state) {
     /* A name already in the table still has its id; the full table said so once. */
     assert_int_equal(sw_action(p, "action 0"), 6);
     const char *said = fault_read_text(err);
-    assert_int_equal(count_in(said, "the action table is full (4096 names): 'action 4090'"), 1);
-    assert_int_equal(count_in(said, "the phase table is full (32 names)"), 1);
-    assert_int_equal(count_in(said, "the counter table is full (256 names)"), 1);
+    assert_int_equal(fault_count_in(said, "the action table is full (4096 names): 'action 4090'"), 1);
+    assert_int_equal(fault_count_in(said, "the phase table is full (32 names)"), 1);
+    assert_int_equal(fault_count_in(said, "the counter table is full (256 names)"), 1);
     /* Spans of the name that got no id are counted, not timed. */
     sw_id none = sw_action(p, "one too many");
     sw_begin(p, none);

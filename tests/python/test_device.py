@@ -267,6 +267,41 @@ def test_device_time_under_stepwatch_torch(sleepy):
     prof.close()
 
 
+@pytest.mark.parametrize("make_opt", ["AdamW", "AdamW-fused", "SGD"])
+def test_instrument_times_optimizer_and_zero_grad_on_the_gpu(make_opt):
+    """stepwatch.torch learns the optimizer's and zero_grad's host time when they end
+    (sw_record); their GPU events are still recorded at their real boundaries
+    (sw_device_mark), so both get device time, whatever the optimizer."""
+    torch = pytest.importorskip("torch")
+    import stepwatch.torch as swtorch
+
+    gpu = FakeGPU()
+    model = torch.nn.Linear(8, 1)
+    opt = {"AdamW": lambda p: torch.optim.AdamW(p, foreach=True),
+           "AdamW-fused": lambda p: torch.optim.AdamW(p, fused=True),
+           "SGD": lambda p: torch.optim.SGD(p, lr=0.01)}[make_opt](model.parameters())
+    opt.register_step_pre_hook(lambda *a: gpu.launch(0.002))  # its kernels: 2 ms
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    prof = stepwatch.Profiler(device_time=gpu.event)
+    with swtorch.instrument(prof):
+        for _ in range(8):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            gpu.launch(0.001)  # between zero_grad and backward: in no phase
+            loss.backward()
+            opt.step()
+    gpu.idle()
+    with prof.step(0):
+        pass
+    c = counters(prof.snapshot())
+    print({k: (v["count"], round(v["mean"] / 1e6, 3)) for k, v in c.items()})
+    assert c["device:train/optimizer"]["count"] >= 7
+    assert c["device:train/optimizer"]["min"] >= 1.9e6  # its 2 ms kernel
+    assert c["device:train/zero_grad"]["count"] >= 7
+    assert c["device:train/zero_grad"]["min"] < 1e6  # not the 1 ms launched after it
+    prof.close()
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # it is shown
 def test_device_time_stops_when_the_runtime_fails():
     class Broken(FakeEvent):

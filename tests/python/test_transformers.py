@@ -207,9 +207,10 @@ SCRIPT = """
 import sys, time, torch
 sys.path.insert(0, {tests!r})
 from torch.utils.data import DataLoader
-from torchtruth import Batches, model_and_opt, NapLoss
+from torchtruth import Batches, Net, NapLoss
 time.sleep(0.5)   # the script's own start-up: imports, building the model
-model, opt = model_and_opt()
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = DataLoader(Batches(4, nap_s=0.002), batch_size=None, num_workers=2)
 for epoch in range(2):
     for x, y in loader:
@@ -244,7 +245,7 @@ def test_startup_and_loader_startup_are_reported_apart(tmp_path):
     assert loader["count"] == 2 and loader["category"] == "data"
     first = [s for s in steps_of(str(db), "train")][::4]
     assert all(s["data_ns"] >= loader["min_ns"] for s in first)
-    report = snap.report()
+    report = snap.report(full_names=True)
     assert "dataloader_startup" in report and "startup" in report
     text = stepwatch.diagnose(str(db))
     assert "Idle between steps" not in text
