@@ -176,8 +176,8 @@ int sw_py_loop_take(LoopObject *loop, int matched, char *take, uint64_t *earlies
 /* Record the entries marked in take into the open step; all of them (take NULL). */
 void sw_py_loop_consume(LoopObject *loop, sw_profiler *p, const char *take);
 /* Entries no forward will consume, into no step: of loops that are over (finished_only), or
- * all (the Loop closes). */
-void sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only);
+ * all (the Loop closes). Returns how many. */
+int sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only);
 
 /* ------------------------------------------------------------------------------------------
  * The hooks (_loop_hooks.c)

@@ -56,8 +56,8 @@ void sw_py_loop_consume(LoopObject *loop, sw_profiler *p, const char *take) {
     loop->nqueued = kept;
 }
 
-void sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only) {
-    int kept = 0;
+int sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only) {
+    int kept = 0, n = loop->nqueued;
     for (int i = 0; i < loop->nqueued; i++) {
         PyObject *ref = loop->iterators[loop->queue[i].iterator];
         if (!finished_only || ref == NULL || PyWeakref_GET_OBJECT(ref) == Py_None)
@@ -66,6 +66,7 @@ void sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only) {
             loop->queue[kept++] = loop->queue[i];
     }
     loop->nqueued = kept;
+    return n - kept;
 }
 
 /* The oldest held batch whose first array-like is obj (a dataset that returns the same

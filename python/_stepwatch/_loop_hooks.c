@@ -222,8 +222,10 @@ static int iterator_slot(LoopObject *loop, sw_profiler *p, PyObject *iterator) {
             sw_py_loop_flush_pending(loop, p, NO_STEP, 0);
             break;
         }
-    if (loop->kind == NO_STEP)
-        sw_py_loop_drop(loop, p, 1); /* the batches of loops that are over */
+    /* The batches of loops that are over, and with them what was held for their next step
+     * (a zero_grad after the last update): in no step. */
+    if (loop->kind == NO_STEP && sw_py_loop_drop(loop, p, 1) > 0)
+        sw_py_loop_flush_pending(loop, p, NO_STEP, 0);
     int slot = loop->next_iterator;
     loop->matched[slot] = 0;
     loop->next_iterator = (slot + 1) % MAX_ITERATORS;
