@@ -28,6 +28,12 @@ if [ -x "$rel/bench/bench_journal" ]; then
     "$rel/bench/bench_journal" "$out/journal.json"
 fi
 
+if [ -x "$rel/bench/bench_compare" ]; then
+    echo
+    echo "== compare: time as actions grow (n log n), beside report of the same snapshot =="
+    "$rel/bench/bench_compare" "$out/compare.json"
+fi
+
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
     echo
     echo "== Python: the cost of a with on an action, against Lightning's =="
@@ -37,6 +43,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_torch.py ]; then
     echo
     echo "== torch: instrument() per step, against its floor and torch.profiler =="
     "$root/venv/bin/python" bench/bench_torch.py --out "$out/torch.json"
+fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_html.py ] && command -v chromium >/dev/null; then
+    echo
+    echo "== HTML report: page size and open time in Chromium, 10^3 and 10^6 steps =="
+    "$root/venv/bin/python" bench/bench_html.py --out "$out/html.json"
 fi
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
     echo

@@ -41,6 +41,7 @@ if [ "$what" = test ]; then
     need python3-venv have_python_venv
     need python3-dev have_python_dev
     need chromium have_cmd chromium
+    need eslint have_cmd eslint                    # lints the HTML report's script
     need clang have_cmd clang                      # the fuzzers (libFuzzer)
     need libclang-rt-dev have_fuzzer_runtime
     need openmpi-bin have_cmd mpirun               # the many-ranks tests (mpirun -np 2..4)

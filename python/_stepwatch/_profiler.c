@@ -64,12 +64,20 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
-             *device_time = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOO:Profiler", kwlist,
-                                     &name, &warmup, &run_file, &timeline, &max_depth, &rank,
-                                     &world_size, &command, &enabled, &ring_capacity, &on_full,
+             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOO:Profiler", kwlist,
+                                     &name, &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
+                                     &world_size, &command, &enabled, &ring_obj, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
                                      &device_time))
+        return NULL;
+    /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
+    if ((warmup_obj && sw_py_parse_uint(warmup_obj, "Profiler: warmup_steps", UINT32_MAX,
+                                        &warmup) < 0) ||
+        (depth_obj && sw_py_parse_uint(depth_obj, "Profiler: max_depth", UINT32_MAX,
+                                       &max_depth) < 0) ||
+        (ring_obj && sw_py_parse_uint(ring_obj, "Profiler: ring_capacity", UINT32_MAX,
+                                      &ring_capacity) < 0))
         return NULL;
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
@@ -226,7 +234,7 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     if (!p)
         return NULL;
     module_state *st = sw_py_state_of_type(Py_TYPE(self));
-    const char *utf8 = PyUnicode_AsUTF8(name);
+    const char *utf8 = sw_py_name_utf8(name, is_phase ? "phase" : "action");
     if (!st || !utf8)
         return NULL;
     uint32_t id;
@@ -402,7 +410,7 @@ static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, P
     } else {
         if (PyErr_Occurred())
             return NULL;
-        const char *utf8 = PyUnicode_AsUTF8(args[0]);
+        const char *utf8 = sw_py_name_utf8(args[0], "counter");
         if (!utf8)
             return NULL;
         id = sw_counter_id(p, utf8);
@@ -424,8 +432,8 @@ static PyObject *Profiler_note(ProfilerObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "note(key: str, value: str | None)");
         return NULL;
     }
-    const char *key = PyUnicode_AsUTF8(args[0]);
-    const char *value = args[1] == Py_None ? NULL : PyUnicode_AsUTF8(args[1]);
+    const char *key = sw_py_name_utf8(args[0], "note");
+    const char *value = args[1] == Py_None || !key ? NULL : sw_py_name_utf8(args[1], "note");
     if (!key || (args[1] != Py_None && !value))
         return NULL;
     sw_profiler *p = open_profiler(self);
@@ -470,7 +478,7 @@ static PyObject *Profiler_records(ProfilerObject *self, PyObject *args, PyObject
 }
 
 static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
-    const char *text = PyUnicode_AsUTF8(name);
+    const char *text = sw_py_name_utf8(name, "name_thread");
     if (text == NULL)
         return NULL;
     if (self->p != NULL && sw_thread_name(self->p, text) == SW_ENOMEM)

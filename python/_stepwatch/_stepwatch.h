@@ -298,6 +298,13 @@ PyObject *sw_py_raise(module_state *st, int rc, const char *what);
 
 /* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
 int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);
+/* An unsigned argument named what (say "Profiler: warmup_steps"): an int from 0 to max;
+ * else -1 and TypeError (not an int), ValueError (negative) or OverflowError (over max) --
+ * never wrapped (-1 became 4,294,967,295, and 2**32+3 became 3). */
+int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out);
+/* A name (action, phase, counter, note, thread) as UTF-8; NULL and ValueError when it holds a
+ * NUL ("a\0b" and "a\0c" were one name), or the str's own error. */
+const char *sw_py_name_utf8(PyObject *name, const char *what);
 
 /* Set d[key] = value, stealing value (NULL: an error already set); -1 on error. */
 int sw_py_dict_put(PyObject *d, const char *key, PyObject *value);

@@ -50,6 +50,39 @@ int sw_py_parse_batch_size(PyObject *obj, uint32_t *out) {
     return 0;
 }
 
+int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int negative = PyObject_RichCompareBool(obj, Py_False, Py_LT); /* False == 0 */
+    if (negative < 0)
+        return -1;
+    if (negative) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= 0, not %R", what, obj);
+        return -1;
+    }
+    unsigned long v = PyLong_AsUnsignedLong(obj);
+    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s must be at most %lu, not %R", what, max, obj);
+        return -1;
+    }
+    *out = (unsigned int)v;
+    return 0;
+}
+
+const char *sw_py_name_utf8(PyObject *name, const char *what) {
+    Py_ssize_t size = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &size);
+    if (utf8 != NULL && (Py_ssize_t)strlen(utf8) != size) {
+        PyErr_Format(PyExc_ValueError, "%s: embedded null character in %R", what, name);
+        return NULL;
+    }
+    return utf8;
+}
+
 /* The id of obj, which must be an Action or Phase (type) of profiler; else a TypeError
  * "<who>: <what> must be ...". */
 int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,

@@ -444,3 +444,24 @@ def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir
     assert within(c["device:train/backward"]["min"], 3e6, 0.05)
     assert counts[0] == 0  # never synchronized
     prof.close()
+
+
+def test_gpu_check_says_no_gpu_and_passes_without_one(tmp_path):
+    """make gpu-check on a machine without a GPU: skipped, said, exit 0, the JSON says why
+    (scripts/gpu-check.sh without nvidia-smi; scripts/gpu_check.py with torch lacking CUDA)."""
+    root = os.environ.get("SW_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: make gpu-check runs for real")
+    env = dict(os.environ, PATH="/usr/bin:/bin", PYTHON=sys.executable)  # no nvidia-smi there
+    if shutil.which("nvidia-smi", path=env["PATH"]):
+        pytest.skip("nvidia-smi is installed here")
+    sh = subprocess.run([os.path.join(root, "scripts", "gpu-check.sh"), "", str(tmp_path / "a.json")],
+                        capture_output=True, text=True, timeout=60, env=env)
+    assert sh.returncode == 0 and "gpu-check: no GPU: skipped" in sh.stdout, sh.stderr
+    out = tmp_path / "b.json"
+    py = subprocess.run([sys.executable, os.path.join(root, "scripts", "gpu_check.py"), "--out",
+                         str(out)], capture_output=True, text=True, timeout=120)
+    assert py.returncode == 0, py.stderr
+    assert "gpu-check: no GPU: skipped (torch.cuda.is_available() is False)" in py.stdout
+    assert json.loads(out.read_text()) == {"skipped": "torch.cuda.is_available() is False"}
