@@ -603,6 +603,11 @@ SW_API int sw_report(sw_profiler *p, sw_format fmt, FILE *out);
 /* Human duration: "812 ns", "3.41 µs", "12.7 ms", "4.20 s". Writes at most size bytes
  * (NUL included) and returns buf. */
 SW_API char *sw_format_duration(double ns, char *buf, size_t size);
+/* fastxtend's scale_time (its report's durations): seconds with four significant digits
+ * (Python's "#0.4G") and an SI prefix from y to Y ("35.63 s", "838.2ms", "771.3µs",
+ * "500.0ps"); "-" for zero, NaN and the infinities. Writes at most size bytes (NUL included)
+ * and returns buf. stepwatch.fastai's report calls it too. */
+SW_API char *sw_format_scale_time(double seconds, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------------------------
  * Per-step and per-span records (what the run file stores, one row each)

@@ -86,6 +86,16 @@ static PyObject *mod_write_output(PyObject *module, PyObject *const *args, Py_ss
     Py_RETURN_NONE;
 }
 
+/* scale_time(seconds) -> str: sw_format_scale_time, fastxtend's durations (stepwatch.fastai's
+ * report uses the C writer's own cells). */
+static PyObject *mod_scale_time(PyObject *module, PyObject *seconds) {
+    double v = PyFloat_AsDouble(seconds);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    char buf[64];
+    return PyUnicode_FromString(sw_format_scale_time(v, buf, sizeof buf));
+}
+
 static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
     module_state *st = sw_py_state_of_module(module);
     return PyLong_FromUnsignedLong(sw_py_batch_size(batch, st->shape_name));
@@ -119,6 +129,9 @@ static PyMethodDef module_methods[] = {
      "files or Snapshots), means and tails (sw_compare_write); format table, markdown, csv "
      "or json."},
     {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
+    {"scale_time", mod_scale_time, METH_O,
+     "scale_time(seconds) -> str: fastxtend's scale_time, as the fastxtend report writes its "
+     "durations (sw_format_scale_time): '838.2ms', '-' for zero, NaN and the infinities."},
     {"write_output", (PyCFunction)(void (*)(void))mod_write_output, METH_FASTCALL,
      "write_output(path, data): write str or bytes to path all or nothing: a temporary file "
      "renamed into place (the old file untouched on failure); a device or FIFO is written as "
