@@ -9,6 +9,7 @@
  * different workload); the idle check uses every step. Thresholds are in docs/diagnose.md.
  */
 #include "analysis_internal.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -51,18 +52,9 @@ static rank_acc *acc_of(diag_ctx *c, int rank)
 {
     if (rank < 0 || rank >= SW__MAX_RANKS)
         return NULL;
-    if ((size_t)rank >= c->nranks) {
-        size_t n = c->nranks ? c->nranks : 4;
-        while (n <= (size_t)rank)
-            n *= 2;
-        rank_acc *grown = realloc(c->ranks, n * sizeof *grown);
-        if (!grown) {
-            c->err = SW_ENOMEM;
-            return NULL;
-        }
-        memset(grown + c->nranks, 0, (n - c->nranks) * sizeof *grown);
-        c->ranks = grown;
-        c->nranks = n;
+    if (sw__grow(&c->ranks, sizeof *c->ranks, &c->nranks, (size_t)rank + 1, 4) != 0) {
+        c->err = SW_ENOMEM;
+        return NULL;
     }
     rank_acc *r = &c->ranks[rank];
     if (!r->seen) {
