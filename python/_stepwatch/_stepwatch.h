@@ -114,6 +114,7 @@ typedef struct {
     PyObject *counters;  /* name -> int counter id */
     PyObject *name;      /* the run name, for repr */
     PyObject *weakrefs;  /* weak references to it (its device samplers hold one) */
+    const char *events_in; /* device time's events: "C" (the CUDA runtime), "Python", NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
