@@ -11,17 +11,20 @@
 #include <dlfcn.h>
 
 static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"profiler",  "data",     "forward",       "loss",
-                               "backward",  "optimizer", "zero_grad",    "train",
-                               "valid",     "loss_type", "grad_enabled", "optimizer_exists",
+    static char *keywords[] = {"profiler",     "data",          "forward",
+                               "loss",         "backward",      "optimizer",
+                               "zero_grad",    "train",         "valid",
+                               "loss_type",    "grad_enabled",  "optimizer_exists",
+                               "closure",      "startup",       "loader_startup",
                                NULL};
-    enum { NACTIONS = 6 };
+    enum { NACTIONS = 6, NOPTIONAL = 3 };
     PyObject *profiler, *actions[NACTIONS], *train, *valid, *loss_type, *grad_enabled,
-        *optimizer_exists;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO:Loop", keywords, &profiler,
-                                     &actions[0], &actions[1], &actions[2], &actions[3],
-                                     &actions[4], &actions[5], &train, &valid, &loss_type,
-                                     &grad_enabled, &optimizer_exists))
+        *optimizer_exists, *optional[NOPTIONAL] = {Py_None, Py_None, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO|$OOO:Loop", keywords,
+                                     &profiler, &actions[0], &actions[1], &actions[2],
+                                     &actions[3], &actions[4], &actions[5], &train, &valid,
+                                     &loss_type, &grad_enabled, &optimizer_exists,
+                                     &optional[0], &optional[1], &optional[2]))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -42,6 +45,12 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1],
                            &ids[i]) < 0)
             return NULL;
+    uint32_t more[NOPTIONAL] = {SW_ID_NONE, SW_ID_NONE, SW_ID_NONE}; /* None: not timed */
+    for (int i = 0; i < NOPTIONAL; i++)
+        if (optional[i] != Py_None &&
+            sw_py_named_id(optional[i], st->action_type, owner, "Loop", keywords[12 + i],
+                           &more[i]) < 0)
+            return NULL;
     int phases_on = train != Py_None && valid != Py_None;
     if (phases_on &&
         (sw_py_named_id(train, st->phase_type, owner, "Loop", "train", &phases[0]) < 0 ||
@@ -54,7 +63,9 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     self->shape = PyUnicode_InternFromString("shape");
     self->training = PyUnicode_InternFromString("training");
     self->loss_key = PyUnicode_InternFromString("loss");
-    if (self->shape == NULL || self->training == NULL || self->loss_key == NULL) {
+    self->closure_key = PyUnicode_InternFromString("closure");
+    if (self->shape == NULL || self->training == NULL || self->loss_key == NULL ||
+        self->closure_key == NULL) {
         Py_DECREF(self);
         return NULL;
     }
@@ -65,6 +76,10 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     self->backward = ids[3];
     self->optimizer = ids[4];
     self->zero_grad = ids[5];
+    self->closure = more[0];
+    self->startup = more[1];
+    self->loader_startup = more[2];
+    self->installed_at = sw_now_ns();
     self->phases[TRAIN] = phases[0];
     self->phases[VALID] = phases[1];
     self->loss_type = Py_NewRef(loss_type);
@@ -135,7 +150,25 @@ static PyObject *Loop_mark_end(LoopObject *self, PyObject *unused) {
 /* module_begin(module) -> bool: for forward="hooks" (torch's global forward pre-hook). */
 static PyObject *Loop_module_begin(LoopObject *self, PyObject *module) {
     sw_profiler *p = self->active ? self->owner->p : NULL;
-    return PyBool_FromLong(p != NULL && sw_py_loop_call_begin(self, p, module, 1));
+    return PyBool_FromLong(p != NULL && sw_py_loop_call_begin(self, p, module, 1, NULL, 0));
+}
+
+/* bound_steps(on): a front end that knows the loop (stepwatch.transformers) ends the
+ * training steps with step_end(); the optimizer step no longer does. */
+static PyObject *Loop_bound_steps(LoopObject *self, PyObject *on) {
+    int value = PyObject_IsTrue(on);
+    if (value < 0)
+        return NULL;
+    self->external = value;
+    Py_RETURN_NONE;
+}
+
+/* step_end(): the training step in progress ends now (the Trainer's on_step_end). */
+static PyObject *Loop_step_end(LoopObject *self, PyObject *unused) {
+    sw_profiler *p = self->owner->p;
+    if (p != NULL && self->active)
+        sw_py_loop_step_end(self, p);
+    Py_RETURN_NONE;
 }
 
 /* module_end(output): the forward hook of that module. */
@@ -150,6 +183,7 @@ static int Loop_traverse(LoopObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->loss_type);
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->optimizer_exists);
+    Py_VISIT(self->loss_frame);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_VISIT(self->iterators[i]);
     return 0;
@@ -160,6 +194,7 @@ static int Loop_clear(LoopObject *self) {
     Py_CLEAR(self->loss_type);
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->optimizer_exists);
+    Py_CLEAR(self->loss_frame);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_CLEAR(self->iterators[i]);
     return 0;
@@ -173,6 +208,7 @@ static void Loop_dealloc(LoopObject *self) {
     Py_CLEAR(self->shape);
     Py_CLEAR(self->training);
     Py_CLEAR(self->loss_key);
+    Py_CLEAR(self->closure_key);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -186,7 +222,8 @@ static PyMethodDef Loop_methods[] = {
      "hook(kind, original=None): a callable to patch in for original. kind: 'next' "
      "(DataLoader iterator __next__), 'call' (nn.Module.__call__), 'function' (a compiled "
      "function), 'loss' (a functional loss), 'backward' (torch.autograd.backward), "
-     "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks)."},
+     "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks), 'iter' "
+     "(DataLoader.__iter__)."},
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
      "End the step in progress, leave the train/valid phase; the hooks call straight through "
      "from now on."},
@@ -197,6 +234,11 @@ static PyMethodDef Loop_methods[] = {
      "mark(batch_size=0): a step boundary by hand (stepwatch.step())."},
     {"mark_end", (PyCFunction)Loop_mark_end, METH_NOARGS,
      "End the step begun by mark() (the end of `with stepwatch.step():`)."},
+    {"bound_steps", (PyCFunction)Loop_bound_steps, METH_O,
+     "bound_steps(on): while on, training steps end at step_end(), not at the optimizer "
+     "step."},
+    {"step_end", (PyCFunction)Loop_step_end, METH_NOARGS,
+     "step_end(): end the training step in progress now."},
     {"module_begin", (PyCFunction)Loop_module_begin, METH_O,
      "module_begin(module) -> bool: begin the outermost module call (False when inside one)."},
     {"module_end", (PyCFunction)Loop_module_end, METH_O,
@@ -213,8 +255,10 @@ static PyGetSetDef Loop_getset[] = {
 
 static PyType_Slot Loop_slots[] = {
     {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, "
-                "valid, loss_type, grad_enabled, optimizer_exists): the per-step state of "
-                "stepwatch.torch and the C hooks that keep it. train/valid None: no phases."},
+                "valid, loss_type, grad_enabled, optimizer_exists, *, closure=None, "
+                "startup=None, loader_startup=None): the per-step state of stepwatch.torch "
+                "and the C hooks that keep it. train/valid None: no phases; the optional "
+                "actions None: not timed."},
     {Py_tp_new, Loop_new},
     {Py_tp_methods, Loop_methods},
     {Py_tp_getset, Loop_getset},

@@ -8,6 +8,7 @@
  *                  forward, manual), the train/valid phases, the held-back events, the notes
  *   _loop_hooks.c  the torch hooks: LoopHook, the C callables patched over torch's entry
  *                  points; each times its event and tells the rules about it
+ *   _loop_batches.c the batches fetched and not consumed yet: which step each belongs to
  *
  * The Loop holds the profiler, the ids, and the state of the step in progress; the hooks
  * change the state of the calls running now, the rules the state of the step.
@@ -39,7 +40,21 @@ typedef struct {
     uint64_t start, end;
 } pending_event;
 
+/* A DataLoader batch, or a loader's start-up (its iterator made: the worker processes
+ * start), fetched and not consumed yet. It belongs to the step whose forward consumes it,
+ * whenever and with whatever grad mode it was fetched (loaders that read ahead, an
+ * update's micro-batches drawn before its first forward, an evaluation loop that fetches
+ * with grad on and runs the forward under no_grad): see _loop_batches.c. */
+typedef struct {
+    int startup;         /* a loader's start-up, not a batch */
+    int iterator;        /* its iterator's slot in LoopObject.iterators */
+    uint32_t batch_size;
+    const void *key;     /* the batch's first array-like (identity only, never dereferenced) */
+    uint64_t start, end;
+} queued_batch;
+
 #define MAX_PENDING 8
+#define MAX_QUEUED 64   /* batches fetched ahead of their forwards (gradient accumulation) */
 #define MAX_ITERATORS 4 /* loaders in use at once (zipped, nested) */
 #define MAX_MODULES 4   /* models called in one step (encoder and decoder, teacher, ...) */
 
@@ -47,12 +62,15 @@ typedef struct {
     PyObject_HEAD
     ProfilerObject *owner;
     sw_id data, forward, loss, backward, optimizer, zero_grad;
+    sw_id closure;             /* the rest of an optimizer's closure (SW_ID_NONE: not timed) */
+    sw_id startup;             /* from instrument() to the first step (the script's start) */
+    sw_id loader_startup;      /* a DataLoader's iterator made (its workers started) */
     sw_phase phases[2];        /* train, valid; SW_PHASE_NONE when phases are off */
     PyObject *loss_type;       /* module calls of this type are "loss" */
     PyObject *grad_enabled;    /* torch.is_grad_enabled */
     bool (*grad_mode)(void);   /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
-    PyObject *shape, *training, *loss_key; /* interned names */
+    PyObject *shape, *training, *loss_key, *closure_key; /* interned names */
     int active;                /* 0 after close(): every hook calls straight through */
 
     /* The step in progress (the training thread's; the GIL orders the hooks). */
@@ -73,8 +91,16 @@ typedef struct {
     int other_steps;
     pending_event pending[MAX_PENDING];
     int npending;
+    queued_batch queue[MAX_QUEUED]; /* fetched, not consumed yet, oldest first */
+    int nqueued;
+    int may_consume;           /* a fetch or a backward since a forward last took a batch */
     PyObject *iterators[MAX_ITERATORS]; /* weak references to the loader iterators in use */
+    int matched[MAX_ITERATORS]; /* a forward was given a batch of this iterator as fetched */
     int next_iterator;
+    uint64_t prev_end;         /* end of the last step of either kind (steps never overlap) */
+    uint64_t installed_at;     /* when the Loop was made: the start of "startup" */
+    int started;               /* a step has begun (startup is recorded) */
+    int external;              /* bound_steps(True): a front end ends the training steps */
 
     /* Calls running now. */
     sw_id inside;              /* "forward" or "loss" while an outermost call runs */
@@ -84,9 +110,13 @@ typedef struct {
     int in_fetch, in_zero_grad, in_backward;
     int optimizer_depth;       /* nested Optimizer.step calls */
     int optimizer_paused;      /* a closure's part runs inside the outermost one */
+    int closure_depth;         /* inside the optimizer's closure: the optimizer stays paused */
+    uint64_t closure_parts;    /* the time of the timed parts run inside it so far */
     uint64_t optimizer_start, optimizer_inner, paused_at;
     sw_py_funcs *optimizer_funcs; /* the function profiler told of the outermost step */
     uint64_t forward_end;      /* end of the last outermost forward; 0 once backward began */
+    const void *forward_caller; /* the frame that called it (identity only) */
+    PyObject *loss_frame;      /* the user's loss function running now (see user_loss) */
     int loss_seen;             /* a loss ran since that forward */
     int eval_is_train;         /* a backward followed a forward read as validation only by
                                   module.training: from then on grad mode alone decides */
@@ -113,11 +143,16 @@ int sw_py_loop_grad_kind(LoopObject *loop);
 int sw_py_loop_forward_kind(LoopObject *loop, PyObject *module);
 /* Is the training step bounded by the parameter update (optimizer or backward rule)? */
 int sw_py_loop_update_bounded(const LoopObject *loop);
-/* An event that is part of a step begins: join the open step, or begin one. */
-void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at);
-/* An outermost forward of kind begins: does it begin a step? Returns 1 when it did. */
+/* An event that is part of a step begins: join the open step, or begin one (at `earliest`
+ * when not 0 and earlier: the batches it consumes). */
+void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at,
+                     uint64_t earliest);
+/* An outermost forward of kind begins (consuming batches: `consumes`, the first fetched at
+ * `earliest`): does it begin a step? Returns 1 when it did. */
 int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
-                              const void *module);
+                              const void *module, int consumes, uint64_t earliest);
+/* The training step in progress ends now (Loop.step_end, under bound_steps). */
+void sw_py_loop_step_end(LoopObject *loop, sw_profiler *p);
 /* What the hooks saw end: a DataLoader's StopIteration, a backward, an optimizer step. */
 void sw_py_loop_loader_done(LoopObject *loop, sw_profiler *p);
 void sw_py_loop_backward_done(LoopObject *loop, sw_profiler *p);
@@ -129,13 +164,33 @@ void sw_py_loop_mark_end(LoopObject *loop, sw_profiler *p);
 void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p);
 
 /* ------------------------------------------------------------------------------------------
+ * The batches fetched and not consumed yet (_loop_batches.c)
+ * ---------------------------------------------------------------------------------------- */
+
+void sw_py_loop_enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b);
+/* The latest held batch a call is given as fetched (inputs: its arguments), or -1. */
+int sw_py_loop_matched_input(const LoopObject *loop, PyObject *const *inputs, Py_ssize_t n);
+/* What a forward (or a backward without one) consumes: take[i] = 1 for the held entries it
+ * takes; returns the batches among them; *earliest: the first fetch start (0: none). */
+int sw_py_loop_take(LoopObject *loop, int matched, char *take, uint64_t *earliest);
+/* Record the entries marked in take into the open step; all of them (take NULL). */
+void sw_py_loop_consume(LoopObject *loop, sw_profiler *p, const char *take);
+/* Entries no forward will consume, into no step: of loops that are over (finished_only), or
+ * all (the Loop closes). Returns how many. */
+int sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only);
+
+/* ------------------------------------------------------------------------------------------
  * The hooks (_loop_hooks.c)
  * ---------------------------------------------------------------------------------------- */
 
 /* Loop.hook(kind, original=None): the LoopHook of kind wrapping original. */
 PyObject *sw_py_loop_hook(LoopObject *loop, PyObject *args, PyObject *kwargs);
-/* An outermost module call begins (0: not one to time) and ends (result NULL: it raised). */
-int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module);
+/* An outermost module call begins (0: not one to time) and ends (result NULL: it raised).
+ * inputs: its arguments after the module (positional, then keyword values). */
+int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module,
+                          PyObject *const *inputs, Py_ssize_t ninputs);
 void sw_py_loop_call_end(LoopObject *loop, PyObject *result);
+/* The user's loss function (see _loop_hooks.c) ends now, if one runs. */
+void sw_py_loop_user_loss_ended(LoopObject *loop);
 
 #endif

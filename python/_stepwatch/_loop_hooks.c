@@ -11,14 +11,16 @@
  * Categories: data = the loader's next(); forward = the outermost module call (or compiled
  * function); loss = a loss module, a functional loss, a plain module returning a scalar
  * after the forward, else (training) the time from the forward's end to the backward;
- * backward; optimizer (its own time: a closure's forward and backward are theirs);
- * zero_grad. A module called while a batch is fetched is the data pipeline's.
+ * backward; optimizer (its own time: a closure's forward and backward are theirs, the rest
+ * of the closure is "closure"); zero_grad. A module called while a batch is fetched is the
+ * data pipeline's. DataLoader.__iter__ is the loader's start-up (its workers start).
  *
  * Hooks never raise on their own account and never swallow the user's exceptions: a closed
  * profiler or a closed Loop makes them call straight through.
  */
 #include "_loop.h"
 
+#include <frameobject.h>
 #include <structmember.h>
 #include <string.h>
 
@@ -31,12 +33,14 @@ typedef enum {
     HOOK_ZERO_GRAD,
     HOOK_OPTIMIZER_PRE,
     HOOK_OPTIMIZER_POST,
+    HOOK_ITER,     /* DataLoader.__iter__: the loader's start-up */
+    HOOK_CLOSURE,  /* the closure an optimizer step was given (made by the pre-hook) */
     HOOK_KINDS
 } hook_kind;
 
 static const char *const hook_names[HOOK_KINDS] = {
-    "next",      "call",          "function",       "loss",
-    "backward",  "zero_grad",     "optimizer_pre",  "optimizer_post"};
+    "next",      "call",          "function",       "loss",   "backward",
+    "zero_grad", "optimizer_pre", "optimizer_post", "iter",   "closure"};
 
 typedef struct {
     PyObject_HEAD
@@ -58,8 +62,16 @@ static void pause_optimizer(LoopObject *loop) {
     }
 }
 
+/* A timed part (forward, loss, backward, zero_grad, a fetch) took ns: inside a closure, that
+ * is not the closure's own time. */
+static void part_took(LoopObject *loop, uint64_t ns) {
+    if (loop->closure_depth > 0)
+        loop->closure_parts += ns;
+}
+
+/* (Inside a closure the optimizer stays paused until the closure returns.) */
 static void resume_optimizer(LoopObject *loop) {
-    if (loop->optimizer_paused) {
+    if (loop->optimizer_paused && loop->closure_depth == 0) {
         loop->optimizer_paused = 0;
         loop->optimizer_inner += sw_now_ns() - loop->paused_at;
     }
@@ -71,7 +83,8 @@ static void resume_optimizer(LoopObject *loop) {
 
 /* An outermost module (or compiled function) call begins; returns 0 when it is not one to
  * time (inside another, in the data pipeline). */
-int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module) {
+int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module,
+                          PyObject *const *inputs, Py_ssize_t ninputs) {
     if (loop->inside != SW_ID_NONE || loop->in_fetch || !loop->active)
         return 0;
     uint64_t now = sw_now_ns();
@@ -80,13 +93,25 @@ int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, in
     loop->candidate = 0;
     loop->loss_inside = 0;
     if (is_module && PyObject_TypeCheck(module, (PyTypeObject *)loop->loss_type)) {
-        sw_py_loop_join(loop, p, 0, now);
+        sw_py_loop_join(loop, p, 0, now, 0);
         loop->inside = loop->loss;
         sw_begin(p, loop->loss);
         return 1;
     }
     int kind = sw_py_loop_forward_kind(loop, is_module ? module : NULL);
-    int began = sw_py_loop_forward_begins(loop, p, kind, now, module);
+    loop->forward_caller = PyEval_GetFrame(); /* kept on the frame after the first time */
+    /* The batches it consumes: its step's, whenever they were fetched (_loop_batches.c). */
+    char take[MAX_QUEUED];
+    uint64_t earliest = 0;
+    int taken = loop->nqueued == 0 ? 0
+                                   : sw_py_loop_take(loop,
+                                                     sw_py_loop_matched_input(loop, inputs,
+                                                                              ninputs),
+                                                     take, &earliest);
+    int began = sw_py_loop_forward_begins(loop, p, kind, now, module, taken > 0, earliest);
+    if (earliest != 0)
+        sw_py_loop_consume(loop, p, take);
+    loop->may_consume = 0;
     loop->inside = loop->forward;
     /* After a forward of this step and before its backward, a plain module may be the loss:
      * timed first, then named by its result (a scalar is a loss). */
@@ -157,6 +182,7 @@ void sw_py_loop_call_end(LoopObject *loop, PyObject *result) {
     } else {
         loop->loss_seen = 1;
     }
+    part_took(loop, now - loop->call_start);
     loop->step_last = now;
     resume_optimizer(loop);
 }
@@ -196,7 +222,12 @@ static int iterator_slot(LoopObject *loop, sw_profiler *p, PyObject *iterator) {
             sw_py_loop_flush_pending(loop, p, NO_STEP, 0);
             break;
         }
+    /* The batches of loops that are over, and with them what was held for their next step
+     * (a zero_grad after the last update): in no step. */
+    if (loop->kind == NO_STEP && sw_py_loop_drop(loop, p, 1) > 0)
+        sw_py_loop_flush_pending(loop, p, NO_STEP, 0);
     int slot = loop->next_iterator;
+    loop->matched[slot] = 0;
     loop->next_iterator = (slot + 1) % MAX_ITERATORS;
     PyObject *ref = PyWeakref_NewRef(iterator, NULL);
     if (ref == NULL)
@@ -218,14 +249,20 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     PyObject *batch = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
     loop->in_fetch--;
+    part_took(loop, end - start);
     funcs_end(loop, funcs, loop->data);
     if ((p = loop->owner->p) == NULL)
         return batch;
-    if (batch != NULL) {
+    if (batch != NULL && loop->rule == RULE_MANUAL) {
         pending_event e = {loop->data, kind, sw_py_batch_size(batch, loop->shape), slot, start,
                            end};
         sw_py_loop_settle(loop, p, &e);
+    } else if (batch != NULL) { /* held until a forward consumes it */
+        queued_batch b = {0, slot, sw_py_batch_size(batch, loop->shape),
+                          sw_py_batch_leaf(batch, loop->shape), start, end};
+        sw_py_loop_enqueue(loop, p, &b);
     }
+    loop->may_consume = 1;
     resume_optimizer(loop);
     if (batch == NULL) {
         if (PyErr_ExceptionMatches(PyExc_StopIteration))
@@ -238,13 +275,23 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
                                PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (loop->in_backward || loop->inside != SW_ID_NONE)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    sw_py_loop_user_loss_ended(loop); /* the backward began inside the user's loss function */
     uint64_t now = sw_now_ns();
     pause_optimizer(loop);
     if (loop->kind == VALID && loop->last_forward_by_flag)
         loop->eval_is_train = 1; /* a model in eval() mode is being trained */
-    sw_py_loop_join(loop, p, 1, now);
-    if (loop->forward_end != 0 && !loop->loss_seen)
+    /* No forward took the batches (a model without nn.Module calls): the backward does. */
+    char take[MAX_QUEUED];
+    uint64_t earliest = 0;
+    if (loop->nqueued > 0 && (loop->kind != TRAIN || loop->step_forwards == 0))
+        sw_py_loop_take(loop, -1, take, &earliest);
+    sw_py_loop_join(loop, p, 1, now, earliest);
+    if (earliest != 0)
+        sw_py_loop_consume(loop, p, take);
+    if (loop->forward_end != 0 && !loop->loss_seen) {
         sw_record(p, loop->loss, loop->forward_end, now); /* a loss written by hand */
+        part_took(loop, now - loop->forward_end);
+    }
     loop->forward_end = 0;
     loop->loss_seen = 0;
     loop->in_backward = 1;
@@ -255,6 +302,8 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
         return result;
     sw_end(p, loop->backward);
     loop->step_last = sw_now_ns();
+    part_took(loop, loop->step_last - now);
+    loop->may_consume = 1; /* the next micro-batch's forward takes its batch */
     sw_py_loop_backward_done(loop, p);
     resume_optimizer(loop);
     return result;
@@ -274,6 +323,7 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     if (loop->owner->p == p)
         sw_device_mark(p, loop->zero_grad, 0);
     loop->in_zero_grad = 0;
+    part_took(loop, end - start);
     funcs_end(loop, funcs, loop->zero_grad);
     if ((p = loop->owner->p) != NULL) {
         pending_event e = {loop->zero_grad, TRAIN, 0, 0, start, end};
@@ -283,6 +333,60 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The loss as the user's function: `loss = my_loss(out, y)`, which does its own work and
+ * calls a torch functional loss. The whole function, called between the forward and the
+ * backward, is the loss: from the forward's end until the function returns, which a
+ * profile function (the thread's, only while it runs; never when another is set) sees.
+ * ---------------------------------------------------------------------------------------- */
+
+void sw_py_loop_user_loss_ended(LoopObject *loop) {
+    if (loop->loss_frame == NULL)
+        return;
+    PyEval_SetProfile(NULL, NULL);
+    uint64_t now = sw_now_ns();
+    sw_profiler *p = loop->active ? loop->owner->p : NULL;
+    if (p != NULL && loop->forward_end != 0) {
+        sw_record(p, loop->loss, loop->forward_end, now);
+        part_took(loop, now - loop->forward_end);
+        loop->step_last = now;
+    }
+    Py_CLEAR(loop->loss_frame);
+}
+
+static int user_loss_returns(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+    LoopObject *loop = (LoopObject *)obj;
+    if (what == PyTrace_RETURN && (PyObject *)frame == loop->loss_frame)
+        sw_py_loop_user_loss_ended(loop);
+    return 0;
+}
+
+/* The user's function a functional loss was called in (new reference), or NULL: the
+ * outermost frame below the one that called the step's forward, when that frame is on the
+ * stack within 8 calls (a loss called by the loop itself, or by Lightning's training_step
+ * that also called the forward, is the torch call alone). The functional losses sit behind
+ * torch.py's Python wrapper (_traceable): its caller is the loss's. */
+static PyObject *user_loss_frame(LoopObject *loop) {
+    if (loop->forward_end == 0 || loop->loss_seen || loop->forward_caller == NULL ||
+        PyThreadState_Get()->c_profilefunc != NULL)
+        return NULL;
+    PyFrameObject *frame = PyEval_GetFrame();
+    PyFrameObject *caller = frame != NULL ? PyFrame_GetBack(frame) : NULL;
+    PyFrameObject *below = NULL;
+    for (int depth = 0; caller != NULL && depth < 8; depth++) {
+        if ((const void *)caller == loop->forward_caller) {
+            Py_DECREF(caller);
+            return (PyObject *)below;
+        }
+        Py_XDECREF(below);
+        below = caller;
+        caller = PyFrame_GetBack(below);
+    }
+    Py_XDECREF(caller);
+    Py_XDECREF(below);
+    return NULL;
+}
+
 /* A functional loss: outside a forward it is the loss; inside one it is the model's. */
 static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
                            PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -290,11 +394,21 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
         loop->loss_inside |= loop->inside == loop->forward;
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     }
+    if (loop->loss_frame != NULL) /* inside the user's loss function: timed whole */
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
     pause_optimizer(loop);
-    sw_py_loop_join(loop, p, 0, now);
+    sw_py_loop_join(loop, p, 0, now, 0);
+    PyObject *user = user_loss_frame(loop);
+    if (user != NULL) {
+        loop->loss_frame = user;
+        loop->loss_seen = 1;
+        PyEval_SetProfile(user_loss_returns, (PyObject *)loop);
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    }
     loop->inside = loop->loss;
     loop->candidate = 0;
+    loop->call_start = now;
     sw_begin(p, loop->loss);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     sw_py_loop_call_end(loop, result);
@@ -304,18 +418,108 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
 static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func,
                            PyObject *const *args, size_t nargsf, PyObject *kwnames,
                            PyObject *module, int is_module) {
-    if (!sw_py_loop_call_begin(loop, p, module, is_module))
+    /* the call's inputs: after the module, positional then keyword values */
+    Py_ssize_t ninputs = PyVectorcall_NARGS(nargsf) - is_module +
+                         (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (!sw_py_loop_call_begin(loop, p, module, is_module, args + is_module, ninputs))
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     sw_py_loop_call_end(loop, result);
     return result;
 }
 
+/* DataLoader.__iter__: a new loop over a loader. Making its iterator starts the worker
+ * processes (each epoch, unless persistent_workers): the loader's start-up, data of the
+ * step that consumes the loop's first batch. */
+static PyObject *hook_iter(LoopObject *loop, sw_profiler *p, PyObject *func,
+                           PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (loop->in_fetch)
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    loop->in_fetch++; /* modules it calls are the data pipeline's */
+    uint64_t start = sw_now_ns();
+    PyObject *iterator = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t end = sw_now_ns();
+    loop->in_fetch--;
+    part_took(loop, end - start);
+    if (iterator == NULL || (p = loop->owner->p) == NULL)
+        return iterator;
+    queued_batch b = {1, iterator_slot(loop, p, iterator), 0, NULL, start, end};
+    sw_py_loop_enqueue(loop, p, &b);
+    loop->last_end = 0; /* a new loop, also over the same persistent iterator */
+    return iterator;
+}
+
+/* The closure an optimizer step runs (Lightning's training_step and backward, LBFGS's
+ * re-evaluation): the optimizer is paused while it runs, its forward, loss, backward and
+ * zero_grad count as themselves, and the rest of it (the user's code in training_step
+ * after the loss, the framework's bookkeeping) is the action "closure", recorded as one
+ * span when it returns, as the optimizer's own time: the batches a forward in it consumes
+ * were fetched outside it, so no span may enclose the parts. */
+static PyObject *hook_closure(LoopObject *loop, sw_profiler *p, PyObject *func,
+                              PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    pause_optimizer(loop);
+    uint64_t outer_parts = loop->closure_parts, start = sw_now_ns();
+    loop->closure_parts = 0;
+    loop->closure_depth++;
+    PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t end = sw_now_ns();
+    loop->closure_depth--;
+    uint64_t own = end - start > loop->closure_parts ? end - start - loop->closure_parts : 0;
+    loop->closure_parts = outer_parts;
+    part_took(loop, end - start); /* a closure inside a closure */
+    if ((p = loop->owner->p) != NULL)
+        sw_record(p, loop->closure, end - own, end);
+    resume_optimizer(loop);
+    return result;
+}
+
+static PyObject *make_hook(LoopObject *loop, hook_kind kind, PyObject *original);
+
+/* The optimizer step pre-hook's answer: its (args, kwargs) with the closure wrapped in a
+ * closure hook, or None (no closure; anything unexpected: the step runs as it was). */
+static PyObject *wrap_closure(LoopObject *loop, PyObject *args, PyObject *kwargs) {
+    if (loop->closure == SW_ID_NONE)
+        Py_RETURN_NONE;
+    PyObject *closure = NULL, *hook = NULL, *new_args = NULL, *new_kwargs = NULL, *out = NULL;
+    int positional = PyTuple_Check(args) && PyTuple_GET_SIZE(args) >= 2; /* (self, closure) */
+    if (positional)
+        closure = PyTuple_GET_ITEM(args, 1);
+    else if (PyDict_Check(kwargs))
+        closure = PyDict_GetItemWithError(kwargs, loop->closure_key);
+    if (closure == NULL || closure == Py_None || !PyCallable_Check(closure))
+        goto done;
+    if ((hook = make_hook(loop, HOOK_CLOSURE, closure)) == NULL)
+        goto done;
+    if (positional) {
+        Py_ssize_t n = PyTuple_GET_SIZE(args);
+        if ((new_args = PyTuple_New(n)) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(new_args, i, Py_NewRef(i == 1 ? hook : PyTuple_GET_ITEM(args, i)));
+        new_kwargs = Py_NewRef(kwargs);
+    } else {
+        new_args = Py_NewRef(args);
+        if ((new_kwargs = PyDict_Copy(kwargs)) == NULL ||
+            PyDict_SetItem(new_kwargs, loop->closure_key, hook) < 0)
+            goto done;
+    }
+    out = PyTuple_Pack(2, new_args, new_kwargs);
+done:
+    Py_XDECREF(hook);
+    Py_XDECREF(new_args);
+    Py_XDECREF(new_kwargs);
+    if (out == NULL) {
+        PyErr_Clear(); /* never fail the step for the profiler's sake */
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static void optimizer_pre(LoopObject *loop, sw_profiler *p) {
     if (++loop->optimizer_depth != 1)
         return;
     uint64_t now = sw_now_ns();
-    sw_py_loop_join(loop, p, 1, now);
+    sw_py_loop_join(loop, p, 1, now, 0);
     loop->optimizer_funcs = funcs_begin(loop, p, loop->optimizer);
     sw_device_mark(p, loop->optimizer, 1); /* its GPU events at its real boundaries */
     loop->optimizer_start = sw_now_ns();
@@ -354,9 +558,12 @@ static PyObject *Hook_vectorcall(PyObject *callable, PyObject *const *args, size
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     switch (self->kind) {
     case HOOK_OPTIMIZER_PRE:
-        if (p != NULL)
-            optimizer_pre(loop, p);
-        Py_RETURN_NONE;
+        if (p == NULL)
+            Py_RETURN_NONE;
+        optimizer_pre(loop, p);
+        if (loop->optimizer_depth != 1 || nargs < 3)
+            Py_RETURN_NONE;
+        return wrap_closure(loop, args[1], args[2]); /* (optimizer, args, kwargs) */
     case HOOK_OPTIMIZER_POST:
         if (p != NULL)
             optimizer_post(loop, p, nargs >= 1 ? (const void *)args[0] : NULL);
@@ -383,6 +590,10 @@ static PyObject *Hook_vectorcall(PyObject *callable, PyObject *const *args, size
         return hook_loss(loop, p, self->func, args, nargsf, kwnames);
     case HOOK_ZERO_GRAD:
         return hook_zero_grad(loop, p, self->func, args, nargsf, kwnames);
+    case HOOK_ITER:
+        return hook_iter(loop, p, self->func, args, nargsf, kwnames);
+    case HOOK_CLOSURE:
+        return hook_closure(loop, p, self->func, args, nargsf, kwnames);
     default:
         return hook_backward(loop, p, self->func, args, nargsf, kwnames);
     }
@@ -455,22 +666,27 @@ PyObject *sw_py_loop_hook(LoopObject *self, PyObject *args, PyObject *kwargs) {
     for (int k = 0; k < HOOK_KINDS; k++)
         if (strcmp(kind_name, hook_names[k]) == 0)
             kind = (hook_kind)k;
-    if (kind == HOOK_KINDS)
+    if (kind == HOOK_KINDS || kind == HOOK_CLOSURE)
         return PyErr_Format(PyExc_ValueError,
                             "hook: unknown kind %R (next, call, function, loss, backward, "
-                            "zero_grad, optimizer_pre, optimizer_post)",
+                            "zero_grad, optimizer_pre, optimizer_post, iter)",
                             PyTuple_GET_ITEM(args, 0));
     int wraps = kind != HOOK_OPTIMIZER_PRE && kind != HOOK_OPTIMIZER_POST;
     if (wraps && !PyCallable_Check(original))
         return PyErr_Format(PyExc_TypeError, "hook %s: original must be callable", kind_name);
-    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    return make_hook(self, kind, wraps ? original : NULL);
+}
+
+/* A LoopHook of kind calling original (NULL for the optimizer hooks). */
+static PyObject *make_hook(LoopObject *loop, hook_kind kind, PyObject *original) {
+    module_state *st = sw_py_state_of_type(Py_TYPE(loop));
     if (st == NULL)
         return NULL;
     HookObject *hook = PyObject_GC_New(HookObject, st->hook_type);
     if (hook == NULL)
         return NULL;
-    hook->loop = (LoopObject *)Py_NewRef(self);
-    hook->func = wraps ? Py_NewRef(original) : NULL;
+    hook->loop = (LoopObject *)Py_NewRef(loop);
+    hook->func = Py_XNewRef(original);
     hook->kind = kind;
     hook->dict = NULL;
     hook->weakrefs = NULL;

@@ -143,18 +143,30 @@ static void close_step(LoopObject *loop, sw_profiler *p, uint64_t end) {
     loop->steps_with_forward += loop->step_forwards > 0;
     loop->last_kind = loop->kind;
     loop->last_end = end;
+    loop->prev_end = end > loop->prev_end ? end : loop->prev_end;
     loop->kind = NO_STEP;
     update_notes(loop, p);
 }
 
-/* A step of kind begins with an event that started at `at`. */
-static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at) {
+/* A step of kind begins with an event that started at `at` (or earlier: the batches it
+ * consumes, the first fetched at `earliest`, 0: none). */
+static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
+                      uint64_t earliest) {
     sw_py_loop_flush_pending(loop, p, kind, 0); /* the other kind's: before this step, in no step */
-    uint64_t start = at;
+    uint64_t start = earliest != 0 && earliest < at ? earliest : at;
     for (int i = 0; i < loop->npending; i++)
         start = loop->pending[i].start < start ? loop->pending[i].start : start;
     if (loop->last_end != 0 && loop->last_kind == kind && loop->last_end < start)
         start = loop->last_end; /* what happened since the previous step is this step's */
+    if (start < loop->prev_end)
+        start = loop->prev_end; /* a batch read ahead during the previous step */
+    if (!loop->started) {
+        /* The script's start (imports, building the model) until its first step: apart
+         * from "fit"'s own time. */
+        loop->started = 1;
+        if (loop->startup != SW_ID_NONE && start > loop->installed_at)
+            sw_record(p, loop->startup, loop->installed_at, start);
+    }
     enter_phase(loop, p, kind);
     sw_step_begin_at(p, 0, start);
     loop->kind = kind;
@@ -208,17 +220,11 @@ static int update_bounded(const LoopObject *loop) {
     return loop->rule == RULE_OPTIMIZER || loop->rule == RULE_BACKWARD;
 }
 
-static int pending_batch(const LoopObject *loop, int kind) {
-    for (int i = 0; i < loop->npending; i++)
-        if (loop->pending[i].action == loop->data && loop->pending[i].kind == kind)
-            return 1;
-    return 0;
-}
-
 /* An event that is part of a step begins (a backward or an optimizer step: train = 1, which
  * ends a validation step; a loss: train = 0, whose kind is grad mode's): join the open step,
  * or begin one. */
-void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at) {
+void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at,
+                     uint64_t earliest) {
     if (loop->rule == RULE_MANUAL) {
         if (loop->kind != NO_STEP)
             sw_py_loop_flush_pending(loop, p, loop->kind, 1);
@@ -227,7 +233,7 @@ void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at) {
     if (loop->kind == VALID && train)
         close_step(loop, p, loop->step_last);
     if (loop->kind == NO_STEP)
-        open_step(loop, p, train ? TRAIN : sw_py_loop_grad_kind(loop), at);
+        open_step(loop, p, train ? TRAIN : sw_py_loop_grad_kind(loop), at, earliest);
     else
         sw_py_loop_flush_pending(loop, p, loop->kind, 1);
 }
@@ -239,23 +245,24 @@ static int called_in_step(const LoopObject *loop, const void *module) {
     return 0;
 }
 
-/* An outermost forward of kind begins: does it begin a step? Returns 1 when it did. */
+/* An outermost forward of kind begins (consuming batches: `consumes`): does it begin a
+ * step? Returns 1 when it did. */
 int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
-                              const void *module) {
+                              const void *module, int consumes, uint64_t earliest) {
     if (loop->rule == RULE_MANUAL) {
-        sw_py_loop_join(loop, p, 0, at);
+        sw_py_loop_join(loop, p, 0, at, earliest);
         return 0;
     }
     int split = 0;
     if (loop->kind == TRAIN && !update_bounded(loop)) {
         /* No backward yet: the next batch (or a validation forward) ends the step. */
-        split = kind == VALID || (pending_batch(loop, TRAIN) && loop->step_forwards > 0);
+        split = kind == VALID || (consumes && loop->step_forwards > 0);
         if (split && kind == TRAIN)
             set_rule(loop, p, RULE_DATALOADER);
     } else if (loop->kind == VALID) {
         /* Without a loader: a forward after the step's loss, or of a model the step has
          * called already, is the next batch's. */
-        split = kind == TRAIN || pending_batch(loop, VALID) ||
+        split = kind == TRAIN || consumes ||
                 (loop->step_fetches == 0 && loop->step_forwards > 0 &&
                  (loop->loss_seen || called_in_step(loop, module)));
     }
@@ -265,7 +272,7 @@ int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64
     if (began) {
         if (kind == VALID && loop->rule == RULE_NONE)
             set_rule(loop, p, RULE_FORWARD); /* until a batch or a backward says more */
-        open_step(loop, p, kind, at);
+        open_step(loop, p, kind, at, earliest);
     } else {
         sw_py_loop_flush_pending(loop, p, loop->kind, 1);
     }
@@ -276,6 +283,7 @@ int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64
 
 /* Everything still open, when the loop closes: the step ends at its last event. */
 void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p) {
+    sw_py_loop_user_loss_ended(loop);
     if (loop->inside != SW_ID_NONE && !loop->candidate)
         sw_end(p, loop->inside);
     loop->inside = SW_ID_NONE;
@@ -286,6 +294,7 @@ void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p) {
         close_step(loop, p, loop->step_last);
     }
     sw_py_loop_flush_pending(loop, p, NO_STEP, 0); /* the rest, outside any step */
+    sw_py_loop_drop(loop, p, 0);                   /* batches no forward consumed */
     if (loop->phase_in != SW_PHASE_NONE)
         sw_phase_end(p, loop->phase_in);
     loop->phase_in = SW_PHASE_NONE;
@@ -333,6 +342,8 @@ void sw_py_loop_optimizer_done(LoopObject *loop, sw_profiler *p, const void *opt
     if (loop->rule == RULE_MANUAL)
         return;
     set_rule(loop, p, RULE_OPTIMIZER);
+    if (loop->external)
+        return; /* the front end ends the step (sw_py_loop_step_end) */
     if (loop->boundary == NULL)
         loop->boundary = optimizer;
     if (optimizer != loop->boundary) {
@@ -365,7 +376,8 @@ void sw_py_loop_mark(LoopObject *loop, sw_profiler *p, uint32_t batch) {
     }
     loop->last_end = 0;
     int kind = sw_py_loop_grad_kind(loop);
-    open_step(loop, p, kind, now);
+    open_step(loop, p, kind, now, 0);
+    sw_py_loop_consume(loop, p, NULL); /* the batches fetched for it */
     if (batch != 0) {
         loop->step_samples = batch;
         sw_step_set_batch_size(p, batch);
@@ -376,6 +388,15 @@ void sw_py_loop_mark(LoopObject *loop, sw_profiler *p, uint32_t batch) {
 void sw_py_loop_mark_end(LoopObject *loop, sw_profiler *p) {
     if (loop->rule == RULE_MANUAL && loop->kind != NO_STEP) {
         sw_py_loop_flush_pending(loop, p, loop->kind, 1);
+        close_step(loop, p, 0);
+    }
+}
+
+/* Under bound_steps (stepwatch.transformers: the Trainer's on_step_end): the training step
+ * in progress ends now. */
+void sw_py_loop_step_end(LoopObject *loop, sw_profiler *p) {
+    if (loop->rule != RULE_MANUAL && loop->kind == TRAIN) {
+        sw_py_loop_flush_pending(loop, p, TRAIN, 1);
         close_step(loop, p, 0);
     }
 }

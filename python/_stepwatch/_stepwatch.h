@@ -116,6 +116,7 @@ typedef struct {
     PyObject *counters;  /* name -> int counter id */
     PyObject *name;      /* the run name, for repr */
     PyObject *weakrefs;  /* weak references to it (its device samplers hold one) */
+    const char *events_in; /* device time's events: "C" (the CUDA runtime), "Python", NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -325,6 +326,9 @@ PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type);
 /* Samples in a batch (first dimension of its first array-like); 0 when unknown, never an
  * exception. shape_name: the interned string "shape". */
 uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name);
+/* That first array-like (borrowed from batch: a tuple's or list's first item, a mapping's
+ * first value, down to 4 levels), NULL for an empty batch; never an exception. */
+PyObject *sw_py_batch_leaf(PyObject *batch, PyObject *shape_name);
 
 /* The id of obj, an Action or Phase (type) of profiler, into *id; else -1 and a TypeError
  * that starts with who. */

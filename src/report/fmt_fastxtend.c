@@ -19,6 +19,7 @@
  * When warm-up is on, fastxtend's "Batch dropped" line follows.
  */
 #include "writer.h"
+#include "core/core.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -50,14 +51,8 @@ static int phase_in(const char *name, const char *const *names, size_t n) {
 }
 
 static line *add_line(table *t) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        line *grown = realloc(t->lines, cap * sizeof *grown);
-        if (grown == NULL)
-            return NULL;
-        t->lines = grown;
-        t->cap = cap;
-    }
+    if (sw__grow(&t->lines, sizeof *t->lines, &t->cap, t->n + 1, 32) != 0)
+        return NULL;
     line *l = &t->lines[t->n++];
     memset(l, 0, sizeof *l);
     return l;

@@ -217,7 +217,8 @@ def test_device_time_of_known_kernels_without_synchronizing():
     assert info == {"steps_timed": 9, "steps_dropped": 0, "spans_dropped": 0,
                     "warmup_steps": 1, "failed": False, "steps_sampled_out": 0,
                     "sample_every": 1, "steps_captured": 0, "boundaries_captured": 0,
-                    "most_behind": info["most_behind"], "events": gpu.events}
+                    "most_behind": info["most_behind"], "events": gpu.events,
+                    "events_in": "Python"}
     assert 1 <= info["most_behind"] <= 3  # the loss synchronizes every step
     assert gpu.synchronized == 0
     assert gpu.events <= 3 * 12  # pooled: made for the steps in flight, reused
@@ -439,6 +440,7 @@ def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir
     fake.fake_gpu_counts(counts)
     print(info, list(counts))
     assert made == [] and len(asked) == 7  # no Python event; the stream once per step
+    assert info["events_in"] == "C"
     assert info["steps_timed"] == 6 and not info["failed"]
     assert within(c["device:train/forward"]["min"], 2e6, 0.05)
     assert within(c["device:train/backward"]["min"], 3e6, 0.05)
