@@ -6,6 +6,9 @@
 #   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
 #               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
+#   make gpu-check  device time on a real GPU (scripts/gpu-check.sh; docs/device.md): one run
+#               of about 6 minutes, a table and JSON; "no GPU: skipped" without one. WHEEL=
+#               a carried wheel to check instead of the importable stepwatch
 BUILD   ?= build
 MAKEFLAGS += --no-print-directory
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
@@ -15,7 +18,7 @@ CONFIG_FLAGS ?=
 FUZZ_SECONDS ?= 300
 
 .PHONY: all build demo test test-c test-asan test-tsan test-python test-fuzz bench venv wheel \
-	clean deps-demo deps-test fault-long fuzz
+	clean deps-demo deps-test fault-long fuzz gpu-check
 
 all: build
 
@@ -72,6 +75,10 @@ fault-long: build
 
 bench: build venv
 	@scripts/bench.sh $(BUILD)
+
+# Device time on a real GPU: needs only python3 with CUDA torch (and stepwatch, or WHEEL=).
+gpu-check:
+	@scripts/gpu-check.sh $(WHEEL)
 
 # The release files in dist/: an sdist carrying SQLite, manylinux2014 wheels (scripts/wheel.sh):
 # only the build tools (a venv of its own), not the test environment.

@@ -13,22 +13,30 @@ static const char HELP[] =
     "  -f, --format F   the cross-rank view: table (default), md, json\n"
     "  -h, --help       this help\n";
 
-/* The cross-rank view of the merged file on standard output (nothing for a single rank). */
+/* The cross-rank view of the merged file on standard output; for a single rank, a line (an
+ * object in JSON) saying there is none. The file is written and whole by now (sw_run_merge
+ * read it back): a view that cannot be shown is said, and the merge still succeeded. */
 static int print_view(const char *path, sw_format fmt) {
     sw_run *run = NULL;
     sw_ranks *view = NULL;
     int rc = sw_run_open(path, &run);
+    int nranks = sw_run_rank_count(run);
     if (rc == 0)
         rc = sw_run_ranks(run, &view);
     if (rc == 0)
         rc = sw_ranks_write(view, fmt, 0, stdout);
     sw_ranks_free(view);
     sw_run_close(run);
-    if (rc == SW_ENOTFOUND)
-        return SWCLI_EXIT_OK;
-    if (rc != 0)
-        swcli_error("cannot show the ranks of %s: %s", path, sw_strerror(rc));
-    return swcli_exit_code(rc);
+    const char *why = nranks == 1 ? "the merged file holds one rank" : "no rank stored a payload";
+    if (rc == SW_ENOTFOUND && fmt == SW_FORMAT_JSON)
+        printf("{\"ranks\": %d, \"view\": null, \"why\": \"no cross-rank view: %s\"}\n",
+               nranks, why);
+    else if (rc == SW_ENOTFOUND)
+        printf("No cross-rank view: %s.\n", why);
+    else if (rc != 0)
+        swcli_error("merged into %s, but its cross-rank view cannot be shown: %s", path,
+                    *sw_last_error() ? sw_last_error() : sw_strerror(rc));
+    return fflush(stdout) == 0 && !ferror(stdout) ? SWCLI_EXIT_OK : swcli_exit_code(SW_EIO);
 }
 
 int swcli_cmd_merge(int argc, char **argv) {
@@ -72,8 +80,10 @@ int swcli_cmd_merge(int argc, char **argv) {
     size_t ninputs = (size_t)(argc - optind);
     int rc = force ? sw_run_merge_replace(inputs, ninputs, output)
                    : sw_run_merge(inputs, ninputs, output);
-    if (rc == SW_EINVAL) {
-        swcli_error("two inputs hold the same rank: merge files of different ranks");
+    if (rc == SW_EINVAL) { /* sw_last_error names the input and its rank */
+        swcli_error("%s", *sw_last_error() ? sw_last_error()
+                                           : "two inputs hold the same rank: merge files of "
+                                             "different ranks");
         return SWCLI_EXIT_DATA;
     }
     if (rc != 0) {
@@ -86,6 +96,7 @@ int swcli_cmd_merge(int argc, char **argv) {
                     earlier_run ? " (an earlier run file: --force replaces it)" : "");
         return swcli_exit_code(rc);
     }
-    fprintf(stderr, "stepwatch: merged %d files into %s\n", argc - optind, output);
+    fprintf(stderr, "stepwatch: merged %d file%s into %s\n", argc - optind,
+            argc - optind == 1 ? "" : "s", output);
     return print_view(output, args.format);
 }

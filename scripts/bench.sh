@@ -13,13 +13,25 @@ echo "== C core: hot path against the clock it reads, memory over 10^7 spans =="
 if [ -x "$rel/bench/bench_device" ]; then
     echo
     echo "== device layer: sampler CPU at 2 Hz, one read, device-time bookkeeping per step =="
-    "$rel/bench/bench_device" "$out/device.json"
+    # the fake CUDA runtime of tests/device/ stands in for libcudart where it is built
+    fake="$rel/tests/libfake_cudart.so"
+    if [ -f "$fake" ]; then
+        STEPWATCH_CUDART="$fake" "$rel/bench/bench_device" "$out/device.json"
+    else
+        "$rel/bench/bench_device" "$out/device.json"
+    fi
 fi
 
 if [ -x "$rel/bench/bench_journal" ]; then
     echo
     echo "== run file: flusher CPU at 10^5 events/s, bytes per step =="
     "$rel/bench/bench_journal" "$out/journal.json"
+fi
+
+if [ -x "$rel/bench/bench_compare" ]; then
+    echo
+    echo "== compare: time as actions grow (n log n), beside report of the same snapshot =="
+    "$rel/bench/bench_compare" "$out/compare.json"
 fi
 
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_python.py ]; then
@@ -31,6 +43,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_torch.py ]; then
     echo
     echo "== torch: instrument() per step, against its floor and torch.profiler =="
     "$root/venv/bin/python" bench/bench_torch.py --out "$out/torch.json"
+fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_html.py ] && command -v chromium >/dev/null; then
+    echo
+    echo "== HTML report: page size and open time in Chromium, 10^3 and 10^6 steps =="
+    "$root/venv/bin/python" bench/bench_html.py --out "$out/html.json"
 fi
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
     echo
@@ -54,6 +71,12 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
     echo
     echo "== Lightning: per-step overhead in a real Trainer.fit, side by side =="
     "$root/venv/bin/python" bench/bench_lightning.py --out "$out/lightning.json"
+fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_instructions.py ]; then
+    echo
+    echo "== instructions added per step in situ (callgrind), every adapter against its peer =="
+    SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_instructions.py \
+        --out "$out/instructions.json"
 fi
 echo
 echo "figures written to $out/"

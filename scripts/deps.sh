@@ -6,7 +6,8 @@
 #   test: the demo's, plus cmocka, pkg-config, a C++ compiler (the header's C++ check), the
 #         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
 #         clang with its libFuzzer runtime (the fuzz targets), Open MPI (the mpirun tests of
-#         libstepwatch_mpi)
+#         libstepwatch_mpi), clang-format (scripts/format.sh), valgrind (make bench counts
+#         instructions with callgrind)
 #   wheel: the Python venv (the build tools' venv: zig's C compiler, CMake, auditwheel come
 #         from PyPI), tclsh and dpkg-source (SQLite's amalgamation from Debian's source)
 # .ci/run installs the same list up front.
@@ -49,10 +50,13 @@ if [ "$what" = test ]; then
     need python3-venv have_python_venv
     need python3-dev have_python_dev
     need chromium have_cmd chromium
+    need eslint have_cmd eslint                    # lints the HTML report's script
     need clang have_cmd clang                      # the fuzzers (libFuzzer)
     need libclang-rt-dev have_fuzzer_runtime
     need openmpi-bin have_cmd mpirun               # the many-ranks tests (mpirun -np 2..4)
     need libopenmpi-dev test -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
+    need clang-format have_cmd clang-format        # scripts/format.sh (.clang-format)
+    need valgrind have_header valgrind/callgrind.h # make bench's instruction counts
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

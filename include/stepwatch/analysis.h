@@ -36,6 +36,10 @@ SW_API int sw_diagnose_count(sw_run *run, size_t *count);
  * and the diagnosis. Step series are downsampled to at most 2000 points (min/mean/max per
  * bucket), so the file stays bounded for any run length. See docs/html.md. */
 SW_API int sw_html_write(sw_run *run, FILE *out);
+/* The same page for two runs, a the baseline and b the new one: both runs' breakdowns side
+ * by side, their step-time distributions overlaid, sw_compare_write's verdicts as a table,
+ * then each run's own sections. SW_EINVAL for NULL arguments. */
+SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out);
 
 #ifdef __cplusplus
 }

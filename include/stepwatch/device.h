@@ -139,6 +139,13 @@ SW_API int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ct
 /* Every step is timed while the GPU is up to 1024 steps behind the host (its events wait in
  * a pool, never waited for). Further behind, a regular sample: the steps whose index is a
  * multiple of sample_every (doubled while the GPU falls behind, halved as it catches up). */
+/* For loops that learn a span's host time only when it ends and record it then with
+ * sw_record (stepwatch.torch's optimizer and zero_grad): action begins (begins nonzero) or
+ * ends now, on the thread that marks the steps, so that the device timing records its GPU
+ * events at the real boundaries. Marks come in pairs; nothing is recorded on the host.
+ * Without device time it does nothing (a load and a branch). */
+SW_API void sw_device_mark(sw_profiler *p, sw_id action, int begins);
+
 typedef struct sw_device_time_info {
     uint64_t steps_timed;    /* steps whose device times were recorded */
     uint64_t steps_dropped;  /* never resolved: the run ended before the GPU reached them, or

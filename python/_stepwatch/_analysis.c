@@ -1,7 +1,7 @@
 /*
  * _analysis.c — the analyses of the C library for Python, the same calls the stepwatch
- * command makes: html(run, path), export_chrome(run, path), diagnose(run, format) and
- * compare(a, b, format). A run is a run file's path; compare also takes Snapshots
+ * command makes: html(run, path) or html([a, b], path), export_chrome(run, path),
+ * diagnose(run, format) and compare(a, b, format). A run is a run file's path; compare also takes Snapshots
  * (Profiler.snapshot(), load()).
  */
 #include "_stepwatch.h"
@@ -11,42 +11,69 @@
 /* ---- writing a file from a run: html() and export_chrome() ---- */
 
 typedef int (*run_writer)(sw_run *run, FILE *out);
+typedef int (*pair_writer)(sw_run *a, sw_run *b, FILE *out);
 
-/* Open the run file and write what writer makes of it to path through sw_output (all or
- * nothing: a failure leaves the old file untouched and no half-written one). None. */
-static PyObject *write_run_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
-                              const char *who, run_writer writer) {
-    module_state *st = sw_py_state_of_module(module);
-    if (nargs != 2)
-        return PyErr_Format(PyExc_TypeError, "%s(run, path) takes 2 arguments (%zd given)", who,
-                            nargs);
+/* Open the nruns (1 or 2) run files and write what writer (one run) or pair (two) makes of
+ * them to path through sw_output (all or nothing: a failure leaves the old file untouched
+ * and no half-written one). None. */
+static PyObject *write_runs_to(module_state *st, PyObject *const *runs, int nruns, PyObject *path,
+                               const char *who, run_writer writer, pair_writer pair) {
     PyObject *out_path = NULL;
-    if (!PyUnicode_FSConverter(args[1], &out_path))
+    if (!PyUnicode_FSConverter(path, &out_path))
         return NULL;
-    sw_run *run = sw_py_open_run(st, args[0]);
-    if (!run) {
-        Py_DECREF(out_path);
-        return NULL;
-    }
+    sw_run *run[2] = {NULL, NULL};
+    for (int i = 0; i < nruns; i++)
+        if (!(run[i] = sw_py_open_run(st, runs[i]))) {
+            if (i)
+                sw_run_close(run[0]);
+            Py_DECREF(out_path);
+            return NULL;
+        }
     int rc;
-    Py_BEGIN_ALLOW_THREADS /* reads every step (and span) of the run file */
+    Py_BEGIN_ALLOW_THREADS /* reads every step (and span) of the run files */
     sw_output *o = NULL;
     rc = sw_output_open(PyBytes_AS_STRING(out_path), &o);
     if (rc == 0) {
-        rc = writer(run, sw_output_stream(o));
+        rc = nruns == 2 ? pair(run[0], run[1], sw_output_stream(o))
+                        : writer(run[0], sw_output_stream(o));
         if (rc == 0)
             rc = sw_output_commit(o);
         else
             sw_output_abort(o);
     }
     Py_END_ALLOW_THREADS
-    sw_run_close(run);
+    for (int i = nruns - 1; i >= 0; i--)
+        sw_run_close(run[i]);
     Py_DECREF(out_path);
     return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
 }
 
+/* who(run, path) with one run file. */
+static PyObject *write_run_to(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                              const char *who, run_writer writer) {
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "%s(run, path) takes 2 arguments (%zd given)", who,
+                            nargs);
+    return write_runs_to(sw_py_state_of_module(module), args, 1, args[1], who, writer, NULL);
+}
+
+/* html(run, path), or html([a, b], path): the comparison page of two run files (a the
+ * baseline); html([run], path) is html(run, path). */
 PyObject *sw_py_html(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    return write_run_to(module, args, nargs, "html", sw_html_write);
+    if (nargs != 2 || !(PyList_Check(args[0]) || PyTuple_Check(args[0])))
+        return write_run_to(module, args, nargs, "html", sw_html_write);
+    PyObject *runs = PySequence_Fast(args[0], "html: runs");
+    if (!runs)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(runs);
+    PyObject *r = NULL;
+    if (n == 1 || n == 2)
+        r = write_runs_to(sw_py_state_of_module(module), PySequence_Fast_ITEMS(runs), (int)n,
+                          args[1], "html", sw_html_write, sw_html_write_compare);
+    else
+        PyErr_Format(PyExc_ValueError, "html([a, b], path) compares two run files; %zd given", n);
+    Py_DECREF(runs);
+    return r;
 }
 
 PyObject *sw_py_export_chrome(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {

@@ -349,6 +349,7 @@ static int start_time(module_state *st, ProfilerObject *self, PyObject *timing) 
                          timing);
             return -1;
         }
+        self->events_in = "Python";
         return start_clock(st, self->p, timing, NULL);
     }
     PyObject *empty = PyTuple_New(0);
@@ -367,10 +368,13 @@ static int start_time(module_state *st, ProfilerObject *self, PyObject *timing) 
         /* The runtime torch loaded, from C; torch.cuda.Event only where it cannot be found. */
         int c = sw_device_time_cuda_streams(self->p, torch_stream, Py_NewRef(stream),
                                             torch_stream_release);
-        if (c == SW_EUNSUPPORTED)
+        self->events_in = c == 0 ? "C" : NULL;
+        if (c == SW_EUNSUPPORTED) {
+            self->events_in = "Python";
             rc = start_clock(st, self->p, factory, ready);
-        else if (c != 0 && c != SW_ESTATE)
+        } else if (c != 0 && c != SW_ESTATE) {
             rc = (sw_py_raise(st, c, "device_time"), -1);
+        }
     }
     Py_DECREF(clock);
     return rc;
@@ -387,7 +391,7 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
     sw_device_time_info info;
     if (self->p == NULL || sw_device_time_info_get(self->p, &info) != 0)
         Py_RETURN_NONE;
-    return Py_BuildValue(
+    PyObject *d = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:O,s:K,s:K,s:K,s:K,s:K,s:K}", "steps_timed",
         (unsigned long long)info.steps_timed, "steps_dropped",
         (unsigned long long)info.steps_dropped, "spans_dropped",
@@ -398,4 +402,9 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
         (unsigned long long)info.steps_captured, "boundaries_captured",
         (unsigned long long)info.boundaries_captured, "most_behind",
         (unsigned long long)info.most_behind, "events", (unsigned long long)info.events);
+    /* where the events come from: "C" (the CUDA runtime torch loaded), "Python" (event
+     * objects), None (asked for through `stepwatch run`) */
+    if (d != NULL && sw_py_dict_put(d, "events_in", sw_py_str_or_none(self->events_in)) < 0)
+        Py_CLEAR(d);
+    return d;
 }

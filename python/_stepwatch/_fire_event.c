@@ -6,8 +6,9 @@
  * iteration. Its Python loop costs about 1.3 us per event here, most of it formatting a
  * debug message that no logger prints, and every handler a profiler registers adds a call
  * through that loop. stepwatch.ignite instead sets a FireEvent as the engine's instance
- * attribute _fire_event for the length of a run. It does what Ignite's own does (0.5.3 and
- * later: engine.py, Engine._fire_event):
+ * attribute _fire_event for the length of a run. It does what Ignite's own does (0.5.3 to
+ * 0.5.5: engine.py, Engine._fire_event; stepwatch.ignite uses it only where Ignite's own has
+ * the source of those, known by its fingerprint, and warns once otherwise):
  *
  *   - logs "<epoch> | <iteration>, Firing handlers for event <event>" on engine.logger at
  *     DEBUG (the message is made only when the logger is enabled for DEBUG; Ignite makes it

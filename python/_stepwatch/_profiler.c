@@ -83,18 +83,35 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
                              "on_full", "functions", "builtins", "live", "local_rank",
-                             "device_stats", "device_time", NULL};
-    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
+                             "device_stats", "device_time", "clock", NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop",
+               *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
-             *device_time = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zIzpIiizpIsOpOiOO:Profiler", kwlist,
-                                     &name, &warmup, &run_file, &timeline, &max_depth, &rank,
-                                     &world_size, &command, &enabled, &ring_capacity, &on_full,
+             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist,
+                                     &name, &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
+                                     &world_size, &command, &enabled, &ring_obj, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time))
+                                     &device_time, &clock))
         return NULL;
+    /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
+    if ((warmup_obj && sw_py_parse_uint(warmup_obj, "Profiler: warmup_steps", UINT32_MAX,
+                                        &warmup) < 0) ||
+        (depth_obj && sw_py_parse_uint(depth_obj, "Profiler: max_depth", UINT32_MAX,
+                                       &max_depth) < 0) ||
+        (ring_obj && sw_py_parse_uint(ring_obj, "Profiler: ring_capacity", UINT32_MAX,
+                                      &ring_capacity) < 0))
+        return NULL;
+    sw_clock_kind clock_kind = SW_CLOCK_AUTO;
+    if (clock != NULL && strcmp(clock, "tsc") == 0)
+        clock_kind = SW_CLOCK_TSC;
+    else if (clock != NULL && strcmp(clock, "monotonic") == 0)
+        clock_kind = SW_CLOCK_MONOTONIC;
+    else if (clock != NULL)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: clock must be None, 'monotonic' or 'tsc', not '%s'", clock);
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
         return NULL;
@@ -134,6 +151,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.ring_capacity = ring_capacity;
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
+    opts.clock = clock_kind;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);
@@ -252,7 +270,7 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     if (!p)
         return NULL;
     module_state *st = sw_py_state_of_type(Py_TYPE(self));
-    const char *utf8 = PyUnicode_AsUTF8(name);
+    const char *utf8 = sw_py_name_utf8(name, is_phase ? "phase" : "action");
     if (!st || !utf8)
         return NULL;
     uint32_t id;
@@ -428,7 +446,7 @@ static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, P
     } else {
         if (PyErr_Occurred())
             return NULL;
-        const char *utf8 = PyUnicode_AsUTF8(args[0]);
+        const char *utf8 = sw_py_name_utf8(args[0], "counter");
         if (!utf8)
             return NULL;
         id = sw_counter_id(p, utf8);
@@ -450,8 +468,8 @@ static PyObject *Profiler_note(ProfilerObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "note(key: str, value: str | None)");
         return NULL;
     }
-    const char *key = PyUnicode_AsUTF8(args[0]);
-    const char *value = args[1] == Py_None ? NULL : PyUnicode_AsUTF8(args[1]);
+    const char *key = sw_py_name_utf8(args[0], "note");
+    const char *value = args[1] == Py_None || !key ? NULL : sw_py_name_utf8(args[1], "note");
     if (!key || (args[1] != Py_None && !value))
         return NULL;
     sw_profiler *p = open_profiler(self);
@@ -496,7 +514,7 @@ static PyObject *Profiler_records(ProfilerObject *self, PyObject *args, PyObject
 }
 
 static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
-    const char *text = PyUnicode_AsUTF8(name);
+    const char *text = sw_py_name_utf8(name, "name_thread");
     if (text == NULL)
         return NULL;
     if (self->p != NULL && sw_thread_name(self->p, text) == SW_ENOMEM)
@@ -685,7 +703,7 @@ static PyType_Slot Profiler_slots[] = {
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, "
      "rank=0, world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop', "
      "functions=None, builtins=False, live=None, local_rank=0, device_stats=False, "
-     "device_time=False)\n--\n\n"
+     "device_time=False, clock=None)\n--\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -698,7 +716,11 @@ static PyType_Slot Profiler_slots[] = {
      "(or as `stepwatch run --live/--no-live` says), True = always, False = never.\n"
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
-     "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},
+     "each phase from torch.cuda.Event, never synchronizing (docs/device.md).\n"
+     "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), "
+     "'monotonic', or 'tsc':\n"
+     "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"
+     "said on stderr); stepwatch.clock_in_use() tells which."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

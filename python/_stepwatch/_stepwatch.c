@@ -14,11 +14,13 @@
  *   Step      one step as a context manager, with its batch size (_actions.c).
  *   Snapshot  a sw_snapshot: report text, plain records, run metadata (_snapshot.c).
  *   Timer     Ignite's Timer over sw_timer (_timer.c).
- *   Loop      the per-step hot path of stepwatch.torch, with its LoopHooks (_loop.c).
+ *   Loop      the per-step hot path of stepwatch.torch (_loop.c), its step rules
+ *             (_loop_rules.c) and its LoopHooks (_loop_hooks.c).
  *   Marks     the per-iteration marks of stepwatch.ignite (_marks.c), and HandlerTimer, its
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
  *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
+ *   SpanScope Spans.profile(name): a span as a context manager, Lightning's profile() (_spans.c).
  *   Intervals thunder's TimeProfiler marks, paired and summed (_intervals.c).
  *   FireEvent Ignite's Engine._fire_event in C, making Marks' marks (_fire_event.c).
  *   Live      the live status line's figures over a window (_live.c).
@@ -85,15 +87,33 @@ static PyObject *mod_write_output(PyObject *module, PyObject *const *args, Py_ss
     Py_RETURN_NONE;
 }
 
+/* scale_time(seconds) -> str: sw_format_scale_time, fastxtend's durations (stepwatch.fastai's
+ * report uses the C writer's own cells). */
+static PyObject *mod_scale_time(PyObject *module, PyObject *seconds) {
+    double v = PyFloat_AsDouble(seconds);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    char buf[64];
+    return PyUnicode_FromString(sw_format_scale_time(v, buf, sizeof buf));
+}
+
 static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
     module_state *st = sw_py_state_of_module(module);
     return PyLong_FromUnsignedLong(sw_py_batch_size(batch, st->shape_name));
 }
 
+static PyObject *mod_clock_in_use(PyObject *module, PyObject *unused) {
+    return PyUnicode_FromString(sw_clock_in_use() == SW_CLOCK_TSC ? "tsc" : "monotonic");
+}
+
 static PyMethodDef module_methods[] = {
     {"now_ns", mod_now_ns, METH_NOARGS,
      "now_ns($module, /)\n--\n\n"
-     "-> int: the profiler clock (CLOCK_MONOTONIC)."},
+     "-> int: the profiler clock (CLOCK_MONOTONIC, or the TSC: clock_in_use())."},
+    {"clock_in_use", mod_clock_in_use, METH_NOARGS,
+     "clock_in_use($module, /)\n--\n\n"
+     "-> 'monotonic' or 'tsc': the clock now_ns() and every profiler read "
+     "(Profiler(clock='tsc') or SW_CLOCK=tsc switch the process to the TSC where invariant)."},
     {"load", sw_py_load, METH_O,
      "load($module, path, /)\n--\n\n"
      "-> Snapshot of a run file (all ranks merged)."},
@@ -111,7 +131,8 @@ static PyMethodDef module_methods[] = {
      "markdown, json."},
     {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
      "html($module, run, path, /)\n--\n\n"
-     "Write the self-contained HTML report of a run file (sw_html_write)."},
+     "Write the self-contained HTML report of a run file (sw_html_write); html([a, "
+     "b], path): one page comparing run files a (baseline) and b (sw_html_write_compare)."},
     {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
      "export_chrome($module, run, path, /)\n--\n\n"
      "Write a run file's timeline as Chrome Trace Event JSON, for Perfetto "
@@ -127,6 +148,10 @@ static PyMethodDef module_methods[] = {
     {"strerror", mod_strerror, METH_O,
      "strerror($module, code, /)\n--\n\n"
      "-> str (sw_strerror)."},
+    {"scale_time", mod_scale_time, METH_O,
+     "scale_time($module, seconds, /)\n--\n\n"
+     "-> str: fastxtend's scale_time, as the fastxtend report writes its durations "
+     "(sw_format_scale_time): '838.2ms', '-' for zero, NaN and the infinities."},
     {"write_output", (PyCFunction)(void (*)(void))mod_write_output, METH_FASTCALL,
      "write_output($module, path, data, /)\n--\n\n"
      "Write str or bytes to path all or nothing: a temporary file renamed into "
@@ -186,6 +211,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
+        add_type(module, &sw_py_scope_spec, &st->scope_type) < 0 ||
         add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
         add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
@@ -231,6 +257,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
+    Py_VISIT(st->scope_type);
     Py_VISIT(st->intervals_type);
     Py_VISIT(st->fire_event_type);
     Py_VISIT(st->live_type);
@@ -257,6 +284,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
+    Py_CLEAR(st->scope_type);
     Py_CLEAR(st->intervals_type);
     Py_CLEAR(st->fire_event_type);
     Py_CLEAR(st->live_type);

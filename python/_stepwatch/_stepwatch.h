@@ -14,7 +14,10 @@
  *   _snapshot.c   Snapshot: report text, plain records (row dicts), run metadata
  *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
  *   _timer.c      Timer: Ignite's Timer over sw_timer
- *   _loop.c       Loop and LoopHook: the per-step hot path of stepwatch.torch
+ *   _loop.c       Loop: the per-step hot path of stepwatch.torch (_loop.h: what its three
+ *                 files share)
+ *   _loop_rules.c the Loop's step rules: where steps begin and end, phases, notes
+ *   _loop_hooks.c LoopHook: the torch hooks, which time the events and tell the rules
  *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
  *                 of stepwatch.ignite
  *   _fire_event.c FireEvent: Ignite's Engine._fire_event in C, with the marks around the
@@ -61,6 +64,7 @@ typedef struct {
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
     PyTypeObject *spans_type;
+    PyTypeObject *scope_type;
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
@@ -91,11 +95,12 @@ extern PyType_Spec sw_py_step_spec;
 extern PyType_Spec sw_py_snapshot_spec; /* _snapshot.c */
 extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
 extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
-extern PyType_Spec sw_py_hook_spec;
+extern PyType_Spec sw_py_hook_spec;     /* _loop_hooks.c */
 extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_scope_spec;
 extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 
@@ -115,6 +120,7 @@ typedef struct {
     PyObject *counters;  /* name -> int counter id */
     PyObject *name;      /* the run name, for repr */
     PyObject *weakrefs;  /* weak references to it (its device samplers hold one) */
+    const char *events_in; /* device time's events: "C" (the CUDA runtime), "Python", NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -299,6 +305,13 @@ PyObject *sw_py_raise(module_state *st, int rc, const char *what);
 
 /* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
 int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);
+/* An unsigned argument named what (say "Profiler: warmup_steps"): an int from 0 to max;
+ * else -1 and TypeError (not an int), ValueError (negative) or OverflowError (over max) --
+ * never wrapped (-1 became 4,294,967,295, and 2**32+3 became 3). */
+int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out);
+/* A name (action, phase, counter, note, thread) as UTF-8; NULL and ValueError when it holds a
+ * NUL ("a\0b" and "a\0c" were one name), or the str's own error. */
+const char *sw_py_name_utf8(PyObject *name, const char *what);
 
 /* Set d[key] = value, stealing value (NULL: an error already set); -1 on error. */
 int sw_py_dict_put(PyObject *d, const char *key, PyObject *value);
@@ -317,6 +330,9 @@ PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type);
 /* Samples in a batch (first dimension of its first array-like); 0 when unknown, never an
  * exception. shape_name: the interned string "shape". */
 uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name);
+/* That first array-like (borrowed from batch: a tuple's or list's first item, a mapping's
+ * first value, down to 4 levels), NULL for an empty batch; never an exception. */
+PyObject *sw_py_batch_leaf(PyObject *batch, PyObject *shape_name);
 
 /* The id of obj, an Action or Phase (type) of profiler, into *id; else -1 and a TypeError
  * that starts with who. */

@@ -50,6 +50,39 @@ int sw_py_parse_batch_size(PyObject *obj, uint32_t *out) {
     return 0;
 }
 
+int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int negative = PyObject_RichCompareBool(obj, Py_False, Py_LT); /* False == 0 */
+    if (negative < 0)
+        return -1;
+    if (negative) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= 0, not %R", what, obj);
+        return -1;
+    }
+    unsigned long v = PyLong_AsUnsignedLong(obj);
+    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s must be at most %lu, not %R", what, max, obj);
+        return -1;
+    }
+    *out = (unsigned int)v;
+    return 0;
+}
+
+const char *sw_py_name_utf8(PyObject *name, const char *what) {
+    Py_ssize_t size = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(name, &size);
+    if (utf8 != NULL && (Py_ssize_t)strlen(utf8) != size) {
+        PyErr_Format(PyExc_ValueError, "%s: embedded null character in %R", what, name);
+        return NULL;
+    }
+    return utf8;
+}
+
 /* The id of obj, which must be an Action or Phase (type) of profiler; else a TypeError
  * "<who>: <what> must be ...". */
 int sw_py_named_id(PyObject *obj, PyTypeObject *type, ProfilerObject *profiler, const char *who,
@@ -86,39 +119,58 @@ PyObject *sw_py_bind_as_method(PyObject *self, PyObject *obj, PyObject *type) {
 /* Samples in a batch: the first dimension of its first array-like, looking through a few
  * levels of tuples, lists and dicts; 0 when it cannot be told (never an exception). shape is
  * the interned string "shape" (the caller keeps it, to spare a lookup per batch). */
-uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name) {
-    for (int level = 0; level < 4; level++) {
+/* The first array-like of a batch (borrowed from it): the first item of a tuple or list,
+ * the first value of a dict or of another mapping (Hugging Face's BatchEncoding), down to 4
+ * levels; the batch itself when it is none of these; NULL for an empty one. */
+PyObject *sw_py_batch_leaf(PyObject *batch, PyObject *shape_name) {
+    for (int level = 0; level < 4 && batch != NULL; level++) {
         if (PyTuple_Check(batch) || PyList_Check(batch)) {
             if (PySequence_Fast_GET_SIZE(batch) == 0)
-                return 0;
+                return NULL;
             batch = PySequence_Fast_GET_ITEM(batch, 0);
             continue;
         }
         if (PyDict_Check(batch)) {
             Py_ssize_t pos = 0;
             PyObject *key, *value;
-            if (!PyDict_Next(batch, &pos, &key, &value))
-                return 0;
-            batch = value;
+            batch = PyDict_Next(batch, &pos, &key, &value) ? value : NULL;
             continue;
         }
-        PyObject *shape = NULL;
-#if PY_VERSION_HEX >= 0x030D0000
-        int found = PyObject_GetOptionalAttr(batch, shape_name, &shape);
-#else
-        int found = _PyObject_LookupAttr(batch, shape_name, &shape);
-#endif
-        unsigned long size = 0;
-        if (found > 0 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
-            size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, 0));
-        Py_XDECREF(shape);
-        if (PyErr_Occurred()) {
+        if (PyUnicode_Check(batch) || PyBytes_Check(batch) || !PyMapping_Check(batch) ||
+            PyObject_HasAttr(batch, shape_name))
+            return batch;
+        /* A mapping of another type: its first value, which it keeps alive. */
+        PyObject *values = PyMapping_Values(batch);
+        if (values == NULL) {
             PyErr_Clear();
-            return 0;
+            return batch;
         }
-        return size > UINT32_MAX ? 0 : (uint32_t)size;
+        PyObject *first = PyList_GET_SIZE(values) > 0 ? PyList_GET_ITEM(values, 0) : NULL;
+        Py_DECREF(values);
+        batch = first;
     }
-    return 0;
+    return batch;
+}
+
+uint32_t sw_py_batch_size(PyObject *batch, PyObject *shape_name) {
+    batch = sw_py_batch_leaf(batch, shape_name);
+    if (batch == NULL)
+        return 0;
+    PyObject *shape = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    int found = PyObject_GetOptionalAttr(batch, shape_name, &shape);
+#else
+    int found = _PyObject_LookupAttr(batch, shape_name, &shape);
+#endif
+    unsigned long size = 0;
+    if (found > 0 && PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0)
+        size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(shape, 0));
+    Py_XDECREF(shape);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return size > UINT32_MAX ? 0 : (uint32_t)size;
 }
 
 PyObject *sw_py_text_of(module_state *st, sw_py_writer write, void *ctx, const char *what) {

@@ -41,6 +41,7 @@ from ._stepwatch import (
     __version__,
     batch_size,
     category_of,
+    clock_in_use,
     compare,
     diagnose,
     export_chrome,
@@ -57,11 +58,11 @@ __all__ = [
     "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
     "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
-    "load_steps", "now_ns",
+    "load_steps", "now_ns", "clock_in_use",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
     "step",
-    "torch", "lightning", "ignite", "fastai", "live",
+    "torch", "lightning", "thunder", "ignite", "fastai", "live",
     "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
@@ -163,7 +164,7 @@ def step(batch_size: int = 0) -> _StepMark:
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
-_ADAPTERS = ("torch", "lightning", "ignite", "fastai", "live", "distributed")
+_ADAPTERS = ("torch", "lightning", "thunder", "ignite", "fastai", "live", "distributed")
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -65,6 +65,9 @@ from fastai.learner import Learner, Recorder
 import stepwatch as _sw
 from stepwatch.devicestats import DeviceStats
 
+# fastxtend's scale_time: the C fastxtend report's own (sw_format_scale_time), one of it.
+from ._stepwatch import scale_time as _scale_time
+
 __all__ = ["ThroughputCallback", "ThroughputPostCallback", "SimpleProfilerCallback",
            "SimpleProfilerPostCallback", "ProfileMode", "DeviceStatsCallback"]
 
@@ -159,14 +162,6 @@ def _install():
 
 
 # ---- one profiled fit ---------------------------------------------------------------------
-
-def _scale_time(val, spec="#0.4G"):
-    """fastxtend's scale_time: seconds with an SI prefix; '-' for zero (and NaN)."""
-    if val == 0 or val != val:
-        return "-"
-    exp = int(math.log10(abs(val)) // 3 * 3)
-    return f'{val / 10.0 ** exp:{spec}}{"yzafpnµm kMGTPEZY"[exp // 3 + 8]}s'
-
 
 def _rate(value):
     return "-" if value is None else f"{int(round(value)):,d}"

@@ -28,15 +28,20 @@ Cost: no handler of the profiler runs per iteration. For the length of a run the
 ``_fire_event`` (which Ignite calls for every event) is a C copy of Ignite's own that makes
 the marks around the iteration events' handlers (``stepwatch._stepwatch.FireEvent``); it is
 restored when the run ends. On an engine that fires its events otherwise (a subclass or an
-instance with its own ``_fire_event``, an Ignite outside 0.5.3-0.5.x) the marks are C methods
-registered as handlers (``stepwatch._stepwatch.Marks``). See docs/python.md "Overhead".
+instance with its own ``_fire_event``, or an Ignite whose own is not the one copied: 0.5.3 to
+0.5.5, known by its source's fingerprint; that one says so in a warning, once) the marks are
+C methods registered as handlers (``stepwatch._stepwatch.Marks``). See docs/python.md
+"Overhead".
 """
 import collections
 import csv
 import functools
+import hashlib
+import inspect
 import io
 import os
-import re
+import textwrap
+import warnings
 
 import ignite
 from ignite.engine import Engine, Events
@@ -119,22 +124,49 @@ def _handler_name(handler):
     return getattr(handler, "__qualname__", handler.__class__.__name__)
 
 
-# The Engine._fire_event FireEvent copies: Ignite's own, from 0.5.3 (weak references to the
-# engine in the handlers' arguments) on, in the 0.5 series.
-_IGNITE_FIRE_EVENT = Engine._fire_event
-_IGNITE_VERSION = tuple(int(n) for n in re.findall(r"\d+", ignite.__version__)[:3])
-_FIRE_EVENT_COPIED = (0, 5, 3) <= _IGNITE_VERSION < (0, 6)
+# The Engine._fire_event that FireEvent copies (_fire_event.c): Ignite's own from 0.5.3 (weak
+# references to the engine in the handlers' arguments) to 0.5.5, known by the fingerprint of
+# its source (_fire_event_fingerprint; 0.5.4 and 0.5.5 are the same text, 0.5.3 differs by a
+# comment). Any other, a later Ignite's or one patched onto Engine, is not copied: its events
+# are timed through handlers instead, with one warning.
+_COPIED_FIRE_EVENTS = frozenset({"d28103bea07c1ff3",   # Ignite 0.5.3
+                                 "189f9cffb1d3b779"})  # Ignite 0.5.4, 0.5.5
+_fire_event_warned = False
+
+
+@functools.lru_cache(maxsize=4)
+def _fire_event_fingerprint(func):
+    """sha256 of func's source, dedented, blank lines and trailing spaces left out: the same
+    for the same code on every Python version (its bytecode is not); None when the source
+    cannot be read."""
+    try:
+        lines = [line.rstrip() for line in textwrap.dedent(inspect.getsource(func)).splitlines()]
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256("\n".join(line for line in lines if line).encode()).hexdigest()[:16]
 
 
 def _fires_events_as_ignite(engine):
     """Whether engine fires its events with the Engine._fire_event FireEvent copies (not one
-    of a subclass, nor one set on the instance). Asked of the bound method, not of
-    vars(engine): in CPython 3.11+ reading an object's __dict__ makes it a real dict, which
-    slows every attribute access of Ignite's loop on the engine (by ~0.6 us per iteration
-    here)."""
+    of a subclass, nor one set on the instance: those are the user's, timed through
+    handlers). Asked of the bound method, not of vars(engine): in CPython 3.11+ reading an
+    object's __dict__ makes it a real dict, which slows every attribute access of Ignite's
+    loop on the engine (by ~0.6 us per iteration here)."""
+    global _fire_event_warned
     fire = getattr(engine, "_fire_event", None)
-    return (_FIRE_EVENT_COPIED and getattr(fire, "__func__", None) is _IGNITE_FIRE_EVENT
-            and getattr(fire, "__self__", None) is engine)
+    own = Engine.__dict__.get("_fire_event")
+    if getattr(fire, "__func__", None) is not own or getattr(fire, "__self__", None) is not engine:
+        return False
+    if _fire_event_fingerprint(own) in _COPIED_FIRE_EVENTS:
+        return True
+    if not _fire_event_warned:
+        _fire_event_warned = True
+        warnings.warn(f"stepwatch.ignite: this Ignite's Engine._fire_event (Ignite "
+                      f"{ignite.__version__}) is not the one stepwatch copies in C (Ignite "
+                      f"0.5.3 to 0.5.5); its events are timed through handlers instead, which "
+                      f"costs a few microseconds more per iteration", RuntimeWarning,
+                      stacklevel=2)
+    return False
 
 
 class _Base:

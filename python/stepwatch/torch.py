@@ -138,7 +138,9 @@ class Instrumentation:
         train, valid = (p.phase("train"), p.phase("valid")) if self.phases else (None, None)
         self._optimizer_hooked = False
         self._loop = _Loop(p, *actions, train, valid, torch.nn.modules.loss._Loss,
-                           torch.is_grad_enabled, self._optimizer_steps_seen)
+                           torch.is_grad_enabled, self._optimizer_steps_seen,
+                           closure=p.action("closure"), startup=p.action("startup"),
+                           loader_startup=p.action("dataloader_startup", category="data"))
         self._loop.read_grad_mode(os.path.join(os.path.dirname(torch.__file__), "lib",
                                                "libc10.so"))
         self._try("DataLoader batches and data wait", self._install_dataloader)
@@ -176,6 +178,7 @@ class Instrumentation:
 
     def _install_dataloader(self):
         self._patch(_dataloader._BaseDataLoaderIter, "__next__", self._hook("next"))
+        self._patch(_dataloader.DataLoader, "__iter__", self._hook("iter"))
 
     def _install_forward(self):
         # The end hook must run even when the forward raises (always_call, torch >= 2.0):
@@ -293,6 +296,15 @@ class Instrumentation:
 
     def mark_end(self):
         self._loop.mark_end()
+
+    def bound_steps(self, on=True):
+        """A front end that knows the loop (stepwatch.transformers) ends the training steps
+        with step_end() while on; the optimizer step then does not."""
+        self._loop.bound_steps(on)
+
+    def step_end(self):
+        """The training step in progress ends now."""
+        self._loop.step_end()
 
     @property
     def rule(self):

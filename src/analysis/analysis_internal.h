@@ -82,17 +82,25 @@ void sw__number_text(const sw__number *n, char *buf, size_t size);
 
 /* The HTML report of in (html.c). */
 int sw__html_write_input(const sw__input *in, FILE *out);
-/* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL),
- * and the script that draws them (written before the report's own script, which calls it,
- * only when there is a flame graph). */
+/* The comparison page of a (baseline) and b (html.c). */
+int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out);
+/* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL). */
 int sw__html_json_flames(FILE *out, const sw_fprofile *fp);
-extern const char sw__html_flame_script[];
+/* The page's style sheet and scripts: src/analysis/html/report.css, report.js and flame.js
+ * (flame.js is written before report.js, which calls it, only when there is a flame graph),
+ * embedded by cmake/embed.cmake as NUL-terminated arrays. */
+extern const char sw__html_report_css[];
+extern const char sw__html_report_js[];
+extern const char sw__html_flame_js[];
 
 /* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
 
 /* A JSON string literal with quotes. Escapes ", \, control characters, and also <, >, &,
  * U+2028 and U+2029, so the output is safe inside an HTML <script> element. */
 void sw__json_string(FILE *out, const char *s);
+/* A string the HTML report shows: cleaned as for a terminal (bidirectional and control
+ * characters made visible), then as sw__json_string. */
+void sw__json_display_string(FILE *out, const char *s);
 /* A JSON number; NaN and infinities (not JSON) become null. */
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */

@@ -241,13 +241,6 @@ static void judge(cmp_row *c)
 
 /* ---- matching and ordering ---- */
 
-static int same_key(const sw_row *x, const sw_row *y)
-{
-    return x->action_name && y->action_name && x->phase_name && y->phase_name &&
-           strcmp(x->action_name, y->action_name) == 0 &&
-           strcmp(x->phase_name, y->phase_name) == 0;
-}
-
 static int is_rollup(const sw_row *r) { return r->phase == SW_PHASE_ALL; }
 
 static int cmp_order(const void *px, const void *py)
@@ -269,13 +262,66 @@ static int cmp_order(const void *px, const void *py)
     return c ? c : strcmp(x->action, y->action);
 }
 
+/* A snapshot's named rows sorted by (action, phase), then by their place in the snapshot, so
+ * a row finds its match by binary search: pairing n rows takes n log n, not n^2 (4,000
+ * actions x 5 phases took 6.9 s). */
+typedef struct keyed {
+    const sw_row *row;
+    size_t index;
+} keyed;
+
+static int cmp_key(const sw_row *x, const sw_row *y)
+{
+    int c = strcmp(x->action_name, y->action_name);
+    return c ? c : strcmp(x->phase_name, y->phase_name);
+}
+
+static int cmp_keyed(const void *px, const void *py)
+{
+    const keyed *x = px, *y = py;
+    int c = cmp_key(x->row, y->row);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static keyed *sorted_rows(const sw_snapshot *s, size_t *n)
+{
+    keyed *k = malloc((s->nrows ? s->nrows : 1) * sizeof *k);
+    *n = 0;
+    if (!k)
+        return NULL;
+    for (size_t i = 0; i < s->nrows; i++)
+        if (s->rows[i].action_name && s->rows[i].phase_name)
+            k[(*n)++] = (keyed){&s->rows[i], i};
+    qsort(k, *n, sizeof *k, cmp_keyed);
+    return k;
+}
+
+/* The first row (in snapshot order) with r's key, or NULL. */
+static const sw_row *find_row(const keyed *k, size_t n, const sw_row *r)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_key(k[mid].row, r) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && cmp_key(k[lo].row, r) == 0 ? k[lo].row : NULL;
+}
+
 /* Pairs every row of a and b; *out is malloc'd. */
 static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out, size_t *n)
 {
-    size_t cap = a->nrows + b->nrows;
+    size_t cap = a->nrows + b->nrows, na = 0, nb = 0;
     cmp_row *rows = calloc(cap ? cap : 1, sizeof *rows);
-    if (!rows)
+    keyed *ka = sorted_rows(a, &na), *kb = sorted_rows(b, &nb);
+    if (!rows || !ka || !kb) {
+        free(rows);
+        free(ka);
+        free(kb);
         return SW_ENOMEM;
+    }
     size_t k = 0;
     for (size_t i = 0; i < a->nrows; i++) {
         const sw_row *ra = &a->rows[i];
@@ -286,20 +332,11 @@ static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out,
         c->phase = ra->phase_name;
         c->rollup = is_rollup(ra);
         c->a = ra;
-        for (size_t j = 0; j < b->nrows; j++)
-            if (same_key(ra, &b->rows[j])) {
-                c->b = &b->rows[j];
-                break;
-            }
+        c->b = find_row(kb, nb, ra);
     }
     for (size_t j = 0; j < b->nrows; j++) {
         const sw_row *rb = &b->rows[j];
-        if (!rb->action_name || !rb->phase_name)
-            continue;
-        int matched = 0;
-        for (size_t i = 0; i < a->nrows && !matched; i++)
-            matched = same_key(&a->rows[i], rb);
-        if (matched)
+        if (!rb->action_name || !rb->phase_name || find_row(ka, na, rb))
             continue;
         cmp_row *c = &rows[k++];
         c->action = rb->action_name;
@@ -307,6 +344,8 @@ static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out,
         c->rollup = is_rollup(rb);
         c->b = rb;
     }
+    free(ka);
+    free(kb);
     for (size_t i = 0; i < k; i++)
         judge(&rows[i]);
     qsort(rows, k, sizeof *rows, cmp_order);
@@ -482,18 +521,17 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
                            const cmp_row *rows, size_t n)
 {
     char wa[32], wb[32];
-    char na[SW__LABEL_MAX], nb[SW__LABEL_MAX];
-    sw__text_clean(a->name ? a->name : "stepwatch", na, sizeof na);
-    sw__text_clean(b->name ? b->name : "stepwatch", nb, sizeof nb);
-    fprintf(out, "## stepwatch compare\n\n");
-    fprintf(out, "Baseline **%s** (%llu steps, %s) vs new **%s** (%llu steps, %s): "
+    fprintf(out, "## stepwatch compare\n\nBaseline **");
+    sw__md_put_text(out, a->name ? a->name : "stepwatch");
+    fprintf(out, "** (%llu steps, %s) vs new **", (unsigned long long)a->steps,
+            sw_format_duration((double)a->wall_ns, wa, sizeof wa));
+    sw__md_put_text(out, b->name ? b->name : "stepwatch");
+    fprintf(out, "** (%llu steps, %s): "
                  "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
                  "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
                  "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
                  "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
                  "least %.0f %%.\n\n",
-            na, (unsigned long long)a->steps,
-            sw_format_duration((double)a->wall_ns, wa, sizeof wa), nb,
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
@@ -512,14 +550,8 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
         p_text(c->tails[1].p, t[11], sizeof t[11]);
         verdict_text(c, t[12], sizeof t[12]);
         fputs("| ", out);
-        /* Escape the table separator inside names. */
         for (int k = 0; k < 2; k++) {
-            sw__text_clean(k ? c->action : c->phase, na, sizeof na);
-            for (const char *s = na; *s; s++) {
-                if (*s == '|')
-                    fputc('\\', out);
-                fputc(*s, out);
-            }
+            sw__md_put_text(out, k ? c->action : c->phase);
             fputs(" | ", out);
         }
         if (c->a)
@@ -541,18 +573,6 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     }
 }
 
-static void csv_field(FILE *out, const char *name)
-{
-    char s_clean[SW__LABEL_MAX];
-    sw__text_clean(name, s_clean, sizeof s_clean);
-    fputc('"', out);
-    for (const char *s = s_clean; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
 
 static void csv_number(FILE *out, double v)
 {
@@ -570,9 +590,9 @@ static void write_csv(FILE *out, const cmp_row *rows, size_t n)
                  "decided_by\n");
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
-        csv_field(out, c->phase);
+        sw__csv_put_text(out, c->phase);
         fputc(',', out);
-        csv_field(out, c->action);
+        sw__csv_put_text(out, c->action);
         csv_number(out, c->a ? (double)c->a->stats.count : NAN);
         csv_number(out, c->b ? (double)c->b->stats.count : NAN);
         csv_number(out, row_mean(c->a));

@@ -9,6 +9,7 @@
  * different workload); the idle check uses every step. Thresholds are in docs/diagnose.md.
  */
 #include "analysis_internal.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,13 @@
 #define SW__STALL_FACTOR 3.0      /* a stall: a step longer than this x the median */
 #define SW__MAX_RANKS 65536
 #define SW__MIN_STEPS 20          /* fewer steady steps: no distribution-based findings */
+/* A stall must also take this much longer than the median: on steps of microseconds, a
+ * scheduler preemption or a page fault (tens to hundreds of us) is 3x the median without
+ * anything in the program being slow. Below it a tail is machine noise (at most info). */
+#define SW__STALL_FLOOR_NS 1000000.0
+/* The action stepwatch.torch times a DataLoader's start-up under (category data): the
+ * iterator made at each epoch, which starts the worker processes. */
+#define SW__LOADER_START "dataloader_startup"
 
 typedef struct rank_acc {
     int seen;
@@ -51,18 +59,9 @@ static rank_acc *acc_of(diag_ctx *c, int rank)
 {
     if (rank < 0 || rank >= SW__MAX_RANKS)
         return NULL;
-    if ((size_t)rank >= c->nranks) {
-        size_t n = c->nranks ? c->nranks : 4;
-        while (n <= (size_t)rank)
-            n *= 2;
-        rank_acc *grown = realloc(c->ranks, n * sizeof *grown);
-        if (!grown) {
-            c->err = SW_ENOMEM;
-            return NULL;
-        }
-        memset(grown + c->nranks, 0, (n - c->nranks) * sizeof *grown);
-        c->ranks = grown;
-        c->nranks = n;
+    if (sw__grow(&c->ranks, sizeof *c->ranks, &c->nranks, (size_t)rank + 1, 4) != 0) {
+        c->err = SW_ENOMEM;
+        return NULL;
     }
     rank_acc *r = &c->ranks[rank];
     if (!r->seen) {
@@ -85,7 +84,8 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s)
         return c->err;
     int selected = !c->train_only || s->phase == SW_PHASE_TRAIN;
     if (c->pass == 2) {
-        if (selected && !s->warmup && (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns) {
+        if (selected && !s->warmup && (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns &&
+            (double)s->duration_ns - c->median_ns >= SW__STALL_FLOOR_NS) {
             r->stalls++;
             r->stall_excess_ns += s->duration_ns - (uint64_t)c->median_ns;
             for (int k = 0; k < SW_CAT_COUNT; k++)
@@ -207,6 +207,37 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
     sw__finding_number(f, "largest callback share", top_ns / wall * 100.0, "%");
 }
 
+/* The DataLoader's start-up (its worker processes, started again at each epoch unless
+ * persistent_workers): timed as its own data action, here named as the cause. */
+static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
+{
+    const sw_row *r = s ? sw_snapshot_find(s, SW__LOADER_START, "all") : NULL;
+    if (!r || s->wall_ns == 0)
+        return;
+    double total = (double)(r->stats.total_ns + r->warmup.total_ns);
+    uint64_t count = r->stats.count + r->warmup.count;
+    double share = total / (double)s->wall_ns * 100.0;
+    if (share < 5.0 || count == 0)
+        return;
+    sw__finding *f = sw__finding_add(d, "loader-startup", share >= 20.0 ? SW__SEV_CRITICAL
+                                                                        : SW__SEV_WARNING);
+    if (!f)
+        return;
+    char a[32], b[32];
+    snprintf(f->title, sizeof f->title, "DataLoader start-up: %.1f %% of the run", share);
+    snprintf(f->sentence, sizeof f->sentence,
+             "Starting the DataLoader's workers took %s in all, %llu times (%s each: a new "
+             "iterator at each epoch and evaluation starts its worker processes again); it "
+             "is part of data, in the first step of each loop. persistent_workers=True starts "
+             "them once; fewer workers or a dataset object that is cheaper to send to them "
+             "start faster.",
+             dur(total, a, sizeof a), (unsigned long long)count,
+             dur(total / (double)count, b, sizeof b));
+    sw__finding_number(f, "start-up share", share, "%");
+    sw__finding_number(f, "start-up time", total, "ns");
+    sw__finding_number(f, "start-ups", (double)count, "");
+}
+
 static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt)
 {
     uint64_t nwarm = 0, warm_ns = 0, nfirst = 0, first_ns = 0;
@@ -280,14 +311,16 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
     if (ratio < 2.0 && stalls == 0)
         return;
     double excess_share = (double)excess / (double)d->step_ns * 100.0;
-    /* Rare stalls that cost little are a note, not a problem. */
-    sw__severity sev = excess_share >= 10.0                 ? SW__SEV_CRITICAL
-                       : ratio >= 2.0 || excess_share >= 1.0 ? SW__SEV_WARNING
-                                                             : SW__SEV_INFO;
+    /* Rare stalls that cost little are a note, not a problem; so is a tail within the floor
+     * of the median (microsecond steps that a preemption triples). */
+    int noise = p99 - median < SW__STALL_FLOOR_NS;
+    sw__severity sev = excess_share >= 10.0                            ? SW__SEV_CRITICAL
+                       : (ratio >= 2.0 && !noise) || excess_share >= 1.0 ? SW__SEV_WARNING
+                                                                        : SW__SEV_INFO;
     sw__finding *f = sw__finding_add(d, "tail-stalls", sev);
     if (!f)
         return;
-    char a[32], b[32];
+    char a[32], b[32], c_[32];
     snprintf(f->title, sizeof f->title, "Tail stalls: p99 step time is %.1fx the median", ratio);
     if (stalls > 0) {
         double diff;
@@ -302,6 +335,13 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
                  (unsigned long long)stalls, stall_pct, SW__STALL_FACTOR,
                  dur(median, a, sizeof a), excess_share,
                  sw_category_name((sw_category)cat), dur(diff, b, sizeof b));
+    } else if (noise) {
+        snprintf(f->sentence, sizeof f->sentence,
+                 "The slowest 1 %% of steps take %s against a median of %s: less than %s "
+                 "more, the size of the machine's own hiccups (preemption, page faults), "
+                 "not the program's.",
+                 dur(p99, a, sizeof a), dur(median, b, sizeof b),
+                 dur(SW__STALL_FLOOR_NS, c_, sizeof c_));
     } else {
         snprintf(f->sentence, sizeof f->sentence,
                  "The slowest 1 %% of steps take %s against a median of %s, though none "
@@ -698,6 +738,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
                                   step->stats.count);
         }
         check_callbacks(d, in->snap);
+        check_loader_startup(d, in->snap);
         check_stalls(d, &c, all, c.median_ns);
         check_idle(d, &c);
         if (!check_rank_stragglers(d, in->ranks))

@@ -2,6 +2,7 @@
  * diagnose_write.c — the diagnosis as text, markdown or JSON.
  */
 #include "analysis_internal.h"
+#include "report/writer.h"
 
 #include <string.h>
 
@@ -31,18 +32,20 @@ static const char *all_clear(const sw__diagnosis *d)
                      : "No problems found.";
 }
 
-static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, const char *prefix)
+/* md: markdown (the text escaped as markdown), else the terminal's text. */
+static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, int md)
 {
     char t[32];
+    void (*put)(FILE *, const char *) = md ? sw__md_put_text : sw__clean_text;
     const char *rule = s ? sw_snapshot_note(s, "step_rule") : NULL;
-    fprintf(out, "%sstepwatch diagnose: \"", prefix);
-    sw__clean_text(out, s && s->name ? s->name : "stepwatch");
+    fprintf(out, "%sstepwatch diagnose: \"", md ? "## " : "");
+    put(out, s && s->name ? s->name : "stepwatch");
     fprintf(out, "\", %d rank%s, %llu steady steps, %s in steps", d->nranks,
             d->nranks == 1 ? "" : "s", (unsigned long long)d->steps,
             sw_format_duration((double)d->step_ns, t, sizeof t));
     if (rule) {
         fputs(", steps by the rule: ", out);
-        sw__clean_text(out, rule);
+        put(out, rule);
     }
     fputc('\n', out);
 }
@@ -58,7 +61,7 @@ static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
 
 static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
 {
-    header(out, s, d, "");
+    header(out, s, d, 0);
     fputc('\n', out);
     if (problems(d) == 0)
         fprintf(out, "%s\n", all_clear(d));
@@ -82,16 +85,16 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
 
 static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
 {
-    header(out, s, d, "## ");
+    header(out, s, d, 1);
     fputc('\n', out);
     if (problems(d) == 0)
         fprintf(out, "%s\n\n", all_clear(d));
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
         fprintf(out, "- **%s — ", sw__severity_name(f->severity));
-        sw__clean_text(out, f->title);
+        sw__md_put_text(out, f->title);
         fputs(".** ", out);
-        sw__clean_text(out, f->sentence);
+        sw__md_put_text(out, f->sentence);
         if (f->nnumbers > 0) {
             fputs("  \n  ", out);
             numbers_line(out, f, " · ");

@@ -1,11 +1,17 @@
 /*
  * html.c — the self-contained HTML report: the run's data as one JSON document inside a
  * <script type="application/json"> element, drawn as inline SVG by the script in
- * html_assets.c. Nothing is fetched from the network.
+ * src/analysis/html/report.js (embedded at build time, cmake/embed.cmake). Nothing is
+ * fetched from the network: the Content-Security-Policy forbids every request.
  *
  * Bounded for any run length: steps and counter samples are downsampled into series of at
- * most 2000 points (min / mean / max per point, see series.h), and histograms are embedded
- * for the step time and the SW__HTML_HISTS largest actions only.
+ * most 2000 points (min / median / mean / max and the wall-time span per point, see
+ * series.h), so a chart of 10^6 steps draws a band per pixel column, not 10^6 elements;
+ * histograms are embedded for the steady train and valid step time and the SW__HTML_HISTS
+ * largest actions per phase only.
+ *
+ * A comparison page (sw_html_write_compare) carries a second run's document under "other"
+ * and compare's verdicts under "compare"; the same script draws both.
  */
 #include "analysis_internal.h"
 #include "report/writer.h"
@@ -19,10 +25,19 @@
 #define SW__HTML_HIST_MIN_CALLS 5
 #define SW__HTML_COUNTERS 64    /* counter series drawn (all are in the table) */
 #define SW__HTML_COUNTER_POINTS 500
+#define SW__HTML_RANKS 1024     /* ranks in the cross-rank heatmap */
 
-/* The HTML and script around the data (html_assets.c). */
-extern const char sw__html_head[];
-extern const char sw__html_tail[];
+/* The page around the data; its style sheet and scripts come from src/analysis/html/. */
+static const char page_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<meta name=\"generator\" content=\"stepwatch\">\n"
+    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+    "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
+static const char page_body[] =
+    "</head>\n<body>\n<div id=\"sw-error\"></div>\n<main id=\"sw-main\"></main>\n"
+    "<div id=\"sw-tip\" class=\"tip\"></div>\n"
+    "<noscript>This report draws its charts with JavaScript; please enable it.</noscript>\n";
 
 typedef struct counter_series {
     char name[256];
@@ -33,12 +48,28 @@ typedef struct counter_series {
 enum { PHASE_TRAIN = 0, PHASE_VALID, NPHASES };
 static const char *const phase_names[NPHASES] = {"train", "valid"};
 
+/* The steady (not warm-up) steps of one phase, for the breakdown at the top of the page. */
+typedef struct steady_sums {
+    uint64_t steps, samples;
+    double step_ns, category_ns[SW_CAT_COUNT];
+    double sized_ns; /* time of the steps that gave a batch size (the samples/s denominator) */
+} steady_sums;
+
+/* One rank's steady steps, for the cross-rank heatmap. */
+typedef struct rank_sums {
+    uint64_t steps;
+    double step_ns, category_ns[SW_CAT_COUNT];
+} rank_sums;
+
 typedef struct html_ctx {
     const sw__input *in;
     sw__series steps;  /* x = step index, y = duration, sums = per-category ns */
-    sw__series phase_steps[NPHASES]; /* the same, per phase, without the sums */
-    sw_hist *step_hist;
-    sw_stats step_range; /* min/max of the steady-state steps, to clamp their quantiles */
+    sw__series phase_steps[NPHASES]; /* the same, per phase, with medians, without the sums */
+    sw_hist *step_hist;  /* NPHASES histograms of the steady steps */
+    sw_stats step_range[NPHASES]; /* min/max of those steps, to clamp their quantiles */
+    steady_sums steady[NPHASES];
+    rank_sums *ranks;    /* SW__HTML_RANKS */
+    int max_rank;        /* highest rank seen, -1 before any */
     uint64_t step_records;
     counter_series *counters;
     size_t ncounters;
@@ -48,15 +79,32 @@ typedef struct html_ctx {
 static int on_step(void *ctx, int rank, const sw_step_record *s)
 {
     html_ctx *h = ctx;
+    int phase = s->phase == SW_PHASE_VALID ? PHASE_VALID : PHASE_TRAIN;
+    uint64_t end = s->start_ns + s->duration_ns;
     double cats[SW_CAT_COUNT];
     for (int k = 0; k < SW_CAT_COUNT; k++)
         cats[k] = (double)s->category_ns[k];
-    sw__series_add(&h->steps, s->step, (double)s->duration_ns, cats);
-    sw__series_add(&h->phase_steps[s->phase == SW_PHASE_VALID ? PHASE_VALID : PHASE_TRAIN],
-                   s->step, (double)s->duration_ns, NULL);
+    sw__series_add(&h->steps, s->step, (double)s->duration_ns, s->start_ns, end, cats);
+    sw__series_add(&h->phase_steps[phase], s->step, (double)s->duration_ns, s->start_ns, end,
+                   NULL);
     if (!s->warmup) {
-        sw_hist_add(h->step_hist, s->duration_ns);
-        sw_stats_add(&h->step_range, s->duration_ns, s->duration_ns, (int64_t)s->step, 0);
+        sw_hist_add(&h->step_hist[phase], s->duration_ns);
+        sw_stats_add(&h->step_range[phase], s->duration_ns, s->duration_ns, (int64_t)s->step, 0);
+        steady_sums *st = &h->steady[phase];
+        st->steps++;
+        st->samples += s->batch_size;
+        st->sized_ns += s->batch_size ? (double)s->duration_ns : 0;
+        st->step_ns += (double)s->duration_ns;
+        for (int k = 0; k < SW_CAT_COUNT; k++)
+            st->category_ns[k] += cats[k];
+        if (rank >= 0 && rank < SW__HTML_RANKS) {
+            rank_sums *r = &h->ranks[rank];
+            r->steps++;
+            r->step_ns += (double)s->duration_ns;
+            for (int k = 0; k < SW_CAT_COUNT; k++)
+                r->category_ns[k] += cats[k];
+            h->max_rank = rank > h->max_rank ? rank : h->max_rank;
+        }
     }
     h->step_records++;
     return 0;
@@ -79,13 +127,13 @@ static int on_counter(void *ctx, int rank, const sw_counter_record *c)
             return 0;
         cs = &h->counters[h->ncounters];
         snprintf(cs->name, sizeof cs->name, "%s", name);
-        if (sw__series_init(&cs->series, SW__HTML_COUNTER_POINTS) != 0) {
+        if (sw__series_init(&cs->series, SW__HTML_COUNTER_POINTS, 0) != 0) {
             h->err = SW_ENOMEM;
             return SW_ENOMEM;
         }
         h->ncounters++;
     }
-    sw__series_add(&cs->series, c->time_ns, c->value, NULL);
+    sw__series_add(&cs->series, c->time_ns, c->value, c->time_ns, c->time_ns, NULL);
     return 0;
 }
 
@@ -104,7 +152,7 @@ static void kv_num(FILE *out, const char *k, double v, int comma)
 static void kv_str(FILE *out, const char *k, const char *v, int comma)
 {
     key(out, k);
-    sw__json_string(out, v ? v : "");
+    sw__json_display_string(out, v ? v : "");
     if (comma)
         fputs(", ", out);
 }
@@ -156,8 +204,8 @@ static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_
     fputs("}", out);
 }
 
-/* The points of a series: [first step, count, min, mean, max] and, with sums, the mean
- * per category. */
+/* The points of a series: [first step, count, min, mean, max, median, first start, last
+ * end] (times in ns since the run started) and, with sums, the mean per category. */
 static void json_points(FILE *out, const sw__series *st, int sums)
 {
     kv_num(out, "first", (double)st->origin, 1);
@@ -175,6 +223,9 @@ static void json_points(FILE *out, const sw__series *st, int sums)
         sw__json_number(out, p->sum / (double)p->count);
         fputs(", ", out);
         sw__json_number(out, p->max);
+        fputs(", ", out);
+        sw__json_number(out, round(sw__series_median(st, i)));
+        fprintf(out, ", %llu, %llu", (unsigned long long)p->t_lo, (unsigned long long)p->t_hi);
         for (int k = 0; sums && k < SW_CAT_COUNT; k++) {
             fputs(", ", out);
             sw__json_number(out, round(p->sums[k] / (double)p->count));
@@ -237,10 +288,12 @@ static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
     kv_num(out, "warmup_total_ns", (double)r->warmup.total_ns, 0);
 }
 
-/* A roll-up with enough calls for a histogram to say something. */
+/* A row of one phase (not the roll-up, not calls outside any phase) with enough calls for a
+ * histogram to say something: histograms never mix train and validation calls. */
 static int wants_hist(const sw_row *r)
 {
-    return r->phase == SW_PHASE_ALL && r->hist.count >= SW__HTML_HIST_MIN_CALLS;
+    return r->phase != SW_PHASE_ALL && r->phase != SW_PHASE_NONE &&
+           r->hist.count >= SW__HTML_HIST_MIN_CALLS;
 }
 
 /* Is row i among the n largest such roll-ups by total time? */
@@ -357,21 +410,127 @@ static void json_findings(FILE *out, const sw__diagnosis *d)
     fputs("]", out);
 }
 
-int sw__html_write_input(const sw__input *in, FILE *out)
+/* The steady steps of each phase: mean step time, mean per category, samples/s. */
+static void json_breakdown(FILE *out, const html_ctx *h)
 {
-    if (!in || !in->snap || !in->foreach_step || !out)
+    fputs("\"breakdown\": [", out);
+    int first = 1;
+    for (int k = 0; k < NPHASES; k++) {
+        const steady_sums *st = &h->steady[k];
+        if (!st->steps)
+            continue;
+        fputs(first ? "\n  {" : ",\n  {", out);
+        kv_str(out, "phase", phase_names[k], 1);
+        kv_num(out, "steps", (double)st->steps, 1);
+        kv_num(out, "step_ns", st->step_ns / (double)st->steps, 1);
+        kv_num(out, "samples_per_s",
+               st->sized_ns > 0 ? (double)st->samples / st->sized_ns * 1e9 : NAN, 1);
+        fputs("\"category_ns\": [", out);
+        for (int c = 0; c < SW_CAT_COUNT; c++) {
+            fputs(c ? ", " : "", out);
+            sw__json_number(out, round(st->category_ns[c] / (double)st->steps));
+        }
+        fputs("]}", out);
+        first = 0;
+    }
+    fputs("]", out);
+}
+
+/* The steady steps' histogram per phase. */
+static void json_step_hists(FILE *out, const html_ctx *h)
+{
+    fputs("\"step_hists\": [", out);
+    int first = 1;
+    for (int k = 0; k < NPHASES; k++) {
+        if (!h->steady[k].steps)
+            continue;
+        fputs(first ? "\n  {" : ",\n  {", out);
+        kv_str(out, "phase", phase_names[k], 1);
+        kv_num(out, "steps", (double)h->steady[k].steps, 1);
+        fputs("\"hist\": ", out);
+        json_hist(out, &h->step_range[k], &h->step_hist[k]);
+        fputc('}', out);
+        first = 0;
+    }
+    fputs("]", out);
+}
+
+/* Per rank, the mean steady step and its categories (ranks x categories heatmap), and the
+ * cross-rank view's stragglers with their blame; only for a run of several ranks. */
+static void json_ranks(FILE *out, const html_ctx *h)
+{
+    fputs("\"ranks\": {\"per_rank\": [", out);
+    int first = 1;
+    for (int r = 0; h->max_rank > 0 && r <= h->max_rank; r++) {
+        const rank_sums *rs = &h->ranks[r];
+        if (!rs->steps)
+            continue;
+        fprintf(out, "%s[%d, %llu, ", first ? "\n  " : ",\n  ", r, (unsigned long long)rs->steps);
+        sw__json_number(out, round(rs->step_ns / (double)rs->steps));
+        for (int c = 0; c < SW_CAT_COUNT; c++) {
+            fputs(", ", out);
+            sw__json_number(out, round(rs->category_ns[c] / (double)rs->steps));
+        }
+        fputc(']', out);
+        first = 0;
+    }
+    fputs("], \"stragglers\": [", out);
+    const sw_ranks *v = h->in->ranks;
+    for (size_t i = 0; v && i < v->nstragglers; i++) {
+        const sw_rank_straggler *g = &v->stragglers[i];
+        fputs(i ? ",\n  {" : "\n  {", out);
+        kv_num(out, "rank", g->rank, 1);
+        kv_str(out, "host", g->host, 1);
+        kv_num(out, "excess_ns", g->excess_ns, 1);
+        kv_str(out, "blame", sw_blame_name(g->blame), 1);
+        kv_num(out, "blame_ns", g->blame_ns, 1);
+        kv_str(out, "part", g->part, 1);
+        kv_num(out, "part_ns", g->part ? g->part_ns : NAN, 1);
+        kv_num(out, "step_ns", g->step_ns, 0);
+        fputc('}', out);
+    }
+    fputs("]", out);
+    if (v) {
+        fputs(", ", out);
+        kv_num(out, "world_size", v->world_size, 1);
+        kv_num(out, "threshold_ns", v->threshold_ns, 0);
+    }
+    fputs("}", out);
+}
+
+/* The run's notes (sw_set_note): the step rule, what could not be separated, ... */
+static void json_notes(FILE *out, const sw_snapshot *s)
+{
+    fputs("\"notes\": [", out);
+    for (size_t i = 0; i < s->nnotes; i++) {
+        fputs(i ? ", [" : "[", out);
+        sw__json_string(out, s->notes[i].key);
+        fputs(", ", out);
+        sw__json_string(out, s->notes[i].value);
+        fputc(']', out);
+    }
+    fputs("]", out);
+}
+
+/* One run's document without its braces: "run": ..., "steps": ..., everything the script
+ * draws. */
+static int json_document(const sw__input *in, FILE *out)
+{
+    if (!in || !in->snap || !in->foreach_step)
         return SW_EINVAL;
     const sw_snapshot *s = in->snap;
-    html_ctx h = {.in = in};
+    html_ctx h = {.in = in, .max_rank = -1};
     sw__diagnosis *d = calloc(1, sizeof *d);
-    h.step_hist = calloc(1, sizeof *h.step_hist);
+    h.step_hist = calloc(NPHASES, sizeof *h.step_hist);
+    h.ranks = calloc(SW__HTML_RANKS, sizeof *h.ranks);
     h.counters = calloc(SW__HTML_COUNTERS, sizeof *h.counters);
-    int rc = d && h.step_hist && h.counters ? 0 : SW_ENOMEM;
-    sw_stats_init(&h.step_range);
+    int rc = d && h.step_hist && h.ranks && h.counters ? 0 : SW_ENOMEM;
+    for (int k = 0; k < NPHASES; k++)
+        sw_stats_init(&h.step_range[k]);
     if (rc == 0)
-        rc = sw__series_init(&h.steps, SW__SERIES_MAX);
+        rc = sw__series_init(&h.steps, SW__SERIES_MAX, 0);
     for (int k = 0; k < NPHASES && rc == 0; k++)
-        rc = sw__series_init(&h.phase_steps[k], SW__SERIES_MAX);
+        rc = sw__series_init(&h.phase_steps[k], SW__SERIES_MAX, 1);
     if (rc == 0)
         rc = in->foreach_step(in->src, on_step, &h);
     if (rc == 0 && in->foreach_counter)
@@ -381,18 +540,16 @@ int sw__html_write_input(const sw__input *in, FILE *out)
     if (rc == 0)
         rc = sw__diagnose(in, d);
     if (rc == 0) {
-        fputs(sw__html_head, out);
-        fputs("<title>stepwatch: ", out);
-        sw__html_text(out, s->name ? s->name : "stepwatch");
-        fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n{", out);
         json_run(out, s, d->nranks ? d->nranks : in->nranks, h.step_records);
         fputs(",\n\"categories\": [", out);
         for (int k = 0; k < SW_CAT_COUNT; k++)
             fprintf(out, "%s\"%s\"", k ? ", " : "", sw_category_name((sw_category)k));
         fputs("],\n", out);
+        json_breakdown(out, &h);
+        fputs(",\n", out);
         json_steps(out, &h.steps);
-        fputs(",\n\"step_hist\": ", out);
-        json_hist(out, &h.step_range, h.step_hist);
+        fputs(",\n", out);
+        json_step_hists(out, &h);
         fputs(",\n", out);
         json_step_phases(out, &h);
         fputs(",\n", out);
@@ -404,13 +561,11 @@ int sw__html_write_input(const sw__input *in, FILE *out)
         fputs(",\n", out);
         json_findings(out, d);
         fputs(",\n", out);
+        json_ranks(out, &h);
+        fputs(",\n", out);
+        json_notes(out, s);
+        fputs(",\n", out);
         rc = sw__html_json_flames(out, in->functions);
-        fputs("\n}\n</script>\n", out);
-        if (in->functions && sw_fprofile_tree_count(in->functions) > 0)
-            fputs(sw__html_flame_script, out);
-        fputs(sw__html_tail, out);
-        if (rc == 0 && ferror(out))
-            rc = SW_EIO;
     }
     for (size_t i = 0; i < h.ncounters; i++)
         sw__series_free(&h.counters[i].series);
@@ -418,7 +573,55 @@ int sw__html_write_input(const sw__input *in, FILE *out)
     for (int k = 0; k < NPHASES; k++)
         sw__series_free(&h.phase_steps[k]);
     free(h.counters);
+    free(h.ranks);
     free(h.step_hist);
     free(d);
     return rc;
+}
+
+static int has_flames(const sw__input *in)
+{
+    return in && in->functions && sw_fprofile_tree_count(in->functions) > 0;
+}
+
+/* The page: head, style, the data (a's document; with b, b's under "other" and compare's
+ * verdicts of a -> b under "compare"), then the scripts. */
+static int write_page(const sw__input *a, const sw__input *b, FILE *out)
+{
+    if (!a || !a->snap || !out || (b && !b->snap))
+        return SW_EINVAL;
+    fputs(page_head, out);
+    fprintf(out, "<style>\n%s</style>\n<title>stepwatch: ", sw__html_report_css);
+    sw__html_text(out, a->snap->name ? a->snap->name : "stepwatch");
+    if (b) {
+        fputs(" vs ", out);
+        sw__html_text(out, b->snap->name ? b->snap->name : "stepwatch");
+    }
+    fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n{", out);
+    int rc = json_document(a, out);
+    if (rc == 0 && b) {
+        fputs(",\n\"other\": {", out);
+        rc = json_document(b, out);
+        fputs("},\n\"compare\": ", out);
+        if (rc == 0)
+            rc = sw_compare_write(a->snap, b->snap, SW_FORMAT_JSON, out);
+    }
+    fputs("\n}\n</script>\n", out);
+    fputs(page_body, out);
+    if (has_flames(a) || has_flames(b))
+        fprintf(out, "<script>\n%s</script>\n", sw__html_flame_js);
+    fprintf(out, "<script>\n%s</script>\n</body>\n</html>\n", sw__html_report_js);
+    if (rc == 0 && ferror(out))
+        rc = SW_EIO;
+    return rc;
+}
+
+int sw__html_write_input(const sw__input *in, FILE *out)
+{
+    return write_page(in, NULL, out);
+}
+
+int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out)
+{
+    return b ? write_page(a, b, out) : SW_EINVAL;
 }

@@ -96,25 +96,58 @@ SW_API int sw_diagnose_count(sw_run *run, size_t *count)
     return rc;
 }
 
+/* What the HTML report reads of a run: the view, its function profiles and cross-rank
+ * view. html_input_free frees what html_input_open got, also after a failure. */
+typedef struct html_input {
+    sw__input in;
+    sw_snapshot *snap;
+    sw_fprofile *functions;
+    sw_ranks *ranks;
+} html_input;
+
+static int html_input_open(sw_run *run, html_input *h)
+{
+    int rc = input_from_run(run, &h->in, &h->snap);
+    if (rc == 0) {
+        rc = sw_run_functions(run, -1, &h->functions);
+        rc = rc == SW_ENOTFOUND ? 0 : rc; /* a run without function profiles */
+        h->in.functions = h->functions;
+    }
+    h->ranks = rc == 0 ? ranks_of(run) : NULL;
+    h->in.ranks = h->ranks;
+    return rc;
+}
+
+static void html_input_free(html_input *h)
+{
+    sw_ranks_free(h->ranks);
+    sw_fprofile_free(h->functions);
+    sw_snapshot_free(h->snap);
+}
+
 SW_API int sw_html_write(sw_run *run, FILE *out)
 {
     if (!run || !out)
         return SW_EINVAL;
-    sw__input in = {0};
-    sw_snapshot *snap = NULL;
-    sw_fprofile *functions = NULL;
-    int rc = input_from_run(run, &in, &snap);
-    if (rc == 0) {
-        rc = sw_run_functions(run, -1, &functions);
-        rc = rc == SW_ENOTFOUND ? 0 : rc; /* a run without function profiles */
-        in.functions = functions;
-    }
-    sw_ranks *ranks = rc == 0 ? ranks_of(run) : NULL;
-    in.ranks = ranks;
+    html_input h = {0};
+    int rc = html_input_open(run, &h);
     if (rc == 0)
-        rc = sw__html_write_input(&in, out);
-    sw_ranks_free(ranks);
-    sw_fprofile_free(functions);
-    sw_snapshot_free(snap);
+        rc = sw__html_write_input(&h.in, out);
+    html_input_free(&h);
+    return rc;
+}
+
+SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out)
+{
+    if (!a || !b || !out)
+        return SW_EINVAL;
+    html_input ha = {0}, hb = {0};
+    int rc = html_input_open(a, &ha);
+    if (rc == 0)
+        rc = html_input_open(b, &hb);
+    if (rc == 0)
+        rc = sw__html_write_compare_input(&ha.in, &hb.in, out);
+    html_input_free(&hb);
+    html_input_free(&ha);
     return rc;
 }

@@ -10,6 +10,7 @@
 
 #include "stepwatch.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #define SW__MAX_ACTIONS ((uint32_t)SW_MAX_ACTIONS)
@@ -125,6 +126,40 @@ int sw__unnamed_open(const char *dir, char **temp);
 /* Give the file of fd a fresh hidden name in dir, into *temp, so that rename(2) or link(2)
  * can put it in place; nothing to do when *temp already names it. 0, or -1 and errno. */
 int sw__unnamed_name(int fd, const char *dir, char **temp);
+
+/* ---- a sink's own thread (ticker.c): tick(ctx) every period_ms, or at once when woken, until
+ * stopped or tick returns nonzero ---- */
+
+typedef struct sw__ticker {
+    int wake[2]; /* a byte on wake[1] runs the tick now; -1 when not open */
+    int period_ms;
+    int (*tick)(void *ctx);
+    void *ctx;
+    pthread_t thread;
+    int running; /* started, not yet stopped */
+    _Atomic int stop;
+} sw__ticker;
+
+/* Open the wake pipe, before anything can wake the ticker (a signal handler may be given
+ * wake[1]): 0, or -1 and errno. */
+int sw__ticker_open(sw__ticker *t);
+/* Start the thread (every signal blocked on it). 0 or SW_ENOMEM. */
+int sw__ticker_start(sw__ticker *t, int period_ms, int (*tick)(void *ctx), void *ctx);
+/* Run the tick now rather than at the next period: never blocks, async-signal-safe. */
+void sw__ticker_wake(sw__ticker *t);
+/* Stop the thread and wait for it (a tick under way finishes first); nothing when it is not
+ * running. */
+void sw__ticker_stop(sw__ticker *t);
+/* Close the pipe: after stop, or in a fork child (the thread is the parent's). */
+void sw__ticker_close(sw__ticker *t);
+
+/* ---- growing arrays (grow.c) ---- */
+
+/* Make the array *array (the address of a T *; size = sizeof(T)), whose room is *cap
+ * elements, hold at least need: when it does not, the room doubles (from first when it is
+ * 0) until it does, and the new elements are zeroed. 0, or SW_ENOMEM with the array and
+ * *cap as they were:  if (sw__grow(&t->rows, sizeof *t->rows, &t->cap, t->n + 1, 16) != 0) */
+int sw__grow(void *array, size_t size, size_t *cap, size_t need, size_t first);
 
 /* ---- small shared helpers (util.c) ---- */
 

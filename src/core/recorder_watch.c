@@ -53,3 +53,15 @@ int sw_watched(const sw_profiler *p, sw_id id) {
         return 0;
     return (__atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED) & SW__WATCH_USER) != 0;
 }
+
+/* A boundary of action now whose host span the caller records later (sw_record): only the
+ * layers' hook hears of it, as a begin or an end (device time records its GPU event now). */
+void sw_device_mark(sw_profiler *p, sw_id id, int begins) {
+    if (p == NULL || id >= atomic_load_explicit(&p->naction, memory_order_acquire))
+        return;
+    uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
+    sw_watch_fn fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE)
+                                             : NULL;
+    if (fn != NULL)
+        fn(p->hook_ctx, id, begins ? 1 : 0);
+}

@@ -31,14 +31,8 @@ const char *sw__snapshot_string(sw_snapshot *s, const char *str) {
     if (str == NULL)
         return NULL;
     sw__snapshot_owned *o = owned_of(s);
-    if (o->nstrings == o->strings_cap) {
-        size_t cap = o->strings_cap ? o->strings_cap * 2 : 64;
-        char **grown = realloc(o->strings, cap * sizeof *grown);
-        if (grown == NULL)
-            return NULL;
-        o->strings = grown;
-        o->strings_cap = cap;
-    }
+    if (sw__grow(&o->strings, sizeof *o->strings, &o->strings_cap, o->nstrings + 1, 64) != 0)
+        return NULL;
     char *copy = sw__strdup(str);
     if (copy != NULL)
         o->strings[o->nstrings++] = copy;
@@ -47,14 +41,8 @@ const char *sw__snapshot_string(sw_snapshot *s, const char *str) {
 
 int sw__snapshot_add_row(sw_snapshot *s, const sw_row *row) {
     sw__snapshot_owned *o = owned_of(s);
-    if (s->nrows == o->rows_cap) {
-        size_t cap = o->rows_cap ? o->rows_cap * 2 : 32;
-        sw_row *grown = realloc(s->rows, cap * sizeof *grown);
-        if (grown == NULL)
-            return SW_ENOMEM;
-        s->rows = grown;
-        o->rows_cap = cap;
-    }
+    if (sw__grow(&s->rows, sizeof *s->rows, &o->rows_cap, s->nrows + 1, 32) != 0)
+        return SW_ENOMEM;
     sw_row *copy = &s->rows[s->nrows];
     *copy = *row;
     copy->action_name = sw__snapshot_string(s, row->action_name);
@@ -67,14 +55,8 @@ int sw__snapshot_add_row(sw_snapshot *s, const sw_row *row) {
 
 int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter) {
     sw__snapshot_owned *o = owned_of(s);
-    if (s->ncounters == o->counters_cap) {
-        size_t cap = o->counters_cap ? o->counters_cap * 2 : 8;
-        sw_counter_summary *grown = realloc(s->counters, cap * sizeof *grown);
-        if (grown == NULL)
-            return SW_ENOMEM;
-        s->counters = grown;
-        o->counters_cap = cap;
-    }
+    if (sw__grow(&s->counters, sizeof *s->counters, &o->counters_cap, s->ncounters + 1, 8) != 0)
+        return SW_ENOMEM;
     sw_counter_summary *copy = &s->counters[s->ncounters];
     *copy = *counter;
     copy->name = sw__snapshot_string(s, counter->name);
@@ -89,14 +71,8 @@ int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value) {
         if (strcmp(s->notes[i].key, key) == 0)
             return 0; /* the first value stays (a merge adds ranks in order) */
     sw__snapshot_owned *o = owned_of(s);
-    if (s->nnotes == o->notes_cap) {
-        size_t cap = o->notes_cap ? o->notes_cap * 2 : 8;
-        sw_note *grown = realloc(s->notes, cap * sizeof *grown);
-        if (grown == NULL)
-            return SW_ENOMEM;
-        s->notes = grown;
-        o->notes_cap = cap;
-    }
+    if (sw__grow(&s->notes, sizeof *s->notes, &o->notes_cap, s->nnotes + 1, 8) != 0)
+        return SW_ENOMEM;
     sw_note *note = &s->notes[s->nnotes];
     note->key = sw__snapshot_string(s, key);
     note->value = sw__snapshot_string(s, value ? value : "");

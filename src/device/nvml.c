@@ -24,8 +24,14 @@ typedef struct {
     unsigned int gpu, memory;    /* percent of the last sample period */
 } nvml_utilization;
 typedef struct {
-    unsigned long long total, free, used; /* bytes */
+    unsigned long long total, free, used; /* bytes; used counts the driver's reservation */
 } nvml_memory;
+typedef struct {
+    unsigned int version; /* NVML_MEMORY_V2 */
+    unsigned long long total, reserved, free, used; /* bytes; used as nvidia-smi shows it */
+} nvml_memory_v2;
+/* NVML_STRUCT_VERSION(Memory, 2): the struct's size and its version in the top byte. */
+#define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvml_memory_v2) | (2u << 24)))
 
 #define NVML_TEMPERATURE_GPU 0
 #define NVML_UUID_SIZE 96
@@ -36,6 +42,7 @@ struct sw__nvml {
     const char *(*error_string)(nvml_return);
     nvml_return (*utilization)(nvml_device, nvml_utilization *);
     nvml_return (*memory)(nvml_device, nvml_memory *);
+    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *); /* NULL before driver 510 */
     nvml_return (*power)(nvml_device, unsigned int *);            /* milliwatts */
     nvml_return (*temperature)(nvml_device, int, unsigned int *); /* degrees C */
     int count;
@@ -117,6 +124,8 @@ int sw__nvml_open(sw__nvml **out, char *why, size_t why_size) {
         n->lib, "nvmlDeviceGetUtilizationRates");
     n->memory = (nvml_return(*)(nvml_device, nvml_memory *))dlsym(n->lib,
                                                                   "nvmlDeviceGetMemoryInfo");
+    n->memory_v2 = (nvml_return(*)(nvml_device, nvml_memory_v2 *))dlsym(
+        n->lib, "nvmlDeviceGetMemoryInfo_v2");
     n->power = (nvml_return(*)(nvml_device, unsigned *))dlsym(n->lib, "nvmlDeviceGetPowerUsage");
     n->temperature = (nvml_return(*)(nvml_device, int, unsigned *))dlsym(
         n->lib, "nvmlDeviceGetTemperature");
@@ -151,19 +160,29 @@ int sw__nvml_count(const sw__nvml *n) {
     return n ? n->count : 0;
 }
 
+/* Memory used and total: the v2 query where the driver has it (used without the memory the
+ * driver reserves, as nvidia-smi shows it), else v1 (used includes that reservation). */
+static void read_memory(sw__nvml *n, nvml_device d, sw_gpu_stats *g) {
+    nvml_memory_v2 m2 = {.version = NVML_MEMORY_V2};
+    nvml_memory m;
+    if (n->memory_v2 != NULL && n->memory_v2(d, &m2) == 0) {
+        g->memory_used_bytes = (double)m2.used;
+        g->memory_total_bytes = (double)m2.total;
+    } else if (n->memory(d, &m) == 0) {
+        g->memory_used_bytes = (double)m.used;
+        g->memory_total_bytes = (double)m.total;
+    } else {
+        g->memory_used_bytes = g->memory_total_bytes = -1;
+    }
+}
+
 void sw__nvml_read(sw__nvml *n, sw_gpu_stats *gpus, int count) {
     for (int i = 0; i < count && i < n->count; i++) {
         sw_gpu_stats *g = &gpus[i];
         nvml_utilization u;
-        nvml_memory m;
         unsigned mw, celsius;
         g->utilization_percent = n->utilization(n->devices[i], &u) == 0 ? (double)u.gpu : -1;
-        if (n->memory(n->devices[i], &m) == 0) {
-            g->memory_used_bytes = (double)m.used;
-            g->memory_total_bytes = (double)m.total;
-        } else {
-            g->memory_used_bytes = g->memory_total_bytes = -1;
-        }
+        read_memory(n, n->devices[i], g);
         g->power_w = n->power(n->devices[i], &mw) == 0 ? mw / 1000.0 : -1;
         g->temperature_c =
             n->temperature(n->devices[i], NVML_TEMPERATURE_GPU, &celsius) == 0 ? (double)celsius : -1;

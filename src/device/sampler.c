@@ -3,7 +3,7 @@
  * every interval and records them as counters of the profiler (sw_counter), which carries
  * them to the run file, the Chrome trace, the HTML report and the report's counter lines.
  *
- * The thread sleeps on a condition variable (CLOCK_MONOTONIC), so closing the profiler
+ * The thread is a ticker (core.h: it sleeps in poll on a pipe), so closing the profiler
  * stops it at once; a last sample is taken then, so a short run has one. A source set with
  * sw_device_stats_source (Python: torch's allocator) runs after each sample, under a lock
  * that its removal takes, so removing it waits for a call in progress.
@@ -11,12 +11,9 @@
 #include "device.h"
 #include "core/sink.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 /* One counter per statistic: the system, the process, then five per GPU. */
 enum { SYS_CPU, SYS_VM, SYS_SWAP, PROC_CPU, PROC_RSS, PROC_PEAK, NPROC_COUNTERS };
@@ -35,11 +32,7 @@ typedef struct sw__sampler {
     uint32_t interval_ms;
     sw_id proc_ids[NPROC_COUNTERS];
     sw_id gpu_ids[SW_MAX_GPUS][NGPU_COUNTERS];
-    pthread_t thread;
-    int thread_running;
-    pthread_mutex_t lock; /* stop, and the wait */
-    pthread_cond_t wake;
-    int stop;
+    sw__ticker ticker;           /* the thread that samples */
     pthread_mutex_t source_lock; /* the source, and a call of it */
     sw_sample_fn source_fn;
     void *source_ctx;
@@ -75,43 +68,14 @@ static void take_sample(sw__sampler *s, int with_source) {
     pthread_mutex_unlock(&s->source_lock);
 }
 
-static void *sampler_main(void *arg) {
-    sw__sampler *s = arg;
-    pthread_mutex_lock(&s->lock);
-    while (!s->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)s->interval_ms * 1000000u;
-        until.tv_sec += (time_t)(ns / 1000000000u);
-        until.tv_nsec = (long)(ns % 1000000000u);
-        int rc = 0;
-        while (!s->stop && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&s->wake, &s->lock, &until);
-        if (s->stop)
-            break;
-        pthread_mutex_unlock(&s->lock);
-        take_sample(s, 1);
-        pthread_mutex_lock(&s->lock);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
-}
-
-static void stop_thread(sw__sampler *s) {
-    if (!s->thread_running)
-        return;
-    pthread_mutex_lock(&s->lock);
-    s->stop = 1;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-    s->thread_running = 0;
+static int sample_tick(void *ctx) {
+    take_sample(ctx, 1);
+    return 0;
 }
 
 static void free_sampler(sw__sampler *s) {
     sw_device_reader_free(s->reader);
-    pthread_cond_destroy(&s->wake);
-    pthread_mutex_destroy(&s->lock);
+    sw__ticker_close(&s->ticker);
     pthread_mutex_destroy(&s->source_lock);
     free(s);
 }
@@ -120,16 +84,16 @@ static void free_sampler(sw__sampler *s) {
  * may be gone by now), then the thread stops before the run file completes. */
 static void exit_unfreed(sw__sink *sink) {
     sw__sampler *s = (sw__sampler *)sink;
-    if (!s->thread_running)
+    if (!s->ticker.running)
         return;
-    stop_thread(s);
+    sw__ticker_stop(&s->ticker);
     take_sample(s, 0);
 }
 
 static void close_sink(sw__sink *sink) {
     sw__sampler *s = (sw__sampler *)sink;
-    if (s->thread_running) {
-        stop_thread(s);
+    if (s->ticker.running) {
+        sw__ticker_stop(&s->ticker);
         take_sample(s, 1);
     }
     free_sampler(s);
@@ -140,6 +104,7 @@ static void forget_in_child(sw__sink *sink) {
      * but they are the parent's: leak them rather than destroy a mutex in an unknown state. */
     sw__sampler *s = (sw__sampler *)sink;
     sw_device_reader_free(s->reader);
+    sw__ticker_close(&s->ticker);
     free(s);
 }
 
@@ -179,32 +144,21 @@ int sw_device_stats_start(sw_profiler *p, uint32_t interval_ms) {
     s->sink.ops = &sampler_ops;
     s->p = p;
     s->interval_ms = interval_ms ? interval_ms : 500;
-    pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->source_lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->wake, &attr);
-    pthread_condattr_destroy(&attr);
-    int rc = sw_device_reader_new(1, &s->reader);
+    int rc = sw__ticker_open(&s->ticker) == 0 ? 0 : SW_ENOMEM;
+    if (rc == 0)
+        rc = sw_device_reader_new(1, &s->reader);
     if (rc == 0 && sw_device_gpu_error(s->reader))
         sw__device_say_once(SW__SAY_NO_NVML, "no GPU statistics (%s); sampling CPU and memory",
                             sw_device_gpu_error(s->reader));
     if (rc == 0)
         rc = intern_counters(s);
-    if (rc == 0) {
-        /* No signal lands on this thread: the program's handlers run on its own. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        rc = pthread_create(&s->thread, NULL, sampler_main, s) == 0 ? 0 : SW_ENOMEM;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
+    if (rc == 0)
+        rc = sw__ticker_start(&s->ticker, (int)s->interval_ms, sample_tick, s);
     if (rc != 0) {
         free_sampler(s);
         return rc;
     }
-    s->thread_running = 1;
     sw__sink_attach(p, &s->sink);
     return 0;
 }

@@ -17,7 +17,8 @@ struct sw_ftree {
     sw_fprofile *fp; /* the profile that owns it */
     char *action;
     sw_fnode *nodes;
-    uint32_t n, cap;
+    uint32_t n;
+    size_t cap;
     uint32_t *map; /* node index + 1 per slot, 0 = empty */
     uint32_t map_mask;
     uint64_t folded;
@@ -26,11 +27,13 @@ struct sw_ftree {
 struct sw_fprofile {
     sw_func *funcs;
     uint64_t *func_keys;
-    uint32_t nfuncs, funcs_cap;
+    uint32_t nfuncs;
+    size_t funcs_cap, keys_cap;
     uint32_t *func_map; /* function index + 1 per slot */
     uint32_t func_mask;
     sw_ftree **trees;
-    uint32_t ntrees, trees_cap;
+    uint32_t ntrees;
+    size_t trees_cap;
     double unit; /* ns per unit of the trees' times; 0 = 1 */
 };
 
@@ -112,14 +115,8 @@ uint32_t sw_ftree_child(const sw_ftree *t, uint32_t parent, uint64_t key) {
 uint32_t sw_ftree_add_child(sw_ftree *t, uint32_t parent, uint64_t key, uint32_t func) {
     if (parent >= t->n || t->n >= SW_FTREE_MAX_NODES)
         return SW_FNODE_NONE;
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap * 2;
-        sw_fnode *nodes = realloc(t->nodes, cap * sizeof *nodes);
-        if (nodes == NULL)
-            return SW_FNODE_NONE;
-        t->nodes = nodes;
-        t->cap = cap;
-    }
+    if (sw__grow(&t->nodes, sizeof *t->nodes, &t->cap, (size_t)t->n + 1, 16) != 0)
+        return SW_FNODE_NONE;
     if ((uint64_t)(t->n + 1) * 2 > (uint64_t)t->map_mask + 1 && tree_grow_map(t) < 0)
         return SW_FNODE_NONE;
     uint32_t i = t->n++;
@@ -192,7 +189,8 @@ static void free_funcs(sw_fprofile *fp) {
     fp->funcs = NULL;
     fp->func_keys = NULL;
     fp->func_map = NULL;
-    fp->nfuncs = fp->funcs_cap = fp->func_mask = 0;
+    fp->nfuncs = fp->func_mask = 0;
+    fp->funcs_cap = fp->keys_cap = 0;
 }
 
 void sw_fprofile_clear(sw_fprofile *fp) {
@@ -244,18 +242,10 @@ int sw_fprofile_add_func(sw_fprofile *fp, uint64_t key, const sw_func *f, uint32
             *index = found;
         return 0;
     }
-    if (fp->nfuncs == fp->funcs_cap) {
-        uint32_t cap = fp->funcs_cap ? fp->funcs_cap * 2 : 64;
-        sw_func *funcs = realloc(fp->funcs, cap * sizeof *funcs);
-        if (funcs == NULL)
-            return SW_ENOMEM;
-        fp->funcs = funcs;
-        uint64_t *keys = realloc(fp->func_keys, cap * sizeof *keys);
-        if (keys == NULL)
-            return SW_ENOMEM;
-        fp->func_keys = keys;
-        fp->funcs_cap = cap;
-    }
+    size_t need = (size_t)fp->nfuncs + 1;
+    if (sw__grow(&fp->funcs, sizeof *fp->funcs, &fp->funcs_cap, need, 64) != 0 ||
+        sw__grow(&fp->func_keys, sizeof *fp->func_keys, &fp->keys_cap, need, 64) != 0)
+        return SW_ENOMEM;
     if ((uint64_t)(fp->nfuncs + 1) * 2 > (uint64_t)fp->func_mask + 1 && grow_func_map(fp) < 0)
         return SW_ENOMEM;
     char *file = sw__strdup(f->file), *name = sw__strdup(f->name);
@@ -296,14 +286,8 @@ const sw_func *sw_fprofile_func(const sw_fprofile *fp, uint32_t index) {
 sw_ftree *sw_fprofile_add_tree(sw_fprofile *fp, const char *action) {
     if (fp == NULL)
         return NULL;
-    if (fp->ntrees == fp->trees_cap) {
-        uint32_t cap = fp->trees_cap ? fp->trees_cap * 2 : 8;
-        sw_ftree **trees = realloc(fp->trees, cap * sizeof *trees);
-        if (trees == NULL)
-            return NULL;
-        fp->trees = trees;
-        fp->trees_cap = cap;
-    }
+    if (sw__grow(&fp->trees, sizeof *fp->trees, &fp->trees_cap, (size_t)fp->ntrees + 1, 8) != 0)
+        return NULL;
     sw_ftree *t = tree_new(action);
     if (t) {
         t->fp = fp;

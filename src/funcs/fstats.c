@@ -18,7 +18,7 @@
 typedef struct edge_table {
     sw_fedge *edges;
     uint32_t *active; /* per edge: open ancestors with that edge */
-    size_t n, cap;
+    size_t n, cap, active_cap;
     uint32_t *slots;
     uint32_t mask;
 } edge_table;
@@ -46,17 +46,9 @@ static uint32_t edge_of(edge_table *e, uint32_t caller, uint32_t callee) {
         if (x->caller == caller && x->callee == callee)
             return e->slots[s] - 1;
     }
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 256;
-        sw_fedge *edges = realloc(e->edges, cap * sizeof *edges);
-        uint32_t *active = edges ? realloc(e->active, cap * sizeof *active) : NULL;
-        if (edges)
-            e->edges = edges;
-        if (active == NULL)
-            return SW_FNODE_NONE;
-        e->active = active;
-        e->cap = cap;
-    }
+    if (sw__grow(&e->edges, sizeof *e->edges, &e->cap, e->n + 1, 256) != 0 ||
+        sw__grow(&e->active, sizeof *e->active, &e->active_cap, e->n + 1, 256) != 0)
+        return SW_FNODE_NONE;
     e->edges[e->n] = (sw_fedge){.caller = caller, .callee = callee};
     e->active[e->n] = 0;
     e->slots[s] = (uint32_t)++e->n;

@@ -215,16 +215,8 @@ int sw_fprofile_write_table(const sw_fprofile *fp, const char *action,
  * -> '?' in s. Returns the new length, or SIZE_MAX when out of memory. */
 static size_t path_put(char **path, size_t *cap, size_t len, char sep, const char *s) {
     size_t n = strlen(s);
-    if (len + n + 2 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (len + n + 2 > c)
-            c *= 2;
-        char *grown = realloc(*path, c);
-        if (grown == NULL)
-            return SIZE_MAX;
-        *path = grown;
-        *cap = c;
-    }
+    if (sw__grow(path, 1, cap, len + n + 2, 256) != 0)
+        return SIZE_MAX;
     if (sep)
         (*path)[len++] = sep;
     for (size_t i = 0; i < n; i++) {

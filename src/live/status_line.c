@@ -33,13 +33,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TTY_INTERVAL_MS 500    /* at most twice a second */
@@ -55,11 +52,7 @@ typedef struct status_line {
     int broken;          /* a write failed: draw nothing more */
     int owns_line;       /* this profiler draws the process's one line */
     int interval_ms;
-    pthread_t thread;
-    int thread_running;
-    pthread_mutex_t lock;
-    pthread_cond_t cond; /* wakes the thread to stop */
-    int stop;
+    sw__ticker ticker;   /* the thread that redraws */
 } status_line;
 
 /* One line per process: the terminal has one last row. */
@@ -112,47 +105,27 @@ static void erase(status_line *s) {
     s->rows = 0;
 }
 
-static void *line_main(void *arg) {
+/* One redraw (the ticker's tick); a broken line ends the thread. */
+static int redraw(void *arg) {
     status_line *s = arg;
-    int interval_ms = s->interval_ms;
-    pthread_mutex_lock(&s->lock);
-    while (!s->stop && !s->broken) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)(interval_ms % 1000) * 1000000L;
-        until.tv_sec += interval_ms / 1000 + until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        while (!s->stop && pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
-            ;
-        if (s->stop)
-            break;
-        pthread_mutex_unlock(&s->lock);
-        sw_live_values v;
-        /* Nothing to show before the first step ends. The line goes to the first profiler
-         * of the process with a step (`stepwatch run -- python` has a profiler of its own
-         * besides the script's); the others keep looking. */
-        if (sw_live_update(s->window, &v) == 0 && v.total_steps > 0) {
-            int expected = 0;
-            if (!s->owns_line)
-                s->owns_line = atomic_compare_exchange_strong(&line_taken, &expected, 1);
-            if (s->owns_line)
-                draw(s, &v);
-        }
-        pthread_mutex_lock(&s->lock);
+    sw_live_values v;
+    /* Nothing to show before the first step ends. The line goes to the first profiler
+     * of the process with a step (`stepwatch run -- python` has a profiler of its own
+     * besides the script's); the others keep looking. */
+    if (sw_live_update(s->window, &v) == 0 && v.total_steps > 0) {
+        int expected = 0;
+        if (!s->owns_line)
+            s->owns_line = atomic_compare_exchange_strong(&line_taken, &expected, 1);
+        if (s->owns_line)
+            draw(s, &v);
     }
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
+    return s->broken;
 }
 
 static void stop_and_erase(status_line *s) {
-    if (!s->thread_running)
+    if (!s->ticker.running)
         return;
-    pthread_mutex_lock(&s->lock);
-    s->stop = 1;
-    pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-    s->thread_running = 0;
+    sw__ticker_stop(&s->ticker);
     erase(s);
     if (s->owns_line) {
         s->owns_line = 0;
@@ -162,6 +135,7 @@ static void stop_and_erase(status_line *s) {
 
 static void free_line(status_line *s) {
     sw_live_free(s->window);
+    sw__ticker_close(&s->ticker);
     if (s->fd >= 0)
         close(s->fd);
     free(s);
@@ -174,8 +148,6 @@ static void on_exit_hook(sw__sink *sink) {
 static void on_close(sw__sink *sink) {
     status_line *s = (status_line *)sink;
     stop_and_erase(s);
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->lock);
     free_line(s);
 }
 
@@ -223,7 +195,7 @@ void sw__status_line_open(sw_profiler *p) {
     if (s == NULL)
         return;
     s->fd = -1;
-    if (sw_live_new(p, 0, &s->window) != 0 ||
+    if (sw__ticker_open(&s->ticker) != 0 || sw_live_new(p, 0, &s->window) != 0 ||
         (s->fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0) {
         free_line(s);
         return;
@@ -232,20 +204,9 @@ void sw__status_line_open(sw_profiler *p) {
     s->p = p;
     s->tty = tty;
     s->interval_ms = interval_from_env(tty ? TTY_INTERVAL_MS : PLAIN_INTERVAL_MS);
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
-    /* Every signal stays with the program's threads (Python handles them on its main one). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int err = pthread_create(&s->thread, NULL, line_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0) {
-        pthread_cond_destroy(&s->cond);
-        pthread_mutex_destroy(&s->lock);
+    if (sw__ticker_start(&s->ticker, s->interval_ms, redraw, s) != 0) {
         free_line(s);
         return;
     }
-    s->thread_running = 1;
     sw__sink_attach(p, &s->sink);
 }

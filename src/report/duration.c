@@ -1,6 +1,9 @@
 /*
- * duration.c — sw_format_duration: a duration in the unit that gives it three significant
- * digits ("812 ns", "3.41 µs", "12.7 ms", "4.20 s"; "4200 s" past a thousand seconds).
+ * duration.c — the public duration formats:
+ *   sw_format_duration: the unit that gives three significant digits ("812 ns", "3.41 µs",
+ *   "12.7 ms", "4.20 s"; "4200 s" past a thousand seconds);
+ *   sw_format_scale_time: fastxtend's scale_time ("838.2ms"), the fastxtend layout's and
+ *   stepwatch.fastai's.
  */
 #include "stepwatch.h"
 
@@ -34,5 +37,25 @@ char *sw_format_duration(double ns, char *buf, size_t size) {
     if (u == 0 && x == floor(x))
         decimals = 0; /* whole nanoseconds need no decimals: "5 ns" */
     snprintf(buf, size, "%s%.*f %s", sign, decimals, x, units[u].unit);
+    return buf;
+}
+
+/* fastxtend: exp = log10(|val|) // 3 * 3, val / 10**exp formatted "#0.4G", then the prefix
+ * of exp in "yzafpnµm kMGTPEZY" (a space for exp 0). */
+char *sw_format_scale_time(double seconds, char *buf, size_t size) {
+    static const char *const prefix[] = {"y", "z", "a", "f", "p", "n", "\xC2\xB5", "m", " ",
+                                         "k", "M", "G", "T", "P", "E", "Z", "Y"};
+    if (buf == NULL || size == 0)
+        return buf;
+    if (seconds == 0 || !isfinite(seconds)) {
+        snprintf(buf, size, "-");
+        return buf;
+    }
+    int exp3 = (int)floor(log10(fabs(seconds)) / 3.0);
+    if (exp3 < -8)
+        exp3 = -8;
+    if (exp3 > 8)
+        exp3 = 8;
+    snprintf(buf, size, "%#.4G%ss", seconds / pow(10.0, 3.0 * exp3), prefix[exp3 + 8]);
     return buf;
 }

@@ -4,8 +4,9 @@
  *
  * Columns: Phase, Action, Mean Duration, Duration Std Dev (population, like np.std),
  * Number of Calls, Samples/Second, Total Time, Percent of Total. Durations use fastxtend's
- * scale_time: four significant digits and an SI prefix ("35.63 s", "838.2ms", "771.3µs"),
- * "-" for zero. Percentages have no decimals ("71%"), samples/s thousands separators.
+ * scale_time (sw_format_scale_time, duration.c): four significant digits and an SI prefix
+ * ("35.63 s", "838.2ms", "771.3µs"), "-" for zero. Percentages have no decimals ("71%"),
+ * samples/s thousands separators.
  *
  * Rows, as fastxtend orders them: phase "fit" first with the run (fit) and the structural
  * actions (epoch, train, valid, user phases); then one group per phase (train, valid, then
@@ -18,6 +19,7 @@
  * When warm-up is on, fastxtend's "Batch dropped" line follows.
  */
 #include "writer.h"
+#include "core/core.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -41,21 +43,6 @@ typedef struct table {
     size_t name_cols; /* NAME_MAX_COLS, or unlimited under full_names */
 } table;
 
-/* fastxtend's scale_time: "#0.4G" digits and an SI prefix; zero is "-". */
-static void scale_time(double seconds, char *out, size_t size) {
-    static const char *const prefix[] = {"n", "\xC2\xB5", "m", " ", "k"};
-    if (seconds == 0 || !isfinite(seconds)) {
-        snprintf(out, size, "-");
-        return;
-    }
-    int exp3 = (int)floor(log10(fabs(seconds)) / 3.0);
-    if (exp3 < -3)
-        exp3 = -3;
-    if (exp3 > 1)
-        exp3 = 1;
-    snprintf(out, size, "%#.4G%ss", seconds / pow(10.0, 3.0 * exp3), prefix[exp3 + 3]);
-}
-
 static int phase_in(const char *name, const char *const *names, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (names[i] && name && strcmp(names[i], name) == 0)
@@ -64,14 +51,8 @@ static int phase_in(const char *name, const char *const *names, size_t n) {
 }
 
 static line *add_line(table *t) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        line *grown = realloc(t->lines, cap * sizeof *grown);
-        if (grown == NULL)
-            return NULL;
-        t->lines = grown;
-        t->cap = cap;
-    }
+    if (sw__grow(&t->lines, sizeof *t->lines, &t->cap, t->n + 1, 32) != 0)
+        return NULL;
     line *l = &t->lines[t->n++];
     memset(l, 0, sizeof *l);
     return l;
@@ -95,14 +76,14 @@ static void samples_cell(const sw_stats *st, char *out, size_t size) {
 /* Fill the numeric cells of l from st; samples NULL shows "-". */
 static void fill(const sw_snapshot *s, line *l, const sw_stats *st, const sw_stats *samples) {
     size_t sz = sizeof l->v[0];
-    scale_time(st->mean_ns / 1e9, l->v[2], sz);
-    scale_time(sw_stats_pstddev(st) / 1e9, l->v[3], sz);
+    sw_format_scale_time(st->mean_ns / 1e9, l->v[2], sz);
+    sw_format_scale_time(sw_stats_pstddev(st) / 1e9, l->v[3], sz);
     snprintf(l->v[4], sz, "%" PRIu64, st->count);
     if (samples != NULL)
         samples_cell(samples, l->v[5], sz);
     else
         snprintf(l->v[5], sz, "-");
-    scale_time((double)st->total_ns / 1e9, l->v[6], sz);
+    sw_format_scale_time((double)st->total_ns / 1e9, l->v[6], sz);
     snprintf(l->v[7], sz, "%.0f%%", sw__percent(s, st->total_ns));
 }
 

@@ -100,3 +100,9 @@ const sw__writer sw__writer_markdown = {SW_FORMAT_MARKDOWN, "markdown", 0, write
 void sw__md_put_cell(FILE *out, const char *clean) {
     put_cell(out, clean);
 }
+
+void sw__md_put_text(FILE *out, const char *raw) {
+    char clean[SW__LABEL_MAX];
+    sw__text_clean(raw, clean, sizeof clean);
+    put_cell(out, clean);
+}

@@ -113,7 +113,7 @@ static int needs_escape(const sw__jw *w, unsigned char c) {
 static void escaped(sw__jw *w, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0; /* bytes [run, i) are plain and not yet written */
-    char buf[8];
+    char buf[16];
     while (i < len && w->rc == 0) {
         unsigned char c = p[i];
         if (c < 0x80 && !needs_escape(w, c)) {
@@ -125,8 +125,10 @@ static void escaped(sw__jw *w, const char *s, size_t len) {
         if (c >= 0x80) {
             n = sw__utf8_decode(p + i, len - i, &cp);
             /* C1 controls (U+0080..U+009F) are escaped too: U+009B starts a terminal escape
-             * sequence in a file someone cats. */
-            if (n > 1 && cp != 0x2028 && cp != 0x2029 && !(cp >= 0x80 && cp <= 0x9F)) {
+             * sequence in a file someone cats; so are the bidirectional controls, which
+             * would reorder the text around them there (the string's meaning is the same). */
+            if (n > 1 && cp != 0x2028 && cp != 0x2029 && !(cp >= 0x80 && cp <= 0x9F) &&
+                !sw__utf8_is_bidi(cp)) {
                 i += n; /* valid multi-byte character: copied as is */
                 continue;
             }

@@ -32,8 +32,9 @@ size_t sw__text_clean(const char *in, char *out, size_t size) {
             k = 2;
         } else if (cp < 0x20 || cp == 0x7F) {
             k = (size_t)snprintf(piece, sizeof piece, "\\x%02X", (unsigned)cp);
-        } else if (cp >= 0x80 && cp <= 0x9F) {
-            /* C1 controls (0x9B starts a terminal escape sequence). */
+        } else if ((cp >= 0x80 && cp <= 0x9F) || sw__utf8_is_bidi(cp)) {
+            /* C1 controls (0x9B starts a terminal escape sequence); bidirectional controls,
+             * which would reverse the text around them. */
             k = (size_t)snprintf(piece, sizeof piece, "\\u%04X", (unsigned)cp);
         } else {
             k = sw__utf8_encode(cp, piece);
@@ -42,7 +43,9 @@ size_t sw__text_clean(const char *in, char *out, size_t size) {
             break; /* never cut a character or an escape in two */
         memcpy(out + used, piece, k);
         used += k;
-        width += cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) ? k : 1;
+        width += cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || sw__utf8_is_bidi(cp)
+                     ? k
+                     : 1;
         i += n;
     }
     out[used] = '\0';
@@ -211,16 +214,21 @@ void sw__csv_put_text(FILE *out, const char *s) {
     if (s == NULL)
         s = "";
     size_t len = strlen(s);
-    int quote = len > 0 && (s[0] == ' ' || s[len - 1] == ' ');
+    /* A field a spreadsheet would run as a formula (OWASP, "CSV Injection"): a leading quote
+     * makes it text, and the field is quoted. */
+    int formula = len > 0 && strchr("=+-@\t\r", s[0]) != NULL;
+    int quote = formula || (len > 0 && (s[0] == ' ' || s[len - 1] == ' '));
     quote = quote || strpbrk(s, ",\"\r\n") != NULL;
     if (quote)
         fputc('"', out);
+    if (formula)
+        fputc('\'', out);
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t n = sw__utf8_decode(p + i, len - i, &cp);
         int control = (cp < 0x20 && cp != '\t' && cp != '\n') || cp == 0x7F ||
-                      (cp >= 0x80 && cp <= 0x9F);
+                      (cp >= 0x80 && cp <= 0x9F) || sw__utf8_is_bidi(cp);
         if (cp == '"')
             fputs("\"\"", out);
         else if (cp == SW__UTF8_REPLACEMENT && n == 1)

@@ -52,6 +52,14 @@ static inline size_t sw__utf8_decode(const unsigned char *s, size_t n, uint32_t 
 }
 
 /* Encode cp (a valid scalar value) into out (4 bytes of room); returns the bytes written. */
+/* Bidirectional controls: U+202A-202E (embeddings, overrides), U+2066-2069 (isolates),
+ * U+200E/F (marks). In a name they reverse or reorder the text around them ("Trojan
+ * Source"), so every output shows them as escapes instead. */
+static inline int sw__utf8_is_bidi(uint32_t cp) {
+    return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
+           cp == 0x200F;
+}
+
 static inline size_t sw__utf8_encode(uint32_t cp, char *out) {
     if (cp < 0x80) {
         out[0] = (char)cp;

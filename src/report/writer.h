@@ -30,9 +30,10 @@ extern const sw__writer sw__writer_json;
 
 #define SW__LABEL_MAX 1024 /* bytes of a cleaned label, NUL included */
 
-/* Copy in to out (size bytes, NUL included) for a terminal or a text file: control
- * characters become visible escapes (\n, \t, \r, \xHH), bytes that are not UTF-8 become
- * U+FFFD. Returns the width in columns (one per code point). NULL reads as "". */
+/* Copy in to out (size bytes, NUL included) for a terminal or a text file, the one rule of
+ * the text formats (and under the markdown and HTML ones): control characters become visible
+ * escapes (\n, \t, \r, \xHH), C1 and bidirectional controls \uXXXX (U+202E would reverse
+ * the text around it), bytes that are not UTF-8 become U+FFFD. Returns the width in columns (one per code point). NULL reads as "". */
 size_t sw__text_clean(const char *in, char *out, size_t size);
 /* Columns taken by a clean UTF-8 string (one per code point). */
 size_t sw__text_width(const char *s);
@@ -67,9 +68,11 @@ size_t sw__term_width(FILE *out);
 void sw__with_commas(uint64_t v, char *out, size_t size);
 /* Exact seconds of a duration in ns: "1.250000000". */
 void sw__seconds_text(uint64_t ns, char *out, size_t size);
-/* One CSV field: quoted per RFC 4180 when it holds a comma, a quote, a line break or edge
- * spaces (quotes doubled); bytes that are not UTF-8 become U+FFFD, control characters other
- * than tab and line feed become visible escapes (\x1B, \x0D). NULL reads as "". */
+/* One CSV field, the one CSV rule every CSV writer uses: quoted per RFC 4180 when it holds a
+ * comma, a quote, a line break or edge spaces (quotes doubled); a field starting with = + - @
+ * tab or CR gets a leading ' so no spreadsheet runs it as a formula (OWASP); bytes that are
+ * not UTF-8 become U+FFFD, control characters other than tab and line feed and the
+ * bidirectional controls become visible escapes (\x1B, \x0D, \u202E). NULL reads as "". */
 void sw__csv_put_text(FILE *out, const char *s);
 
 /* ---- the stepwatch table's cells, shared by the table and markdown (table_cells.c) ---- */
@@ -108,6 +111,10 @@ void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet);
 /* Write clean text as one markdown table cell, escaped so it shows as itself
  * (fmt_markdown.c). */
 void sw__md_put_cell(FILE *out, const char *clean);
+/* Any text from a run file (a name, a sentence holding names) in markdown: cleaned as for a
+ * terminal (sw__text_clean), then escaped as a cell, so <script>, <img onerror>, | or *
+ * show as themselves. The one markdown rule: every markdown writer uses it. */
+void sw__md_put_text(FILE *out, const char *raw);
 
 /* ---- device time beside host time (device_rows.c) ---- */
 

@@ -25,7 +25,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,11 +46,8 @@ typedef struct sw__journal {
     atomic_int status;         /* 0 while writing, else why not (sw_profiler_run_file) */
     int rank;
     uint32_t flush_ms;
-    int wake[2];               /* a byte here wakes the flusher early */
-    int signals_watched;       /* a SIGINT/SIGTERM writes on wake[1] (signals.c) */
-    pthread_t thread;
-    int thread_running;
-    atomic_int stop;
+    sw__ticker flusher;        /* the flusher's thread; a byte on its wake[1] runs it early */
+    int signals_watched;       /* a SIGINT/SIGTERM writes on flusher.wake[1] (signals.c) */
     pthread_mutex_t lock;      /* the store and every SQLite call: flusher, finish, fork */
     int finished;              /* store closed, file complete */
     unsigned signals_seen;
@@ -66,7 +62,8 @@ typedef struct sw__journal {
     int warnings;
     sw__event *events;         /* what the last drain handed over */
     size_t nevents, events_cap;
-    uint32_t *order;           /* the spans among them, grouped by thread (events_cap long) */
+    uint32_t *order;           /* the spans among them, grouped by thread (as long as events) */
+    size_t order_cap;
     sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
     int functions_dirty;       /* changed since it was last written (or the file is new) */
@@ -146,21 +143,10 @@ static void note_success(sw__journal *j) {
  * here (into a buffer reused across flushes) and written to SQLite after the lock is gone. */
 static void collect(void *ctx, const sw__event *e) {
     sw__journal *j = ctx;
-    if (j->nevents == j->events_cap) {
-        size_t cap = j->events_cap ? j->events_cap * 2 : 1024;
-        sw__event *grown = realloc(j->events, cap * sizeof *grown);
-        if (grown == NULL) {
-            j->lost_events++;
-            return;
-        }
-        j->events = grown;
-        uint32_t *order = realloc(j->order, cap * sizeof *order);
-        if (order == NULL) {
-            j->lost_events++;
-            return;
-        }
-        j->order = order;
-        j->events_cap = cap;
+    if (sw__grow(&j->events, sizeof *j->events, &j->events_cap, j->nevents + 1, 1024) != 0 ||
+        sw__grow(&j->order, sizeof *j->order, &j->order_cap, j->nevents + 1, 1024) != 0) {
+        j->lost_events++;
+        return;
     }
     j->events[j->nevents++] = *e;
 }
@@ -453,31 +439,23 @@ static const char *signal_reason(int signo) {
                               : "signal";
 }
 
-static void *flusher_main(void *arg) {
+/* One round of the flusher (the ticker's tick, every flush_ms or when woken). */
+static int flusher_tick(void *arg) {
     sw__journal *j = arg;
-    char sink[64];
-    while (!atomic_load(&j->stop)) {
-        struct pollfd pfd = {.fd = j->wake[0], .events = POLLIN};
-        poll(&pfd, 1, (int)j->flush_ms);
-        while (read(j->wake[0], sink, sizeof sink) > 0) {
-        }
-        if (atomic_load(&j->stop))
-            break;
-        unsigned signals = sw__signal_count();
-        pthread_mutex_lock(&j->lock);
-        check_file(j);
-        if (signals != j->signals_seen) {
-            /* A SIGINT/SIGTERM handler waits for this: complete the file now. */
-            j->signals_seen = signals;
-            flush(j, 1, 1, signal_reason(sw__signal_last()));
-            sw__signal_done();
-        } else {
-            int due = sw_now_ns() - j->last_aggregate_ns >= AGGREGATE_PERIOD_NS;
-            flush(j, due, 0, NULL);
-        }
-        pthread_mutex_unlock(&j->lock);
+    unsigned signals = sw__signal_count();
+    pthread_mutex_lock(&j->lock);
+    check_file(j);
+    if (signals != j->signals_seen) {
+        /* A SIGINT/SIGTERM handler waits for this: complete the file now. */
+        j->signals_seen = signals;
+        flush(j, 1, 1, signal_reason(sw__signal_last()));
+        sw__signal_done();
+    } else {
+        int due = sw_now_ns() - j->last_aggregate_ns >= AGGREGATE_PERIOD_NS;
+        flush(j, due, 0, NULL);
     }
-    return NULL;
+    pthread_mutex_unlock(&j->lock);
+    return 0;
 }
 
 /* ---- lifetime ---- */
@@ -489,34 +467,14 @@ static void free_journal(sw__journal *j) {
     free(j->order);
     free(j->chunk);
     free(j->path);
-    if (j->wake[0] >= 0)
-        close(j->wake[0]);
-    if (j->wake[1] >= 0)
-        close(j->wake[1]);
+    sw__ticker_close(&j->flusher);
     free(j);
-}
-
-/* Start the flusher with SIGINT/SIGTERM/SIGHUP blocked, so a signal never lands on the
- * thread the handler waits for. */
-static int start_flusher(sw__journal *j) {
-    sigset_t old;
-    sw__signal_block(&old);
-    int err = pthread_create(&j->thread, NULL, flusher_main, j);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0)
-        return SW_ENOMEM;
-    j->thread_running = 1;
-    return 0;
 }
 
 /* The sink's wake op (a thread waits on a full ring), and how finish stops the flusher:
  * drain now instead of at the next period. */
 static void wake_flusher(sw__sink *sink) {
-    sw__journal *j = (sw__journal *)sink;
-    if (j->wake[1] < 0)
-        return;
-    ssize_t n = write(j->wake[1], "x", 1); /* a full pipe already holds a wake-up */
-    (void)n;
+    sw__ticker_wake(&((sw__journal *)sink)->flusher);
 }
 
 /* Complete the file now (final aggregates, complete=1) and stop the flusher; the struct
@@ -526,15 +484,10 @@ static void finish(sw__journal *j, const char *reason) {
     sigset_t old;
     sw__signal_finishing_begin(&old);
     if (j->signals_watched) {
-        sw__signal_unwatch(j->wake[1]);
+        sw__signal_unwatch(j->flusher.wake[1]);
         j->signals_watched = 0;
     }
-    if (j->thread_running) {
-        atomic_store(&j->stop, 1);
-        wake_flusher(&j->sink);
-        pthread_join(j->thread, NULL);
-        j->thread_running = 0;
-    }
+    sw__ticker_stop(&j->flusher);
     pthread_mutex_lock(&j->lock);
     if (!j->finished && j->store != NULL) {
         if (flush(j, 1, 1, reason) != 0)
@@ -676,7 +629,7 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
         return SW_ENOMEM;
     j->sink.ops = &journal_ops;
     j->p = p;
-    j->wake[0] = j->wake[1] = -1;
+    j->flusher.wake[0] = j->flusher.wake[1] = -1; /* no pipe yet: made once the file is */
     const sw_options *o = sw__options(p);
     j->flush_ms = o->flush_interval_ms ? o->flush_interval_ms : 200;
     pthread_mutex_init(&j->lock, NULL);
@@ -687,19 +640,21 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
         return SW_ENOMEM;
     }
     int rc = open_file(j);
-    if (rc == 0 && pipe2(j->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+    if (rc == 0 && sw__ticker_open(&j->flusher) != 0)
         rc = sw__error(SW_EIO, "%s: %s", path, strerror(errno));
     if (rc == 0 && !o->no_signal_handlers) {
-        rc = sw__signal_watch(j->wake[1]);
+        rc = sw__signal_watch(j->flusher.wake[1]);
         j->signals_watched = rc == 0;
     }
     if (rc == 0) {
         sw__events_enable(p);
-        rc = start_flusher(j);
+        rc = sw__ticker_start(&j->flusher, (int)j->flush_ms, flusher_tick, j);
+        if (rc != 0) /* EAGAIN under `ulimit -u`: said as such, not "out of memory" */
+            rc = sw__error(rc, "%s: cannot start its writer thread: %s", path, strerror(errno));
     }
     if (rc != 0 && j->store != NULL) { /* made, but no flusher: remove what is ours */
         if (j->signals_watched)
-            sw__signal_unwatch(j->wake[1]);
+            sw__signal_unwatch(j->flusher.wake[1]);
         j->signals_watched = 0;
         sw__store_close(j->store);
         sw__run_file_remove(path);

@@ -45,5 +45,10 @@ void sw__signal_block(sigset_t *old);
  * A signal held is delivered at _end, once the file is complete. */
 void sw__signal_finishing_begin(sigset_t *old);
 void sw__signal_finishing_end(const sigset_t *old);
+/* While path exists only as work in progress (a merge's temporary file): a SIGINT, SIGTERM or
+ * SIGHUP removes it before the signal is handed on. path must stay valid until
+ * sw__signal_temp_remove. 0, or SW_ELIMIT past 8 paths. */
+int sw__signal_temp_add(const char *path);
+void sw__signal_temp_remove(const char *path);
 
 #endif /* SW_RUNFILE_JOURNAL_H */

@@ -46,14 +46,8 @@ static int note_thread(chrome_ctx *c, int rank, uint32_t thread) {
     for (size_t i = 0; i < c->nthreads; i++)
         if (c->threads[i].rank == rank && c->threads[i].thread == thread)
             return 0;
-    if (c->nthreads == c->threads_cap) {
-        size_t cap = c->threads_cap ? c->threads_cap * 2 : 16;
-        void *grown = realloc(c->threads, cap * sizeof *c->threads);
-        if (grown == NULL)
-            return SW_ENOMEM;
-        c->threads = grown;
-        c->threads_cap = cap;
-    }
+    if (sw__grow(&c->threads, sizeof *c->threads, &c->threads_cap, c->nthreads + 1, 16) != 0)
+        return SW_ENOMEM;
     c->threads[c->nthreads++] = (struct thread_key){rank, thread};
     return 0;
 }
@@ -226,7 +220,7 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
     int written = sw__jw_finish(&w);
     free(c.clocks);
     free(c.threads);
-    return rc ? rc : written;
+    return rc ? sw__run_said(run, rc) : written;
 }
 
 /* ---- Ignite-style per-iteration CSV ---- */

@@ -115,18 +115,8 @@ static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
             rc = SW_ECORRUPT; /* parents are stored before their children */
             break;
         }
-        if ((size_t)node >= map_cap) {
-            size_t cap = map_cap ? map_cap * 2 : 256;
-            while (cap <= (size_t)node)
-                cap *= 2;
-            uint32_t *grown = realloc(map, cap * sizeof *grown);
-            if (grown == NULL) {
-                rc = SW_ENOMEM;
-                break;
-            }
-            map = grown;
-            map_cap = cap;
-        }
+        if ((rc = sw__grow(&map, sizeof *map, &map_cap, (size_t)node + 1, 256)) != 0)
+            break;
         uint32_t at = 0;
         if (node > 0) {
             uint32_t func = sw_fprofile_find_func(fp, (uint64_t)sqlite3_column_int64(q, 3));
@@ -171,7 +161,7 @@ int sw_run_functions(sw_run *run, int rank, sw_fprofile **out) {
         rc = SW_ENOTFOUND;
     if (rc != 0) {
         sw_fprofile_free(all);
-        return rc;
+        return sw__run_said(run, rc);
     }
     *out = all;
     return 0;

@@ -3,6 +3,7 @@
  * so a merge is a union: each input is validated by sw_run_open, attached, and copied table
  * by table in one transaction.
  */
+#include "journal.h"
 #include "run_guard.h"
 #include "run_store.h"
 #include "sql.h"
@@ -16,14 +17,31 @@ static const char *const TABLES[] = {"ranks", "names", "aggregates", "counter_su
                                      "steps", "counters", "span_chunks", "functions",
                                      "function_nodes", "notes", "threads", "rank_rounds"};
 
-/* Every input opens cleanly and no rank appears twice. */
+/* A run file reads whole: it opens (its schema checked), and its snapshot and step records
+ * read. What every reader of the merged file will do, done before anything is written. */
+static int reads_whole(const char *path, sw_run **out) {
+    sw_run *run = NULL;
+    sw_snapshot *s = NULL;
+    int rc = sw_run_open(path, &run);
+    if (rc == 0)
+        rc = sw_run_snapshot(run, &s);
+    sw_snapshot_free(s);
+    if (rc == 0 && out != NULL) {
+        *out = run;
+        return 0;
+    }
+    sw_run_close(run);
+    return rc;
+}
+
+/* Every input reads whole and no rank appears twice. */
 static int check_inputs(const char *const *paths, size_t n) {
     int *seen = NULL;
     size_t nseen = 0;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         sw_run *run = NULL;
-        rc = sw_run_open(paths[i], &run);
+        rc = reads_whole(paths[i], &run);
         if (rc != 0)
             break;
         int count = sw_run_rank_count(run);
@@ -34,9 +52,10 @@ static int check_inputs(const char *const *paths, size_t n) {
             seen = grown;
         for (int r = 0; rc == 0 && r < count; r++) {
             int rank = sw_run_rank_id(run, r);
-            for (size_t k = 0; k < nseen; k++)
+            for (size_t k = 0; k < nseen && rc == 0; k++)
                 if (seen[k] == rank)
-                    rc = SW_EINVAL; /* two inputs hold the same rank */
+                    rc = sw__error(SW_EINVAL, "%s: holds rank %d, as an earlier input does: "
+                                   "merge files of different ranks", paths[i], rank);
             seen[nseen++] = rank;
         }
         sw_run_close(run);
@@ -88,6 +107,20 @@ static char *temporary_beside(const char *out_path, unsigned attempt) {
     return temp;
 }
 
+/* Have a signal remove temp, temp-wal and temp-shm (names made into sidecars, to free). */
+static int remove_on_signal(const char *temp, char *sidecars[2]) {
+    static const char *const SUFFIX[2] = {"-wal", "-shm"};
+    int rc = sw__signal_temp_add(temp);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        size_t n = strlen(temp) + 5;
+        if ((sidecars[i] = malloc(n)) == NULL)
+            return SW_ENOMEM;
+        snprintf(sidecars[i], n, "%s%s", temp, SUFFIX[i]);
+        rc = sw__signal_temp_add(sidecars[i]);
+    }
+    return rc;
+}
+
 /* Build the merged file under a temporary name, then give it out_path in one step: a failed
  * or interrupted merge never leaves a half-merged file at out_path, nor touches what is
  * there. */
@@ -107,7 +140,7 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
     if (rc != 0)
         return rc;
     sw__store *st = NULL;
-    char *temp = NULL;
+    char *temp = NULL, *sidecars[2] = {NULL, NULL};
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         free(temp);
         temp = temporary_beside(out_path, attempt);
@@ -115,6 +148,10 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
         if (rc != SW_EBUSY && rc != SW_EEXISTS)
             break;
     }
+    /* An interrupted merge leaves nothing: a signal removes the temporary file and what
+     * SQLite keeps beside it (signals.c). */
+    if (rc == 0)
+        rc = remove_on_signal(temp, sidecars);
     sw__guard guard;
     if (rc == 0 && (rc = sw__guard_defend(st->db, &guard)) != 0)
         sw__error(rc, "%s: %s", temp, sqlite3_errmsg(st->db));
@@ -126,6 +163,13 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
         rc = sw__sql_exec(st->db, sql);
     }
     sw__store_close(st); /* leaves WAL mode: one self-contained file */
+    /* All or nothing: the merged file must read back before it is given the name. */
+    if (rc == 0 && (rc = reads_whole(temp, NULL)) != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", sw_last_error());
+        sw__error(rc, "%s: the merged file does not read back (%s): nothing written", out_path,
+                  why);
+    }
     if (rc == 0 && replace) {
         /* Checked again: it may have changed while we merged. Its -wal and -shm go first (a
          * stale WAL would be replayed into the new file), then one rename replaces it. */
@@ -139,6 +183,11 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
                              : sw__error(SW_EIO, "%s: %s", out_path, strerror(errno));
     if (st != NULL)
         sw__run_file_remove(temp); /* ours: made above; linked in, or of no use */
+    for (int i = 0; i < 2; i++) {
+        sw__signal_temp_remove(sidecars[i]);
+        free(sidecars[i]);
+    }
+    sw__signal_temp_remove(temp);
     free(temp);
     return rc;
 }

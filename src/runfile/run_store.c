@@ -414,14 +414,8 @@ typedef struct bytes {
 } bytes;
 
 static int put_varint(bytes *b, uint64_t v) {
-    if (b->cap - b->size < 10) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        unsigned char *grown = realloc(b->data, cap);
-        if (grown == NULL)
-            return SW_ENOMEM;
-        b->data = grown;
-        b->cap = cap;
-    }
+    if (sw__grow(&b->data, 1, &b->cap, b->size + 10, 256) != 0) /* a varint: 10 bytes at most */
+        return SW_ENOMEM;
     while (v >= 0x80) {
         b->data[b->size++] = (unsigned char)(v | 0x80);
         v >>= 7;

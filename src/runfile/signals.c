@@ -12,6 +12,9 @@
  * closing thread blocks these signals until it is done (sw__signal_finishing_begin/end), and
  * a handler running on another thread waits for it, bounded like the rest.
  *
+ * A merge's temporary files are removed by the handler before it hands the signal on
+ * (sw__signal_temp_add), so an interrupted merge leaves nothing behind.
+ *
  * fork(): the child forgets every watched pipe (they belong to the parent's flushers).
  * exit() is not handled here: the core's atexit hook reaches every sink (core/sink.h).
  */
@@ -44,6 +47,10 @@ static const int HANDLED[NHANDLED] = {SIGINT, SIGTERM, SIGHUP};
 static struct sigaction g_previous[NHANDLED];
 static volatile sig_atomic_t g_in_handler;
 static atomic_int g_finishing; /* files being completed by their owners right now */
+/* Files that a signal removes before handing on (a merge's temporary file, its -wal, -shm):
+ * strings owned by whoever added them, until removed. */
+#define MAX_TEMP 8
+static _Atomic(const char *) g_temp[MAX_TEMP];
 
 /* Bytes on the done pipe: a flusher completed its file, or an owner completed one. */
 #define DONE_FLUSHER 'd'
@@ -140,6 +147,11 @@ static void on_signal(int signo, siginfo_t *info, void *ucontext) {
         for (ssize_t i = 0; i < n; i++)
             woken -= sink[i] == DONE_FLUSHER;
     }
+    for (int i = 0; i < MAX_TEMP; i++) {
+        const char *temp = atomic_load(&g_temp[i]);
+        if (temp != NULL)
+            unlink(temp); /* async-signal-safe */
+    }
     chain(index, signo, info, ucontext);
     g_in_handler = 0;
     errno = saved_errno;
@@ -150,6 +162,8 @@ static void in_child(void) {
     pthread_mutex_init(&g_lock, NULL);
     for (int i = 0; i < MAX_WATCHED; i++)
         atomic_store(&g_wake_fds[i], -1);
+    for (int i = 0; i < MAX_TEMP; i++) /* nor are the parent's temporary files */
+        atomic_store(&g_temp[i], NULL);
 }
 
 static int make_pipe(int fds[2]) {
@@ -208,6 +222,31 @@ int sw__signal_watch(int wake_fd) {
         atomic_store(&g_wake_fds[slot], wake_fd);
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+int sw__signal_temp_add(const char *path) {
+    pthread_once(&g_once, setup_once);
+    if (g_once_rc != 0)
+        return g_once_rc;
+    pthread_mutex_lock(&g_lock);
+    int rc = install_handlers(), slot = -1;
+    for (int i = 0; rc == 0 && i < MAX_TEMP && slot < 0; i++)
+        if (atomic_load(&g_temp[i]) == NULL)
+            slot = i;
+    if (rc == 0 && slot < 0)
+        rc = SW_ELIMIT;
+    if (rc == 0)
+        atomic_store(&g_temp[slot], path);
+    pthread_mutex_unlock(&g_lock);
+    return rc;
+}
+
+void sw__signal_temp_remove(const char *path) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_TEMP; i++)
+        if (atomic_load(&g_temp[i]) == path)
+            atomic_store(&g_temp[i], NULL);
+    pthread_mutex_unlock(&g_lock);
 }
 
 void sw__signal_unwatch(int wake_fd) {

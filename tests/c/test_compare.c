@@ -30,7 +30,7 @@ static void csv_result_by(const char *csv, const char *action, double *z, double
                           char *verdict, char *by)
 {
     char key[128];
-    snprintf(key, sizeof key, "\n\"all\",\"%s\",", action);
+    snprintf(key, sizeof key, "\nall,%s,", action);
     const char *line = strstr(csv, key);
     assert_non_null(line);
     const char *field = line + strlen(key);
@@ -57,7 +57,7 @@ static void csv_result_by(const char *csv, const char *action, double *z, double
 static double csv_number_at(const char *csv, const char *action, int k)
 {
     char key[128];
-    snprintf(key, sizeof key, "\n\"all\",\"%s\",", action);
+    snprintf(key, sizeof key, "\nall,%s,", action);
     const char *field = strstr(csv, key);
     assert_non_null(field);
     field += strlen(key);
@@ -153,15 +153,15 @@ static void test_verdicts(void **state)
     assert_true(pv < 0.01);
     csv_result(csv, "loss", &z, &pv, verdict);
     assert_string_equal(verdict, "unclear");
-    assert_non_null(strstr(csv, "\"all\",\"callback:ckpt\",10,,"));
+    assert_non_null(strstr(csv, "all,callback:ckpt,10,,"));
     assert_non_null(strstr(csv, ",gone,"));
     assert_non_null(strstr(csv, ",new,"));
     /* Per-phase rows come after all roll-up rows. */
-    const char *phase_row = strstr(csv, "\n\"train\",\"forward\",");
+    const char *phase_row = strstr(csv, "\ntrain,forward,");
     assert_non_null(phase_row);
-    assert_null(strstr(phase_row, "\n\"all\","));
+    assert_null(strstr(phase_row, "\nall,"));
     /* What matters first: the regression is the first row. */
-    assert_non_null(strstr(csv, "decided_by\n\"all\",\"forward\","));
+    assert_non_null(strstr(csv, "decided_by\nall,forward,"));
     free(csv);
 
     size_t n = 99;
@@ -319,7 +319,7 @@ static void test_escaping(void **state)
     assert_non_null(strstr(json, "\"callback:log|\\\"x\\\"\\u003c/script\\u003e\""));
     free(json);
     char *md = compare_text(&p.a, &p.b, SW_FORMAT_MARKDOWN);
-    assert_non_null(strstr(md, "| callback:log\\|\"x\"</script> |"));
+    assert_non_null(strstr(md, "| callback:log\\|\"x\"&lt;/script&gt; |")); /* as report -f md */
     free(md);
     char *csv = compare_text(&p.a, &p.b, SW_FORMAT_CSV);
     assert_non_null(strstr(csv, "\"callback:log|\"\"x\"\"</script>\""));

@@ -238,6 +238,14 @@ static void test_fake_nvml_values(void **state) {
     assert_true(st.gpus[0].power_w == 250.0);
     assert_true(st.gpus[1].power_w == -1); /* not reported by that device */
     sw_device_reader_free(r);
+    /* A driver without nvmlDeviceGetMemoryInfo_v2: v1's figure, the reservation included. */
+    setenv("FAKE_NVML_NO_V2", "1", 1);
+    assert_int_equal(sw_device_reader_new(1, &r), 0);
+    assert_int_equal(sw_device_read(r, &st), 0);
+    unsetenv("FAKE_NVML_NO_V2");
+    assert_true(st.gpus[1].memory_used_bytes == 2 * GIB + 512.0 * 1024 * 1024);
+    assert_true(st.gpus[1].memory_total_bytes == 80 * GIB);
+    sw_device_reader_free(r);
 }
 
 /* The GPUs of CUDA_VISIBLE_DEVICES, in its order; utilization tells which is which. */

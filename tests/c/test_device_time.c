@@ -570,10 +570,11 @@ static void test_every_step_timed_100_behind(void **state) {
     assert_int_equal(info.steps_sampled_out + info.steps_dropped, 0);
     assert_int_equal(info.sample_every, 1);
     assert_true(info.most_behind >= 100 && info.most_behind <= 102);
-    assert_true(info.events <= 102 * 6); /* pooled: made for the steps in flight only */
+    /* pooled: made for the steps in flight only (12 at most per step), not 9000 */
+    assert_true(info.events <= 102 * 12);
     /* One event per boundary: the step's 5 spans back to back share their ends and begins
-     * (a host stalled over 20 us between two of them, on a loaded machine, records both). */
-    assert_true(lag.records >= 6 * 1500 + 2 && lag.records <= 6 * 1500 + 2 + 150);
+     * (a host stalled between two of them, on a loaded machine, records both: most share) */
+    assert_true(lag.records >= 6 * 1500 + 2 && lag.records <= 9 * 1500);
     sw_snapshot *s = NULL;
     assert_int_equal(sw_snapshot_take(p, &s), 0);
     assert_int_equal(counter(s, "device:train/backward")->count, 1500);

@@ -110,6 +110,58 @@ static void test_input_bound(void **state)
     at_run_free(&r);
 }
 
+/* Steps of 150 us where 10 of 100 take 830 us (the machine's hiccups): 5.5x the median, but
+ * 0.68 ms over it, under the floor: no stall, and the tail is a note, never critical. The
+ * same tail on 150 ms steps (830 ms) is critical. */
+static void test_tail_floor_for_microsecond_steps(void **state)
+{
+    (void)state;
+    for (int scale = 0; scale < 2; scale++) {
+        at_run r = {0};
+        uint64_t t = 0, unit = scale ? 1000 * 1000 : 1000; /* us, or ms */
+        for (size_t i = 0; i < 100; i++) {
+            uint64_t cat[SW_CAT_COUNT] = {0};
+            cat[SW_CAT_FORWARD] = (i % 10 == 9 ? 830 : 150) * unit;
+            at_run_add(&r, 0, i, t, cat, 0);
+            t += r.steps[r.n - 1].duration_ns;
+        }
+        sw_snapshot snap = at_snapshot("hiccups", NULL, 0, 100, t);
+        sw__diagnosis *d = diagnose(&r, &snap, 1);
+        const sw__finding *f = find(d, "tail-stalls");
+        assert_non_null(f);
+        if (scale == 0) {
+            assert_int_equal(f->severity, SW__SEV_INFO);
+            assert_int_equal((int)number(f, "stalled steps"), 0);
+            assert_non_null(strstr(f->sentence, "hiccups"));
+        } else {
+            assert_int_equal(f->severity, SW__SEV_CRITICAL);
+            assert_int_equal((int)number(f, "stalled steps"), 10);
+        }
+        at_run_free(&r);
+    }
+}
+
+/* The DataLoader's start-up, timed as its own data action, is named as the cause. */
+static void test_loader_startup_named(void **state)
+{
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 40, 0.5, 3, 6, 0.4, 0, 5);
+    sw_row rows[] = {at_row("dataloader_startup", "all", 4, 60 * MS, 0.0, 1)};
+    rows[0].category = SW_CAT_DATA;
+    sw_snapshot snap = at_snapshot("startup", rows, 1, 40, 700 * MS);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "loader-startup");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_CRITICAL); /* 240 of 700 ms */
+    assert_int_equal((int)number(f, "start-ups"), 4);
+    assert_non_null(strstr(f->sentence, "persistent_workers=True"));
+    rows[0] = at_row("dataloader_startup", "all", 1, 10 * MS, 0.0, 1);
+    d = diagnose(&r, &snap, 1);
+    assert_null(find(d, "loader-startup")); /* 1.4 %: nothing to say */
+    at_run_free(&r);
+}
+
 static void test_tail_stalls(void **state)
 {
     (void)state;
@@ -356,6 +408,8 @@ int main(void)
         cmocka_unit_test(test_clean_run),
         cmocka_unit_test(test_input_bound),
         cmocka_unit_test(test_tail_stalls),
+        cmocka_unit_test(test_tail_floor_for_microsecond_steps),
+        cmocka_unit_test(test_loader_startup_named),
         cmocka_unit_test(test_warmup),
         cmocka_unit_test(test_idle),
         cmocka_unit_test(test_straggler),

@@ -45,7 +45,7 @@ static const char *counter_name(void *src, int rank, sw_id counter)
 static char *long_report(size_t *size)
 {
     static at_run r;
-    static sw_row rows[4];
+    static sw_row rows[5];
     static sw_counter_summary counters[2];
     static sw_snapshot snap;
     at_run_free(&r);
@@ -66,9 +66,10 @@ static char *long_report(size_t *size)
     rows[1] = at_row("backward", "all", 1000, 6 * MS, 0.1, 2);
     rows[2] = at_row("</script><script>alert(1)</script>", "all", 1000, 0.1 * MS, 0.1, 3);
     rows[3] = at_row("forward", "train", 1000, 3 * MS, 0.1, 1);
+    rows[4] = at_row("backward", "train", 1000, 6 * MS, 0.1, 2);
     counters[0] = (sw_counter_summary){"gpu_util_pct", 10000, 99, 0, 99, 49.5};
     counters[1] = (sw_counter_summary){"host_rss_mb", 10000, 1599, 900, 1599, 1249};
-    snap = at_snapshot("long <run> & \"friends\"", rows, 4, NSTEPS, t);
+    snap = at_snapshot("long <run> & \"friends\"", rows, 5, NSTEPS, t);
     snap.counters = counters;
     snap.ncounters = 2;
     snap.command = "train.py --lr 0.1 </script>";
@@ -96,10 +97,11 @@ static void test_series_is_bounded(void **state)
 {
     (void)state;
     sw__series s;
-    assert_int_equal(sw__series_init(&s, 0), 0);
+    assert_int_equal(sw__series_init(&s, 0, 1), 0);
     double sums[SW__SERIES_SUMS] = {1};
-    for (uint64_t i = 0; i < 1000003; i++)
-        sw__series_add(&s, 10 + i, i == 500000 ? 1e9 : (double)(i % 10), sums);
+    for (uint64_t i = 0; i < 1000003; i++) /* step i runs from 100 i to 100 i + 50 ns */
+        sw__series_add(&s, 10 + i, i == 500000 ? 1e9 : (double)(i % 10), 100 * i, 100 * i + 50,
+                       sums);
     assert_true(s.npoints <= SW__SERIES_MAX);
     assert_true(s.npoints > SW__SERIES_MAX / 2);
     uint64_t n = 0;
@@ -116,6 +118,13 @@ static void test_series_is_bounded(void **state)
     assert_true(total > 1e9);
     assert_int_equal(s.origin, 10);
     assert_int_equal(s.width, 512);        /* 1000003 / 2000 rounded up to a power of two */
+    /* Each point's median (values 0..9 evenly: 4 or 5) and its wall-time span. */
+    for (size_t i = 0; i + 1 < s.npoints; i++) {
+        double m = sw__series_median(&s, i);
+        assert_true(m >= 4 && m <= 5);
+        assert_int_equal(s.points[i].t_lo, 100 * i * 512);
+        assert_int_equal(s.points[i].t_hi, 100 * (i * 512 + 511) + 50);
+    }
     sw__series_free(&s);
 }
 
@@ -137,7 +146,7 @@ static void test_bounded_and_escaped(void **state)
     assert_non_null(strstr(html, "default-src 'none'"));
     /* Step points: at most 2000 (one line each after the first). */
     const char *steps = strstr(html, "\"steps\": {");
-    const char *end = strstr(html, "\"step_hist\"");
+    const char *end = strstr(html, "\"step_hists\"");
     assert_non_null(steps);
     assert_non_null(end);
     size_t points = 1;
@@ -245,7 +254,9 @@ static void test_chromium_renders(void **state)
                             "data-chart=\"counter\"", "data-marker=\"p50\"",
                             "data-marker=\"p99\"", "data-category=\"data\"",
                             "data-category=\"backward\"", "data-finding=\"tail-stalls\"",
-                            "data-table=\"actions\"", "data-table=\"phases\""};
+                            "data-table=\"actions\"", "data-table=\"phases\"",
+                            "data-chart=\"glance-train\"", "data-axis=\"time\"",
+                            "data-action=\"reset-zoom\""};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         if (!strstr(dom, charts[i]))
             fail_msg("the rendered page has no %s", charts[i]);

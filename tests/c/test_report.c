@@ -1,7 +1,7 @@
 /*
  * test_report.c — the report writers on a hand-built snapshot: a golden file per format,
  * the terminal-width rules, empty snapshots, bad arguments, write errors, CSV shape,
- * sw_format_parse/name and sw_format_duration.
+ * sw_format_parse/name, sw_format_duration and sw_format_scale_time.
  *
  * Golden files: tests/golden/report_*. Regenerate with SW_UPDATE_GOLDEN=1 and review the
  * diff. The JSON and CSV outputs are also written under $SW_BUILD_DIR/report_out/ where
@@ -640,6 +640,35 @@ static void test_format_duration(void **state) {
     assert_null(sw_format_duration(1, NULL, 8));
 }
 
+/* ---- sw_format_scale_time: fastxtend's scale_time (its expected texts are what
+ * fastxtend 0.1.7's own scale_time writes; tests/python/test_fastai.py compares the two) ---- */
+
+static void test_format_scale_time(void **state) {
+    (void)state;
+    const struct {
+        double s;
+        const char *text;
+    } cases[] = {
+        {1e-9, "1.000ns"},         {5e-10, "500.0ps"},     {1.5e-7, "150.0ns"},
+        {0.0009999, "999.9\xc2\xb5s"}, {0.00099995, "1000.\xc2\xb5s"}, {0.8382, "838.2ms"},
+        {1.0, "1.000 s"},          {35.63, "35.63 s"},     {999.96, "1000. s"},
+        {1234.5, "1.234ks"},       {2592000.0, "2.592Ms"}, {1e-21, "1.000zs"},
+        {3e20, "300.0Es"},         {0, "-"},               {-0.0015, "-1.500ms"},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sw_format_scale_time(cases[i].s, buf, sizeof buf);
+        if (strcmp(buf, cases[i].text) != 0)
+            fail_msg("%g s: got \"%s\", want \"%s\"", cases[i].s, buf, cases[i].text);
+    }
+    assert_string_equal(sw_format_scale_time(0.0 / 0.0, buf, sizeof buf), "-");
+    assert_string_equal(sw_format_scale_time(1.0 / 0.0, buf, sizeof buf), "-");
+    char tiny[4] = {'x', 'x', 'x', 'x'};
+    assert_ptr_equal(sw_format_scale_time(0.8382, tiny, sizeof tiny), tiny);
+    assert_string_equal(tiny, "838");
+    assert_null(sw_format_scale_time(1, NULL, 8));
+}
+
 static int setup(void **state) {
     fixture *f = malloc(sizeof *f);
     if (f == NULL)
@@ -673,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_write_error_is_eio),
         cmocka_unit_test(test_format_parse),
         cmocka_unit_test(test_format_duration),
+        cmocka_unit_test(test_format_scale_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

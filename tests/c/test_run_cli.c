@@ -244,7 +244,7 @@ static void test_common_options(void **state) {
            g_rank0, g_rank0);
     expect(2, "stepwatch: compare needs two run files: the baseline and the new run\n"
               TRY("compare"), "compare '%s'", g_rank0);
-    expect(2, "stepwatch: html takes one run file\n" TRY("html"), "html -o x.html");
+    expect(2, "stepwatch: html takes one run file, or two to compare\n" TRY("html"), "html -o x.html");
     expect(2, "stepwatch: html needs an output file: -o OUT.html\n" TRY("html"), "html '%s'",
            g_rank0);
     expect(2, "stepwatch: export takes one run file\n" TRY("export"), "export --chrome -");

@@ -1,7 +1,8 @@
 /*
  * fake_nvml.c — a stand-in for NVML (libnvidia-ml.so.1) for the device-statistics tests on
  * machines without a GPU (STEPWATCH_NVML points stepwatch at it). Two GPUs with known
- * values: GPU i has utilization 40 + 10 i %, uses (i + 1) GiB of 80 GiB, draws 250 W (GPU 1
+ * values: GPU i has utilization 40 + 10 i %, uses (i + 1) GiB of 80 GiB (nvmlDeviceGetMemoryInfo_v2,
+ * as nvidia-smi; the v1 query adds the driver's 512 MiB reservation), draws 250 W (GPU 1
  * does not report power), runs at 60 + i degrees; UUIDs GPU-fake-000i.
  * FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail as without a driver; built with
  * -DFAKE_NVML_INCOMPLETE it lacks nvmlDeviceGetTemperature, as a too old library would.
@@ -49,10 +50,26 @@ EXPORT int nvmlDeviceGetUtilizationRates(void *device, utilization *u) {
     u->memory = 5;
     return 0;
 }
+/* v1 counts the 512 MiB the driver reserves as used; v2 (and nvidia-smi) do not. */
+#define RESERVED (512ull * 1024 * 1024)
 EXPORT int nvmlDeviceGetMemoryInfo(void *device, memory *m) {
     m->total = 80 * GIB;
-    m->used = (unsigned long long)(index_of(device) + 1) * GIB;
+    m->used = (unsigned long long)(index_of(device) + 1) * GIB + RESERVED;
     m->free = m->total - m->used;
+    return 0;
+}
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } memory_v2;
+/* FAKE_NVML_NO_V2=1: answers as a driver without the v2 query does. */
+EXPORT int nvmlDeviceGetMemoryInfo_v2(void *device, memory_v2 *m) {
+    const char *no = getenv("FAKE_NVML_NO_V2");
+    if (no && no[0] == '1')
+        return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
+    if (m->version != (sizeof(memory_v2) | (2u << 24)))
+        return 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
+    m->total = 80 * GIB;
+    m->reserved = RESERVED;
+    m->used = (unsigned long long)(index_of(device) + 1) * GIB;
+    m->free = m->total - m->used - m->reserved;
     return 0;
 }
 EXPORT int nvmlDeviceGetPowerUsage(void *device, unsigned *milliwatts) {

@@ -217,7 +217,8 @@ def test_device_time_of_known_kernels_without_synchronizing():
     assert info == {"steps_timed": 9, "steps_dropped": 0, "spans_dropped": 0,
                     "warmup_steps": 1, "failed": False, "steps_sampled_out": 0,
                     "sample_every": 1, "steps_captured": 0, "boundaries_captured": 0,
-                    "most_behind": info["most_behind"], "events": gpu.events}
+                    "most_behind": info["most_behind"], "events": gpu.events,
+                    "events_in": "Python"}
     assert 1 <= info["most_behind"] <= 3  # the loss synchronizes every step
     assert gpu.synchronized == 0
     assert gpu.events <= 3 * 12  # pooled: made for the steps in flight, reused
@@ -264,6 +265,41 @@ def test_device_time_under_stepwatch_torch(sleepy):
     assert host_data - 4e6 <= c["device:train/data"]["mean"] <= 1.05 * host_data
     assert c["device:train/forward"]["mean"] >= 3e6  # at least its kernels
     assert gpu.synchronized == 0
+    prof.close()
+
+
+@pytest.mark.parametrize("make_opt", ["AdamW", "AdamW-fused", "SGD"])
+def test_instrument_times_optimizer_and_zero_grad_on_the_gpu(make_opt):
+    """stepwatch.torch learns the optimizer's and zero_grad's host time when they end
+    (sw_record); their GPU events are still recorded at their real boundaries
+    (sw_device_mark), so both get device time, whatever the optimizer."""
+    torch = pytest.importorskip("torch")
+    import stepwatch.torch as swtorch
+
+    gpu = FakeGPU()
+    model = torch.nn.Linear(8, 1)
+    opt = {"AdamW": lambda p: torch.optim.AdamW(p, foreach=True),
+           "AdamW-fused": lambda p: torch.optim.AdamW(p, fused=True),
+           "SGD": lambda p: torch.optim.SGD(p, lr=0.01)}[make_opt](model.parameters())
+    opt.register_step_pre_hook(lambda *a: gpu.launch(0.002))  # its kernels: 2 ms
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    prof = stepwatch.Profiler(device_time=gpu.event)
+    with swtorch.instrument(prof):
+        for _ in range(8):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            gpu.launch(0.001)  # between zero_grad and backward: in no phase
+            loss.backward()
+            opt.step()
+    gpu.idle()
+    with prof.step(0):
+        pass
+    c = counters(prof.snapshot())
+    print({k: (v["count"], round(v["mean"] / 1e6, 3)) for k, v in c.items()})
+    assert c["device:train/optimizer"]["count"] >= 7
+    assert c["device:train/optimizer"]["min"] >= 1.9e6  # its 2 ms kernel
+    assert c["device:train/zero_grad"]["count"] >= 7
+    assert c["device:train/zero_grad"]["min"] < 1e6  # not the 1 ms launched after it
     prof.close()
 
 
@@ -404,8 +440,30 @@ def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir
     fake.fake_gpu_counts(counts)
     print(info, list(counts))
     assert made == [] and len(asked) == 7  # no Python event; the stream once per step
+    assert info["events_in"] == "C"
     assert info["steps_timed"] == 6 and not info["failed"]
     assert within(c["device:train/forward"]["min"], 2e6, 0.05)
     assert within(c["device:train/backward"]["min"], 3e6, 0.05)
     assert counts[0] == 0  # never synchronized
     prof.close()
+
+
+def test_gpu_check_says_no_gpu_and_passes_without_one(tmp_path):
+    """make gpu-check on a machine without a GPU: skipped, said, exit 0, the JSON says why
+    (scripts/gpu-check.sh without nvidia-smi; scripts/gpu_check.py with torch lacking CUDA)."""
+    root = os.environ.get("SW_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: make gpu-check runs for real")
+    env = dict(os.environ, PATH="/usr/bin:/bin", PYTHON=sys.executable)  # no nvidia-smi there
+    if shutil.which("nvidia-smi", path=env["PATH"]):
+        pytest.skip("nvidia-smi is installed here")
+    sh = subprocess.run([os.path.join(root, "scripts", "gpu-check.sh"), "", str(tmp_path / "a.json")],
+                        capture_output=True, text=True, timeout=60, env=env)
+    assert sh.returncode == 0 and "gpu-check: no GPU: skipped" in sh.stdout, sh.stderr
+    out = tmp_path / "b.json"
+    py = subprocess.run([sys.executable, os.path.join(root, "scripts", "gpu_check.py"), "--out",
+                         str(out)], capture_output=True, text=True, timeout=120)
+    assert py.returncode == 0, py.stderr
+    assert "gpu-check: no GPU: skipped (torch.cuda.is_available() is False)" in py.stdout
+    assert json.loads(out.read_text()) == {"skipped": "torch.cuda.is_available() is False"}

@@ -512,3 +512,28 @@ def test_rolling_samples_per_second_reach_wandb_offline(tmp_path, monkeypatch):
         assert run.summary["throughput/step"] > 0  # the last rolling value logged
     finally:
         wandb.finish()
+
+
+def test_durations_scaled_by_the_c_writer_as_fastxtend_scales_them():
+    """fastxtend's scale_time has one home, the C fastxtend writer's (sw_format_scale_time):
+    stepwatch.fastai's report cells come from it. Across the SI prefixes and at the rounding
+    edges it writes what fastxtend's own scale_time writes; "-" where there is no figure."""
+    fx = pytest.importorskip("fastxtend.utils", reason="fastxtend not installed")
+    import math
+
+    import numpy as np
+
+    from stepwatch.fastai import _scale_time
+    assert _scale_time is stepwatch._stepwatch.scale_time
+    values = [1e-9, 5e-10, 1.5e-7, 0.0009999, 0.00099995, 0.8382, 1.0, 35.63, 999.96, 1234.5,
+              30 * 86400.0, 1e-21, 3e20, np.float64(0.0123)]
+    for v in values:
+        assert _scale_time(v) == fx.scale_time(v), v
+    assert _scale_time(0) == fx.scale_time(0) == "-"
+    assert _scale_time(math.nan) == _scale_time(math.inf) == _scale_time(-math.inf) == "-"
+    with pytest.raises(TypeError):
+        _scale_time("1 s")
+    # the C report writes its cells with the same function: a 838.2 ms span reads so
+    prof = stepwatch.Profiler()
+    prof.action("forward").record(0, 838_200_000)
+    assert _scale_time(0.8382) in prof.report("fastxtend")

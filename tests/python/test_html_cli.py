@@ -119,7 +119,8 @@ def test_html_renders_in_chromium(runs, tmp_path):
     assert doc["run"]["name"] == "slow-loader"
     assert doc["run"]["step_records"] == 30
     assert len(doc["steps"]["points"]) == 30
-    assert doc["step_hist"]["p50"] > 0
+    assert [h["phase"] for h in doc["step_hists"]] == ["train"]
+    assert doc["step_hists"][0]["hist"]["p50"] > 0
     assert "input-bound" in [f["id"] for f in doc["findings"]]
     chromium = shutil.which("chromium")
     if chromium is None:

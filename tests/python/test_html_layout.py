@@ -106,8 +106,8 @@ def chromium():
     return path
 
 
-@pytest.mark.parametrize("width", [800, 1400])
-def test_layout_in_chromium(report, tmp_path, width):
+def layout(report, tmp_path, width):
+    """The measuring script's findings about report at width px (asserts it drew cleanly)."""
     page = tmp_path / f"check_{width}.html"
     page.write_text(report.read_text().replace("</body>", CHECK + "</body>"))
     args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -121,9 +121,25 @@ def test_layout_in_chromium(report, tmp_path, width):
     check = json.loads(found.group(1).replace("&quot;", '"').replace("&lt;", "<")
                        .replace("&gt;", ">").replace("&amp;", "&"))
     assert check["rendered"] == "1" and check["error"] == ""
-    assert check["charts"] >= 5  # step time, breakdown, step histogram, 2+ action histograms
     assert check["scrollWidth"] <= check["innerWidth"], check
     assert check["problems"] == [], check["problems"]
+    return check
+
+
+def screenshot(report, tmp_path, width, name):
+    args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--window-size={width},3000"]
+    shot = os.path.join(os.environ.get("SW_BUILD_DIR", str(tmp_path)), name)
+    subprocess.run(args + [f"--screenshot={shot}", report.as_uri()], capture_output=True,
+                   timeout=120, check=True)
+    assert os.path.getsize(shot) > 10000
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_layout_in_chromium(report, tmp_path, width):
+    check = layout(report, tmp_path, width)
+    # glance bars (train, valid), step time, breakdown, 2 step histograms, action histograms
+    assert check["charts"] >= 8
     cells = check["cells"]
     assert not any(re.search(r"\d[eE][+-]?\d", c) for c in cells), cells
     assert "-" in cells  # std of save_model's single call, min/quantiles of what has none
@@ -132,10 +148,19 @@ def test_layout_in_chromium(report, tmp_path, width):
                                            "Total", "%", "Samples/s"]
     else:
         assert "Std" in check["visibleHeaders"] and "Self" in check["visibleHeaders"]
-    shot = os.path.join(os.environ.get("SW_BUILD_DIR", str(tmp_path)), f"html_{width}.png")
-    subprocess.run(args + [f"--screenshot={shot}", report.as_uri()], capture_output=True,
-                   timeout=120, check=True)
-    assert os.path.getsize(shot) > 10000
+    assert "none" not in cells  # no phase "none" rows
+    assert "end without begin" not in cells  # misuse only when there is some
+    screenshot(report, tmp_path, width, f"html_{width}.png")
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_comparison_layout_in_chromium(report, tmp_path, width):
+    """The comparison page (the run against itself): the same rules at both widths."""
+    page = tmp_path / "compare.html"
+    stepwatch.html([report.parent / "run.db", report.parent / "run.db"], page)
+    check = layout(page, tmp_path, width)
+    assert check["charts"] >= 12
+    screenshot(page, tmp_path, width, f"html_compare_{width}.png")
 
 
 def test_data_marks_phases_and_clamps_quantiles(report):
@@ -152,5 +177,5 @@ def test_data_marks_phases_and_clamps_quantiles(report):
                 assert a["min_ns"] <= a[q] <= a["max_ns"], (a["action"], q)
         if a["calls"] < 2:
             assert a["std_ns"] is None, a
-    h = doc["step_hist"]
-    assert h["p50"] <= h["p99"]
+    for h in doc["step_hists"]:
+        assert h["hist"]["p50"] <= h["hist"]["p99"]

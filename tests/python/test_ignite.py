@@ -2,6 +2,7 @@
 import csv
 import logging
 import time
+import warnings
 
 import pytest
 
@@ -423,6 +424,60 @@ def test_an_engine_with_its_own_fire_event_keeps_it(make, own, sleepy):
         assert [r["count"] for a, r in rows.items()
                 if a.endswith("(ITERATION_COMPLETED)")] == [4], rows
     assert stepwatch_handlers(eng) == [prof._as_first_started]
+
+
+def test_the_installed_ignites_fire_event_is_the_one_copied_in_c():
+    """FireEvent copies Ignite 0.5.3-0.5.5's Engine._fire_event: the installed Ignite's is
+    known by its fingerprint, so a plain engine is fired by FireEvent."""
+    assert stepwatch.ignite._fire_event_fingerprint(Engine._fire_event) in \
+        stepwatch.ignite._COPIED_FIRE_EVENTS, ignite.__version__
+    assert stepwatch.ignite._fires_events_as_ignite(Engine(lambda e, b: None))
+
+
+@pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])
+def test_an_ignite_whose_fire_event_differs_is_timed_through_handlers(make, sleepy, monkeypatch):
+    """When Ignite's own Engine._fire_event is not the one FireEvent copies (a later Ignite's;
+    here the installed one with a change, set on the real Engine class), the profilers leave
+    it firing the events, say so in one warning, and make their marks as handlers: the same
+    figures."""
+    ignites = Engine._fire_event
+
+    def _fire_event(self, event_name, *event_args, **event_kwargs):
+        self.fired.append(event_name)  # the change: a count of the events fired
+        ignites(self, event_name, *event_args, **event_kwargs)
+
+    monkeypatch.setattr(Engine, "_fire_event", _fire_event)
+    monkeypatch.setattr(stepwatch.ignite, "_fire_event_warned", False)
+    ds = sleepy(4, sleep_s=0.02)
+    eng = Engine(lambda e, b: time.sleep(0.002))
+    eng.fired = []
+    clock = fetch_clock(eng)
+    during = []
+    eng.add_event_handler(Events.ITERATION_COMPLETED, lambda e: during.append(
+        (e._fire_event.__func__, stepwatch_handlers(e))))
+    prof = make()
+    prof.attach(eng)
+    with pytest.warns(RuntimeWarning, match="not the one stepwatch copies") as caught:
+        eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    assert sum("stepwatch copies" in str(w.message) for w in caught) == 1
+    assert eng.fired.count(Events.ITERATION_COMPLETED) == 4  # the changed one fired them all
+    # no FireEvent: the engine's own fired every iteration, and the marks were handlers
+    assert [fire for fire, _ in during] == [_fire_event] * 4
+    assert all(any("Marks" in repr(h) for h in handlers) for _, handlers in during)
+    rows = {r["action"]: r for r in prof.records("all")}
+    assert rows["processing"]["count"] == 4 and rows["step"]["count"] == 4
+    assert_fetch_time(rows["data"]["total_ns"], ds, clock)
+    res = prof.get_results()
+    if make is BasicTimeProfiler:
+        assert res["dataflow_stats"]["total"] == pytest.approx(rows["data"]["total_ns"] / 1e9)
+    else:
+        assert res[-1][0] == "Dataflow" and res[-1][2] == pytest.approx(
+            rows["data"]["total_ns"] / 1e9, abs=1e-5)
+    # once a process: a second run warns no more
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eng.run(DataLoader(ds, batch_size=None), max_epochs=1)
+    assert eng.fired.count(Events.ITERATION_COMPLETED) == 8
 
 
 @pytest.mark.parametrize("make", [BasicTimeProfiler, HandlersTimeProfiler])

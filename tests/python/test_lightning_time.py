@@ -65,6 +65,21 @@ def test_keys_as_thunder_takes_them():
             TimeProfiler(*bad)
 
 
+def test_its_own_module_and_its_first_home_are_one_class():
+    """stepwatch.thunder holds it; stepwatch.lightning.TimeProfiler stays the same object, so
+    code and pickles naming either keep working."""
+    import pickle
+
+    import stepwatch.thunder
+    assert stepwatch.thunder.TimeProfiler is TimeProfiler
+    assert stepwatch.lightning.TimeProfiler is TimeProfiler
+    assert TimeProfiler.__module__ == "stepwatch.thunder"
+    assert "TimeProfiler" in stepwatch.lightning.__all__
+    assert stepwatch.thunder.__all__ == ["TimeProfiler"]
+    twin = pickle.loads(pickle.dumps(TimeProfiler("backward")))
+    assert type(twin) is TimeProfiler and twin.keys == sorted(DEFAULT + ["backward"])
+
+
 def test_a_logger_is_needed(tmp_path):
     t = trainer(tmp_path, logger=False, callbacks=[TimeProfiler()])
     with pytest.raises(MisconfigurationException, match="Cannot use TimeProfiler"):

@@ -217,3 +217,37 @@ def test_write_output_is_all_or_nothing(tmp_path):
     with pytest.raises(stepwatch.Error, match="is a directory"):
         stepwatch.write_output(str(tmp_path), "x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt"]
+
+
+def test_arguments_are_checked_never_wrapped():
+    """Issue 29 item 9: Python ints are refused, not wrapped to 32 bits, and a name with a NUL
+    is refused instead of sharing an id with every name that has the same start."""
+    for bad, exc in ((-1, ValueError), (2**32 + 3, OverflowError), (2**64, OverflowError)):
+        with pytest.raises(exc, match="warmup_steps"):
+            stepwatch.Profiler(warmup_steps=bad)
+        with pytest.raises(exc, match="max_depth"):
+            stepwatch.Profiler(max_depth=bad)
+    with pytest.raises(OverflowError, match="ring_capacity"):
+        stepwatch.Profiler(ring_capacity=2**33)
+    with pytest.raises(ValueError, match="ring_capacity"):
+        stepwatch.Profiler(ring_capacity=-5)
+    with pytest.raises(TypeError, match="warmup_steps"):
+        stepwatch.Profiler(warmup_steps="3")
+    p = stepwatch.Profiler(warmup_steps=3, max_depth=8)
+    with pytest.raises(ValueError, match="embedded null"):
+        p.action("a\0b")
+    with pytest.raises(ValueError, match="embedded null"):
+        p.phase("train\0x")
+    with pytest.raises(ValueError, match="embedded null"):
+        p.counter("loss\0", 1.0)
+    with pytest.raises(ValueError, match="embedded null"):
+        p.note("k\0", "v")
+    a, b = p.action("a"), p.action("ab")
+    assert a is not b
+    for _ in range(5):
+        with p.step(1):
+            with a:
+                pass
+    info = p.snapshot().info()
+    assert info["warmup_steps"] == 3 and info["steps"] == 5
+    p.close()

@@ -13,8 +13,9 @@ It fails on
   - a circle: files that call each other, directly or round a loop (or include each other);
   - an edge from one layer to another that src/layers.txt does not allow (a "public" layer
     may use only sw_ symbols of the others, never sw__, and include only include/);
-  - a C file in no layer, a layer whose path is gone, a circle in the table itself, or a
-    table line that src/README.md does not quote.
+  - a C file in no layer, a layer whose path is gone, a circle in the table itself, a
+    table line that src/README.md does not quote, or a file its folder's README does not
+    name (src/<layer>/README.md lists its files).
 Exit status 0 when all holds, 1 with one line per problem otherwise.
 """
 import os
@@ -198,6 +199,21 @@ def check(root, build, readme=True):
             else:
                 sources.append(rel)
 
+    # Every folder of the library has a README that names each of its files.
+    for name, path, _ in table:
+        folder = os.path.join(root, path)
+        if not (path.startswith("src/") and path.endswith("/") and os.path.isdir(folder)):
+            continue
+        readme_path = os.path.join(folder, "README.md")
+        if not os.path.isfile(readme_path):
+            problems.append(f"{path}README.md: missing (each folder's README lists its files)")
+            continue
+        with open(readme_path, encoding="utf-8") as f:
+            text = f.read()
+        for fn in sorted(os.listdir(folder)):
+            if fn.endswith((".c", ".h")) and fn not in text:
+                problems.append(f"{path}README.md: does not name {fn}")
+
     # Includes.
     include_graph = {}
     for rel in sources:
@@ -271,7 +287,7 @@ core     src/core/  ->
 """
 
 
-def make_tree(base, files, table=SELF_TABLE, readme=None):
+def make_tree(base, files, table=SELF_TABLE, readme=None, readme_leaves_out=()):
     root = os.path.join(base, "tree")
     build = os.path.join(base, "build")
     for rel, text in list(files.items()) + [("src/layers.txt", table),
@@ -283,6 +299,11 @@ def make_tree(base, files, table=SELF_TABLE, readme=None):
     with open(os.path.join(root, "src", "README.md"), "w", encoding="utf-8") as f:
         f.write(readme if readme is not None else "\n".join(table_lines(
             os.path.join(root, "src", "layers.txt"))) + "\n")
+    folders = {os.path.dirname(rel) for rel in files if rel.startswith("src/")}
+    for folder in folders:  # each folder's README names its files
+        names = sorted(os.path.basename(r) for r in files if os.path.dirname(r) == folder)
+        with open(os.path.join(root, folder, "README.md"), "w", encoding="utf-8") as f:
+            f.write("".join(f"- `{n}`\n" for n in names if n not in readme_leaves_out))
     for rel in files:
         if rel.endswith(".c"):
             obj = os.path.join(build, "CMakeFiles", "t.dir", rel + ".o")
@@ -330,6 +351,8 @@ CASES = [
      ["src/stray/s.c: in no layer of src/layers.txt"]),
     ("a new top folder the table does not know", {"ext/m.c": "void m(void) {}\n"}, {},
      ["ext/m.c: in no layer of src/layers.txt"]),
+    ("a folder README that does not name a file", {}, {"readme_leaves_out": ["top.h"]},
+     ["src/top/README.md: does not name top.h"]),
     ("a circle in the table", {}, {"table": SELF_TABLE.replace("src/core/  ->",
                                                                "src/core/  -> top")},
      ["table: a circle of layers: core -> top"]),

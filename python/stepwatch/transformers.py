@@ -1,0 +1,187 @@
+"""stepwatch.transformers — the Hugging Face Trainer, profiled by a TrainerCallback.
+
+    from stepwatch.transformers import Callback
+    trainer = Trainer(model=model, args=args, ..., callbacks=[Callback(run_file="run.db")])
+    trainer.train()       # the report at the end; stepwatch/* figures in every log
+
+The callback times the Trainer's loop with ``stepwatch.torch`` (the data wait, forward,
+loss, backward, optimizer and zero_grad of every step; under ``stepwatch run`` it joins the
+instrumentation already on), on the Trainer's own terms:
+
+- a training step is one of the Trainer's: it ends at ``on_step_end``, so the train steps
+  equal ``state.global_step`` (gradient accumulation: one step per update, an update whose
+  optimizer step was skipped too);
+- validation steps are the evaluation loop's batches (a batch is the step that consumes it);
+- every ``logging_steps`` the figures of the steps since the last log go into the Trainer's
+  logs (``stepwatch/samples_per_s``, ``stepwatch/step_ms`` and ``stepwatch/<category>_ms``,
+  the mean per step, and ``stepwatch/valid_samples_per_s`` after an evaluation): the
+  ``report_to`` loggers (TensorBoard, W&B, ...) and ``state.log_history`` get them;
+- at ``on_train_end`` the report (stderr, or ``output``) on the main process;
+- under DDP (a torch.distributed group of several ranks) the profiler joins
+  ``stepwatch.distributed``: rank 0's report ends with the cross-rank view, also kept in
+  ``callback.ranks`` (a RankView) and its run file.
+
+The loggers run as callbacks too, before the ones passed in ``callbacks=``; at
+``on_init_end`` this one moves itself ahead of them (right after the Trainer's
+DefaultFlowCallback), so what it adds to ``logs`` reaches them.
+"""
+import sys
+import warnings
+
+from transformers import TrainerCallback
+
+import stepwatch as _sw
+
+__all__ = ["Callback"]
+
+_CATEGORIES = ("data", "forward", "loss", "backward", "optimizer", "zero_grad")
+
+
+def _totals(records):
+    """Cumulative figures of one phase's rows: steps, samples, step ns, ns per category."""
+    out = {"steps": 0, "samples": 0, "step_ns": 0}
+    for c in _CATEGORIES:
+        out[c] = 0
+    for r in records:
+        if r["action"] == "step":
+            out["steps"] = r["count"] + r["warmup_count"]
+            out["samples"] = r["samples"]
+            out["step_ns"] = r["total_ns"] + r["warmup_total_ns"]
+        elif r["category"] in _CATEGORIES:
+            out[r["category"]] += r["self_ns"]
+    return out
+
+
+class Callback(TrainerCallback):
+    """A ``transformers.TrainerCallback`` that profiles the Trainer's steps (see the module).
+
+    ``profiler``: a stepwatch.Profiler to record into (default: the one ``stepwatch run``
+    instruments with, else a new one with ``run_file`` and ``warmup_steps``). ``format`` and
+    ``output``: the report at the end of training (``output=None``: stderr; ``report=False``:
+    none). ``prefix``: of the keys added to the Trainer's logs."""
+
+    def __init__(self, profiler=None, *, run_file=None, warmup_steps=0, format="table",
+                 output=None, report=True, prefix="stepwatch/"):
+        if format not in _sw.FORMATS and format != "md":
+            raise ValueError(f"Callback: unknown format {format!r} "
+                             f"(one of {', '.join(_sw.FORMATS)})")
+        self.profiler = profiler
+        self.run_file = run_file
+        self.warmup_steps = warmup_steps
+        self.format = format
+        self.output = output
+        self.report = report
+        self.prefix = prefix
+        self.report_text = None   # the last report written
+        self.ranks = None         # the cross-rank view (rank 0 under DDP)
+        self._inst = None         # the stepwatch.torch instrumentation in use
+        self._own_inst = False
+        self._own_profiler = False
+        self._watch = None
+        self._last = {}           # phase -> totals at the last log
+
+    # -- order: ahead of the report_to loggers --
+
+    def on_init_end(self, args, state, control, **kwargs):
+        # CallbackHandler.call_event is our caller: its list holds DefaultFlowCallback, the
+        # report_to loggers, the callbacks passed in, the progress bar, in that order.
+        handler = sys._getframe(1).f_locals.get("self")
+        callbacks = getattr(handler, "callbacks", None)
+        if isinstance(callbacks, list) and self in callbacks:
+            callbacks.remove(self)
+            first = 1 if callbacks and type(callbacks[0]).__name__ == "DefaultFlowCallback" else 0
+            callbacks.insert(first, self)
+
+    # -- the run --
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        import stepwatch.torch as swtorch
+        active = swtorch.instrumented()
+        if active is not None and (self.profiler is None or self.profiler is active.profiler):
+            self._inst, self._own_inst = active, False  # stepwatch run: join it
+            self.profiler = active.profiler
+        else:
+            if self.profiler is None or self.profiler.closed:
+                self.profiler = _sw.Profiler(name="transformers", run_file=self.run_file,
+                                             warmup_steps=self.warmup_steps)
+                self._own_profiler = True
+            if active is not None:
+                swtorch.uninstrument()
+            self._inst, self._own_inst = swtorch.instrument(self.profiler), True
+        self._inst.bound_steps(True)  # the Trainer's on_step_end ends the training steps
+        self._last = {phase: _totals(self.profiler.records(phase)) for phase in ("train", "valid")}
+        try:
+            import stepwatch.distributed as swdist
+            self._watch = swdist.watch_group(self.profiler, quiet=True)
+        except Exception as exc:  # no torch.distributed: one process
+            warnings.warn(f"stepwatch.transformers: no cross-rank view ({exc!r})",
+                          RuntimeWarning, stacklevel=2)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._inst is not None:
+            self._inst.step_end()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self._inst is None or logs is None or self.profiler.closed:
+            return
+        figures = self.figures()
+        if not figures:
+            return
+        logs.update(figures)
+        history = state.log_history
+        if history and history[-1].get("step") == state.global_step and \
+                all(history[-1].get(k) == v for k, v in logs.items() if k not in figures):
+            history[-1].update(figures)
+
+    def figures(self):
+        """The figures of the steps since the last call (per phase, the mean per step): the
+        keys the logs get."""
+        out = {}
+        for phase in ("train", "valid"):
+            now = _totals(self.profiler.records(phase))
+            last = self._last.get(phase) or {k: 0 for k in now}
+            self._last[phase] = now
+            steps = now["steps"] - last["steps"]
+            if steps <= 0:
+                continue
+            ns = now["step_ns"] - last["step_ns"]
+            samples = now["samples"] - last["samples"]
+            name = self.prefix if phase == "train" else self.prefix + "valid_"
+            if samples > 0 and ns > 0:
+                out[name + "samples_per_s"] = samples / (ns / 1e9)
+            out[name + "step_ms"] = ns / steps / 1e6
+            if phase == "train":
+                parts = 0
+                for c in _CATEGORIES:
+                    part = now[c] - last[c]
+                    parts += part
+                    out[f"{name}{c}_ms"] = part / steps / 1e6
+                out[name + "other_ms"] = max(ns - parts, 0) / steps / 1e6
+        return out
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._inst is None:
+            return
+        inst, self._inst = self._inst, None
+        inst.bound_steps(False)
+        if self._watch is not None:
+            import stepwatch.distributed as swdist
+            self.ranks = swdist.finish(self.profiler)
+            self._watch = None
+        if self._own_inst:
+            import stepwatch.torch as swtorch
+            if swtorch.instrumented() is inst:
+                swtorch.uninstrument()
+        if self.report and state.is_world_process_zero:
+            text = self.profiler.report(self.format, full_names=bool(self.output))
+            if self.ranks is not None:
+                text += "\n" + self.ranks.report(self.format if self.format in
+                                                 ("markdown", "md", "json") else "table")
+            self.report_text = text
+            if self.output:
+                _sw.write_output(self.output, text)
+            else:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+        if self._own_profiler:
+            self.profiler.close()  # completes the run file

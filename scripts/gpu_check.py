@@ -1,0 +1,582 @@
+"""gpu_check.py — the GPU check of device time (issue 31; docs/device.md, "GPU check").
+
+    python scripts/gpu_check.py [--out FILE.json] [--budget-s 330]
+
+One prepared run for a machine with one NVIDIA GPU, torch with CUDA, and stepwatch importable
+(scripts/gpu-check.sh installs a carried wheel with pip --no-index --no-deps --target). Each
+case runs in a subprocess of its own (a crash is a failed case, not a lost run), under a
+deadline for the whole run. Prints a table, writes JSON, exits 0 when every case passed, 1 when
+one failed; without a GPU it prints "no GPU: skipped" and exits 0.
+
+Cases (each names what it compares; figures in the JSON):
+  manual           device time per phase against torch.cuda.Event pairs at the same points,
+                   manual actions around known matmuls: within 5 %
+  instrument-*     the same under stepwatch.torch.instrument() with AdamW (foreach),
+                   AdamW(fused=True) and SGD: forward, loss, backward, optimizer, zero_grad
+  burst            20 GPU-bound steps, no synchronization: host launch time / GPU time, and
+                   every step timed afterwards
+  behind           300 steps with the GPU over 100 steps behind: every step timed
+  cost-*           a launch-bound step (MLP 256-1024-256-10, batch 64, AdamW) and a heavy one:
+                   bare, instrument(), instrument() with device time, torch.profiler
+                   (CPU + CUDA), blocks alternating, medians; device time's own added time
+                   <= 1 % of the launch-bound step and <= 1/10 of torch.profiler's
+  nvml             NVML's memory used (stepwatch) against nvidia-smi in the same moment
+  ro-*             torch.compile(mode="reduce-overhead"): a correct loop's losses equal
+                   without and with device time; a faulty loop raises the same RuntimeError
+                   with it as without, and the process lives
+  max-autotune     torch.compile(mode="max-autotune"): losses equal
+  manual-capture   a step captured by hand with torch.cuda.graph and replayed: losses equal,
+                   the capture inside a timed step counted, nothing failed
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
+         "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
+         "ro-faulty-timed", "manual-capture", "max-autotune"]
+TOLERANCE = 0.05
+DEV = "cuda"  # "cpu" under --cpu-smoke
+
+
+def S(n):
+    """A size: as written on the GPU, a sixteenth under --cpu-smoke (the CPU is slow)."""
+    return n if DEV == "cuda" else max(4, n // 16)
+
+
+def _pinned(t):
+    return t.pin_memory() if DEV == "cuda" else t
+
+
+def timed_profiler(stepwatch, **kw):
+    """A profiler with device time: torch's CUDA events, or fake ones under --cpu-smoke."""
+    return stepwatch.Profiler(device_time=True if DEV == "cuda" else _SmokeEvent, **kw)
+
+
+class _SmokeEvent:
+    """torch.cuda.Event's methods on the host clock, for --cpu-smoke (events reached at once)."""
+
+    def __init__(self, enable_timing=True):
+        self.at = None
+
+    def record(self, stream=None):
+        self.at = time.perf_counter_ns()
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) / 1e6
+
+
+def no_gpu_reason():
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any failure to import means no GPU check
+        return f"torch is not importable ({e})"
+    if not torch.cuda.is_available():
+        return "torch.cuda.is_available() is False"
+    return None
+
+
+# ---- helpers used inside a case's process ---------------------------------------------------
+
+def counters(prof):
+    return {c["name"]: c for c in prof.snapshot().info()["counters"]}
+
+
+def compare(device, reference, names):
+    """{name: (stepwatch ms, reference ms, relative difference)} and whether all agree (within
+    TOLERANCE, or 3 us for spans too short for a relative figure)."""
+    rows, ok = {}, True
+    for n in names:
+        sw = device.get(n)
+        ref = statistics.mean(reference[n]) if reference.get(n) else None
+        if sw is None or ref is None:
+            rows[n] = (sw, ref, None)
+            ok = False
+            continue
+        diff = abs(sw - ref) / ref if ref > 0 else 0.0
+        rows[n] = (round(sw, 4), round(ref, 4), round(diff, 4))
+        ok &= diff <= TOLERANCE or abs(sw - ref) <= 0.003
+    return rows, ok
+
+
+class Refs:
+    """torch.cuda.Event pairs recorded at the points stepwatch records its own."""
+
+    def __init__(self, torch):
+        self.torch, self.open, self.ms = torch, {}, {}
+
+    def begin(self, name):
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        self.open[name] = e
+
+    def end(self, name):
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        self.ms.setdefault(name, []).append((self.open.pop(name), e))
+
+    def resolve(self, skip=0):
+        self.torch.cuda.synchronize()
+        return {n: [a.elapsed_time(b) for a, b in pairs[skip:]] for n, pairs in self.ms.items()}
+
+
+def device_ms(prof, phase="train"):
+    return {k.split("/", 1)[1]: v["mean"] / 1e6 for k, v in counters(prof).items()
+            if k.startswith(f"device:{phase}/")}
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+def case_manual(torch, stepwatch):
+    a = torch.randn(S(2048), S(2048), device=DEV)
+    host = _pinned(torch.randn(S(64), S(1024), S(1024)))
+    prof = timed_profiler(stepwatch, warmup_steps=2)
+    acts = {n: prof.action(n) for n in ("data", "forward", "backward", "optimizer")}
+    work = {"data": lambda: host.to(DEV, non_blocking=True),
+            "forward": lambda: [a @ a for _ in range(4)],
+            "backward": lambda: [a @ a for _ in range(8)],
+            "optimizer": lambda: [a @ a for _ in range(2)]}
+    refs = Refs(torch)
+    with prof.phase("train"):
+        for _ in range(22):
+            with prof.step(1):
+                for name, act in acts.items():
+                    with act:
+                        refs.begin(name)
+                        work[name]()
+                        refs.end(name)
+    ref = refs.resolve(skip=2)
+    with prof.step(0):
+        pass
+    rows, ok = compare(device_ms(prof), ref, list(acts))
+    info = prof.device_time_info()
+    prof.close()
+    return ok and not info["failed"], {"phases_ms_sw_ref_diff": rows, "info": info}
+
+
+def _mlp(torch, widths):
+    layers = []
+    for i in range(len(widths) - 1):
+        layers += [torch.nn.Linear(widths[i], widths[i + 1]), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1]).to(DEV)
+
+
+def case_instrument(torch, stepwatch, which):
+    import stepwatch.torch as swtorch
+    torch.manual_seed(0)
+    model = _mlp(torch, [S(2048), S(4096), S(4096), S(2048)])
+    params = model.parameters()
+    opt = {"adamw": lambda: torch.optim.AdamW(params, foreach=True),
+           "adamw-fused": lambda: torch.optim.AdamW(params, fused=True),
+           "sgd": lambda: torch.optim.SGD(params, lr=1e-3, momentum=0.9)}[which]()
+    refs = Refs(torch)
+    model.register_forward_pre_hook(lambda *a: refs.begin("forward"))
+    model.register_forward_hook(lambda *a: refs.end("forward"))
+    opt.register_step_pre_hook(lambda *a: refs.begin("optimizer"))
+    opt.register_step_post_hook(lambda *a: refs.end("optimizer"))
+    x, y = torch.randn(S(1024), S(2048), device=DEV), torch.randn(S(1024), S(2048), device=DEV)
+    prof = timed_profiler(stepwatch, warmup_steps=2)
+    with swtorch.instrument(prof):
+        for _ in range(22):
+            out = model(x)
+            refs.begin("loss")
+            loss = torch.nn.functional.mse_loss(out, y)
+            refs.end("loss")
+            refs.begin("zero_grad")
+            opt.zero_grad(set_to_none=False)  # kernels to time, inside the step
+            refs.end("zero_grad")
+            refs.begin("backward")
+            loss.backward()
+            refs.end("backward")
+            opt.step()  # its end is the step's
+    ref = refs.resolve(skip=2)
+    with prof.step(0):
+        pass
+    dev = device_ms(prof)
+    rows, ok = compare(dev, ref, ["forward", "loss", "backward", "optimizer", "zero_grad"])
+    info = prof.device_time_info()
+    prof.close()
+    return ok and not info["failed"], {"phases_ms_sw_ref_diff": rows, "info": info}
+
+
+def case_burst(torch, stepwatch):
+    a = torch.randn(S(4096), S(4096), device=DEV)
+    torch.cuda.synchronize()
+    prof = timed_profiler(stepwatch)
+    fwd = prof.action("forward")
+    start, gpu0 = time.perf_counter(), torch.cuda.Event(enable_timing=True)
+    gpu1 = torch.cuda.Event(enable_timing=True)
+    gpu0.record()
+    with prof.phase("train"):
+        for _ in range(20):
+            with prof.step(1):
+                with fwd:
+                    for _ in range(8):
+                        a @ a
+    host_s = time.perf_counter() - start
+    gpu1.record()
+    torch.cuda.synchronize()
+    gpu_s = gpu0.elapsed_time(gpu1) / 1e3
+    with prof.step(0):
+        pass
+    info = prof.device_time_info()
+    prof.close()
+    share = host_s / gpu_s
+    return (share < 0.2 and info["steps_timed"] == 20 and not info["failed"],
+            {"host_s": host_s, "gpu_s": gpu_s, "host_share": share, "info": info})
+
+
+def case_behind(torch, stepwatch):
+    a = torch.randn(S(4096), S(4096), device=DEV)
+    prof = timed_profiler(stepwatch)
+    fwd = prof.action("forward")
+    with prof.phase("train"):
+        for _ in range(300):
+            with prof.step(1):
+                with fwd:
+                    a @ a
+    during = prof.device_time_info()
+    torch.cuda.synchronize()
+    with prof.step(0):
+        pass
+    info = prof.device_time_info()
+    prof.close()
+    return (info["steps_timed"] == 300 and during["most_behind"] >= 100 and
+            info["sample_every"] == 1, {"during": during, "after": info})
+
+
+def case_nvml(torch, stepwatch):
+    from stepwatch.devicestats import DeviceStats
+    keep = torch.empty(1 << 30, dtype=torch.uint8, device=DEV)  # 1 GiB in use
+    torch.cuda.synchronize()
+    uuid = str(getattr(torch.cuda.get_device_properties(0), "uuid", ""))
+    stats = DeviceStats(extra_stats=True)
+    mine = stats.read().get("gpu0.memory_used_bytes")
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=uuid,memory.used", "--format=csv,noheader,"
+                          "nounits"], capture_output=True, text=True, timeout=30).stdout
+    theirs = None
+    for line in smi.strip().splitlines():
+        u, used = [s.strip() for s in line.split(",")]
+        if theirs is None or (uuid and uuid in u):
+            theirs = float(used) * 2**20
+    del keep
+    ok = mine is not None and theirs is not None and abs(mine - theirs) <= max(0.02 * theirs,
+                                                                               64 * 2**20)
+    return ok, {"stepwatch_mib": mine and mine / 2**20, "nvidia_smi_mib": theirs and theirs / 2**20,
+                "gpu_error": stats.gpu_error}
+
+
+def _cost(torch, stepwatch, widths, batch, steps, rounds):
+    import stepwatch.torch as swtorch
+    torch.manual_seed(0)
+    model = _mlp(torch, widths)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(batch, widths[0], device=DEV)
+    y = torch.randint(0, widths[-1], (batch,), device=DEV)
+
+    def block():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / steps
+
+    plain_prof = stepwatch.Profiler()
+    timed_prof = timed_profiler(stepwatch)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+
+    def instrumented(prof):
+        with swtorch.instrument(prof):
+            return block()
+
+    def profiled():
+        with torch.profiler.profile(activities=activities):
+            return block()
+
+    configs = {"bare": block, "instrument": lambda: instrumented(plain_prof),
+               "device_time": lambda: instrumented(timed_prof), "torch_profiler": profiled}
+    for run in configs.values():  # warm-up of each
+        run()
+    times = {k: [] for k in configs}
+    for _ in range(rounds):
+        for k, run in configs.items():
+            times[k].append(run())
+    med = {k: statistics.median(v) for k, v in times.items()}
+    bare = med["bare"]
+    added = {k: (v - bare) / bare for k, v in med.items()}
+    own = (med["device_time"] - med["instrument"]) / bare  # device time's own cost
+    prof_added = added["torch_profiler"]
+    figures = {"step_ms": {k: v * 1e3 for k, v in med.items()},
+               "added_percent": {k: 100 * v for k, v in added.items()},
+               "device_time_own_percent": 100 * own,
+               "device_time_own_over_profiler": own / prof_added if prof_added > 0 else None,
+               "info": timed_prof.device_time_info()}
+    plain_prof.close()
+    timed_prof.close()
+    return own <= 0.01 and (prof_added <= 0 or own <= 0.1 * prof_added), figures
+
+
+def _compiled_losses(torch, stepwatch, mode, timed, steps=12, faulty=False):
+    """Losses of a small training loop compiled with mode; under instrument() with device time
+    when timed. faulty: keeps the previous output across runs (what CUDA graph trees forbid):
+    the errors caught are returned instead."""
+    import stepwatch.torch as swtorch
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _mlp(torch, [256, 512, 10])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step_fn = torch.compile(model, mode=mode)
+    x = torch.randn(64, 256, device=DEV)
+    y = torch.randint(0, 10, (64,), device=DEV)
+    prof = timed_profiler(stepwatch) if timed else None
+    if prof is not None:
+        swtorch.instrument(prof)
+    losses, caught, prev = [], [], None
+    try:
+        for _ in range(steps):
+            try:
+                if not faulty and mode == "reduce-overhead":
+                    torch.compiler.cudagraph_mark_step_begin()
+                out = step_fn(x)
+                if faulty and prev is not None:
+                    out = out + prev  # the previous run's output: overwritten by now
+                loss = torch.nn.functional.cross_entropy(out, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                prev = out if faulty else None
+                if faulty:  # torch's documented example: y1 read after a second run
+                    with torch.no_grad():
+                        y1 = step_fn(x)
+                        step_fn(x)
+                        losses.append(float(y1.sum()))
+            except RuntimeError as e:
+                caught.append(f"{type(e).__name__}: {str(e).splitlines()[0]}")
+                prev = None
+    finally:
+        info = None
+        if prof is not None:
+            swtorch.uninstrument()
+            info = prof.device_time_info()
+            prof.close()
+    return losses, caught, info
+
+
+def case_compiled_equal(torch, stepwatch, mode):
+    plain, plain_caught, _ = _compiled_losses(torch, stepwatch, mode, timed=False)
+    timed, timed_caught, info = _compiled_losses(torch, stepwatch, mode, timed=True)
+    equal = len(plain) == len(timed) and all(abs(a - b) <= 1e-5 * max(1, abs(a))
+                                             for a, b in zip(plain, timed))
+    return (equal and not plain_caught and not timed_caught and not info["failed"],
+            {"losses_plain": plain, "losses_timed": timed, "caught": timed_caught, "info": info})
+
+
+def case_ro_faulty(torch, stepwatch, timed):
+    losses, caught, info = _compiled_losses(torch, stepwatch, "reduce-overhead", timed=timed,
+                                            steps=8, faulty=True)
+    return True, {"losses": losses, "caught": caught, "info": info}
+
+
+def case_manual_capture(torch, stepwatch):
+    def run(timed):
+        torch.manual_seed(0)
+        model = _mlp(torch, [256, 512, 10])
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True)
+        x = torch.randn(64, 256, device=DEV)
+        y = torch.randint(0, 10, (64,), device=DEV)
+        prof = timed_profiler(stepwatch) if timed else None
+        acts = [prof.action(n) for n in ("forward", "backward")] if timed else []
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up on a side stream, as torch's docs do
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        losses = []
+        with (prof.phase("train") if timed else _null()):
+            # the capture inside a timed step, a span marked while it captures
+            with (prof.step(1) if timed else _null()):
+                with torch.cuda.graph(graph):
+                    static_loss = torch.nn.functional.cross_entropy(model(x), y)
+                    with (acts[1] if timed else _null()):
+                        static_loss.backward()
+                    opt.step()
+            for _ in range(10):
+                with (prof.step(1) if timed else _null()):
+                    with (acts[0] if timed else _null()):
+                        graph.replay()
+                    losses.append(static_loss.item())
+        info = None
+        if timed:
+            torch.cuda.synchronize()
+            with prof.step(0):
+                pass
+            info = prof.device_time_info()
+            prof.close()
+        return losses, info
+
+    plain, _ = run(False)
+    timed, info = run(True)
+    return (plain == timed and not info["failed"] and info["steps_timed"] >= 9,
+            {"losses_plain": plain, "losses_timed": timed, "info": info})
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_case(name):
+    import torch
+    import stepwatch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if name == "manual":
+        return case_manual(torch, stepwatch)
+    if name.startswith("instrument-"):
+        return case_instrument(torch, stepwatch, name.split("-", 1)[1])
+    if name == "burst":
+        return case_burst(torch, stepwatch)
+    if name == "behind":
+        return case_behind(torch, stepwatch)
+    if name == "nvml":
+        return case_nvml(torch, stepwatch)
+    if name == "cost-launch-bound":
+        return _cost(torch, stepwatch, [256, 1024, 256, 10], 64, 25 if DEV == "cuda" else 2,
+                     8 if DEV == "cuda" else 1)
+    if name == "cost-heavy":
+        return _cost(torch, stepwatch, [S(4096), S(8192), S(8192), S(4096)], S(2048), 5, 3)
+    if name == "ro-correct":
+        return case_compiled_equal(torch, stepwatch, "reduce-overhead")
+    if name == "ro-faulty-plain":
+        return case_ro_faulty(torch, stepwatch, timed=False)
+    if name == "ro-faulty-timed":
+        return case_ro_faulty(torch, stepwatch, timed=True)
+    if name == "max-autotune":
+        return case_compiled_equal(torch, stepwatch, "max-autotune")
+    if name == "manual-capture":
+        return case_manual_capture(torch, stepwatch)
+    raise SystemExit(f"gpu_check: no case {name!r}")
+
+
+def cpu_smoke():
+    """Every case that can run on the CPU, with CUDA's calls stood in for: proves the script
+    runs to its end (the figures mean nothing here). Exit 1 when a case raised."""
+    global DEV
+    import torch
+    DEV = "cpu"
+    torch.cuda.Event = _SmokeEvent
+    torch.cuda.synchronize = lambda *a: None
+    bad = []
+    names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
+        "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
+        "ro-correct", "ro-faulty-timed"]
+    for name in names:
+        try:
+            ok, figures = run_case(name)
+            print(f"smoke {name}: ran ({'ok' if ok else 'not ok on the CPU'}) "
+                  f"{json.dumps(figures, default=str)[:200]}", flush=True)
+        except Exception as e:  # noqa: BLE001 - the point is to report it
+            import traceback
+            traceback.print_exc()
+            bad.append(name)
+            print(f"smoke {name}: RAISED {type(e).__name__}: {e}", flush=True)
+    print("gpu-check smoke: " + ("every case ran" if not bad else f"raised: {bad}"))
+    return 1 if bad else 0
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="gpu-check.json")
+    ap.add_argument("--budget-s", type=float, default=330, help="the whole run's deadline")
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # one case, in this process
+    ap.add_argument("--cpu-smoke", action="store_true",
+                    help="run the cases that can run on the CPU, in this process, with fake "
+                         "events: a check of this script itself, without a GPU")
+    args, _ = ap.parse_known_args()
+    if args.cpu_smoke:
+        return cpu_smoke()
+    if args.case:
+        ok, figures = run_case(args.case)
+        print("GPU_CHECK_RESULT " + json.dumps({"ok": bool(ok), "figures": figures}, default=str))
+        return 0
+    reason = no_gpu_reason()
+    if reason is not None:
+        print(f"gpu-check: no GPU: skipped ({reason})")
+        with open(args.out, "w") as f:
+            json.dump({"skipped": reason}, f)
+        return 0
+    import torch
+    import stepwatch
+    env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "python": sys.version.split()[0],
+           "stepwatch": getattr(stepwatch, "__version__", "?"), "stepwatch_path": stepwatch.__file__}
+    print(f"gpu-check on {env['device']} (torch {env['torch']}, CUDA {env['cuda']})", flush=True)
+    deadline = time.monotonic() + args.budget_s
+    results = {}
+    for name in CASES:
+        left = deadline - time.monotonic()
+        if left < 15:
+            results[name] = {"ok": False, "note": "not run: the run's time budget was spent"}
+            continue
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", name],
+                                  capture_output=True, text=True, timeout=min(left, 150))
+            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("GPU_CHECK_RESULT ")]
+            if proc.returncode == 0 and line:
+                results[name] = json.loads(line[-1].split(" ", 1)[1])
+            else:
+                results[name] = {"ok": False, "note": f"exit {proc.returncode}",
+                                 "stderr": proc.stderr[-3000:]}
+        except subprocess.TimeoutExpired as e:
+            results[name] = {"ok": False, "note": "timed out",
+                             "stderr": (e.stderr or b"")[-3000:].decode("utf-8", "replace")
+                             if isinstance(e.stderr, bytes) else str(e.stderr)[-3000:]}
+        results[name]["seconds"] = round(time.monotonic() - t0, 1)
+        print(f"  {name:24s} {'ok' if results[name]['ok'] else 'FAILED':7s} "
+              f"{results[name]['seconds']:6.1f} s", flush=True)
+    # The faulty reduce-overhead loop: the same errors and losses with device time as without.
+    plain, timed = results.get("ro-faulty-plain", {}), results.get("ro-faulty-timed", {})
+    if plain.get("figures") and timed.get("figures"):
+        same = (plain["figures"]["caught"] == timed["figures"]["caught"] and
+                plain["figures"]["losses"] == timed["figures"]["losses"])
+        timed["ok"] = same
+        timed["note"] = ("differs from the plain run" if not same else
+                         "the same RuntimeErrors, the same losses" if plain["figures"]["caught"]
+                         else "the same losses; torch raised nothing here (inconclusive)")
+    print()
+    print(f"{'case':24s} {'result':7s} figures")
+    for name, r in results.items():
+        fig = json.dumps(r.get("figures", r.get("note", "")), default=str)
+        print(f"{name:24s} {'ok' if r['ok'] else 'FAILED':7s} {fig[:300]}")
+    with open(args.out, "w") as f:
+        json.dump({"environment": env, "results": results}, f, indent=1, default=str)
+    failed = [n for n, r in results.items() if not r["ok"]]
+    print(f"\ngpu-check: {len(results) - len(failed)} of {len(results)} passed"
+          + (f"; failed: {', '.join(failed)}" if failed else "") + f"; JSON in {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The HTML report's interactions, driven in real headless Chromium: a script added to a copy
+of the page moves the mouse over the charts, drags across the step chart, presses Reset and
+the axis switch (real DOM events into the page's own code), and writes what it saw into the
+page, which --dump-dom returns. Also the comparison page of two runs (CLI and Python)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import stepwatch
+
+DRIVE = r"""
+<script>
+window.addEventListener("load", function () {
+  var out = { steps: [] };
+  function chart(id) { return document.querySelector('svg[data-chart="' + id + '"]'); }
+  function fire(target, type, x, y) {
+    target.dispatchEvent(new MouseEvent(type, { bubbles: true, cancelable: true, clientX: x, clientY: y }));
+  }
+  function at(id, frac) {
+    var hit = chart(id).querySelector("rect.hit"), r = hit.getBoundingClientRect();
+    return [hit, r.left + frac * r.width, r.top + r.height / 2];
+  }
+  function hover(id, frac) {
+    var h = at(id, frac);
+    fire(h[0], "mousemove", h[1], h[2]);
+    var tip = document.getElementById("sw-tip");
+    return { text: tip.textContent, shown: tip.style.display === "block" };
+  }
+  function labels(id) {
+    return [].map.call(chart(id).querySelectorAll("text.tick"), function (t) { return t.textContent; });
+  }
+  var box = document.querySelector("div.steps");
+  out.hoverStep = hover("step-time", 0.5);
+  out.hoverBreakdown = hover("breakdown", 0.2);
+  out.ticksBefore = labels("step-time");
+  var a = at("step-time", 0.25), b = at("step-time", 0.5);
+  fire(a[0], "mousedown", a[1], a[2]);
+  fire(a[0], "mousemove", b[1], b[2]);
+  fire(a[0], "mouseup", b[1], b[2]);
+  out.zoom = box.getAttribute("data-zoom");
+  out.ticksZoomed = labels("step-time");
+  out.resetEnabled = !document.querySelector('button[data-action="reset-zoom"]').disabled;
+  out.hoverZoomed = hover("step-time", 0.5);
+  document.querySelector('button[data-action="reset-zoom"]').click();
+  out.zoomAfterReset = box.getAttribute("data-zoom");
+  out.ticksAfterReset = labels("step-time");
+  document.querySelector('button[data-axis="time"]').click();
+  out.axis = box.getAttribute("data-axis");
+  out.xlabelTime = [].map.call(chart("step-time").querySelectorAll("text"), function (t) { return t.textContent; });
+  out.hoverTime = hover("step-time", 0.5);
+  out.ticksTime = labels("step-time");
+  out.error = document.getElementById("sw-error").textContent;
+  var pre = document.createElement("pre");
+  pre.id = "sw-drive";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def chromium():
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
+
+
+def dump(page, width=1400):
+    args = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            f"--window-size={width},3000", "--enable-logging=stderr", "--v=0", "--dump-dom",
+            page.as_uri()]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line for line in proc.stderr.splitlines() if ":CONSOLE" in line] == []
+    return proc.stdout
+
+
+def unescape(text):
+    return (text.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+            .replace("&amp;", "&"))
+
+
+def record(path, name, forward_s, steps=40):
+    p = stepwatch.Profiler(name=name, run_file=str(path), warmup_steps=2, live=False)
+    data, fwd = p.action("data"), p.action("forward")
+    for epoch in range(2):
+        with p.phase("train"):
+            for _ in range(steps):
+                with p.step(16):
+                    with data:
+                        time.sleep(0.0005)
+                    with fwd:
+                        time.sleep(forward_s)
+        with p.phase("valid"):
+            for _ in range(steps // 4):
+                with p.step(16):
+                    with fwd:
+                        time.sleep(forward_s / 2)
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("interact")
+    a, b = d / "a.db", d / "b.db"
+    record(a, "baseline", 0.001)
+    record(b, "slower-forward", 0.003)
+    return d, a, b
+
+
+def test_hover_zoom_reset_and_axis_switch(runs, tmp_path):
+    d, a, _ = runs
+    html = d / "a.html"
+    stepwatch.html(a, html)
+    page = tmp_path / "drive.html"
+    page.write_text(html.read_text().replace("</body>", DRIVE + "</body>"))
+    found = re.search(r'<pre id="sw-drive">(.*?)</pre>', dump(page), re.S)
+    assert found
+    out = json.loads(unescape(found.group(1)))
+    assert out["error"] == ""
+    # Hover: the step range, its time, each phase's figures; each category on the breakdown.
+    hs = out["hoverStep"]
+    assert hs["shown"] and re.search(r"steps? \d+", hs["text"]) and "since the start" in hs["text"]
+    assert re.search(r"(train|valid): median \d", hs["text"]), hs
+    hb = out["hoverBreakdown"]["text"]
+    assert "data " in hb and "forward " in hb and "step (mean)" in hb, hb
+    # Brush: a quarter to a half of the chart becomes the whole axis; reset restores it.
+    lo, hi = (int(v) for v in out["zoom"].split(","))
+    total = 2 * (40 + 10)
+    assert 0.15 * total <= lo < hi <= 0.6 * total, out["zoom"]
+    assert out["resetEnabled"] and out["ticksZoomed"] != out["ticksBefore"]
+    shown = [int(t.replace(",", "")) for t in out["ticksZoomed"] if t.isdigit()]
+    assert shown and all(lo - 1 <= t <= hi + 1 for t in shown), (shown, lo, hi)
+    assert out["hoverZoomed"]["shown"]
+    assert out["zoomAfterReset"] == "" and out["ticksAfterReset"] == out["ticksBefore"]
+    # Axis switch: wall time in the labels and the tooltip.
+    assert out["axis"] == "time"
+    assert "wall time since the start" in out["xlabelTime"]
+    assert any(t.endswith(" ms") or t.endswith(" s") for t in out["ticksTime"]), out["ticksTime"]
+    assert out["hoverTime"]["shown"] and "since the start" in out["hoverTime"]["text"]
+
+
+def data_of(text):
+    return json.loads(text.split('<script type="application/json" id="sw-data">', 1)[1]
+                      .split("</script>", 1)[0])
+
+
+def test_populations_and_glance(runs):
+    d, a, _ = runs
+    html = d / "a.html"
+    stepwatch.html(a, html)
+    doc = data_of(html.read_text())
+    hists = {h["phase"]: h for h in doc["step_hists"]}
+    assert set(hists) == {"train", "valid"}
+    assert hists["train"]["steps"] == 2 * 40 - 2 * 2 or hists["train"]["steps"] == 2 * 40 - 2
+    assert sum(b[2] for b in hists["train"]["hist"]["buckets"]) == hists["train"]["steps"]
+    assert all(a["phase"] not in ("all", "none") for a in doc["actions"] if "hist" in a)
+    train = next(b for b in doc["breakdown"] if b["phase"] == "train")
+    k = doc["categories"].index("forward")
+    assert 0.8e6 < train["category_ns"][k] < 5e6  # a 1 ms sleep
+    assert train["samples_per_s"] > 0
+    assert abs(sum(train["category_ns"]) - train["step_ns"]) < 0.05 * train["step_ns"]
+
+
+@pytest.mark.parametrize("how", ["python", "cli"])
+def test_comparison_page(runs, tmp_path, how):
+    d, a, b = runs
+    out = tmp_path / "cmp.html"
+    if how == "python":
+        stepwatch.html([a, b], out)
+    else:
+        exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
+        subprocess.run([exe, "html", str(a), str(b), "-o", str(out)], check=True, timeout=120)
+    text = out.read_text()
+    doc = data_of(text)
+    assert doc["run"]["name"] == "baseline" and doc["other"]["run"]["name"] == "slower-forward"
+    fwd = [r for r in doc["compare"]["rows"] if r["action"] == "forward" and r["phase"] == "train"]
+    assert fwd and fwd[0]["verdict"] == "slower"
+    dom = unescape(dump(out))
+    assert 'data-rendered="1"' in dom and '<div id="sw-error"></div>' in dom
+    assert dom.count('data-chart="glance-train"') == 2  # side by side
+    assert 'data-chart="hist-compare"' in dom and 'data-series="new"' in dom
+    assert 'data-table="verdicts"' in dom and ">slower<" in dom
+
+
+def test_two_runs_bad_usage(runs, tmp_path):
+    d, a, _ = runs
+    with pytest.raises(ValueError, match="two run files"):
+        stepwatch.html([a, a, a], tmp_path / "x.html")
+    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
+    proc = subprocess.run([exe, "html", str(a), str(a), str(a), "-o", str(tmp_path / "x.html")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "two to compare" in proc.stderr
+
+
+def test_ranks_heatmap(tmp_path):
+    """Three ranks' files merged: the page's ranks x categories heatmap, rank 2 the slow one."""
+    paths = []
+    for rank in range(3):
+        path = tmp_path / f"rank{rank}.db"
+        p = stepwatch.Profiler(name="ddp", run_file=str(path), rank=rank, world_size=3,
+                               warmup_steps=1, live=False)
+        fwd = p.action("forward")
+        with p.phase("train"):
+            for _ in range(12):
+                with p.step(8):
+                    with fwd:
+                        time.sleep(0.02 if rank == 2 else 0.001)
+        p.close()
+        paths.append(str(path))
+    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
+    merged = tmp_path / "all.db"
+    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
+                   timeout=120)
+    out = tmp_path / "ranks.html"
+    stepwatch.html(merged, out)
+    doc = data_of(out.read_text())
+    per = {r[0]: r for r in doc["ranks"]["per_rank"]}
+    assert sorted(per) == [0, 1, 2] and all(r[1] == 11 for r in per.values())
+    k = 3 + doc["categories"].index("forward")  # [rank, steps, step, categories...]
+    assert per[2][k] > 2 * per[0][k] and per[2][k] > 2 * per[1][k]
+    dom = unescape(dump(out))
+    assert 'data-chart="rank-heatmap"' in dom
+    assert dom.count('data-rank="2"') >= 2  # the step and forward cells
