@@ -412,8 +412,11 @@ static void Scope_dealloc(ScopeObject *self) {
 }
 
 static PyMethodDef Scope_methods[] = {
-    {"__enter__", (PyCFunction)Scope_enter, METH_NOARGS, "Start the span; returns its name."},
+    {"__enter__", (PyCFunction)Scope_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\n"
+     "Start the span; returns its name."},
     {"__exit__", (PyCFunction)(void (*)(void))Scope_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\n"
      "Stop the span; the exception, if any, passes through."},
     {NULL, NULL, 0, NULL},
 };
@@ -629,27 +632,35 @@ static void Spans_dealloc(SpansObject *self) {
 
 static PyMethodDef Spans_methods[] = {
     {"start", (PyCFunction)(void (*)(void))Spans_start, METH_FASTCALL,
-     "start(name, *ignored): begin a span of name."},
+     "start($self, name, /, *ignored)\n--\n\n"
+     "Begin a span of name."},
     {"stop", (PyCFunction)(void (*)(void))Spans_stop, METH_FASTCALL,
-     "stop(name, *ignored): end the open span of name."},
+     "stop($self, name, /, *ignored)\n--\n\n"
+     "End the open span of name."},
     {"profile", (PyCFunction)Spans_profile, METH_O,
-     "profile(name): a context manager timing its block as a span of name (Lightning's "
-     "Profiler.profile)."},
+     "profile($self, name, /)\n--\n\n"
+     "A context manager timing its block as a span of name (Lightning's Profiler.profile)."},
     {"batch", (PyCFunction)(void (*)(void))Spans_batch, METH_FASTCALL | METH_KEYWORDS,
-     "batch(function, batch, *args, **kwargs): function(batch, *args, **kwargs), after giving "
-     "the open step the batch's size."},
+     "batch($self, /, function, batch, *args, **kwargs)\n--\n\n"
+     "Function(batch, *args, **kwargs), after giving the open step the batch's size."},
     {"timed", (PyCFunction)(void (*)(void))Spans_timed, METH_FASTCALL | METH_KEYWORDS,
-     "timed(name, function, *args, **kwargs): function(*args, **kwargs) as a span of name."},
+     "timed($self, /, name, function, *args, **kwargs)\n--\n\n"
+     "Function(*args, **kwargs) as a span of name."},
     {"start_at", (PyCFunction)(void (*)(void))Spans_start_at, METH_FASTCALL,
-     "start_at(name, t_ns): start(name) at a time read earlier (stepwatch.now_ns)."},
+     "start_at($self, name, t_ns, /)\n--\n\n"
+     "Start(name) at a time read earlier (stepwatch.now_ns)."},
     {"record", (PyCFunction)(void (*)(void))Spans_record, METH_FASTCALL,
-     "record(name, start_ns, end_ns): a whole span of name timed earlier."},
+     "record($self, name, start_ns, end_ns, /)\n--\n\n"
+     "A whole span of name timed earlier."},
     {"close", (PyCFunction)Spans_close, METH_NOARGS,
-     "close(): end the open step, its phase and an epoch left open."},
+     "close($self, /)\n--\n\n"
+     "End the open step, its phase and an epoch left open."},
     {"durations", (PyCFunction)Spans_durations, METH_O,
-     "durations(name) -> list of the last `keep` durations of name in seconds, oldest first."},
+     "durations($self, name, /)\n--\n\n"
+     "-> list of the last `keep` durations of name in seconds, oldest first."},
     {"names", (PyCFunction)Spans_names, METH_NOARGS,
-     "names() -> the names with durations, in the order first seen."},
+     "names($self, /)\n--\n\n"
+     "-> the names with durations, in the order first seen."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -664,8 +675,10 @@ static PyMemberDef Spans_members[] = {
 };
 
 static PyType_Slot Spans_slots[] = {
-    {Py_tp_doc, "Spans(profiler, classify, keep=1000): spans started and stopped by name "
-                "(Lightning's Profiler.start/stop) in C; see python/_stepwatch/_spans.c."},
+    {Py_tp_doc,
+     "Spans(profiler, classify, keep=1000)\n--\n\n"
+     "Spans started and stopped by name (Lightning's Profiler.start/stop) in C; "
+     "see python/_stepwatch/_spans.c."},
     {Py_tp_new, Spans_new},
     {Py_tp_methods, Spans_methods},
     {Py_tp_members, Spans_members},

@@ -71,6 +71,7 @@ typedef struct {
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
+    PyObject *on_new_profiler; /* _watch_profilers(callback): stepwatch.autorun's, or NULL */
 } module_state;
 
 static inline module_state *sw_py_state_of_module(PyObject *module) {
@@ -83,6 +84,9 @@ module_state *sw_py_state_of_type(PyTypeObject *tp);
 
 /* The type specs, one per type; _stepwatch.c makes the types from them at module exec. */
 extern PyType_Spec sw_py_profiler_spec; /* _profiler.c */
+/* _watch_profilers(callback or None): callback(None) before each Profiler is made, then
+ * callback(profiler) (_profiler.c; stepwatch.autorun hands its run to the program's). */
+PyObject *sw_py_watch_profilers(PyObject *module, PyObject *callback);
 extern PyType_Spec sw_py_action_spec;   /* _actions.c */
 extern PyType_Spec sw_py_prebound_spec;
 extern PyType_Spec sw_py_timed_spec;
