@@ -2,7 +2,7 @@
 #   make demo   build everything and run the main job: a real C training run, profiled
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
 #   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
-#   make wheel  dist/: an sdist that builds with only a compiler, a manylinux wheel
+#   make wheel  dist/: an sdist that builds with only a compiler, manylinux2014 wheels (zig cc)
 #   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
 #               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (make test runs 3 s each)
@@ -80,8 +80,10 @@ bench: build venv
 gpu-check:
 	@scripts/gpu-check.sh $(WHEEL)
 
-# The release files in dist/: an sdist carrying SQLite, a manylinux wheel (scripts/wheel.sh).
-wheel: deps-test
+# The release files in dist/: an sdist carrying SQLite, manylinux2014 wheels (scripts/wheel.sh):
+# only the build tools (a venv of its own), not the test environment.
+wheel:
+	@scripts/deps.sh wheel
 	@scripts/wheel.sh dist
 
 clean:

@@ -201,22 +201,57 @@ static int before(const struct timespec *a, const struct timespec *b) {
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+/* Was path, a regular file, made or changed since `since`? */
+static int written_since(const char *path, const struct timespec *since) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && !before(&st.st_mtim, since);
+}
+
+/* The run files the program named itself (run_file=...): the paths the core appended to
+ * the list (STEPWATCH_RUN_FILE_LIST, one a line), less the pattern's (printed already) and
+ * repeats. */
+static void report_listed(const char *list, const char *pattern, const struct timespec *since,
+                          size_t *shown) {
+    FILE *f = list ? fopen(list, "r") : NULL;
+    char text[16384]; /* a list longer than this is a courtesy cut short */
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    char *lines[256];
+    size_t count = 0;
+    for (char *line = text, *next; *line && count < 256; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        int repeat = 0;
+        for (size_t i = 0; i < count && !repeat; i++)
+            repeat = strcmp(lines[i], line) == 0;
+        if (repeat || line[0] == '\0' || is_run_file_of(pattern, line) ||
+            !written_since(line, since))
+            continue;
+        lines[count++] = line;
+        fprintf(stderr, "%s%s", (*shown)++ ? ", " : "stepwatch: run file: ", line);
+    }
+}
+
 /* The run files the program wrote: pattern with its placeholders matching numbers, made or
- * changed since `since`. Prints them, or that there is none, on stderr. */
-static void report_run_files(const char *pattern, const struct timespec *since) {
+ * changed since `since`, then the others its profilers listed. Prints them, or that there
+ * is none, on stderr. */
+static void report_run_files(const char *pattern, const struct timespec *since,
+                             const char *list) {
     char *glob_pattern = run_file_glob(pattern);
     glob_t found = {0};
     size_t shown = 0;
     if (glob_pattern != NULL && glob(glob_pattern, 0, NULL, &found) == 0) {
         for (size_t i = 0; i < found.gl_pathc; i++) {
             const char *path = found.gl_pathv[i];
-            struct stat st;
-            if (!is_run_file_of(pattern, path) || stat(path, &st) != 0 ||
-                !S_ISREG(st.st_mode) || before(&st.st_mtim, since))
+            if (!is_run_file_of(pattern, path) || !written_since(path, since))
                 continue; /* not this run's */
             fprintf(stderr, "%s%s", shown++ ? ", " : "stepwatch: run file: ", path);
         }
     }
+    report_listed(list, pattern, since, &shown);
     if (shown > 1)
         fprintf(stderr, " (%zu files: 'stepwatch merge' joins ranks)", shown);
     if (shown == 0)
@@ -446,6 +481,16 @@ int swcli_cmd_run(int argc, char **argv) {
         code = SWCLI_EXIT_IO;
     } else {
         run_environment(&o, path);
+        /* The list of the run files the program's profilers name themselves (run_file=...;
+         * src/profiler_new.c appends to it). */
+        char list[PATH_MAX];
+        const char *tmp = getenv("TMPDIR");
+        snprintf(list, sizeof list, "%s/stepwatch-run-files-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        int list_fd = mkstemp(list);
+        if (list_fd >= 0) {
+            close(list_fd);
+            setenv("STEPWATCH_RUN_FILE_LIST", list, 1);
+        }
         struct timespec started; /* a second early: file times come from a coarser clock */
         clock_gettime(CLOCK_REALTIME, &started);
         started.tv_sec -= 1;
@@ -453,7 +498,9 @@ int swcli_cmd_run(int argc, char **argv) {
         if (code < 0)
             code = SWCLI_EXIT_IO;
         else if (code != 127)
-            report_run_files(path, &started);
+            report_run_files(path, &started, list_fd >= 0 ? list : NULL);
+        if (list_fd >= 0)
+            unlink(list);
     }
     if (exec_argv != cmd)
         free(exec_argv);

@@ -150,6 +150,18 @@ typedef enum sw_live_mode {
     SW_LIVE_OFF = 2   /* never */
 } sw_live_mode;
 
+/* The profiler clock (sw_options.clock). The clock is the process's: the first profiler that
+ * asks for the TSC switches every reader of sw_now_ns to it, for the rest of the process. */
+typedef enum sw_clock_kind {
+    SW_CLOCK_AUTO = 0,      /* default: SW_CLOCK=tsc or SW_CLOCK=monotonic in the environment,
+                               else CLOCK_MONOTONIC */
+    SW_CLOCK_MONOTONIC = 1, /* clock_gettime(CLOCK_MONOTONIC) */
+    SW_CLOCK_TSC = 2        /* x86-64: the time-stamp counter, when the CPU says it is
+                               invariant (cpuid), calibrated against CLOCK_MONOTONIC at the
+                               switch (about 20 ms, once) and continuing it; elsewhere, or not
+                               invariant: CLOCK_MONOTONIC, said once on stderr */
+} sw_clock_kind;
+
 typedef struct sw_options {
     const char *name;        /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
@@ -179,6 +191,7 @@ typedef struct sw_options {
                                 OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
                                 else 0 */
     sw_live_mode live;       /* the live status line on stderr */
+    sw_clock_kind clock;     /* the profiler clock (sw_clock_kind); SW_EINVAL for another value */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
@@ -215,8 +228,11 @@ SW_API int sw_enabled(const sw_profiler *p);
  * SW_EINVAL for NULL arguments. */
 SW_API int sw_thread_name(sw_profiler *p, const char *name);
 
-/* Nanoseconds on the profiler clock (CLOCK_MONOTONIC). */
+/* Nanoseconds on the profiler clock (CLOCK_MONOTONIC, or the TSC: sw_clock_kind). */
 SW_API uint64_t sw_now_ns(void);
+
+/* The clock sw_now_ns reads now: SW_CLOCK_MONOTONIC or SW_CLOCK_TSC. */
+SW_API sw_clock_kind sw_clock_in_use(void);
 
 /* ------------------------------------------------------------------------------------------
  * Actions (hot path)

@@ -72,5 +72,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_lightning.py ]; then
     echo "== Lightning: per-step overhead in a real Trainer.fit, side by side =="
     "$root/venv/bin/python" bench/bench_lightning.py --out "$out/lightning.json"
 fi
+if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_instructions.py ]; then
+    echo
+    echo "== instructions added per step in situ (callgrind), every adapter against its peer =="
+    SW_BUILD_DIR="$rel" "$root/venv/bin/python" bench/bench_instructions.py \
+        --out "$out/instructions.json"
+fi
 echo
 echo "figures written to $out/"

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# scripts/deps.sh demo|test — make sure the Debian packages that `make demo` or `make test`
+# scripts/deps.sh demo|test|wheel — make sure the Debian packages that `make demo` or `make test`
 # needs are there. What is missing is installed with apt-get when this runs as root (or with
 # a sudo that asks no password); otherwise the script names the apt-get line and stops.
 #   demo: a C compiler, CMake, SQLite's header and library (the demo needs nothing else)
 #   test: the demo's, plus cmocka, pkg-config, a C++ compiler (the header's C++ check), the
 #         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
 #         clang with its libFuzzer runtime (the fuzz targets), Open MPI (the mpirun tests of
-#         libstepwatch_mpi), clang-format (scripts/format.sh)
+#         libstepwatch_mpi), clang-format (scripts/format.sh), valgrind (make bench counts
+#         instructions with callgrind)
+#   wheel: the Python venv (the build tools' venv: zig's C compiler, CMake, auditwheel come
+#         from PyPI), tclsh and dpkg-source (SQLite's amalgamation from Debian's source)
 # .ci/run installs the same list up front.
 set -euo pipefail
-what=${1:?usage: scripts/deps.sh demo|test}
+what=${1:?usage: scripts/deps.sh demo|test|wheel}
 
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 # Does the C compiler find this header? (A package is there when its header is.)
@@ -30,9 +33,15 @@ need() { # need PACKAGE CHECK...
     shift
     "$@" || missing+=("$pkg")
 }
-need build-essential have_cmd cc
-need cmake have_cmd cmake
-need libsqlite3-dev have_header sqlite3.h
+if [ "$what" = wheel ]; then
+    need python3-venv have_python_venv
+    need tcl have_cmd tclsh
+    need dpkg-dev have_cmd dpkg-source
+else
+    need build-essential have_cmd cc
+    need cmake have_cmd cmake
+    need libsqlite3-dev have_header sqlite3.h
+fi
 if [ "$what" = test ]; then
     need g++ have_cmd g++
     need pkg-config have_cmd pkg-config
@@ -47,6 +56,7 @@ if [ "$what" = test ]; then
     need openmpi-bin have_cmd mpirun               # the many-ranks tests (mpirun -np 2..4)
     need libopenmpi-dev test -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
     need clang-format have_cmd clang-format        # scripts/format.sh (.clang-format)
+    need valgrind have_header valgrind/callgrind.h # make bench's instruction counts
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

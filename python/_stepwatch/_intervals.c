@@ -191,14 +191,20 @@ static void Intervals_dealloc(IntervalsObject *self) {
 
 static PyMethodDef Intervals_methods[] = {
     {"mark", (PyCFunction)(void (*)(void))Intervals_mark, METH_FASTCALL,
-     "mark(key, *ignored): one mark of key (an index or a tuple of indices)."},
+     "mark($self, key, /, *ignored)\n--\n\n"
+     "One mark of key (an index or a tuple of indices)."},
     {"mark_batch", (PyCFunction)(void (*)(void))Intervals_mark_batch, METH_FASTCALL,
-     "mark_batch(key, trainer, module, batch, *ignored): a mark of key and one batch of "
-     "batch_size(batch) samples counted for it."},
+     "mark_batch($self, key, trainer, module, batch, /, *ignored)\n--\n\n"
+     "A mark of key and one batch of batch_size(batch) samples counted for it."},
     {"state", (PyCFunction)Intervals_state, METH_NOARGS,
-     "state() -> [(open_ns or None, seconds, intervals, batches, samples)] per key."},
-    {"set_state", (PyCFunction)Intervals_set_state, METH_O, "set_state(rows) as state() gives."},
-    {"clear", (PyCFunction)Intervals_clear, METH_NOARGS, "clear(): no marks."},
+     "state($self, /)\n--\n\n"
+     "-> [(open_ns or None, seconds, intervals, batches, samples)] per key."},
+    {"set_state", (PyCFunction)Intervals_set_state, METH_O,
+     "set_state($self, rows, /)\n--\n\n"
+     "As state() gives."},
+    {"clear", (PyCFunction)Intervals_clear, METH_NOARGS,
+     "clear($self, /)\n--\n\n"
+     "No marks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -208,8 +214,10 @@ static PyMemberDef Intervals_members[] = {
 };
 
 static PyType_Slot Intervals_slots[] = {
-    {Py_tp_doc, "Intervals(nkeys): thunder's TimeProfiler marks per key, paired and summed in C "
-                "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
+    {Py_tp_doc,
+     "Intervals(nkeys)\n--\n\n"
+     "Thunder's TimeProfiler marks per key, paired and summed in C "
+     "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
     {Py_tp_new, Intervals_new},
     {Py_tp_methods, Intervals_methods},
     {Py_tp_members, Intervals_members},

@@ -102,17 +102,20 @@ static void Live_dealloc(LiveObject *self) {
 
 static PyMethodDef Live_methods[] = {
     {"update", (PyCFunction)Live_update, METH_NOARGS,
-     "update() -> dict: snapshot the profiler; the figures of the last window: window_s, "
-     "steps, total_steps, steps_per_s, samples_per_s, step_p50_ns, step_p99_ns, data_share, "
-     "slowest (a category), slowest_share. None where undefined."},
+     "update($self, /)\n--\n\n"
+     "-> dict: snapshot the profiler; the figures of the last window: window_s, "
+     "steps, total_steps, steps_per_s, samples_per_s, step_p50_ns, step_p99_ns, "
+     "data_share, slowest (a category), slowest_share. None where undefined."},
     {"format", (PyCFunction)(void (*)(void))Live_format, METH_VARARGS | METH_KEYWORDS,
-     "format(width=0) -> str: the status line's text for the last update."},
+     "format($self, /, width=0)\n--\n\n"
+     "-> str: the status line's text for the last update."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyType_Slot Live_slots[] = {
-    {Py_tp_doc, "Live(profiler, window_s=10.0)\n\n"
-                "The live status line's figures over a sliding window (sw_live_*)."},
+    {Py_tp_doc,
+     "Live(profiler, window_s=10.0)\n--\n\n"
+     "The live status line's figures over a sliding window (sw_live_*)."},
     {Py_tp_new, Live_new},
     {Py_tp_methods, Live_methods},
     {Py_tp_traverse, Live_traverse},

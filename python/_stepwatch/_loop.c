@@ -219,30 +219,38 @@ static PyObject *Loop_get_rule(LoopObject *self, void *closure) {
 
 static PyMethodDef Loop_methods[] = {
     {"hook", (PyCFunction)(void (*)(void))sw_py_loop_hook, METH_VARARGS | METH_KEYWORDS,
-     "hook(kind, original=None): a callable to patch in for original. kind: 'next' "
-     "(DataLoader iterator __next__), 'call' (nn.Module.__call__), 'function' (a compiled "
-     "function), 'loss' (a functional loss), 'backward' (torch.autograd.backward), "
+     "hook($self, /, kind, original=None)\n--\n\n"
+     "A callable to patch in for original. kind: 'next' (DataLoader iterator "
+     "__next__), 'call' (nn.Module.__call__), 'function' (a compiled function), "
+     "'loss' (a functional loss), 'backward' (torch.autograd.backward), "
      "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks), 'iter' "
      "(DataLoader.__iter__)."},
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
-     "End the step in progress, leave the train/valid phase; the hooks call straight through "
-     "from now on."},
+     "close($self, /)\n--\n\n"
+     "End the step in progress, leave the train/valid phase; the hooks call "
+     "straight through from now on."},
     {"read_grad_mode", (PyCFunction)Loop_read_grad_mode, METH_O,
-     "read_grad_mode(path) -> bool: read grad mode from c10::GradMode::is_enabled in the "
-     "loaded torch library at path, not through torch.is_grad_enabled."},
+     "read_grad_mode($self, path, /)\n--\n\n"
+     "-> bool: read grad mode from c10::GradMode::is_enabled in the loaded torch "
+     "library at path, not through torch.is_grad_enabled."},
     {"mark", (PyCFunction)(void (*)(void))Loop_mark, METH_FASTCALL,
-     "mark(batch_size=0): a step boundary by hand (stepwatch.step())."},
+     "mark($self, batch_size=0, /)\n--\n\n"
+     "A step boundary by hand (stepwatch.step())."},
     {"mark_end", (PyCFunction)Loop_mark_end, METH_NOARGS,
+     "mark_end($self, /)\n--\n\n"
      "End the step begun by mark() (the end of `with stepwatch.step():`)."},
     {"bound_steps", (PyCFunction)Loop_bound_steps, METH_O,
-     "bound_steps(on): while on, training steps end at step_end(), not at the optimizer "
-     "step."},
+     "bound_steps($self, on, /)\n--\n\n"
+     "While on, training steps end at step_end(), not at the optimizer step."},
     {"step_end", (PyCFunction)Loop_step_end, METH_NOARGS,
-     "step_end(): end the training step in progress now."},
+     "step_end($self, /)\n--\n\n"
+     "End the training step in progress now."},
     {"module_begin", (PyCFunction)Loop_module_begin, METH_O,
-     "module_begin(module) -> bool: begin the outermost module call (False when inside one)."},
+     "module_begin($self, module, /)\n--\n\n"
+     "-> bool: begin the outermost module call (False when inside one)."},
     {"module_end", (PyCFunction)Loop_module_end, METH_O,
-     "module_end(output): end the outermost module call."},
+     "module_end($self, output, /)\n--\n\n"
+     "End the outermost module call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -254,11 +262,12 @@ static PyGetSetDef Loop_getset[] = {
 };
 
 static PyType_Slot Loop_slots[] = {
-    {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, "
-                "valid, loss_type, grad_enabled, optimizer_exists, *, closure=None, "
-                "startup=None, loader_startup=None): the per-step state of stepwatch.torch "
-                "and the C hooks that keep it. train/valid None: no phases; the optional "
-                "actions None: not timed."},
+    {Py_tp_doc,
+     "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, valid, "
+     "loss_type, grad_enabled, optimizer_exists, *, closure=None, startup=None, "
+     "loader_startup=None)\n--\n\n"
+     "The per-step state of stepwatch.torch and the C hooks that keep it. "
+     "train/valid None: no phases; the optional actions None: not timed."},
     {Py_tp_new, Loop_new},
     {Py_tp_methods, Loop_methods},
     {Py_tp_getset, Loop_getset},

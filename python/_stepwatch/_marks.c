@@ -437,23 +437,32 @@ static void Marks_dealloc(MarksObject *self) {
 
 static PyMethodDef Marks_methods[] = {
     {"fetch_begin", (PyCFunction)Marks_fetch_begin, METH_NOARGS,
+     "fetch_begin($self, /)\n--\n\n"
      "The fetch of a batch begins (last GET_BATCH_STARTED handler)."},
     {"fetch_end", (PyCFunction)Marks_fetch_end, METH_O,
-     "fetch_end(engine): the batch arrived (first GET_BATCH_COMPLETED handler): the step "
-     "begins at its fetch, with engine.state.batch's size; the fetch is 'data'."},
+     "fetch_end($self, engine, /)\n--\n\n"
+     "The batch arrived (first GET_BATCH_COMPLETED handler): the step begins at "
+     "its fetch, with engine.state.batch's size; the fetch is 'data'."},
     {"work_begin", (PyCFunction)Marks_work_begin, METH_NOARGS,
+     "work_begin($self, /)\n--\n\n"
      "The process function begins (last ITERATION_STARTED handler)."},
     {"work_end", (PyCFunction)Marks_work_end, METH_NOARGS,
+     "work_end($self, /)\n--\n\n"
      "The process function ended (first ITERATION_COMPLETED handler)."},
     {"slot_begin", (PyCFunction)Marks_slot_begin, METH_O,
-     "slot_begin(i): the user's handlers of slot i's event begin."},
+     "slot_begin($self, i, /)\n--\n\n"
+     "The user's handlers of slot i's event begin."},
     {"slot_end", (PyCFunction)Marks_slot_end, METH_O,
-     "slot_end(i): they ended: recorded as slot i's action and kept in the row."},
+     "slot_end($self, i, /)\n--\n\n"
+     "They ended: recorded as slot i's action and kept in the row."},
     {"iteration_end", (PyCFunction)Marks_iteration_end, METH_O,
-     "iteration_end(engine): keep the iteration's row and end the step (last "
-     "ITERATION_COMPLETED handler)."},
-    {"close", (PyCFunction)Marks_close, METH_NOARGS, "End the step in progress."},
+     "iteration_end($self, engine, /)\n--\n\n"
+     "Keep the iteration's row and end the step (last ITERATION_COMPLETED handler)."},
+    {"close", (PyCFunction)Marks_close, METH_NOARGS,
+     "close($self, /)\n--\n\n"
+     "End the step in progress."},
     {"rows", (PyCFunction)Marks_rows, METH_NOARGS,
+     "rows($self, /)\n--\n\n"
      "The kept rows, oldest first: (epoch, iteration, data_s, work_s, slot_s...)."},
     {NULL, NULL, 0, NULL},
 };
@@ -471,9 +480,10 @@ static Py_ssize_t Marks_len(MarksObject *self) {
 }
 
 static PyType_Slot Marks_slots[] = {
-    {Py_tp_doc, "Marks(profiler, data, work, slots=(), max_rows=100000): the per-iteration "
-                "marks of an event-driven loop (stepwatch.ignite), as C handlers. len() is "
-                "the number of rows kept."},
+    {Py_tp_doc,
+     "Marks(profiler, data, work, slots=(), max_rows=100000)\n--\n\n"
+     "The per-iteration marks of an event-driven loop (stepwatch.ignite), as C "
+     "handlers. len() is the number of rows kept."},
     {Py_tp_new, Marks_new},
     {Py_tp_methods, Marks_methods},
     {Py_tp_members, Marks_members},
@@ -617,6 +627,7 @@ static void HandlerTimer_dealloc(HandlerTimerObject *self) {
 
 static PyMethodDef HandlerTimer_methods[] = {
     {"times", (PyCFunction)HandlerTimer_times, METH_NOARGS,
+     "times($self, /)\n--\n\n"
      "The last max_rows durations counted, in seconds, oldest first."},
     {NULL, NULL, 0, NULL},
 };
@@ -635,8 +646,9 @@ static PyGetSetDef HandlerTimer_getset[] = {
 };
 
 static PyType_Slot HandlerTimer_slots[] = {
-    {Py_tp_doc, "HandlerTimer(handler, action, threshold_s=0, max_rows=100000): calls handler "
-                "and records each call as action (stepwatch.ignite.HandlersTimeProfiler)."},
+    {Py_tp_doc,
+     "HandlerTimer(handler, action, threshold_s=0, max_rows=100000)\n--\n\n"
+     "Calls handler and records each call as action (stepwatch.ignite.HandlersTimeProfiler)."},
     {Py_tp_new, HandlerTimer_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_methods, HandlerTimer_methods},

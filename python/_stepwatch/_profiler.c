@@ -55,21 +55,46 @@ static int watch_functions(ProfilerObject *self, PyObject *names) {
     return rc;
 }
 
+PyObject *sw_py_watch_profilers(PyObject *module, PyObject *callback) {
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "_watch_profilers() takes a callable or None");
+        return NULL;
+    }
+    module_state *st = sw_py_state_of_module(module);
+    Py_XSETREF(st->on_new_profiler, callback == Py_None ? NULL : Py_NewRef(callback));
+    Py_RETURN_NONE;
+}
+
+/* Tell the watcher (autorun) about a Profiler being made: made is None before, the new one
+ * after. What it raises is reported as unraisable: making the profiler goes on. */
+static void tell_watcher(module_state *st, PyObject *made) {
+    PyObject *callback = st->on_new_profiler;
+    if (callback == NULL)
+        return;
+    Py_INCREF(callback); /* it may stop watching from inside */
+    PyObject *r = PyObject_CallOneArg(callback, made);
+    if (r == NULL)
+        PyErr_WriteUnraisable(callback);
+    Py_XDECREF(r);
+    Py_DECREF(callback);
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
                              "rank", "world_size", "command", "enabled", "ring_capacity",
                              "on_full", "functions", "builtins", "live", "local_rank",
-                             "device_stats", "device_time", NULL};
-    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop";
+                             "device_stats", "device_time", "clock", NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop",
+               *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOO:Profiler", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist,
                                      &name, &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
                                      &world_size, &command, &enabled, &ring_obj, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time))
+                                     &device_time, &clock))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
     if ((warmup_obj && sw_py_parse_uint(warmup_obj, "Profiler: warmup_steps", UINT32_MAX,
@@ -79,6 +104,14 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         (ring_obj && sw_py_parse_uint(ring_obj, "Profiler: ring_capacity", UINT32_MAX,
                                       &ring_capacity) < 0))
         return NULL;
+    sw_clock_kind clock_kind = SW_CLOCK_AUTO;
+    if (clock != NULL && strcmp(clock, "tsc") == 0)
+        clock_kind = SW_CLOCK_TSC;
+    else if (clock != NULL && strcmp(clock, "monotonic") == 0)
+        clock_kind = SW_CLOCK_MONOTONIC;
+    else if (clock != NULL)
+        return PyErr_Format(PyExc_ValueError,
+                            "Profiler: clock must be None, 'monotonic' or 'tsc', not '%s'", clock);
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
         return NULL;
@@ -93,6 +126,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     module_state *st = sw_py_state_of_type(type);
     if (!st)
         return NULL;
+    tell_watcher(st, Py_None); /* before: the watcher may let the environment's run file go */
     ProfilerObject *self = (ProfilerObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
@@ -117,6 +151,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.ring_capacity = ring_capacity;
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
+    opts.clock = clock_kind;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
     rc = sw_profiler_new(&opts, &self->p);
@@ -134,6 +169,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         return NULL;
     }
     sync_run_file_owner();
+    tell_watcher(st, (PyObject *)self);
     return (PyObject *)self;
 }
 
@@ -543,74 +579,100 @@ static PyObject *Profiler_repr(ProfilerObject *self) {
 
 static PyMethodDef Profiler_methods[] = {
     {"action", (PyCFunction)(void (*)(void))Profiler_action, METH_FASTCALL | METH_KEYWORDS,
-     "action(name, category=None) -> Action: the interned action (same object for the same\n"
+     "action($self, /, name, category=None)\n--\n\n"
+     "-> Action: the interned action (same object for the same\n"
      "name). category: data, forward, loss, backward, optimizer, zero_grad, callback or\n"
      "other, for a name that does not say it (default: from the name). A name has one\n"
      "category: asking for another raises ValueError."},
-    {"begin", (PyCFunction)Profiler_begin, METH_O, "begin(action or name): open a span."},
-    {"end", (PyCFunction)Profiler_end, METH_O, "end(action or name): close a span."},
+    {"begin", (PyCFunction)Profiler_begin, METH_O,
+     "begin($self, action, /)\n--\n\n"
+     "Open a span."},
+    {"end", (PyCFunction)Profiler_end, METH_O,
+     "end($self, action, /)\n--\n\n"
+     "Close a span."},
     {"record", (PyCFunction)(void (*)(void))Profiler_record, METH_FASTCALL,
-     "record(action, start_ns, end_ns): add a span timed elsewhere."},
+     "record($self, action, start_ns, end_ns, /)\n--\n\n"
+     "Add a span timed elsewhere."},
     {"phase", (PyCFunction)Profiler_phase, METH_O,
-     "phase(name) -> Phase: fit, epoch, train, valid, or a name of your own."},
+     "phase($self, name, /)\n--\n\n"
+     "-> Phase: fit, epoch, train, valid, or a name of your own."},
     {"step", (PyCFunction)(void (*)(void))Profiler_step, METH_FASTCALL,
-     "step(batch_size=0) -> Step context manager."},
+     "step($self, batch_size=0, /)\n--\n\n"
+     "-> Step context manager."},
     {"step_begin", (PyCFunction)(void (*)(void))Profiler_step_begin, METH_FASTCALL,
-     "step_begin(batch_size=0): begin a step (ends an open one, counted as misuse)."},
-    {"step_end", (PyCFunction)Profiler_step_end, METH_NOARGS, "step_end(): end the step."},
+     "step_begin($self, batch_size=0, /)\n--\n\n"
+     "Begin a step (ends an open one, counted as misuse)."},
+    {"step_end", (PyCFunction)Profiler_step_end, METH_NOARGS,
+     "step_end($self, /)\n--\n\n"
+     "End the step."},
     {"set_batch_size", (PyCFunction)Profiler_set_batch_size, METH_O,
-     "set_batch_size(n): the open step's batch size, once known."},
+     "set_batch_size($self, n, /)\n--\n\n"
+     "The open step's batch size, once known."},
     {"counter", (PyCFunction)(void (*)(void))Profiler_counter, METH_FASTCALL,
-     "counter(name, value): record a sample of a numeric counter."},
+     "counter($self, name, value, /)\n--\n\n"
+     "Record a sample of a numeric counter."},
     {"note", (PyCFunction)(void (*)(void))Profiler_note, METH_FASTCALL,
-     "note(key, value): a short fact about the run, kept in snapshots, the run file and "
-     "reports (value None removes it)."},
+     "note($self, key, value, /)\n--\n\n"
+     "A short fact about the run, kept in snapshots, the run file and reports "
+     "(value None removes it)."},
     {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
-     "snapshot() -> Snapshot of everything recorded so far."},
+     "snapshot($self, /)\n--\n\n"
+     "-> Snapshot of everything recorded so far."},
     {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,
-     "report(format='table', *, width=None, full_names=False, brief=False) -> str (see "
-     "Snapshot.report)."},
+     "report($self, /, format='table', *, width=None, full_names=False, brief=False)\n--\n\n"
+     "-> str (see Snapshot.report)."},
     {"records", (PyCFunction)(void (*)(void))Profiler_records, METH_VARARGS | METH_KEYWORDS,
-     "records(phase=None) -> list of dicts (pandas.DataFrame(records))."},
+     "records($self, /, phase=None)\n--\n\n"
+     "-> list of dicts (pandas.DataFrame(records))."},
     {"functions", (PyCFunction)Profiler_functions, METH_O,
-     "functions(name) -> Action: the action, whose function calls are profiled from now on "
-     "(`with prof.functions('data'):`)."},
+     "functions($self, name, /)\n--\n\n"
+     "-> Action: the action, whose function calls are profiled from now on (`with "
+     "prof.functions('data'):`)."},
     {"function_stats", (PyCFunction)sw_py_profiler_function_stats, METH_O,
-     "function_stats(action) -> stepwatch.functions.FunctionStats: what ran inside the "
-     "action, in cProfile's shapes (pstats.Stats(...) reads it; dump_stats(path))."},
+     "function_stats($self, action, /)\n--\n\n"
+     "-> stepwatch.functions.FunctionStats: what ran inside the action, in "
+     "cProfile's shapes (pstats.Stats(...) reads it; dump_stats(path))."},
     {"function_report", (PyCFunction)(void (*)(void))sw_py_profiler_function_report,
      METH_VARARGS | METH_KEYWORDS,
-     "function_report(action=None, restriction=None, sort='cumulative', suffix=None, "
-     "full_paths=False) -> str: per action, the table pstats prints."},
+     "function_report($self, /, action=None, restriction=None, sort='cumulative', "
+     "suffix=None, full_paths=False)\n--\n\n"
+     "-> str: per action, the table pstats prints."},
     {"collapsed", (PyCFunction)(void (*)(void))sw_py_profiler_collapsed,
      METH_VARARGS | METH_KEYWORDS,
-     "collapsed(action=None) -> str: collapsed stacks (flamegraph.pl, speedscope), values in "
-     "ns."},
+     "collapsed($self, /, action=None)\n--\n\n"
+     "-> str: collapsed stacks (flamegraph.pl, speedscope), values in ns."},
     {"function_actions", (PyCFunction)sw_py_profiler_function_actions, METH_NOARGS,
-     "function_actions() -> list of the actions whose functions were profiled."},
+     "function_actions($self, /)\n--\n\n"
+     "-> list of the actions whose functions were profiled."},
     {"clear_functions", (PyCFunction)sw_py_profiler_clear_functions, METH_NOARGS,
-     "clear_functions(): forget the function profiles recorded so far."},
+     "clear_functions($self, /)\n--\n\n"
+     "Forget the function profiles recorded so far."},
     {"device_time_info", (PyCFunction)sw_py_profiler_device_time, METH_NOARGS,
-     "device_time_info() -> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, "
-     "failed) of the device time (Profiler(device_time=...)), or None without it."},
+     "device_time_info($self, /)\n--\n\n"
+     "-> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, failed) of "
+     "the device time (Profiler(device_time=...)), or None without it."},
     {"name_thread", (PyCFunction)Profiler_name_thread, METH_O,
-     "name_thread(name): the calling thread's name in the run file and the Chrome trace "
+     "name_thread($self, name, /)\n--\n\n"
+     "The calling thread's name in the run file and the Chrome trace "
      "(threading.current_thread().name, say); until then it has the system's name."},
     {"rank_payload", (PyCFunction)(void (*)(void))sw_py_profiler_rank_payload,
      METH_VARARGS | METH_KEYWORDS,
-     "rank_payload(rank=0, world_size=0) -> bytes: this rank's run summed up in "
-     "RANK_PAYLOAD_SIZE bytes, as rank of world_size in the transport (0: the profiler's own), "
-     "what stepwatch.distributed gathers to rank 0 (docs/ranks.md)."},
+     "rank_payload($self, /, rank=0, world_size=0)\n--\n\n"
+     "-> bytes: this rank's run summed up in RANK_PAYLOAD_SIZE bytes, as rank of "
+     "world_size in the transport (0: the profiler's own), what "
+     "stepwatch.distributed gathers to rank 0 (docs/ranks.md)."},
     {"add_ranks", (PyCFunction)(void (*)(void))sw_py_profiler_add_ranks,
      METH_VARARGS | METH_KEYWORDS,
-     "add_ranks(payloads, world_size, final=False) -> bool: keep a round of gathered payloads "
-     "in the run file (rank 0's); False without a run file."},
+     "add_ranks($self, /, payloads, world_size, final=False)\n--\n\n"
+     "-> bool: keep a round of gathered payloads in the run file (rank 0's); False "
+     "without a run file."},
     {"set_clock_offset", (PyCFunction)sw_py_profiler_set_clock_offset, METH_O,
-     "set_clock_offset(ns) -> bool: this rank's wall clock minus rank 0's, kept in the run "
-     "file's metadata (exports put the ranks on one clock); False without a run file."},
+     "set_clock_offset($self, ns, /)\n--\n\n"
+     "-> bool: this rank's wall clock minus rank 0's, kept in the run file's "
+     "metadata (exports put the ranks on one clock); False without a run file."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
-     "close(): complete the run file and free the core profiler. Idempotent; actions become "
-     "no-ops."},
+     "close($self, /)\n--\n\n"
+     "Complete the run file and free the core profiler. Idempotent; actions become no-ops."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -638,10 +700,10 @@ static PyMemberDef Profiler_members[] = {
 
 static PyType_Slot Profiler_slots[] = {
     {Py_tp_doc,
-     "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, rank=0,\n"
-     "         world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop',\n"
-     "         functions=None, builtins=False, live=None, local_rank=0, device_stats=False,\n"
-     "         device_time=False)\n\n"
+     "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, "
+     "rank=0, world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop', "
+     "functions=None, builtins=False, live=None, local_rank=0, device_stats=False, "
+     "device_time=False, clock=None)\n--\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -649,11 +711,16 @@ static PyType_Slot Profiler_slots[] = {
      "functions: action names whose function calls are profiled (see functions(name));\n"
      "builtins: also record C builtins, as cProfile does (slower: the interpreter's\n"
      "tracing hook); by default Python functions only, a builtin's time in its caller.\n"
-     "live: the status line on stderr while the run goes on; None = when stderr is a terminal\n"
+     "live: the status line on stderr while the run goes on; None = when stderr is "
+     "a terminal\n"
      "(or as `stepwatch run --live/--no-live` says), True = always, False = never.\n"
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
-     "each phase from torch.cuda.Event, never synchronizing (docs/device.md)."},
+     "each phase from torch.cuda.Event, never synchronizing (docs/device.md).\n"
+     "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), "
+     "'monotonic', or 'tsc':\n"
+     "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"
+     "said on stderr); stepwatch.clock_in_use() tells which."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

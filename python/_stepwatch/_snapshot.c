@@ -235,15 +235,18 @@ static PyObject *Snapshot_info(SnapshotObject *self, PyObject *unused) {
 
 static PyMethodDef Snapshot_methods[] = {
     {"report", (PyCFunction)(void (*)(void))sw_py_snapshot_report, METH_VARARGS | METH_KEYWORDS,
-     "report(format='table', *, width=None, full_names=False, brief=False) -> str: table,\n"
+     "report($self, /, format='table', *, width=None, full_names=False, brief=False)\n--\n\n"
+     "-> str: table,\n"
      "lightning, fastxtend, ignite, markdown, csv, json. width: columns the table may take\n"
      "(default: the terminal's); full_names: never shorten a name (for files); brief:\n"
      "Lightning's extended=False layout."},
     {"records", (PyCFunction)(void (*)(void))sw_py_snapshot_records, METH_VARARGS | METH_KEYWORDS,
-     "records(phase=None) -> list of dicts, one per (action, phase) row; phase 'all' is the "
-     "roll-up over phases. pandas.DataFrame(records) loads it."},
+     "records($self, /, phase=None)\n--\n\n"
+     "-> list of dicts, one per (action, phase) row; phase 'all' is the roll-up "
+     "over phases. pandas.DataFrame(records) loads it."},
     {"info", (PyCFunction)Snapshot_info, METH_NOARGS,
-     "info() -> dict: run metadata, steps, misuse counts, counters, notes."},
+     "info($self, /)\n--\n\n"
+     "-> dict: run metadata, steps, misuse counts, counters, notes."},
     {NULL, NULL, 0, NULL},
 };
 

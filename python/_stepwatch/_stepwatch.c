@@ -20,6 +20,7 @@
  *             timing of each user handler.
  *   FitMarks  the per-batch marks of stepwatch.fastai (_fitmarks.c).
  *   Spans     spans started and stopped by name: stepwatch.lightning's hot path (_spans.c).
+ *   SpanScope Spans.profile(name): a span as a context manager, Lightning's profile() (_spans.c).
  *   Intervals thunder's TimeProfiler marks, paired and summed (_intervals.c).
  *   FireEvent Ignite's Engine._fire_event in C, making Marks' marks (_fire_event.c).
  *   Live      the live status line's figures over a window (_live.c).
@@ -101,54 +102,84 @@ static PyObject *mod_batch_size(PyObject *module, PyObject *batch) {
     return PyLong_FromUnsignedLong(sw_py_batch_size(batch, st->shape_name));
 }
 
+static PyObject *mod_clock_in_use(PyObject *module, PyObject *unused) {
+    return PyUnicode_FromString(sw_clock_in_use() == SW_CLOCK_TSC ? "tsc" : "monotonic");
+}
+
 static PyMethodDef module_methods[] = {
-    {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> int: the profiler clock (CLOCK_MONOTONIC)."},
-    {"load", sw_py_load, METH_O, "load(path) -> Snapshot of a run file (all ranks merged)."},
+    {"now_ns", mod_now_ns, METH_NOARGS,
+     "now_ns($module, /)\n--\n\n"
+     "-> int: the profiler clock (CLOCK_MONOTONIC, or the TSC: clock_in_use())."},
+    {"clock_in_use", mod_clock_in_use, METH_NOARGS,
+     "clock_in_use($module, /)\n--\n\n"
+     "-> 'monotonic' or 'tsc': the clock now_ns() and every profiler read "
+     "(Profiler(clock='tsc') or SW_CLOCK=tsc switch the process to the TSC where invariant)."},
+    {"load", sw_py_load, METH_O,
+     "load($module, path, /)\n--\n\n"
+     "-> Snapshot of a run file (all ranks merged)."},
     {"load_steps", sw_py_load_steps, METH_O,
-     "load_steps(path) -> list of dicts, one per step of a run file, with per-category ns."},
+     "load_steps($module, path, /)\n--\n\n"
+     "-> list of dicts, one per step of a run file, with per-category ns."},
     {"run_ranks", (PyCFunction)(void (*)(void))sw_py_run_ranks, METH_VARARGS | METH_KEYWORDS,
-     "run_ranks(path, format='table', top=3) -> str: the cross-rank view of a run file "
-     "(a merged one, or rank 0's of a run that aggregated); stepwatch.Error NOTFOUND when it "
-     "has none."},
+     "run_ranks($module, /, path, format='table', top=3)\n--\n\n"
+     "-> str: the cross-rank view of a run file (a merged one, or rank 0's of a "
+     "run that aggregated); stepwatch.Error NOTFOUND when it has none."},
     {"ranks_view", (PyCFunction)(void (*)(void))sw_py_ranks_view, METH_VARARGS | METH_KEYWORDS,
-     "ranks_view(payloads, world_size, format='table', top=3) -> str: the cross-rank view of "
-     "world_size payloads (Profiler.rank_payload(), rank r's at r * RANK_PAYLOAD_SIZE; zeroed: "
-     "did not answer). format: table, markdown, json."},
+     "ranks_view($module, /, payloads, world_size, format='table', top=3)\n--\n\n"
+     "-> str: the cross-rank view of world_size payloads (Profiler.rank_payload(), "
+     "rank r's at r * RANK_PAYLOAD_SIZE; zeroed: did not answer). format: table, "
+     "markdown, json."},
     {"html", (PyCFunction)(void (*)(void))sw_py_html, METH_FASTCALL,
-     "html(run, path): write the self-contained HTML report of a run file (sw_html_write); "
-     "html([a, b], path): one page comparing run files a (baseline) and b "
-     "(sw_html_write_compare)."},
+     "html($module, run, path, /)\n--\n\n"
+     "Write the self-contained HTML report of a run file (sw_html_write); html([a, "
+     "b], path): one page comparing run files a (baseline) and b (sw_html_write_compare)."},
     {"export_chrome", (PyCFunction)(void (*)(void))sw_py_export_chrome, METH_FASTCALL,
-     "export_chrome(run, path): write a run file's timeline as Chrome Trace Event JSON, for "
-     "Perfetto (sw_run_export_chrome)."},
+     "export_chrome($module, run, path, /)\n--\n\n"
+     "Write a run file's timeline as Chrome Trace Event JSON, for Perfetto "
+     "(sw_run_export_chrome)."},
     {"diagnose", (PyCFunction)(void (*)(void))sw_py_diagnose, METH_VARARGS | METH_KEYWORDS,
-     "diagnose(run, format='table') -> str: the findings about a run file "
-     "(sw_diagnose_write); format table, markdown or json."},
+     "diagnose($module, /, run, format='table')\n--\n\n"
+     "-> str: the findings about a run file (sw_diagnose_write); format table, "
+     "markdown or json."},
     {"compare", (PyCFunction)(void (*)(void))sw_py_compare, METH_VARARGS | METH_KEYWORDS,
-     "compare(baseline, new, format='table') -> str: what changed between two runs (run "
-     "files or Snapshots), means and tails (sw_compare_write); format table, markdown, csv "
-     "or json."},
-    {"strerror", mod_strerror, METH_O, "strerror(code) -> str (sw_strerror)."},
+     "compare($module, /, baseline, new, format='table')\n--\n\n"
+     "-> str: what changed between two runs (run files or Snapshots), means and "
+     "tails (sw_compare_write); format table, markdown, csv or json."},
+    {"strerror", mod_strerror, METH_O,
+     "strerror($module, code, /)\n--\n\n"
+     "-> str (sw_strerror)."},
     {"scale_time", mod_scale_time, METH_O,
-     "scale_time(seconds) -> str: fastxtend's scale_time, as the fastxtend report writes its "
-     "durations (sw_format_scale_time): '838.2ms', '-' for zero, NaN and the infinities."},
+     "scale_time($module, seconds, /)\n--\n\n"
+     "-> str: fastxtend's scale_time, as the fastxtend report writes its durations "
+     "(sw_format_scale_time): '838.2ms', '-' for zero, NaN and the infinities."},
     {"write_output", (PyCFunction)(void (*)(void))mod_write_output, METH_FASTCALL,
-     "write_output(path, data): write str or bytes to path all or nothing: a temporary file "
-     "renamed into place (the old file untouched on failure); a device or FIFO is written as "
-     "a stream. Raises stepwatch.Error saying why."},
-    {"category_of", mod_category_of, METH_O, "category_of(action_name) -> str."},
+     "write_output($module, path, data, /)\n--\n\n"
+     "Write str or bytes to path all or nothing: a temporary file renamed into "
+     "place (the old file untouched on failure); a device or FIFO is written as a "
+     "stream. Raises stepwatch.Error saying why."},
+    {"category_of", mod_category_of, METH_O,
+     "category_of($module, action_name, /)\n--\n\n"
+     "-> str."},
     {"_function_hook_state", sw_py_funcs_thread_state, METH_NOARGS,
-     "_function_hook_state() -> dict: the function profiler's hooks on this thread (tests)."},
+     "_function_hook_state($module, /)\n--\n\n"
+     "-> dict: the function profiler's hooks on this thread (tests)."},
     {"_function_hook_floor", sw_py_funcs_floor, METH_O,
-     "_function_hook_floor('python' | 'builtins' | None): the hooks doing nothing "
-     "(the benchmark's floor)."},
+     "_function_hook_floor($module, kind, /)\n--\n\n"
+     ": the hooks doing nothing (the benchmark's floor)."},
     {"_device_reader", sw_py_device_reader, METH_O,
-     "_device_reader(gpus) -> a reader of the device statistics (stepwatch.devicestats)."},
+     "_device_reader($module, gpus, /)\n--\n\n"
+     "-> a reader of the device statistics (stepwatch.devicestats)."},
     {"_device_read", sw_py_device_read, METH_O,
-     "_device_read(reader) -> dict of the statistics now (stepwatch.devicestats)."},
+     "_device_read($module, reader, /)\n--\n\n"
+     "-> dict of the statistics now (stepwatch.devicestats)."},
+    {"_watch_profilers", sw_py_watch_profilers, METH_O,
+     "_watch_profilers(callback, /)\n--\n\n"
+     "callback(None) before each Profiler is made, callback(profiler) after; None stops. "
+     "stepwatch.autorun's: the program's own profiler takes the run over."},
     {"batch_size", mod_batch_size, METH_O,
-     "batch_size(batch) -> int: samples in a batch, the first dimension of its first "
-     "array-like (through tuples, lists and dicts); 0 when it cannot be told."},
+     "batch_size($module, batch, /)\n--\n\n"
+     "-> int: samples in a batch, the first dimension of its first array-like "
+     "(through tuples, lists and dicts); 0 when it cannot be told."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -180,6 +211,7 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_fitmarks_spec, &st->fitmarks_type) < 0 ||
         add_type(module, &sw_py_handler_timer_spec, &st->handler_timer_type) < 0 ||
         add_type(module, &sw_py_spans_spec, &st->spans_type) < 0 ||
+        add_type(module, &sw_py_scope_spec, &st->scope_type) < 0 ||
         add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
         add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
@@ -225,12 +257,14 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
     Py_VISIT(st->spans_type);
+    Py_VISIT(st->scope_type);
     Py_VISIT(st->intervals_type);
     Py_VISIT(st->fire_event_type);
     Py_VISIT(st->live_type);
     Py_VISIT(st->error);
     Py_VISIT(st->update_wrapper);
     Py_VISIT(st->shape_name);
+    Py_VISIT(st->on_new_profiler);
     return 0;
 }
 
@@ -250,12 +284,14 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);
     Py_CLEAR(st->spans_type);
+    Py_CLEAR(st->scope_type);
     Py_CLEAR(st->intervals_type);
     Py_CLEAR(st->fire_event_type);
     Py_CLEAR(st->live_type);
     Py_CLEAR(st->error);
     Py_CLEAR(st->update_wrapper);
     Py_CLEAR(st->shape_name);
+    Py_CLEAR(st->on_new_profiler);
     return 0;
 }
 

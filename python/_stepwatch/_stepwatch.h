@@ -64,12 +64,14 @@ typedef struct {
     PyTypeObject *fitmarks_type;
     PyTypeObject *handler_timer_type;
     PyTypeObject *spans_type;
+    PyTypeObject *scope_type;
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
     PyObject *error;          /* stepwatch.Error */
     PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;     /* the interned string "shape", for batch_size() */
+    PyObject *on_new_profiler; /* _watch_profilers(callback): stepwatch.autorun's, or NULL */
 } module_state;
 
 static inline module_state *sw_py_state_of_module(PyObject *module) {
@@ -82,6 +84,9 @@ module_state *sw_py_state_of_type(PyTypeObject *tp);
 
 /* The type specs, one per type; _stepwatch.c makes the types from them at module exec. */
 extern PyType_Spec sw_py_profiler_spec; /* _profiler.c */
+/* _watch_profilers(callback or None): callback(None) before each Profiler is made, then
+ * callback(profiler) (_profiler.c; stepwatch.autorun hands its run to the program's). */
+PyObject *sw_py_watch_profilers(PyObject *module, PyObject *callback);
 extern PyType_Spec sw_py_action_spec;   /* _actions.c */
 extern PyType_Spec sw_py_prebound_spec;
 extern PyType_Spec sw_py_timed_spec;
@@ -95,6 +100,7 @@ extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
 extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_scope_spec;
 extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 

@@ -87,8 +87,11 @@ static PyMethodDef Timer_methods[] = {
     {"step", (PyCFunction)(void (*)(void))Timer_step, METH_FASTCALL,
      "step($self, /, *args)\n--\n\nCount one step (for average=True)."},
     {"value", (PyCFunction)Timer_value, METH_NOARGS,
+     "value($self, /)\n--\n\n"
      "Seconds elapsed (divided by the steps if average)."},
-    {"is_running", (PyCFunction)Timer_is_running, METH_NOARGS, "True while running."},
+    {"is_running", (PyCFunction)Timer_is_running, METH_NOARGS,
+     "is_running($self, /)\n--\n\n"
+     "True while running."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -104,7 +107,9 @@ static PyGetSetDef Timer_getset[] = {
 };
 
 static PyType_Slot Timer_slots[] = {
-    {Py_tp_doc, "Timer(average=False): Ignite's Timer, in C. Starts running on creation."},
+    {Py_tp_doc,
+     "Timer(average=False)\n--\n\n"
+     "Ignite's Timer, in C. Starts running on creation."},
     {Py_tp_init, Timer_init},
     {Py_tp_methods, Timer_methods},
     {Py_tp_getset, Timer_getset},

@@ -23,6 +23,8 @@ default profiler and lazy access to the framework adapters::
 import importlib
 import sys
 import threading
+from types import ModuleType
+from typing import Any, Callable
 
 from ._stepwatch import (
     JSON_SCHEMA_VERSION,
@@ -39,6 +41,7 @@ from ._stepwatch import (
     __version__,
     batch_size,
     category_of,
+    clock_in_use,
     compare,
     diagnose,
     export_chrome,
@@ -55,7 +58,7 @@ __all__ = [
     "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
     "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
-    "load_steps", "now_ns",
+    "load_steps", "now_ns", "clock_in_use",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
     "step",
@@ -63,13 +66,13 @@ __all__ = [
     "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
 ]
 
-FORMATS = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
+FORMATS: tuple[str, ...] = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
 
-_default = None
+_default: Profiler | None = None
 _default_lock = threading.Lock()
 
 
-def profiler():
+def profiler() -> Profiler:
     """The process-wide default Profiler (created on first use)."""
     global _default
     with _default_lock:
@@ -78,7 +81,7 @@ def profiler():
         return _default
 
 
-def set_profiler(prof):
+def set_profiler(prof: Profiler | None) -> None:
     """Make prof the default Profiler (None: a fresh one is made on next use)."""
     global _default
     if prof is not None and not isinstance(prof, Profiler):
@@ -87,22 +90,22 @@ def set_profiler(prof):
         _default = prof
 
 
-def action(name):
+def action(name: str) -> Action:
     """An action of the default profiler (context manager and decorator)."""
     return profiler().action(name)
 
 
-def report(format="table"):
+def report(format: str = "table") -> str:
     """The default profiler's report as text."""
     return profiler().report(format)
 
 
-def records(phase=None):
+def records(phase: str | None = None) -> list[dict[str, Any]]:
     """The default profiler's rows as a list of dicts."""
     return profiler().records(phase)
 
 
-def distributed_rank(trainer=None):
+def distributed_rank(trainer: Any = None) -> tuple[int, int] | None:
     """(rank, world_size) of this process as the training framework sees it now, or None
     when nothing tells (a Profiler made with rank=0, world_size=0 then reads RANK/WORLD_SIZE,
     OMPI_COMM_WORLD_* or PMI_* from the environment, see sw_options).
@@ -129,18 +132,18 @@ class _StepMark:
     """What stepwatch.step() returns: as a context manager, the step ends with the block."""
     __slots__ = ("_end",)
 
-    def __init__(self, end):
+    def __init__(self, end: Callable[[], object]) -> None:
         self._end = end
 
-    def __enter__(self):
+    def __enter__(self) -> "_StepMark":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self._end()
         return False
 
 
-def step(batch_size=0):
+def step(batch_size: int = 0) -> _StepMark:
     """Mark a step by hand, for loops no rule of stepwatch.torch can read (docs/python.md).
 
     ``stepwatch.step()`` ends the step in progress and begins the next one here (at the
@@ -164,7 +167,7 @@ def step(batch_size=0):
 _ADAPTERS = ("torch", "lightning", "thunder", "ignite", "fastai", "live", "distributed")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     # The adapters import their framework: load them only when asked for.
     if name in _ADAPTERS:
         return importlib.import_module(f".{name}", __name__)

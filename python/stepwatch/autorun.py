@@ -37,10 +37,12 @@ STEPWATCH_AGGREGATE_TIMEOUT). `-m torch.distributed.run ARGS` instruments torchr
 import argparse
 import os
 import runpy
+import signal
 import sys
 import warnings
 
 import stepwatch
+from stepwatch._stepwatch import _watch_profilers
 
 # autorun's options that take a value (the rest are flags); what follows them is the program
 _VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
@@ -104,10 +106,17 @@ def _split(argv):
     return argv, None, []
 
 
-def _write_report(prof, fmt, output, view=None):
-    text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
-    if prof.function_actions():
-        text += "\n" + prof.function_report()
+def _write_report(prof, fmt, output, view=None, run_file=None):
+    if prof.closed:  # the program closed its own profiler: its run file has the run
+        if run_file is None or not os.path.isfile(run_file):
+            sys.stderr.write("stepwatch: the program closed its profiler, which wrote no run "
+                             "file: no report\n")
+            return
+        text = stepwatch.load(run_file).report(fmt, full_names=bool(output))
+    else:
+        text = prof.report(fmt, full_names=bool(output))  # a file keeps every name whole
+        if prof.function_actions():
+            text += "\n" + prof.function_report()
     if view is not None:
         text += "\n" + view.report(fmt if fmt in ("markdown", "md", "json") else "table")
     if output:
@@ -131,7 +140,85 @@ def _run(target, rest):
     else:
         sys.argv = [what] + rest
         sys.path.insert(0, os.path.dirname(os.path.abspath(what)))
-        runpy.run_path(what, run_name="__main__")
+        # An absolute __file__ and traceback paths, as python itself gives a script.
+        runpy.run_path(os.path.abspath(what), run_name="__main__")
+
+
+class _Run:
+    """What the run records: autorun's profiler, until the program makes a Profiler of its
+    own before autorun's has seen a step. Then the program's profiler is the run's: it takes
+    the run file (autorun's, which holds no step, is removed), the instrumentation and the
+    cross-rank watch move to it, and its report is the one printed at exit. A profiler the
+    program makes after steps were recorded is the program's own business."""
+
+    def __init__(self, prof, forward):
+        self.prof = prof
+        self.run_file = prof.run_file  # read now: a closed profiler no longer tells
+        self.forward = forward
+        self.swtorch = None
+        self.swdist = None
+        self.ranks = None
+
+    def instrument(self):
+        try:
+            import stepwatch.torch as swtorch
+            swtorch.instrument(self.prof, forward=self.forward)
+            import stepwatch.distributed as swdist
+            self.ranks = swdist.watch(self.prof, quiet=True)
+            self.swtorch, self.swdist = swtorch, swdist
+        except ImportError as exc:  # no torch: still run the script, say why nothing is timed
+            warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
+                          RuntimeWarning)
+
+    def on_new_profiler(self, made):
+        """stepwatch._stepwatch's hook: called with None before the program makes a
+        Profiler, then with the new one."""
+        if made is None:
+            if self.prof.step_count > 0:  # autorun's has the run: it keeps it
+                _watch_profilers(None)
+                return
+            if self.swtorch is not None:
+                self.swtorch.uninstrument()
+            path = self.prof.run_file if self.prof.run_file_error is None else None
+            self.prof.close()
+            if path is not None and os.path.isfile(path):
+                os.unlink(path)  # no step in it: the program's profiler writes the run
+            os.environ.pop("STEPWATCH_RUN_FILE_OWNER", None)
+            return
+        _watch_profilers(None)
+        # A program's profiler with a run file of its own leaves the environment's alone,
+        # and so must the profilers after it and the children.
+        os.environ.setdefault("STEPWATCH_RUN_FILE_OWNER", str(os.getpid()))
+        self.prof = made
+        self.run_file = made.run_file if made.run_file_error is None else None
+        stepwatch.set_profiler(made)
+        self.instrument()
+
+    def finish(self, fmt, output):
+        _watch_profilers(None)
+        view = None
+        if self.ranks is not None:
+            view = self.swdist.finish(self.prof)  # every rank: the end-of-run round
+        if self.swtorch is not None:
+            self.swtorch.uninstrument()
+        # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
+        ranks = self.ranks
+        if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:
+            _write_report(self.prof, fmt, output, view, self.run_file)
+        self.prof.close()
+
+
+def _users_traceback(exc):
+    """exc's traceback from the program's first frame on: autorun's and runpy's frames,
+    which every traceback under `stepwatch run` would start with, left out."""
+    tb = exc.__traceback__
+    ours = (os.path.abspath(__file__), )
+    while tb is not None and tb.tb_next is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name not in ours and "runpy" not in os.path.basename(name):
+            break
+        tb = tb.tb_next
+    return tb
 
 
 def main(argv=None):
@@ -158,33 +245,33 @@ def main(argv=None):
                               device_stats=args.device_stats or False,
                               device_time=args.device_time)
     stepwatch.set_profiler(prof)
-    ranks = None
-    try:
-        import stepwatch.torch as swtorch
-        swtorch.instrument(prof, forward=args.forward)
-        import stepwatch.distributed as swdist
-        ranks = swdist.watch(prof, quiet=True)
-    except ImportError as exc:  # no torch: still run the script, say why nothing is timed
-        swtorch = None
-        warnings.warn(f"stepwatch: torch not importable ({exc}); nothing is instrumented",
-                      RuntimeWarning)
+    run = _Run(prof, args.forward)
+    run.instrument()
+    _watch_profilers(run.on_new_profiler)
     code = 0
+    failed = None
     try:
         _run(target, rest)
     except SystemExit as exc:
         code = exc.code
+    except BaseException as exc:  # noqa: B036 -- printed below, after the report
+        failed = exc
     finally:
         # also on an exception or Ctrl-C: the report is what the user came for
-        view = None
-        if ranks is not None:
-            view = swdist.finish(prof)  # every rank: the end-of-run round
-        if swtorch is not None:
-            swtorch.uninstrument()
-        # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
-        if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:
-            _write_report(prof, args.format, args.output, view)
-        prof.close()
-    return code
+        run.finish(args.format, args.output)
+    if failed is None:
+        return code
+    tb = _users_traceback(failed)
+    # The hook prints the exception's own traceback (the one passed only when it has none).
+    sys.excepthook(type(failed), failed.with_traceback(tb), tb)
+    if isinstance(failed, KeyboardInterrupt):
+        # Exit as Python does on Ctrl-C: killed by SIGINT, so that shells and `stepwatch
+        # run` see the interrupt.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return 1
 
 
 if __name__ == "__main__":

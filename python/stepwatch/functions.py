@@ -13,6 +13,7 @@ import collections
 import marshal
 import os
 import tempfile
+from typing import Any
 
 __all__ = ["FunctionStats", "profiler_entry", "profiler_subentry"]
 
@@ -33,7 +34,7 @@ class FunctionStats:
     recorded function; ``folded_calls``: calls on call paths past the node limit.
     """
 
-    def __init__(self, data):
+    def __init__(self, data: dict[str, Any]) -> None:
         self.action = data["action"]
         self.stats = data["stats"]
         self.spans = data["spans"]
@@ -43,21 +44,21 @@ class FunctionStats:
         self.builtins = data["builtins"]
         self._entries = data["entries"]
 
-    def create_stats(self):
+    def create_stats(self) -> None:
         """pstats.Stats(obj) calls this on profile objects; the stats are already made."""
 
-    def getstats(self):
+    def getstats(self) -> list[Any]:
         """cProfile.Profile.getstats(): one entry per function (code object, or the built-in's
         label), with its callees in ``calls``."""
         return [profiler_entry(code, n, rec, total, inline,
                                [profiler_subentry(*sub) for sub in calls] or None)
                 for code, n, rec, total, inline, calls in self._entries]
 
-    def dumps(self):
+    def dumps(self) -> bytes:
         """The bytes of a pstats file (marshal of ``stats``, as cProfile's dump_stats)."""
         return marshal.dumps(self.stats)
 
-    def dump_stats(self, path):
+    def dump_stats(self, path: "str | os.PathLike[str]") -> None:
         """Write the file pstats.Stats(path), snakeviz and gprof2dot load (marshal, as
         cProfile's dump_stats). Written to a temporary file in the same folder, then renamed:
         a reader never sees half a file, and a failed write leaves no file behind."""
@@ -75,11 +76,11 @@ class FunctionStats:
                 pass
             raise
 
-    def print_stats(self, *restrictions, sort="cumulative"):
+    def print_stats(self, *restrictions: Any, sort: str = "cumulative") -> None:
         """pstats' print_stats on these stats (to stdout)."""
         import pstats
         pstats.Stats(self).strip_dirs().sort_stats(sort).print_stats(*restrictions)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<FunctionStats {self.action!r}: {len(self.stats)} functions, "
                 f"{self.spans} spans, {self.total_ns / 1e9:.3f} s>")

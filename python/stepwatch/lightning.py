@@ -8,9 +8,10 @@
 (``FIT Profiler Report``), ``start``/``stop``/``profile``/``summary``/``describe``/``setup``/
 ``teardown``, ``recorded_durations``; picklable and deep-copyable. Every Lightning action
 keeps its name and gets its category (data, forward, loss, backward, optimizer, zero_grad,
-callback; docs/python.md lists the rules). Its ``start`` and ``stop`` are C (``Spans``,
-python/_stepwatch/_spans.c): Lightning calls them 18 times each per training step of a bare
-Trainer, 6 more per callback.
+callback; docs/python.md lists the rules). Its ``start``, ``stop`` and ``profile`` are C
+(``Spans``, python/_stepwatch/_spans.c): Lightning calls them 18 times each per training step
+of a bare Trainer, 6 more per callback, most of them through ``profile()``, which in C costs
+less than Lightning's own generator-based one in its default PassThroughProfiler.
 
 ``TimeProfiler`` is thunder's callback: the same keys, definitions and logging.
 
@@ -234,9 +235,12 @@ class Profiler(_LightningProfiler):
         self._recorder = recorder
         how = classify if self.empty_hooks else functools.partial(classify, owners=self._owners)
         self._spans = _Spans(recorder, how, self.keep_durations)
-        # Lightning calls self.start/self.stop: from now on the C methods answer directly.
+        # Lightning calls self.start/self.stop and enters self.profile(name) around every hook:
+        # from now on the C methods answer directly (profile: a C context manager, where
+        # Lightning's base class has a generator-based one that costs more than the span).
         self.start = self._spans.start
         self.stop = self._spans.stop
+        self.profile = self._spans.profile
         pending, self._pending = self._pending, []
         for name, start, end in pending:
             if end is None:
@@ -379,7 +383,7 @@ class Profiler(_LightningProfiler):
 SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: the one-line switch
 
 # What a pickled or copied Profiler leaves behind: the recording (it stays in this process).
-_TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "_pending", "_pending_unbalanced",
+_TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "profile", "_pending", "_pending_unbalanced",
                         "_fit_open", "_described", "_taps", "_owners",
                         "_lightning_module", "_ranks"})
 

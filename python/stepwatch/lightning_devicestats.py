@@ -11,6 +11,11 @@ accelerator's own) go to every logger of the Trainer as
 False never. Setting up a fit without a logger raises MisconfigurationException; CPU figures
 without psutil raise ModuleNotFoundError, both at setup, as Lightning does.
 
+The CPU figures (``cpu_percent``, ``cpu_vm_percent``, ``cpu_swap_percent``, psutil's
+definitions) come from stepwatch's C reader (python/_stepwatch/_device.c): one call where
+Lightning's psutil parses /proc/stat and /proc/meminfo twice in Python, the most of what a
+logging step costs it; the GPU figures still come from the accelerator.
+
 stepwatch adds, with ``extra_stats=True``, what Lightning has no key for: the process's CPU
 and memory and each GPU's utilization, memory, power and temperature (NVML, loaded at run
 time), read by stepwatch's C reader (``process_cpu_percent``, ``process_rss_bytes``,
@@ -23,9 +28,15 @@ import importlib.util
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
-from .devicestats import DeviceStats
+from . import _stepwatch
+from .devicestats import CPU_KEYS
 
 __all__ = ["DeviceStatsMonitor"]
+
+
+def _is_cpu(accelerator):
+    from lightning.pytorch.accelerators import CPUAccelerator
+    return isinstance(accelerator, CPUAccelerator)
 
 
 def _psutil_available():
@@ -46,7 +57,7 @@ class DeviceStatsMonitor(Callback):
             raise ValueError(f"cpu_stats must be None, True or False, not {cpu_stats!r}")
         self._cpu_stats = cpu_stats
         self._extra_stats = extra_stats
-        self._extra = None
+        self._reader = None
 
     def setup(self, trainer, pl_module, stage):
         if stage != "fit":
@@ -59,8 +70,8 @@ class DeviceStatsMonitor(Callback):
             raise ModuleNotFoundError(
                 "`DeviceStatsMonitor` cannot log CPU stats as `psutil` is not installed "
                 "(pip install psutil), or pass cpu_stats=False")
-        if self._extra_stats and self._extra is None:
-            self._extra = DeviceStats(cpu_stats=False, extra_stats=True)
+        if self._reader is None:
+            self._reader = _stepwatch._device_reader(bool(self._extra_stats))
 
     def _log(self, trainer, hook):
         if not trainer._logger_connector.should_update_logs:  # log_every_n_steps, as Lightning
@@ -68,12 +79,16 @@ class DeviceStatsMonitor(Callback):
         device = trainer.strategy.root_device
         if self._cpu_stats is False and device.type == "cpu":
             return
-        stats = trainer.accelerator.get_device_stats(device)
-        if self._cpu_stats and device.type != "cpu":
-            from lightning.pytorch.accelerators.cpu import get_cpu_stats
-            stats.update(get_cpu_stats())
-        if self._extra is not None:
-            stats.update((k, v) for k, v in self._extra.read().items() if k not in stats)
+        values = _stepwatch._device_read(self._reader)
+        if _is_cpu(trainer.accelerator):  # Lightning's get_device_stats: the CPU figures
+            stats = {k: values[k] for k in CPU_KEYS if k in values}
+        else:
+            stats = trainer.accelerator.get_device_stats(device)
+            if self._cpu_stats:
+                stats.update((k, values[k]) for k in CPU_KEYS if k in values)
+        if self._extra_stats:
+            stats.update((k, v) for k, v in values.items() if k not in stats and
+                         k not in CPU_KEYS and k != "gpu_error")
         prefix = f"{type(self).__qualname__}.{hook}"
         step = trainer.fit_loop.epoch_loop._batches_that_stepped
         for logger in trainer.loggers:

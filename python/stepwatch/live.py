@@ -13,8 +13,9 @@ data_share, and ``stepwatch/share/<category>`` for the slowest category), at the
 every ``every_s`` seconds; the training thread is never touched.
 """
 import threading
+from typing import Any
 
-from ._stepwatch import Live
+from ._stepwatch import Live, Profiler
 
 __all__ = ["Live", "TensorBoard"]
 
@@ -26,7 +27,8 @@ class TensorBoard:
     ``add_scalar``/``flush``/``close``); by default one is made on ``log_dir``. A writer passed
     in is flushed at :meth:`close`, not closed."""
 
-    def __init__(self, profiler, log_dir=None, every_s=5.0, window_s=None, writer=None):
+    def __init__(self, profiler: Profiler, log_dir: str | None = None, every_s: float = 5.0,
+                 window_s: float | None = None, writer: Any = None) -> None:
         if every_s <= 0:
             raise ValueError("TensorBoard: every_s must be above 0")
         self._live = Live(profiler, window_s if window_s is not None else max(every_s, 1.0))
@@ -43,7 +45,7 @@ class TensorBoard:
                                         daemon=True)
         self._thread.start()
 
-    def write(self):
+    def write(self) -> dict[str, Any]:
         """Take the figures now and write them (also what the thread does)."""
         v = self._live.update()
         if not v["steps"]:
@@ -63,14 +65,14 @@ class TensorBoard:
                 self.writer.add_scalar("stepwatch/" + name, value, global_step=step)
         return v
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._stop.wait(self._every_s):
             try:
                 self.write()
             except Exception:  # a closed profiler or writer: stop quietly, never hurt training
                 return
 
-    def close(self):
+    def close(self) -> None:
         """Stop the thread, write the last figures, flush (and close our own writer)."""
         if self._stop.is_set():
             return
@@ -84,9 +86,9 @@ class TensorBoard:
         if self._own_writer:
             self.writer.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "TensorBoard":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.close()
         return False

@@ -708,7 +708,9 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d)
         data_ns += (double)r->cat_ns[SW_CAT_DATA];
         sw_hist_merge(all, &r->hist);
     }
-    d->nranks = c.max_rank >= c.min_rank ? c.max_rank - c.min_rank + 1 : 0;
+    /* The ranks with step records; without any, the ranks the run holds (as the HTML
+     * report says them). */
+    d->nranks = c.max_rank >= c.min_rank ? c.max_rank - c.min_rank + 1 : in->nranks;
     c.median_ns = (double)sw_hist_quantile(all, 0.5);
     if (d->steps > 0) {
         c.pass = 2;

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,31 @@ static int detect_rank(const char *const *names, int fallback) {
     return fallback;
 }
 
+/* The clock a new profiler asks for: SW_CLOCK_TSC switches the process to the TSC when it is
+ * invariant (clock.h), else it says once why not; AUTO reads SW_CLOCK. MONOTONIC changes
+ * nothing (the clock is the process's: another profiler may read the TSC already). */
+static void choose_clock(sw_clock_kind kind) {
+    static int said;
+    if (kind == SW_CLOCK_AUTO) {
+        const char *v = getenv("SW_CLOCK");
+        if (v == NULL || *v == '\0' || strcmp(v, "monotonic") == 0)
+            return;
+        if (strcmp(v, "tsc") != 0) {
+            if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+                fprintf(stderr,
+                        "stepwatch: SW_CLOCK=%.40s is not a clock (tsc or monotonic): "
+                        "CLOCK_MONOTONIC\n",
+                        v);
+            return;
+        }
+        kind = SW_CLOCK_TSC;
+    }
+    if (kind == SW_CLOCK_TSC && !sw__clock_use_tsc(sw__tsc_invariant()) &&
+        !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "stepwatch: no invariant time-stamp counter here: the clock stays "
+                        "CLOCK_MONOTONIC\n");
+}
+
 int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     if (out == NULL)
         return SW_EINVAL;
@@ -38,8 +64,11 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
         opts = &defaults;
 
     if (opts->ring_capacity > SW_MAX_RING_CAPACITY ||
-        (opts->on_full != SW_FULL_DROP && opts->on_full != SW_FULL_BLOCK))
+        (opts->on_full != SW_FULL_DROP && opts->on_full != SW_FULL_BLOCK) ||
+        (opts->clock != SW_CLOCK_AUTO && opts->clock != SW_CLOCK_MONOTONIC &&
+         opts->clock != SW_CLOCK_TSC))
         return SW_EINVAL;
+    choose_clock(opts->clock);
     sw_profiler *p = calloc(1, sizeof *p);
     if (p == NULL)
         return SW_ENOMEM;

@@ -46,8 +46,10 @@ int sw__ticker_start(sw__ticker *t, int period_ms, int (*tick)(void *ctx), void 
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int err = pthread_create(&t->thread, NULL, ticker_main, t);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0)
-        return SW_ENOMEM;
+    if (err != 0) {
+        errno = err; /* for the caller's sentence: EAGAIN under `ulimit -u` */
+        return err == ENOMEM ? SW_ENOMEM : SW_EIO;
+    }
     t->running = 1;
     return 0;
 }

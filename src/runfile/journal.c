@@ -649,6 +649,8 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
     if (rc == 0) {
         sw__events_enable(p);
         rc = sw__ticker_start(&j->flusher, (int)j->flush_ms, flusher_tick, j);
+        if (rc != 0) /* EAGAIN under `ulimit -u`: said as such, not "out of memory" */
+            rc = sw__error(rc, "%s: cannot start its writer thread: %s", path, strerror(errno));
     }
     if (rc != 0 && j->store != NULL) { /* made, but no flusher: remove what is ours */
         if (j->signals_watched)

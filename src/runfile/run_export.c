@@ -220,7 +220,7 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
     int written = sw__jw_finish(&w);
     free(c.clocks);
     free(c.threads);
-    return rc ? rc : written;
+    return rc ? sw__run_said(run, rc) : written;
 }
 
 /* ---- Ignite-style per-iteration CSV ---- */

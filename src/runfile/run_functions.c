@@ -161,7 +161,7 @@ int sw_run_functions(sw_run *run, int rank, sw_fprofile **out) {
         rc = SW_ENOTFOUND;
     if (rc != 0) {
         sw_fprofile_free(all);
-        return rc;
+        return sw__run_said(run, rc);
     }
     *out = all;
     return 0;

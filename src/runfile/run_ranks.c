@@ -45,6 +45,7 @@ int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size, uint64_t 
     } else {
         rc = row == SQLITE_DONE ? SW_ENOTFOUND : sw__sqlite_rc(row);
     }
+    rc = sw__run_said(run, rc); /* before finalize, which resets SQLite's message */
     sqlite3_finalize(q);
     return rc;
 }

@@ -163,8 +163,18 @@ static int load_ranks(sw_run *run) {
     int rc = sw__sql_int(run->db, "SELECT count(*) FROM ranks", SW__NO_BIND, &n);
     if (rc != 0)
         return rc;
-    if (n == 0) /* created but the metadata never written */
-        return sw__error(SW_ECORRUPT, "%s: holds no run (no rank's metadata)", run->path);
+    if (n == 0) { /* created but the metadata never written, or kept in a lost WAL */
+        char wal[4096];
+        struct stat st;
+        snprintf(wal, sizeof wal, "%s-wal", run->path);
+        int has_wal = stat(wal, &st) == 0 && st.st_size > 0; /* SQLite makes an empty one */
+        return sw__error(SW_ECORRUPT, "%s: holds no run (no rank's metadata): %s", run->path,
+                         has_wal ? "its writer had only just created it, or its write-ahead "
+                                   "log (-wal) is damaged"
+                                 : "its writer had only just created it, or it was copied "
+                                   "without its write-ahead log (-wal), which holds what was "
+                                   "written until the run ends");
+    }
     run->ranks = calloc((size_t)n, sizeof *run->ranks);
     if (run->ranks == NULL)
         return SW_ENOMEM;
@@ -250,6 +260,10 @@ static int reading(sw_run *run, int rc) {
     return rc;
 }
 
+int sw__run_said(sw_run *run, int rc) {
+    return rc == SW_ESQLITE || rc == SW_ECORRUPT ? reading(run, rc) : rc;
+}
+
 int sw_run_open(const char *path, sw_run **out) {
     sw__error_clear();
     if (path == NULL || out == NULL)
@@ -271,7 +285,10 @@ int sw_run_open(const char *path, sw_run **out) {
         run->db = NULL;
         sw__error_clear();
         rc = sw__guard_open(path, flags[attempt], &run->db, &run->guard);
-        if (rc != 0)
+        int sys = run->db ? sqlite3_system_errno(run->db) : 0;
+        if (rc != 0 && sys != 0) /* "unable to open database file" alone names no cause */
+            sw__error(rc, "%s: %s (%s)", path, sqlite3_errmsg(run->db), strerror(sys));
+        else if (rc != 0)
             sw__error(rc, "%s: %s", path, run->db ? sqlite3_errmsg(run->db) : sw_strerror(rc));
         if (rc == 0) {
             sqlite3_busy_timeout(run->db, 2000);

@@ -108,6 +108,9 @@ int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp);
 
 /* The reader's connection (run_reader.c), for the readers in other files. */
 sqlite3 *sw__run_db(sw_run *run);
+/* rc of a reader in another file, with its sentence when SQLite failed and none was set yet
+ * ("F: no such column: ...", never a bare "SQLite error"). */
+int sw__run_said(sw_run *run, int rc);
 
 /* ---- encodings (little-endian, varint) ---- */
 

@@ -452,6 +452,18 @@ static void test_reader_says_why(void **state) {
     fault_write_text(cut, "a,b\n1,2\n");
     expect_open_error(cut, SW_EFOREIGN, "not a stepwatch run file");
     expect_open_error(g_dir, SW_EFOREIGN, "a directory");
+    /* A live run's file copied without its -wal: the metadata is in the WAL; said so. */
+    char live[300], copy[300], cmd[700];
+    fault_path(live, sizeof live, "live-copy.db");
+    fault_path(copy, sizeof copy, "copied.db");
+    SW_TEST_PROFILER(p, .run_file = live, .no_signal_handlers = 1, .flush_interval_ms = 10);
+    sw_step_begin(p, 1);
+    sw_step_end(p);
+    fault_sleep_ms(100); /* a flush wrote the metadata, into the WAL */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", live, copy);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(copy, SW_ECORRUPT, "copied without its write-ahead log");
+    sw_profiler_free(p);
 }
 
 int main(void) {

@@ -15,6 +15,16 @@ cc "$src/tests/install/use_stepwatch.c" $(pkg-config --cflags --libs stepwatch) 
    -Wl,-rpath,"$(dirname "$libdir")" -o "$work/use_pkgconfig"
 "$work/use_pkgconfig" | grep -q "forward"
 passed=$((passed + 1))
+# docs/core.md's static line: the archive linked in, no libstepwatch.so needed at run time
+# (no rpath here: the program must run without finding the prefix's libraries).
+cc "$src/tests/install/use_stepwatch.c" $(pkg-config --cflags --libs stepwatch-static) \
+   -o "$work/use_pkgconfig_static"
+if readelf -d "$work/use_pkgconfig_static" | grep -q "libstepwatch"; then
+    echo "pkg-config stepwatch-static: the program still needs libstepwatch.so" >&2
+    exit 1
+fi
+"$work/use_pkgconfig_static" | grep -q "forward"
+passed=$((passed + 1))
 
 seen=""
 for c in "$(command -v cmake)" /usr/bin/cmake "$build/../venv/bin/cmake"; do

@@ -1,6 +1,10 @@
 """The extension itself: Profiler, Action, phases, steps, reports, records, Timer, errors."""
 import gc
 import json
+import os
+import platform
+import subprocess
+import sys
 import time
 
 import pytest
@@ -305,3 +309,42 @@ def test_batch_size_reads_the_first_array_like():
     # unknown: 0, never an exception
     for unknown in (None, 3, "text", (), {}, [1, 2], torch.tensor(1.0), object()):
         assert stepwatch.batch_size(unknown) == 0, unknown
+
+
+def _tsc_invariant():
+    """What cpuid's invariant-TSC bit says, as Linux shows it (constant_tsc and nonstop_tsc)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "constant_tsc" in flags and "nonstop_tsc" in flags
+
+
+def test_clock_tsc_on_request_from_the_option_and_the_environment():
+    """Profiler(clock='tsc') and SW_CLOCK=tsc switch the process to the TSC where it is
+    invariant, else keep CLOCK_MONOTONIC and say so; spans are timed on it either way. Each
+    in a process of its own: the switch is for the rest of the process."""
+    with pytest.raises(ValueError, match="clock must be"):
+        stepwatch.Profiler(clock="sundial")
+    code = ("import stepwatch, time\n"
+            "p = stepwatch.Profiler(clock={clock!r})\n"
+            "t0, m0 = stepwatch.now_ns(), time.monotonic_ns()\n"
+            "with p.action('nap'):\n"
+            "    time.sleep(0.02)\n"
+            "t1, m1 = stepwatch.now_ns(), time.monotonic_ns()\n"
+            "total = {{r['action']: r['total_ns'] for r in p.records('all')}}['nap']\n"
+            "print(stepwatch.clock_in_use(), total, t1 - t0, m1 - m0, abs(t1 - m1))\n")
+    expected = "tsc" if _tsc_invariant() and platform.machine() == "x86_64" else "monotonic"
+    for clock, env in (("tsc", {}), (None, {"SW_CLOCK": "tsc"})):
+        run = subprocess.run([sys.executable, "-c", code.format(clock=clock)],
+                             env={**os.environ, **env}, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stderr
+        used, total, span, mono_span, apart = run.stdout.split()
+        assert used == expected, (clock, env, run.stdout, run.stderr)
+        assert ("no invariant time-stamp counter" in run.stderr) == (expected == "monotonic")
+        assert int(total) >= 20_000_000  # the 20 ms nap, on whichever clock
+        # the two clocks run at one rate and stay together (on a loaded machine a preemption
+        # between the reads may add a few ms)
+        assert abs(int(span) - int(mono_span)) < 5_000_000 and int(apart) < 5_000_000

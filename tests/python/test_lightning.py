@@ -411,6 +411,35 @@ def test_unbalanced_start_stop_is_counted_not_raised():
         assert {x["action"]: x["count"] for x in prof.records("all")}["ctx"] == 1
 
 
+def test_profile_is_a_c_context_manager_that_times_and_passes_exceptions():
+    """After the recorder exists, profile(name) is Spans.profile (C): it returns the name as
+    Lightning's yields it, times nested blocks, stops the span when the block raises and lets
+    the exception through; before the recorder, Lightning's own profile() still works."""
+    prof = Profiler()
+    with prof.profile("early") as name:  # no recorder yet: the base class's generator
+        assert name == "early"
+    prof.profiler
+    assert type(prof.profile("x")).__name__ == "SpanScope"
+    with prof.profile("outer") as name:
+        assert name == "outer"
+        with prof.profile("inner"):
+            pass
+        with prof.profile("inner"):
+            pass
+    with pytest.raises(KeyError):
+        with prof.profile("raises"):
+            raise KeyError("through")
+    scope = prof.profile("reused")
+    for _ in range(2):  # one scope entered twice, as a stored context manager may be
+        with scope:
+            pass
+    counts = {x["action"]: x["count"] for x in prof.records("all")}
+    assert (counts["early"], counts["outer"], counts["inner"], counts["raises"],
+            counts["reused"]) == (1, 1, 2, 1, 2)
+    assert prof.unbalanced == 0 and len(prof.recorded_durations["inner"]) == 2
+    assert "profile" not in pickle.loads(pickle.dumps(prof)).__dict__
+
+
 def test_names_alike_in_every_hashed_word_stay_apart():
     """Spans hashes a name's start, middle and end: names that differ only elsewhere share a
     hash and are told apart by their whole text; the table grows past its first size."""

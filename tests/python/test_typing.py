@@ -1,0 +1,172 @@
+"""The package is typed (issue 28): every public callable has a signature for
+inspect.signature (the C ones through __text_signature__), and `mypy --strict` passes on a
+user script of the documented API, against the installed package (py.typed and the stubs)."""
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import stepwatch
+
+# The adapters whose frameworks are installed here; each one's __all__ is its public API.
+ADAPTERS = ["stepwatch.torch", "stepwatch.distributed", "stepwatch.live", "stepwatch.functions",
+            "stepwatch.lightning", "stepwatch.ignite", "stepwatch.fastai",
+            "stepwatch.devicestats"]
+
+
+def public_callables():
+    """(qualified name, object) for every public callable: stepwatch's __all__, the adapters'
+    __all__, and the public methods of every class among them (the C types included)."""
+    seen = {}
+    modules = [stepwatch]
+    for name in ADAPTERS:
+        try:
+            modules.append(__import__(name, fromlist=["_"]))
+        except ImportError:  # a framework that is not installed here
+            continue
+    for module in modules:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type(stepwatch)) or not callable(obj):
+                continue
+            seen.setdefault(f"{module.__name__}.{name}", obj)
+            if isinstance(obj, type):
+                for attr, value in vars(obj).items():
+                    if not attr.startswith("_") and callable(value):
+                        seen.setdefault(f"{module.__name__}.{name}.{attr}", getattr(obj, attr))
+    return sorted(seen.items())
+
+
+def instantiable(cls):
+    """Can Python code make one (the C types that only the profiler makes cannot)?"""
+    return not cls.__flags__ & (1 << 7)  # Py_TPFLAGS_DISALLOW_INSTANTIATION
+
+
+def test_every_public_callable_has_a_signature():
+    callables = public_callables()
+    names = [name for name, _ in callables]
+    # The walk reaches the C callables the issue names, and the methods of the C types.
+    for must in ("stepwatch.Profiler", "stepwatch.load", "stepwatch.html", "stepwatch.diagnose",
+                 "stepwatch.compare", "stepwatch.Timer", "stepwatch.Profiler.action",
+                 "stepwatch.Snapshot.report", "stepwatch.torch.instrument"):
+        assert must in names, must
+    missing = []
+    for name, obj in callables:
+        if isinstance(obj, type) and (not instantiable(obj) or issubclass(obj, BaseException)):
+            continue  # made by the profiler only; an exception (CPython's have none either)
+        try:
+            inspect.signature(obj)
+        except (ValueError, TypeError) as exc:
+            missing.append(f"{name}: {exc}")
+    assert missing == [], "\n".join(missing)
+    assert len(callables) > 80, len(callables)
+
+
+def test_the_c_signatures_say_what_the_c_code_takes():
+    """Parameters as the docs name them, binding as the C parsers do."""
+    sig = inspect.signature(stepwatch.Profiler)
+    assert list(sig.parameters)[:3] == ["name", "warmup_steps", "run_file"]
+    assert sig.parameters["on_full"].default == "drop"
+    assert str(inspect.signature(stepwatch.load)) == "(path, /)"
+    assert "format='table'" in str(inspect.signature(stepwatch.diagnose))
+    report = inspect.signature(stepwatch.Profiler.report)
+    assert report.parameters["width"].kind is inspect.Parameter.KEYWORD_ONLY
+    prof = stepwatch.Profiler(live=False)
+    try:
+        # A bound C method drops self, as for a Python method.
+        assert list(inspect.signature(prof.action).parameters) == ["name", "category"]
+        assert str(inspect.signature(prof.step)) == "(batch_size=0, /)"
+    finally:
+        prof.close()
+
+
+USER_SCRIPT = '''
+"""A user's script of the documented API (README, docs/python.md), type-checked."""
+import stepwatch
+import stepwatch.torch
+from stepwatch.live import TensorBoard
+
+
+def train(path: str) -> float:
+    prof = stepwatch.Profiler(name="run", warmup_steps=2, run_file=path, live=False)
+    forward = prof.action("forward")
+    loss = prof.action("my_loss", category="loss")
+    with prof.phase("train"):
+        for i in range(5):
+            with prof.step(8) as step:
+                step.set_batch_size(8)
+                with forward:
+                    pass
+                prof.record(loss, stepwatch.now_ns(), stepwatch.now_ns())
+    prof.counter("lr", 0.1)
+    prof.note("model", "mlp")
+    text: str = prof.report("markdown", width=100)
+    rows = prof.records()
+    total = sum(float(r["total_s"]) for r in rows)
+    info = prof.snapshot().info()
+    steps: int = info["steps"]
+    prof.close()
+    snap = stepwatch.load(path)
+    print(text, steps, snap.report("json"), stepwatch.load_steps(path)[:1])
+    stepwatch.html(path, path + ".html")
+    stepwatch.export_chrome(path, path + ".json")
+    print(stepwatch.diagnose(path), stepwatch.compare(path, snap, format="markdown"))
+    timer = stepwatch.Timer(average=True)
+    timer.step()
+    elapsed: float = timer.value()
+    return total + elapsed
+
+
+def zero_code() -> None:
+    inst = stepwatch.torch.instrument()
+    print(inst.rule)
+    stepwatch.torch.uninstrument()
+    with stepwatch.step(4):
+        pass
+    print(stepwatch.report(), stepwatch.records("all"), stepwatch.profiler().step_count)
+    stepwatch.set_profiler(None)
+
+
+def decorated() -> None:
+    prof = stepwatch.profiler()
+
+    @prof.action("data")
+    def load_batch(i: int) -> list[int]:
+        return [i]
+
+    print(load_batch(3), stepwatch.batch_size([[1, 2], [3, 4]]), stepwatch.category_of("data"))
+    board = TensorBoard(prof, log_dir="runs/x")
+    board.close()
+    try:
+        prof.action("x" * 300)
+    except stepwatch.Error as err:
+        print(err.name, err.code)
+'''
+
+
+def test_mypy_strict_passes_on_a_user_script(tmp_path):
+    pytest.importorskip("mypy")
+    script = tmp_path / "user_script.py"
+    script.write_text(textwrap.dedent(USER_SCRIPT))
+    # From tmp_path: stepwatch is the installed package (its py.typed and stubs), not python/.
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           "--python-version", "3.11", str(script)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success" in done.stdout
+    # And the check can fail: a wrong call is caught.
+    script.write_text(textwrap.dedent(USER_SCRIPT) + "\nstepwatch.Profiler(warmup_steps='2')\n")
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           str(script)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 1 and "warmup_steps" in done.stdout, done.stdout
+
+
+def test_the_installed_package_carries_its_types_and_no_c_files():
+    folder = os.path.dirname(stepwatch.__file__)
+    files = os.listdir(folder)
+    assert "py.typed" in files and "_stepwatch.pyi" in files
+    assert not [f for f in files if f.endswith((".c", ".h"))], files
