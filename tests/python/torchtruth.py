@@ -105,8 +105,10 @@ class Truth:
         return self.step_ns[phase] - sum(self.ns[phase][c] for c in CATEGORIES)
 
     def loader(self, loader, phase="train"):
-        """Iterate loader, timing each next() as data."""
-        it = iter(loader)
+        """Iterate loader, timing each next() as data, and making its iterator (the loader's
+        start-up: its workers start) as data of the first step."""
+        with self.part("data", phase):
+            it = iter(loader)
         while True:
             try:
                 with self.part("data", phase):
