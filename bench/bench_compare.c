@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
     const char *json = argc > 1 ? argv[1] : "build/bench/compare.json";
     static const int SIZES[] = {2000, 4000, 8000, 16667}; /* 16,667 x 6 = 100k rows */
     FILE *f = fopen(json, "w");
-    printf("%8s %8s %12s %12s %8s %14s\n", "actions", "rows", "compare s", "report s",
-           "ratio", "vs half size");
+    printf("%8s %8s %12s %12s %8s %14s\n", "actions", "rows", "compare s", "report s", "ratio",
+           "vs half size");
     if (f)
         fprintf(f, "{\"bench\": \"compare\", \"runs\": [");
     double previous = 0;
@@ -89,7 +89,8 @@ int main(int argc, char **argv) {
             snprintf(growth, sizeof growth, "%.2fx", c / previous);
         printf("%8d %8zu %12.3f %12.3f %8.2f %14s\n", SIZES[i], rows, c, r, c / r, growth);
         if (f)
-            fprintf(f, "%s{\"actions\": %d, \"rows\": %zu, \"compare_s\": %.4f, \"report_s\": %.4f}",
+            fprintf(f,
+                    "%s{\"actions\": %d, \"rows\": %zu, \"compare_s\": %.4f, \"report_s\": %.4f}",
                     i ? ", " : "", SIZES[i], rows, c, r);
         previous = c;
         sw_snapshot_free(a);

@@ -186,14 +186,15 @@ int main(int argc, char **argv) {
             perror(argv[1]);
             return 1;
         }
-        fprintf(out,
-                "{\"pair_ns_1thread\": %.2f, \"floor_ns_1thread\": %.2f, \"ratio_1thread\": %.3f,\n"
-                " \"pair_ns_2threads\": %.2f, \"floor_ns_2threads\": %.2f, \"ratio_2threads\": %.3f,\n"
-                " \"rss_kib_before\": %ld, \"rss_kib_after\": %ld, \"spans\": 10000000,\n"
-                " \"tsc\": %d, \"tsc_pair_ns\": %.2f, \"tsc_floor_ns\": %.2f,"
-                " \"monotonic_floor_ns\": %.2f}\n",
-                pair1, floor1, pair1 / floor1, pair2, floor2, pair2 / floor2, before, after, tsc,
-                tsc_pair, tsc_floor, mono_floor);
+        fprintf(
+            out,
+            "{\"pair_ns_1thread\": %.2f, \"floor_ns_1thread\": %.2f, \"ratio_1thread\": %.3f,\n"
+            " \"pair_ns_2threads\": %.2f, \"floor_ns_2threads\": %.2f, \"ratio_2threads\": %.3f,\n"
+            " \"rss_kib_before\": %ld, \"rss_kib_after\": %ld, \"spans\": 10000000,\n"
+            " \"tsc\": %d, \"tsc_pair_ns\": %.2f, \"tsc_floor_ns\": %.2f,"
+            " \"monotonic_floor_ns\": %.2f}\n",
+            pair1, floor1, pair1 / floor1, pair2, floor2, pair2 / floor2, before, after, tsc,
+            tsc_pair, tsc_floor, mono_floor);
         fclose(out);
     }
     return 0;

@@ -71,8 +71,10 @@ static sw_profiler *profiler(int mode) {
         exit(1);
     int rc = 0;
     if (mode == INSTANT) {
-        sw_gpu_clock clock = {.event_new = instant_new, .record = instant_record,
-                              .query = instant_query, .elapsed_ns = instant_elapsed,
+        sw_gpu_clock clock = {.event_new = instant_new,
+                              .record = instant_record,
+                              .query = instant_query,
+                              .elapsed_ns = instant_elapsed,
                               .event_free = instant_free};
         rc = sw_device_time_clock(p, &clock);
     } else if (mode == CUDART) {
@@ -117,8 +119,8 @@ static double step_ns(int mode) {
         best = ns < best ? ns : best;
     }
     sw_device_time_info info = {0};
-    if (mode == INSTANT && (sw_device_time_info_get(p, &info) != 0 ||
-                            info.steps_timed + 1 < 5 * (uint64_t)STEPS)) {
+    if (mode == INSTANT &&
+        (sw_device_time_info_get(p, &info) != 0 || info.steps_timed + 1 < 5 * (uint64_t)STEPS)) {
         fprintf(stderr, "bench_device: the device timing timed %llu steps\n",
                 (unsigned long long)info.steps_timed);
         exit(1);
@@ -133,7 +135,8 @@ static double instructions(const char *self, const char *mode, long steps) {
     snprintf(out, sizeof out, "/tmp/sw_bench_cg.%d", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "valgrind --tool=callgrind --callgrind-out-file=%s %s --steps %s %ld "
-             ">/dev/null 2>&1", out, self, mode, steps);
+             ">/dev/null 2>&1",
+             out, self, mode, steps);
     double ir = -1;
     if (system(cmd) == 0) {
         FILE *f = fopen(out, "r");
@@ -150,8 +153,9 @@ static double instructions(const char *self, const char *mode, long steps) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--steps") == 0) { /* one loop, for callgrind */
-        int mode = strcmp(argv[2], "instant") == 0 ? INSTANT
-                   : strcmp(argv[2], "cudart") == 0 ? CUDART : PLAIN;
+        int mode = strcmp(argv[2], "instant") == 0  ? INSTANT
+                   : strcmp(argv[2], "cudart") == 0 ? CUDART
+                                                    : PLAIN;
         sw_profiler *p = profiler(mode);
         if (p == NULL)
             return 1;
@@ -201,8 +205,7 @@ int main(int argc, char **argv) {
         ir_event = ((ir[1][1] - ir[1][0]) - (ir[0][1] - ir[0][0])) / 2000.0 / per_step;
 
     printf("%-40s %12s %12s %8s\n", "device layer (C)", "measured", "anchor", "budget");
-    printf("%-40s %10.3f %% %12s %8s\n", "sampler at 2 Hz, % of one core", sampler_pct,
-           "", "<=1%");
+    printf("%-40s %10.3f %% %12s %8s\n", "sampler at 2 Hz, % of one core", sampler_pct, "", "<=1%");
     printf("%-40s %9.1f us %12s %8s\n", gpus >= 0 ? "one read (/proc + NVML)" : "one read (/proc)",
            read_us, "", "");
     printf("%-40s %9.1f ns %9.1f ns %8s\n", "step of 5 phases, device time on/off", timed, plain,
@@ -229,8 +232,7 @@ int main(int argc, char **argv) {
                 " \"step_ns_device_time\": %.1f, \"step_ns_plain\": %.1f,\n"
                 " \"events_per_step\": %.3f, \"ns_per_event\": %.1f,\n"
                 " \"instructions_per_event\": %.0f, \"step_ns_cudart\": %.1f}\n",
-                sampler_pct, read_us, gpus, timed, plain, per_step, per_event, ir_event,
-                cudart);
+                sampler_pct, read_us, gpus, timed, plain, per_step, per_event, ir_event, cudart);
         fclose(out);
     }
     return 0;

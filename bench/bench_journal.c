@@ -59,8 +59,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_journal: %s\n", sw_strerror(rc));
         return 1;
     }
-    static const char *const names[] = {"data", "forward", "loss", "backward", "optimizer",
-                                        "zero_grad"};
+    static const char *const names[] = {"data",     "forward",   "loss",
+                                        "backward", "optimizer", "zero_grad"};
     enum { NACTIONS = 6 };
     sw_id ids[NACTIONS];
     for (int k = 0; k < NACTIONS; k++)
@@ -107,8 +107,8 @@ int main(int argc, char **argv) {
     double bytes_per_step = steps ? (double)bytes / (double)steps : 0;
     printf("%-34s %12s %10s %10s %12s %8s\n", "benchmark", "events/s", "flusher", "budget",
            "bytes/step", "dropped");
-    printf("%-34s %12.0f %9.2f%% %9.1f%% %12.1f %8llu  %s\n", "journal (timeline on)",
-           events_per_s, percent, BUDGET_PERCENT, bytes_per_step, (unsigned long long)dropped,
+    printf("%-34s %12.0f %9.2f%% %9.1f%% %12.1f %8llu  %s\n", "journal (timeline on)", events_per_s,
+           percent, BUDGET_PERCENT, bytes_per_step, (unsigned long long)dropped,
            percent <= BUDGET_PERCENT ? "ok" : "OVER BUDGET");
 
     FILE *f = fopen(json_path, "w");

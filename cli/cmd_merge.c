@@ -1,7 +1,6 @@
 /* cmd_merge.c — stepwatch merge RUN... -o OUT */
 #include "options.h"
 
-
 static const char HELP[] =
     "usage: stepwatch merge RUN... -o OUT [--force] [-f table|md|json]\n\n"
     "Merge run files (one per rank) into one file that keeps every rank; report, html and\n"
@@ -29,8 +28,8 @@ static int print_view(const char *path, sw_format fmt) {
     sw_run_close(run);
     const char *why = nranks == 1 ? "the merged file holds one rank" : "no rank stored a payload";
     if (rc == SW_ENOTFOUND && fmt == SW_FORMAT_JSON)
-        printf("{\"ranks\": %d, \"view\": null, \"why\": \"no cross-rank view: %s\"}\n",
-               nranks, why);
+        printf("{\"ranks\": %d, \"view\": null, \"why\": \"no cross-rank view: %s\"}\n", nranks,
+               why);
     else if (rc == SW_ENOTFOUND)
         printf("No cross-rank view: %s.\n", why);
     else if (rc != 0)

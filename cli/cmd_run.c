@@ -238,8 +238,7 @@ static void report_listed(const char *list, const char *pattern, const struct ti
 /* The run files the program wrote: pattern with its placeholders matching numbers, made or
  * changed since `since`, then the others its profilers listed. Prints them, or that there
  * is none, on stderr. */
-static void report_run_files(const char *pattern, const struct timespec *since,
-                             const char *list) {
+static void report_run_files(const char *pattern, const struct timespec *since, const char *list) {
     char *glob_pattern = run_file_glob(pattern);
     glob_t found = {0};
     size_t shown = 0;

@@ -15,14 +15,12 @@
 
 #define SIDE 28
 
-static int ds_uniform(uint64_t *s, int n)
-{
+static int ds_uniform(uint64_t *s, int n) {
     return (int)(mlp_rand(s) % (uint64_t)n);
 }
 
 /* A class shape: three thick strokes between random points of the central 20x20 area. */
-static void ds_draw_shape(uint8_t *img, uint64_t *s)
-{
+static void ds_draw_shape(uint8_t *img, uint64_t *s) {
     memset(img, 0, SIDE * SIDE);
     for (int stroke = 0; stroke < 3; stroke++) {
         int x0 = 4 + ds_uniform(s, 20), y0 = 4 + ds_uniform(s, 20);
@@ -37,8 +35,7 @@ static void ds_draw_shape(uint8_t *img, uint64_t *s)
     }
 }
 
-int dataset_generate(dataset *d, int n, int classes, uint64_t shape_seed, uint64_t sample_seed)
-{
+int dataset_generate(dataset *d, int n, int classes, uint64_t shape_seed, uint64_t sample_seed) {
     memset(d, 0, sizeof *d);
     if (n <= 0 || classes < 2 || classes > 256)
         return SW_EINVAL;
@@ -79,8 +76,7 @@ int dataset_generate(dataset *d, int n, int classes, uint64_t shape_seed, uint64
 }
 
 int dataset_load_mnist(dataset *d, const char *images, const char *labels, char *err,
-                       size_t errsize)
-{
+                       size_t errsize) {
     memset(d, 0, sizeof *d);
     idx_array im, lb;
     int rc = idx_read(images, &im, err, errsize);
@@ -93,8 +89,8 @@ int dataset_load_mnist(dataset *d, const char *images, const char *labels, char 
     }
     if (im.type != 0x08 || im.ndims != 3 || lb.type != 0x08 || lb.ndims != 1) {
         snprintf(err, errsize,
-                 "%s / %s: expected unsigned-byte images (n x rows x cols) and labels (n)",
-                 images, labels);
+                 "%s / %s: expected unsigned-byte images (n x rows x cols) and labels (n)", images,
+                 labels);
         rc = SW_ECORRUPT;
     } else if (im.dims[0] != lb.dims[0]) {
         snprintf(err, errsize, "%s has %u images but %s has %u labels", images,
@@ -124,8 +120,7 @@ int dataset_load_mnist(dataset *d, const char *images, const char *labels, char 
     return 0;
 }
 
-void dataset_free(dataset *d)
-{
+void dataset_free(dataset *d) {
     if (!d)
         return;
     free(d->x);
@@ -134,8 +129,7 @@ void dataset_free(dataset *d)
 }
 
 int loader_init(loader *l, const dataset *ds, int batch_size, int shuffle, uint64_t delay_ns,
-                uint64_t seed)
-{
+                uint64_t seed) {
     memset(l, 0, sizeof *l);
     if (!ds || ds->n <= 0 || batch_size <= 0)
         return SW_EINVAL;
@@ -156,8 +150,7 @@ int loader_init(loader *l, const dataset *ds, int batch_size, int shuffle, uint6
     return 0;
 }
 
-void loader_free(loader *l)
-{
+void loader_free(loader *l) {
     if (!l)
         return;
     free(l->order);
@@ -166,13 +159,11 @@ void loader_free(loader *l)
     memset(l, 0, sizeof *l);
 }
 
-int64_t loader_length(const loader *l)
-{
+int64_t loader_length(const loader *l) {
     return (l->ds->n + l->batch_size - 1) / l->batch_size;
 }
 
-int loader_reset(void *ctx)
-{
+int loader_reset(void *ctx) {
     loader *l = ctx;
     l->pos = 0;
     if (l->shuffle) /* Fisher-Yates */
@@ -186,8 +177,7 @@ int loader_reset(void *ctx)
 }
 
 /* Sleep ns, resuming after signals; returns the time really slept. */
-static uint64_t ds_sleep(uint64_t ns)
-{
+static uint64_t ds_sleep(uint64_t ns) {
     uint64_t start = sw_now_ns();
     struct timespec req = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)}, rem;
     while (nanosleep(&req, &rem) != 0 && errno == EINTR)
@@ -195,8 +185,7 @@ static uint64_t ds_sleep(uint64_t ns)
     return sw_now_ns() - start;
 }
 
-int loader_next(void *ctx, void **out, uint32_t *batch_size)
-{
+int loader_next(void *ctx, void **out, uint32_t *batch_size) {
     loader *l = ctx;
     if (l->pos >= l->ds->n)
         return 0;

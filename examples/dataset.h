@@ -27,7 +27,7 @@ void dataset_free(dataset *d);
 
 /* One batch as the loader hands it to the engine. */
 typedef struct batch {
-    const float *x;    /* n x dim, scaled to 0..1 */
+    const float *x; /* n x dim, scaled to 0..1 */
     const uint8_t *y;
     int n;
 } batch;
@@ -36,15 +36,15 @@ typedef struct loader {
     const dataset *ds;
     int batch_size;
     int shuffle;
-    uint64_t delay_ns;  /* simulated loading time per batch (nanosleep) */
+    uint64_t delay_ns; /* simulated loading time per batch (nanosleep) */
     uint64_t rng;
     int *order;
     int pos;
     float *x;
     uint8_t *y;
     batch cur;
-    uint64_t slept_ns;  /* the truth: time actually spent in the simulated delay */
-    uint64_t batches;   /* batches handed out */
+    uint64_t slept_ns; /* the truth: time actually spent in the simulated delay */
+    uint64_t batches;  /* batches handed out */
 } loader;
 
 int loader_init(loader *l, const dataset *ds, int batch_size, int shuffle, uint64_t delay_ns,

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int idx_fail(int rc, char *err, size_t errsize, const char *fmt, ...)
-{
+static int idx_fail(int rc, char *err, size_t errsize, const char *fmt, ...) {
     if (err && errsize) {
         va_list ap;
         va_start(ap, fmt);
@@ -23,25 +22,29 @@ static int idx_fail(int rc, char *err, size_t errsize, const char *fmt, ...)
     return rc;
 }
 
-static size_t idx_type_size(uint8_t type)
-{
+static size_t idx_type_size(uint8_t type) {
     switch (type) {
-    case 0x08: case 0x09: return 1;
-    case 0x0B: return 2;
-    case 0x0C: case 0x0D: return 4;
-    case 0x0E: return 8;
-    default: return 0;
+    case 0x08:
+    case 0x09:
+        return 1;
+    case 0x0B:
+        return 2;
+    case 0x0C:
+    case 0x0D:
+        return 4;
+    case 0x0E:
+        return 8;
+    default:
+        return 0;
     }
 }
 
-static int idx_host_is_little(void)
-{
+static int idx_host_is_little(void) {
     const uint16_t one = 1;
     return *(const uint8_t *)&one == 1;
 }
 
-int idx_read(const char *path, idx_array *out, char *err, size_t errsize)
-{
+int idx_read(const char *path, idx_array *out, char *err, size_t errsize) {
     if (!path || !out)
         return idx_fail(SW_EINVAL, err, errsize, "idx_read: NULL argument");
     memset(out, 0, sizeof *out);
@@ -142,33 +145,40 @@ done:
     return rc;
 }
 
-void idx_free(idx_array *a)
-{
+void idx_free(idx_array *a) {
     if (!a)
         return;
     free(a->data);
     memset(a, 0, sizeof *a);
 }
 
-double idx_get(const idx_array *a, size_t i)
-{
+double idx_get(const idx_array *a, size_t i) {
     const uint8_t *p = (const uint8_t *)a->data + i * a->elem_size;
     int16_t s16;
     int32_t s32;
     float f32;
     double f64;
     switch (a->type) {
-    case 0x08: return *p;
-    case 0x09: return (int8_t)*p;
-    case 0x0B: memcpy(&s16, p, 2); return s16;
-    case 0x0C: memcpy(&s32, p, 4); return s32;
-    case 0x0D: memcpy(&f32, p, 4); return f32;
-    default: memcpy(&f64, p, 8); return f64;
+    case 0x08:
+        return *p;
+    case 0x09:
+        return (int8_t)*p;
+    case 0x0B:
+        memcpy(&s16, p, 2);
+        return s16;
+    case 0x0C:
+        memcpy(&s32, p, 4);
+        return s32;
+    case 0x0D:
+        memcpy(&f32, p, 4);
+        return f32;
+    default:
+        memcpy(&f64, p, 8);
+        return f64;
     }
 }
 
-int idx_write_u8(const char *path, const uint32_t *dims, int ndims, const uint8_t *data)
-{
+int idx_write_u8(const char *path, const uint32_t *dims, int ndims, const uint8_t *data) {
     if (!path || !dims || ndims < 1 || ndims > IDX_MAX_DIMS || !data)
         return SW_EINVAL;
     sw_output *out = NULL; /* all or nothing: a failed write leaves no half dataset */
@@ -180,8 +190,8 @@ int idx_write_u8(const char *path, const uint32_t *dims, int ndims, const uint8_
     int ok = fwrite(head, 1, 4, f) == 4;
     size_t count = 1;
     for (int d = 0; d < ndims && ok; d++) {
-        uint8_t b[4] = {(uint8_t)(dims[d] >> 24), (uint8_t)(dims[d] >> 16),
-                        (uint8_t)(dims[d] >> 8), (uint8_t)dims[d]};
+        uint8_t b[4] = {(uint8_t)(dims[d] >> 24), (uint8_t)(dims[d] >> 16), (uint8_t)(dims[d] >> 8),
+                        (uint8_t)dims[d]};
         ok = fwrite(b, 1, 4, f) == 4;
         count *= dims[d];
     }

@@ -14,12 +14,12 @@
 #define IDX_MAX_DIMS 8
 
 typedef struct idx_array {
-    uint8_t type;               /* the IDX type byte */
+    uint8_t type; /* the IDX type byte */
     int ndims;
     uint32_t dims[IDX_MAX_DIMS];
-    size_t count;               /* elements */
+    size_t count; /* elements */
     size_t elem_size;
-    void *data;                 /* count elements in host byte order */
+    void *data; /* count elements in host byte order */
 } idx_array;
 
 /* Read path into *out. 0, or a negative SW_E* code with a sentence in err (if not NULL):

@@ -9,24 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t mlp_rand(uint64_t *s)
-{
+uint64_t mlp_rand(uint64_t *s) {
     *s ^= *s >> 12;
     *s ^= *s << 25;
     *s ^= *s >> 27;
     return *s * 2685821657736338717ull;
 }
 
-static float mlp_gauss(uint64_t *s)
-{
+static float mlp_gauss(uint64_t *s) {
     /* Box-Muller from two uniforms in (0, 1]. */
     double u1 = ((double)(mlp_rand(s) >> 11) + 1.0) / 9007199254740993.0;
     double u2 = (double)(mlp_rand(s) >> 11) / 9007199254740992.0;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-int mlp_init(mlp *m, const int *sizes, int nsizes, int max_batch, uint64_t seed)
-{
+int mlp_init(mlp *m, const int *sizes, int nsizes, int max_batch, uint64_t seed) {
     memset(m, 0, sizeof *m);
     if (!sizes || nsizes < 2 || nsizes > MLP_MAX_LAYERS + 1 || max_batch <= 0)
         return -1;
@@ -71,8 +68,7 @@ int mlp_init(mlp *m, const int *sizes, int nsizes, int max_batch, uint64_t seed)
     return 0;
 }
 
-void mlp_free(mlp *m)
-{
+void mlp_free(mlp *m) {
     if (!m)
         return;
     free(m->params);
@@ -86,8 +82,7 @@ void mlp_free(mlp *m)
     memset(m, 0, sizeof *m);
 }
 
-void mlp_forward(mlp *m, const float *x, int batch)
-{
+void mlp_forward(mlp *m, const float *x, int batch) {
     memcpy(m->act[0], x, (size_t)batch * (size_t)m->sizes[0] * sizeof(float));
     for (int l = 0; l < m->nlayers; l++) {
         int in = m->sizes[l], out = m->sizes[l + 1];
@@ -108,8 +103,7 @@ void mlp_forward(mlp *m, const float *x, int batch)
     }
 }
 
-float mlp_loss(mlp *m, const uint8_t *labels, int batch, int *correct)
-{
+float mlp_loss(mlp *m, const uint8_t *labels, int batch, int *correct) {
     int classes = m->sizes[m->nlayers];
     double loss = 0;
     int right = 0;
@@ -137,8 +131,7 @@ float mlp_loss(mlp *m, const uint8_t *labels, int batch, int *correct)
     return (float)(loss / batch);
 }
 
-void mlp_backward(mlp *m, const uint8_t *labels, int batch)
-{
+void mlp_backward(mlp *m, const uint8_t *labels, int batch) {
     int classes = m->sizes[m->nlayers];
     /* d(mean loss)/d(logits) = (p - onehot) / batch */
     for (int r = 0; r < batch; r++)
@@ -190,21 +183,18 @@ void mlp_backward(mlp *m, const uint8_t *labels, int batch)
     }
 }
 
-void mlp_zero_grad(mlp *m)
-{
+void mlp_zero_grad(mlp *m) {
     memset(m->grads, 0, m->nparams * sizeof(float));
 }
 
-void mlp_sgd(mlp *m, float lr, float momentum)
-{
+void mlp_sgd(mlp *m, float lr, float momentum) {
     for (size_t i = 0; i < m->nparams; i++) {
         m->m[i] = momentum * m->m[i] + m->grads[i];
         m->params[i] -= lr * m->m[i];
     }
 }
 
-void mlp_adam(mlp *m, float lr, float beta1, float beta2, float eps)
-{
+void mlp_adam(mlp *m, float lr, float beta1, float beta2, float eps) {
     m->adam_t++;
     float c1 = 1.0f - powf(beta1, (float)m->adam_t);
     float c2 = 1.0f - powf(beta2, (float)m->adam_t);

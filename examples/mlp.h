@@ -12,12 +12,12 @@
 #define MLP_MAX_LAYERS 8
 
 typedef struct mlp {
-    int nlayers;                    /* weight layers */
-    int sizes[MLP_MAX_LAYERS + 1];  /* sizes[0] inputs ... sizes[nlayers] classes */
+    int nlayers;                   /* weight layers */
+    int sizes[MLP_MAX_LAYERS + 1]; /* sizes[0] inputs ... sizes[nlayers] classes */
     int max_batch;
     size_t nparams;
-    float *params, *grads;          /* all weights and biases, one array each */
-    float *m, *v;                   /* optimizer state (momentum / Adam moments) */
+    float *params, *grads; /* all weights and biases, one array each */
+    float *m, *v;          /* optimizer state (momentum / Adam moments) */
     size_t w_off[MLP_MAX_LAYERS], b_off[MLP_MAX_LAYERS];
     float *act[MLP_MAX_LAYERS + 1]; /* act[0] = input copy, act[nlayers] = logits/probs */
     float *delta;                   /* gradient w.r.t. one layer's outputs (scratch) */

@@ -28,8 +28,7 @@ typedef struct args {
     unsigned long long seed;
 } args;
 
-static int usage(const char *msg)
-{
+static int usage(const char *msg) {
     fprintf(stderr,
             "train_mlp: %s\n"
             "usage: train_mlp [--mnist DIR] [--epochs N] [--batch N] [--hidden N] [--sgd]\n"
@@ -41,43 +40,74 @@ static int usage(const char *msg)
 }
 
 /* A positive number from a command-line value, or -1. */
-static double parse_number(const char *s)
-{
+static double parse_number(const char *s) {
     char *end = NULL;
     double v = s ? strtod(s, &end) : -1;
     return s && end != s && *end == '\0' && v >= 0 ? v : -1;
 }
 
-static int parse_args(int argc, char **argv, args *a)
-{
-    *a = (args){.epochs = 3, .batch = 64, .hidden = 128, .adam = 1, .ntrain = 8000,
-                .nvalid = 2000, .lr = -1, .seed = 42};
+static int parse_args(int argc, char **argv, args *a) {
+    *a = (args){.epochs = 3,
+                .batch = 64,
+                .hidden = 128,
+                .adam = 1,
+                .ntrain = 8000,
+                .nvalid = 2000,
+                .lr = -1,
+                .seed = 42};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         double num = parse_number(v);
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage("options"); return 1; }
-        if (!strcmp(o, "--sgd")) { a->adam = 0; continue; }
-        if (!strcmp(o, "--quiet")) { a->quiet = 1; continue; }
-        if (!strcmp(o, "--timeline")) { a->timeline = 1; continue; }
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage("options");
+            return 1;
+        }
+        if (!strcmp(o, "--sgd")) {
+            a->adam = 0;
+            continue;
+        }
+        if (!strcmp(o, "--quiet")) {
+            a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(o, "--timeline")) {
+            a->timeline = 1;
+            continue;
+        }
         if (!v)
             return usage("missing value after an option");
         i++;
-        if (!strcmp(o, "--mnist")) a->mnist = v;
-        else if (!strcmp(o, "--json")) a->json = v;
-        else if (!strcmp(o, "--csv")) a->csv = v;
-        else if (!strcmp(o, "--handlers-csv")) a->handlers_csv = v;
-        else if (!strcmp(o, "--run-file")) a->run_file = v;
-        else if (num < 0) return usage("option values must be non-negative numbers");
-        else if (!strcmp(o, "--epochs")) a->epochs = (int)num;
-        else if (!strcmp(o, "--batch")) a->batch = (int)num;
-        else if (!strcmp(o, "--hidden")) a->hidden = (int)num;
-        else if (!strcmp(o, "--lr")) a->lr = num;
-        else if (!strcmp(o, "--delay-ms")) a->delay_ms = num;
-        else if (!strcmp(o, "--train")) a->ntrain = (int)num;
-        else if (!strcmp(o, "--valid")) a->nvalid = (int)num;
-        else if (!strcmp(o, "--seed")) a->seed = (unsigned long long)num;
-        else return usage("unknown option");
+        if (!strcmp(o, "--mnist"))
+            a->mnist = v;
+        else if (!strcmp(o, "--json"))
+            a->json = v;
+        else if (!strcmp(o, "--csv"))
+            a->csv = v;
+        else if (!strcmp(o, "--handlers-csv"))
+            a->handlers_csv = v;
+        else if (!strcmp(o, "--run-file"))
+            a->run_file = v;
+        else if (num < 0)
+            return usage("option values must be non-negative numbers");
+        else if (!strcmp(o, "--epochs"))
+            a->epochs = (int)num;
+        else if (!strcmp(o, "--batch"))
+            a->batch = (int)num;
+        else if (!strcmp(o, "--hidden"))
+            a->hidden = (int)num;
+        else if (!strcmp(o, "--lr"))
+            a->lr = num;
+        else if (!strcmp(o, "--delay-ms"))
+            a->delay_ms = num;
+        else if (!strcmp(o, "--train"))
+            a->ntrain = (int)num;
+        else if (!strcmp(o, "--valid"))
+            a->nvalid = (int)num;
+        else if (!strcmp(o, "--seed"))
+            a->seed = (unsigned long long)num;
+        else
+            return usage("unknown option");
     }
     if (a->epochs < 1 || a->batch < 1 || a->hidden < 1 || a->ntrain < 1)
         return usage("--epochs, --batch, --hidden and --train must be at least 1");
@@ -86,8 +116,7 @@ static int parse_args(int argc, char **argv, args *a)
     return 0;
 }
 
-static int load_data(const args *a, dataset *train, dataset *valid)
-{
+static int load_data(const args *a, dataset *train, dataset *valid) {
     if (!a->mnist) {
         int rc = dataset_generate(train, a->ntrain, 10, a->seed, a->seed + 1);
         if (rc == 0 && a->nvalid > 0)
@@ -116,22 +145,20 @@ typedef struct run_ctx {
     int quiet;
 } run_ctx;
 
-static int log_epoch(sw_engine *e, sw_event ev, void *user)
-{
+static int log_epoch(sw_engine *e, sw_event ev, void *user) {
     run_ctx *c = user;
     trainer_epoch_done(c->t);
     const sw_engine_state *s = sw_engine_get_state(e);
     int k = c->t->epochs - 1;
     if (!c->quiet)
         printf("epoch %llu/%llu  train loss %.4f  valid loss %.4f  valid accuracy %.2f%%\n",
-               (unsigned long long)s->epoch, (unsigned long long)s->max_epochs,
-               c->t->train_loss[k], c->t->valid_loss[k], 100 * c->t->valid_acc[k]);
+               (unsigned long long)s->epoch, (unsigned long long)s->max_epochs, c->t->train_loss[k],
+               c->t->valid_loss[k], 100 * c->t->valid_acc[k]);
     return 0;
 }
 
 /* ITERATION_COMPLETED every 50: a progress line on stderr. */
-static int log_progress(sw_engine *e, sw_event ev, void *user)
-{
+static int log_progress(sw_engine *e, sw_event ev, void *user) {
     const run_ctx *c = user;
     const sw_engine_state *s = sw_engine_get_state(e);
     if (!c->quiet)
@@ -140,14 +167,12 @@ static int log_progress(sw_engine *e, sw_event ev, void *user)
     return 0;
 }
 
-static int write_json(sw_engine *e, FILE *f)
-{
+static int write_json(sw_engine *e, FILE *f) {
     return sw_report(sw_engine_profiler(e), SW_FORMAT_JSON, f);
 }
 
 /* Write a file with one of the engine's writers; 0 or a negative SW_E* code (said on stderr). */
-static int write_file(sw_engine *e, const char *path, int (*write)(sw_engine *, FILE *))
-{
+static int write_file(sw_engine *e, const char *path, int (*write)(sw_engine *, FILE *)) {
     /* All or nothing: a failed write leaves an older file of that name as it was. */
     sw_output *out = NULL;
     int rc = sw_output_open(path, &out);
@@ -164,18 +189,15 @@ static int write_file(sw_engine *e, const char *path, int (*write)(sw_engine *, 
     return rc;
 }
 
-static int write_handlers_csv(sw_engine *e, FILE *f)
-{
+static int write_handlers_csv(sw_engine *e, FILE *f) {
     return sw_engine_write_handlers_csv(e, f);
 }
 
-static void section(const char *title)
-{
+static void section(const char *title) {
     printf("\n==== %s ====\n", title);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     args a;
     int prc = parse_args(argc, argv, &a);
     if (prc != 0)
@@ -265,8 +287,7 @@ int main(int argc, char **argv)
             printf("\ndata wait: measured %.3f ms per batch; simulated delay %.3f ms (slept "
                    "%.3f ms per batch)\n",
                    df->mean_ns / 1e6, a.delay_ms,
-                   train_loader.batches ? train_loader.slept_ns / 1e6 / train_loader.batches
-                                        : 0.0);
+                   train_loader.batches ? train_loader.slept_ns / 1e6 / train_loader.batches : 0.0);
         }
     }
     int wrc = a.json ? write_file(e, a.json, write_json) : 0;

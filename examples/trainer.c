@@ -9,8 +9,7 @@
 #include <string.h>
 
 int trainer_init(trainer *t, const int *sizes, int nsizes, int max_batch, int adam, float lr,
-                 uint64_t seed)
-{
+                 uint64_t seed) {
     memset(t, 0, sizeof *t);
     t->adam = adam;
     t->lr = lr;
@@ -21,14 +20,12 @@ int trainer_init(trainer *t, const int *sizes, int nsizes, int max_batch, int ad
     return rc < 0 ? SW_ENOMEM : 0;
 }
 
-void trainer_free(trainer *t)
-{
+void trainer_free(trainer *t) {
     if (t)
         mlp_free(&t->model);
 }
 
-int trainer_train_step(sw_engine *e, void *data, uint32_t batch_size, void *user)
-{
+int trainer_train_step(sw_engine *e, void *data, uint32_t batch_size, void *user) {
     trainer *t = user;
     const batch *b = data;
     sw_profiler *p = sw_engine_profiler(e);
@@ -63,8 +60,7 @@ int trainer_train_step(sw_engine *e, void *data, uint32_t batch_size, void *user
     return 0;
 }
 
-int trainer_valid_step(sw_engine *e, void *data, uint32_t batch_size, void *user)
-{
+int trainer_valid_step(sw_engine *e, void *data, uint32_t batch_size, void *user) {
     trainer *t = user;
     const batch *b = data;
     sw_profiler *p = sw_engine_profiler(e);
@@ -85,8 +81,7 @@ int trainer_valid_step(sw_engine *e, void *data, uint32_t batch_size, void *user
     return 0;
 }
 
-void trainer_epoch_done(trainer *t)
-{
+void trainer_epoch_done(trainer *t) {
     if (t->epochs < TRAINER_MAX_EPOCHS) {
         int k = t->epochs++;
         t->train_loss[k] = t->train_seen ? t->train_loss_sum / t->train_seen : 0;

@@ -13,7 +13,7 @@
 
 typedef struct trainer {
     mlp model;
-    int adam;                 /* 1: Adam, 0: SGD with momentum 0.9 */
+    int adam; /* 1: Adam, 0: SGD with momentum 0.9 */
     float lr;
     /* the current epoch, reset by trainer_epoch_done */
     double train_loss_sum, valid_loss_sum;
@@ -22,7 +22,7 @@ typedef struct trainer {
     int epochs;
     double train_loss[TRAINER_MAX_EPOCHS], valid_loss[TRAINER_MAX_EPOCHS];
     double valid_acc[TRAINER_MAX_EPOCHS];
-    double first_batch_loss;  /* loss of the very first training batch (-1 before) */
+    double first_batch_loss; /* loss of the very first training batch (-1 before) */
 } trainer;
 
 /* sizes as for mlp_init. 0 or a negative code. */

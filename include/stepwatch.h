@@ -51,20 +51,20 @@ extern "C" {
  * ---------------------------------------------------------------------------------------- */
 
 /* X(name, value, message): one list, used for the enum, sw_strerror and sw_err_name. */
-#define SW_ERRNO_MAP(X)                                                        \
-    X(INVAL, -1, "invalid argument")                                           \
-    X(NOMEM, -2, "out of memory")                                              \
-    X(IO, -3, "input/output error")                                            \
-    X(FORMAT, -4, "unknown format name")                                       \
-    X(CORRUPT, -5, "file is corrupt or truncated")                             \
-    X(FOREIGN, -6, "not a stepwatch run file")                                 \
-    X(VERSION, -7, "unsupported run file schema version")                      \
-    X(LIMIT, -8, "too many distinct actions, phases or counters")              \
-    X(STATE, -9, "call not valid in the current state")                        \
-    X(NOTFOUND, -10, "no such item")                                           \
-    X(SQLITE, -11, "SQLite error")                                             \
-    X(UNSUPPORTED, -12, "not supported on this platform or build")             \
-    X(EXISTS, -13, "file exists")                                              \
+#define SW_ERRNO_MAP(X)                                            \
+    X(INVAL, -1, "invalid argument")                               \
+    X(NOMEM, -2, "out of memory")                                  \
+    X(IO, -3, "input/output error")                                \
+    X(FORMAT, -4, "unknown format name")                           \
+    X(CORRUPT, -5, "file is corrupt or truncated")                 \
+    X(FOREIGN, -6, "not a stepwatch run file")                     \
+    X(VERSION, -7, "unsupported run file schema version")          \
+    X(LIMIT, -8, "too many distinct actions, phases or counters")  \
+    X(STATE, -9, "call not valid in the current state")            \
+    X(NOTFOUND, -10, "no such item")                               \
+    X(SQLITE, -11, "SQLite error")                                 \
+    X(UNSUPPORTED, -12, "not supported on this platform or build") \
+    X(EXISTS, -13, "file exists")                                  \
     X(BUSY, -14, "file in use by another run")
 
 typedef enum sw_errno {
@@ -163,35 +163,35 @@ typedef enum sw_clock_kind {
 } sw_clock_kind;
 
 typedef struct sw_options {
-    const char *name;        /* run name shown in reports; NULL = "stepwatch" */
-    uint32_t warmup_steps;   /* first N steps of each phase kept out of statistics; 0 = none */
-    uint32_t max_depth;      /* open spans per thread; 0 = 64 */
-    const char *run_file;    /* write a run file (SQLite) here; "{rank}" expands to the
+    const char *name;           /* run name shown in reports; NULL = "stepwatch" */
+    uint32_t warmup_steps;      /* first N steps of each phase kept out of statistics; 0 = none */
+    uint32_t max_depth;         /* open spans per thread; 0 = 64 */
+    const char *run_file;       /* write a run file (SQLite) here; "{rank}" expands to the
                                 rank, "{pid}" to the process id. NULL = the environment's
                                 STEPWATCH_RUN_FILE (set by `stepwatch run`) if this is the
                                 first profiler of the process that owns it (children leave
                                 it alone unless it has "{pid}"), else none;
                                 STEPWATCH_TIMELINE=1 then turns the timeline on */
-    int timeline;            /* nonzero: keep every span for the run file (Chrome trace) */
-    uint32_t ring_capacity;  /* events buffered per thread for the run file; 0 = 65536;
+    int timeline;               /* nonzero: keep every span for the run file (Chrome trace) */
+    uint32_t ring_capacity;     /* events buffered per thread for the run file; 0 = 65536;
                                 at most SW_MAX_RING_CAPACITY (112 bytes an event) */
-    sw_full_policy on_full;  /* when the flusher cannot keep up */
-    uint32_t flush_interval_ms;  /* run file flush period; 0 = 200 */
-    int no_signal_handlers;  /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
-    int rank;                /* this process's rank; 0 with world_size 0 = from the environment */
-    int world_size;          /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
-    const char *command;     /* the command line recorded in metadata; NULL = /proc/self/cmdline */
-    int device_stats;        /* nonzero: sample CPU, memory and GPUs into counters
+    sw_full_policy on_full;     /* when the flusher cannot keep up */
+    uint32_t flush_interval_ms; /* run file flush period; 0 = 200 */
+    int no_signal_handlers;   /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
+    int rank;                 /* this process's rank; 0 with world_size 0 = from the environment */
+    int world_size;           /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
+    const char *command;      /* the command line recorded in metadata; NULL = /proc/self/cmdline */
+    int device_stats;         /* nonzero: sample CPU, memory and GPUs into counters
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_STATS=1 from
                                 `stepwatch run --device-stats` */
     uint32_t device_stats_ms; /* the sampling interval; 0 = 500 */
-    int device_time;         /* nonzero: GPU time per phase with the CUDA runtime
+    int device_time;          /* nonzero: GPU time per phase with the CUDA runtime
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_TIME=1 */
-    int local_rank;          /* the rank on this host; 0 = from the environment (LOCAL_RANK,
+    int local_rank;           /* the rank on this host; 0 = from the environment (LOCAL_RANK,
                                 OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
                                 else 0 */
-    sw_live_mode live;       /* the live status line on stderr */
-    sw_clock_kind clock;     /* the profiler clock (sw_clock_kind); SW_EINVAL for another value */
+    sw_live_mode live;        /* the live status line on stderr */
+    sw_clock_kind clock;      /* the profiler clock (sw_clock_kind); SW_EINVAL for another value */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
@@ -401,20 +401,20 @@ SW_API sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name);
 #define SW_END(p, name) ((void)0)
 #define SW_SCOPE(p, name) for (int sw__once = 1; sw__once; sw__once = 0)
 #else
-#define SW_BEGIN(p, name)                                                               \
-    do {                                                                                \
-        static sw_site sw__site;                                                        \
-        sw_begin((p), sw_site_id((p), &sw__site, (name)));                              \
+#define SW_BEGIN(p, name)                                  \
+    do {                                                   \
+        static sw_site sw__site;                           \
+        sw_begin((p), sw_site_id((p), &sw__site, (name))); \
     } while (0)
-#define SW_END(p, name)                                                                 \
-    do {                                                                                \
-        static sw_site sw__site;                                                        \
-        sw_end((p), sw_site_id((p), &sw__site, (name)));                                \
+#define SW_END(p, name)                                  \
+    do {                                                 \
+        static sw_site sw__site;                         \
+        sw_end((p), sw_site_id((p), &sw__site, (name))); \
     } while (0)
-#define SW_SCOPE(p, name)                                                               \
-    static sw_site SW__CAT(sw__scope_site_, __LINE__);                                  \
+#define SW_SCOPE(p, name)                                                                   \
+    static sw_site SW__CAT(sw__scope_site_, __LINE__);                                      \
     for (sw_id sw__scope_id = sw_site_id((p), &SW__CAT(sw__scope_site_, __LINE__), (name)), \
-               sw__once = (sw_begin((p), sw__scope_id), 1);                             \
+               sw__once = (sw_begin((p), sw__scope_id), 1);                                 \
          sw__once; sw__once = (sw_end((p), sw__scope_id), 0))
 #endif
 
@@ -424,10 +424,10 @@ SW_API sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name);
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct sw_timer {
-    int average;          /* value() divides by the number of steps */
+    int average; /* value() divides by the number of steps */
     int running;
-    uint64_t started_ns;  /* when the running interval began */
-    uint64_t elapsed_ns;  /* closed intervals so far */
+    uint64_t started_ns; /* when the running interval began */
+    uint64_t elapsed_ns; /* closed intervals so far */
     uint64_t steps;
 } sw_timer;
 
@@ -473,14 +473,14 @@ SW_API uint64_t sw_hist_quantile(const sw_hist *h, double q);
 typedef struct sw_stats {
     uint64_t count;
     uint64_t total_ns;
-    uint64_t self_ns;   /* total minus time in nested spans on the same thread */
+    uint64_t self_ns; /* total minus time in nested spans on the same thread */
     double mean_ns;
-    double m2;          /* sum of squared deviations from the mean (Welford) */
+    double m2; /* sum of squared deviations from the mean (Welford) */
     uint64_t min_ns;
     uint64_t max_ns;
-    int64_t min_step;   /* global step index of the min/max call; -1 outside any step */
+    int64_t min_step; /* global step index of the min/max call; -1 outside any step */
     int64_t max_step;
-    uint64_t samples;   /* batch sizes of the steps the calls belonged to, summed */
+    uint64_t samples; /* batch sizes of the steps the calls belonged to, summed */
 } sw_stats;
 
 SW_API void sw_stats_init(sw_stats *s);
@@ -507,12 +507,12 @@ SW_API uint64_t sw_stats_quantile(const sw_stats *s, const sw_hist *h, double q)
 typedef struct sw_row {
     sw_id action;
     const char *action_name;
-    sw_phase phase;          /* SW_PHASE_ALL for the roll-up over all phases */
-    const char *phase_name;  /* "all" for the roll-up */
+    sw_phase phase;         /* SW_PHASE_ALL for the roll-up over all phases */
+    const char *phase_name; /* "all" for the roll-up */
     sw_category category;
-    sw_stats stats;          /* steady state: warm-up steps excluded */
-    sw_stats warmup;         /* warm-up steps only */
-    sw_hist hist;            /* steady state durations */
+    sw_stats stats;  /* steady state: warm-up steps excluded */
+    sw_stats warmup; /* warm-up steps only */
+    sw_hist hist;    /* steady state durations */
 } sw_row;
 
 typedef struct sw_misuse {
@@ -538,27 +538,27 @@ typedef struct sw_note {
 } sw_note;
 
 typedef struct sw_snapshot {
-    const char *name;           /* run name */
+    const char *name; /* run name */
     const char *host;
     const char *command;
     int64_t pid;
     int rank;
     int world_size;
-    uint64_t start_unix_ns;     /* wall-clock time the profiler started */
-    uint64_t elapsed_ns;        /* profiler start to snapshot (or end of the run) */
-    uint64_t wall_ns;           /* denominator of percentages: the "fit" total if any, else
+    uint64_t start_unix_ns; /* wall-clock time the profiler started */
+    uint64_t elapsed_ns;    /* profiler start to snapshot (or end of the run) */
+    uint64_t wall_ns;       /* denominator of percentages: the "fit" total if any, else
                                    elapsed_ns */
-    uint64_t steps;             /* steps begun, all phases */
-    uint32_t warmup_steps;      /* option in force */
-    size_t nrows;               /* per (action, phase) rows then one roll-up row per action */
+    uint64_t steps;         /* steps begun, all phases */
+    uint32_t warmup_steps;  /* option in force */
+    size_t nrows;           /* per (action, phase) rows then one roll-up row per action */
     sw_row *rows;
     size_t ncounters;
     sw_counter_summary *counters;
     sw_misuse misuse;
-    uint64_t dropped_events;    /* events the run file's flusher could not take */
-    uint64_t threads;           /* threads that recorded */
-    int local_rank;             /* the rank on its host */
-    size_t nnotes;              /* sw_set_note's notes, in the order their keys were first set;
+    uint64_t dropped_events; /* events the run file's flusher could not take */
+    uint64_t threads;        /* threads that recorded */
+    int local_rank;          /* the rank on its host */
+    size_t nnotes;           /* sw_set_note's notes, in the order their keys were first set;
                                    a merged file has every rank's (the lowest rank's value
                                    where ranks differ) */
     sw_note *notes;
@@ -569,8 +569,7 @@ typedef struct sw_snapshot {
 SW_API int sw_snapshot_take(sw_profiler *p, sw_snapshot **out);
 SW_API void sw_snapshot_free(sw_snapshot *s);
 /* Find a row by action name and phase name ("all" for the roll-up); NULL if absent. */
-SW_API const sw_row *sw_snapshot_find(const sw_snapshot *s, const char *action,
-                                      const char *phase);
+SW_API const sw_row *sw_snapshot_find(const sw_snapshot *s, const char *action, const char *phase);
 /* The value of note key, or NULL. */
 SW_API const char *sw_snapshot_note(const sw_snapshot *s, const char *key);
 
@@ -579,15 +578,15 @@ SW_API const char *sw_snapshot_note(const sw_snapshot *s, const char *key);
  * ---------------------------------------------------------------------------------------- */
 
 typedef enum sw_format {
-    SW_FORMAT_TABLE = 0,   /* stepwatch's table: Lightning's columns + std, p50, p99, self */
-    SW_FORMAT_LIGHTNING,   /* Lightning SimpleProfiler: Action, Mean duration, Num calls,
+    SW_FORMAT_TABLE = 0, /* stepwatch's table: Lightning's columns + std, p50, p99, self */
+    SW_FORMAT_LIGHTNING, /* Lightning SimpleProfiler: Action, Mean duration, Num calls,
                               Total time, Percentage */
-    SW_FORMAT_FASTXTEND,   /* Phase, Action, Mean Duration, Duration Std Dev, Number of Calls,
+    SW_FORMAT_FASTXTEND, /* Phase, Action, Mean Duration, Duration Std Dev, Number of Calls,
                               Samples/Second, Total Time, Percent of Total */
-    SW_FORMAT_IGNITE,      /* total | min/index | max/index | mean | std per action */
+    SW_FORMAT_IGNITE,    /* total | min/index | max/index | mean | std per action */
     SW_FORMAT_MARKDOWN,
     SW_FORMAT_CSV,
-    SW_FORMAT_JSON         /* versioned schema, see docs/json-schema.md */
+    SW_FORMAT_JSON /* versioned schema, see docs/json-schema.md */
 } sw_format;
 
 #define SW_JSON_SCHEMA_VERSION 1
@@ -601,11 +600,11 @@ SW_API const char *sw_format_name(sw_format fmt);
 SW_API int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out);
 /* How a report is laid out (sw_snapshot_write_ex). Zeroed = sw_snapshot_write's layout. */
 typedef struct sw_write_options {
-    size_t width;    /* columns the stepwatch table may take; 0 = the terminal's: $COLUMNS,
+    size_t width;   /* columns the stepwatch table may take; 0 = the terminal's: $COLUMNS,
                         else the width of out's terminal, 80 for a file or a pipe */
-    int full_names;  /* nonzero: no layout ever shortens a name (the table, Lightning's and
+    int full_names; /* nonzero: no layout ever shortens a name (the table, Lightning's and
                         fastxtend's layouts do past their width); for reports kept in files */
-    int brief;       /* nonzero: the short form of a layout that has one: Lightning's
+    int brief;      /* nonzero: the short form of a layout that has one: Lightning's
                         extended=False (Action, Mean duration, Total time; by mean). Other
                         layouts ignore it */
 } sw_write_options;
@@ -630,12 +629,12 @@ SW_API char *sw_format_scale_time(double seconds, char *buf, size_t size);
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct sw_step_record {
-    uint64_t step;          /* global index, from 0 */
+    uint64_t step; /* global index, from 0 */
     sw_phase phase;
     uint32_t batch_size;
-    int warmup;             /* nonzero for warm-up steps */
-    uint32_t thread;        /* stepwatch thread number (0 = first thread seen) */
-    uint64_t start_ns;      /* since the profiler started */
+    int warmup;        /* nonzero for warm-up steps */
+    uint32_t thread;   /* stepwatch thread number (0 = first thread seen) */
+    uint64_t start_ns; /* since the profiler started */
     uint64_t duration_ns;
     uint64_t category_ns[SW_CAT_COUNT]; /* the own time of the spans of each category on the
                                            step's thread (see sw_category); SW_CAT_OTHER =
@@ -646,16 +645,16 @@ typedef struct sw_span_record {
     sw_id action;
     sw_phase phase;
     uint32_t thread;
-    uint32_t depth;         /* 0 = outermost */
-    int64_t step;           /* -1 outside steps */
-    uint64_t start_ns;      /* since the profiler started */
+    uint32_t depth;    /* 0 = outermost */
+    int64_t step;      /* -1 outside steps */
+    uint64_t start_ns; /* since the profiler started */
     uint64_t duration_ns;
 } sw_span_record;
 
 typedef struct sw_counter_record {
     sw_id counter;
     uint32_t thread;
-    uint64_t time_ns;       /* since the profiler started */
+    uint64_t time_ns; /* since the profiler started */
     double value;
 } sw_counter_record;
 

@@ -15,8 +15,7 @@ extern "C" {
  * See docs/compare.md. fmt: SW_FORMAT_TABLE, SW_FORMAT_MARKDOWN, SW_FORMAT_CSV or
  * SW_FORMAT_JSON (SW_EFORMAT for others). SW_EINVAL for NULL arguments, SW_EIO on a write
  * error. The snapshots are only read. */
-SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt,
-                            FILE *out);
+SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt, FILE *out);
 /* How many rows sw_compare_write would call "slower" (significant regressions). */
 SW_API int sw_compare_regressions(const sw_snapshot *a, const sw_snapshot *b, size_t *count);
 

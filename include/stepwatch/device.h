@@ -33,8 +33,8 @@ typedef struct sw_gpu_stats {
     double utilization_percent; /* kernels running, % of NVML's last sample period */
     double memory_used_bytes;
     double memory_total_bytes;
-    double power_w;             /* -1 when the device does not report it */
-    double temperature_c;       /* -1 when the device does not report it */
+    double power_w;       /* -1 when the device does not report it */
+    double temperature_c; /* -1 when the device does not report it */
 } sw_gpu_stats;
 
 typedef struct sw_device_stats {
@@ -43,12 +43,12 @@ typedef struct sw_device_stats {
     double cpu_percent;         /* all CPUs: busy / total ticks of /proc/stat, % (psutil's
                                    cpu_percent: idle and iowait are not busy) */
     /* Now. */
-    double vm_percent;          /* (MemTotal - MemAvailable) / MemTotal, % (psutil's
+    double vm_percent;              /* (MemTotal - MemAvailable) / MemTotal, % (psutil's
                                    virtual_memory().percent) */
-    double swap_percent;        /* (SwapTotal - SwapFree) / SwapTotal, %; 0 without swap */
-    double rss_bytes;           /* resident set of this process (/proc/self/statm) */
-    double peak_rss_bytes;      /* its high-water mark (VmHWM of /proc/self/status) */
-    int ngpus;                  /* GPUs in gpus[]; -1 when GPU statistics are unavailable */
+    double swap_percent;            /* (SwapTotal - SwapFree) / SwapTotal, %; 0 without swap */
+    double rss_bytes;               /* resident set of this process (/proc/self/statm) */
+    double peak_rss_bytes;          /* its high-water mark (VmHWM of /proc/self/status) */
+    int ngpus;                      /* GPUs in gpus[]; -1 when GPU statistics are unavailable */
     sw_gpu_stats gpus[SW_MAX_GPUS]; /* in CUDA's order when CUDA_VISIBLE_DEVICES lists
                                        indices or UUIDs, else NVML's */
 } sw_device_stats;
@@ -147,12 +147,12 @@ SW_API int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ct
 SW_API void sw_device_mark(sw_profiler *p, sw_id action, int begins);
 
 typedef struct sw_device_time_info {
-    uint64_t steps_timed;    /* steps whose device times were recorded */
-    uint64_t steps_dropped;  /* never resolved: the run ended before the GPU reached them, or
+    uint64_t steps_timed;         /* steps whose device times were recorded */
+    uint64_t steps_dropped;       /* never resolved: the run ended before the GPU reached them, or
                                 the step ended on another thread (counted, never waited for) */
-    uint64_t spans_dropped;  /* spans over the 16 a step can time */
-    uint64_t warmup_steps;   /* resolved but kept out, as the host statistics keep them */
-    int failed;              /* the runtime returned an error: timing stopped */
+    uint64_t spans_dropped;       /* spans over the 16 a step can time */
+    uint64_t warmup_steps;        /* resolved but kept out, as the host statistics keep them */
+    int failed;                   /* the runtime returned an error: timing stopped */
     uint64_t steps_sampled_out;   /* not timed by choice: the GPU was over 1024 steps behind */
     uint64_t sample_every;        /* 1: every step chosen; k: every k-th at most (the largest) */
     uint64_t steps_captured;      /* not timed: begun while the stream was captured */

@@ -39,13 +39,13 @@ typedef struct sw_engine sw_engine;
 
 /* Events, in the order a run fires them (Ignite's names). */
 typedef enum sw_event {
-    SW_EVENT_STARTED = 0,            /* once, before the first epoch */
+    SW_EVENT_STARTED = 0, /* once, before the first epoch */
     SW_EVENT_EPOCH_STARTED,
-    SW_EVENT_GET_BATCH_STARTED,      /* before asking the data source (fastxtend before_draw) */
-    SW_EVENT_GET_BATCH_COMPLETED,    /* the batch arrived */
-    SW_EVENT_ITERATION_STARTED,      /* before the processing function */
-    SW_EVENT_ITERATION_COMPLETED,    /* after it */
-    SW_EVENT_VALIDATION_STARTED,     /* the validation loop of an epoch begins */
+    SW_EVENT_GET_BATCH_STARTED,   /* before asking the data source (fastxtend before_draw) */
+    SW_EVENT_GET_BATCH_COMPLETED, /* the batch arrived */
+    SW_EVENT_ITERATION_STARTED,   /* before the processing function */
+    SW_EVENT_ITERATION_COMPLETED, /* after it */
+    SW_EVENT_VALIDATION_STARTED,  /* the validation loop of an epoch begins */
     SW_EVENT_VALIDATION_COMPLETED,
     SW_EVENT_EPOCH_COMPLETED,
     SW_EVENT_COMPLETED,              /* once, at the end (also after a terminate) */
@@ -60,7 +60,7 @@ SW_API const char *sw_event_name(sw_event ev);
 
 /* The state handlers see (Ignite's engine.state). Read it with sw_engine_get_state. */
 typedef struct sw_engine_state {
-    uint64_t epoch;           /* current epoch, from 1 */
+    uint64_t epoch; /* current epoch, from 1 */
     uint64_t max_epochs;
     uint64_t iteration;       /* training iterations done in the whole run, from 1 */
     uint64_t epoch_iteration; /* iterations of the current loop (train or valid), from 1 */
@@ -69,9 +69,9 @@ typedef struct sw_engine_state {
     int training;             /* 1 inside the training loop, 0 inside validation */
     void *batch;              /* the current batch, as the data source gave it */
     uint32_t batch_size;
-    double output;            /* what the processing function set (sw_engine_set_output) */
-    int error;                /* the code that stopped the run; 0 if none */
-    int error_event;          /* the event whose handler failed, or -1 (data source or
+    double output;   /* what the processing function set (sw_engine_set_output) */
+    int error;       /* the code that stopped the run; 0 if none */
+    int error_event; /* the event whose handler failed, or -1 (data source or
                                  processing function) */
     /* Seconds, as Ignite's state.times: [SW_EVENT_EPOCH_COMPLETED] = the last epoch
      * (train + validation + handlers), [SW_EVENT_COMPLETED] = the whole run,
@@ -102,15 +102,15 @@ typedef int (*sw_process_fn)(sw_engine *e, void *batch, uint32_t batch_size, voi
 typedef int (*sw_handler_fn)(sw_engine *e, sw_event ev, void *user);
 
 typedef struct sw_engine_options {
-    sw_profiler *profiler;     /* record into this profiler (not owned); NULL = the engine
+    sw_profiler *profiler;              /* record into this profiler (not owned); NULL = the engine
                                   makes its own from profiler_options and frees it */
     const sw_options *profiler_options; /* used only when profiler is NULL; NULL = defaults */
-    uint64_t max_epochs;       /* 0 = 1 */
-    int64_t epoch_length;      /* training batches per epoch; 0 = the source's length */
-    uint32_t validate_every;   /* run the validation loop every N epochs; 0 = 1 */
-    const char *csv_path;      /* Ignite's BasicTimeProfiler.write_results CSV, streamed
+    uint64_t max_epochs;                /* 0 = 1 */
+    int64_t epoch_length;               /* training batches per epoch; 0 = the source's length */
+    uint32_t validate_every;            /* run the validation loop every N epochs; 0 = 1 */
+    const char *csv_path;               /* Ignite's BasicTimeProfiler.write_results CSV, streamed
                                   here one row per training iteration; NULL = none */
-    uint32_t handler_rows;     /* for Ignite's HandlersTimeProfiler.write_results CSV
+    uint32_t handler_rows;              /* for Ignite's HandlersTimeProfiler.write_results CSV
                                   (sw_engine_write_handlers_csv): keep the last N durations
                                   of the training loop's processing function and dataflow and
                                   of each handler; 0 = keep none (no memory) */
@@ -133,8 +133,8 @@ SW_API int sw_engine_set_valid(sw_engine *e, const sw_data_source *data, sw_proc
 /* Attach fn to ev under name (copied; shown in reports as "callback:<name>"), called on
  * every `every`-th occurrence of ev (0 or 1 = every time). Handlers of one event run in the
  * order attached. Returns the handler's index (>= 0) or SW_EINVAL / SW_ENOMEM / SW_ESTATE. */
-SW_API int sw_engine_on(sw_engine *e, sw_event ev, const char *name, sw_handler_fn fn,
-                        void *user, uint32_t every);
+SW_API int sw_engine_on(sw_engine *e, sw_event ev, const char *name, sw_handler_fn fn, void *user,
+                        uint32_t every);
 
 /* Run max_epochs epochs. Returns 0 when the run completed or was terminated, else the first
  * error a callback returned (SW_EINVAL if no training loop was set, SW_ESTATE when called
@@ -161,9 +161,9 @@ typedef enum sw_engine_measure {
     SW_MEASURE_DATAFLOW,         /* data source next(), training loop (Ignite) */
     SW_MEASURE_VALID_PROCESSING, /* the same in the validation loop */
     SW_MEASURE_VALID_DATAFLOW,
-    SW_MEASURE_TRAIN_EPOCH,      /* one training loop (no validation), per epoch */
-    SW_MEASURE_VALID_EPOCH,      /* one validation loop, per epoch */
-    SW_MEASURE_TRAIN_DOWNTIME,   /* data wait summed over one training loop, per epoch */
+    SW_MEASURE_TRAIN_EPOCH,    /* one training loop (no validation), per epoch */
+    SW_MEASURE_VALID_EPOCH,    /* one validation loop, per epoch */
+    SW_MEASURE_TRAIN_DOWNTIME, /* data wait summed over one training loop, per epoch */
     SW_MEASURE_VALID_DOWNTIME,
     SW_MEASURE_COUNT
 } sw_engine_measure;

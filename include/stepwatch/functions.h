@@ -71,8 +71,7 @@ SW_API void sw_fprofile_clear(sw_fprofile *fp);
 
 /* Add function f (strings copied) under key; *index gets its index. A key already present
  * keeps its first function. 0, SW_EINVAL (NULL strings) or SW_ENOMEM. */
-SW_API int sw_fprofile_add_func(sw_fprofile *fp, uint64_t key, const sw_func *f,
-                                uint32_t *index);
+SW_API int sw_fprofile_add_func(sw_fprofile *fp, uint64_t key, const sw_func *f, uint32_t *index);
 /* The index of key's function, or SW_FNODE_NONE. */
 SW_API uint32_t sw_fprofile_find_func(const sw_fprofile *fp, uint64_t key);
 SW_API uint32_t sw_fprofile_func_count(const sw_fprofile *fp);
@@ -189,7 +188,7 @@ typedef struct sw_fstats {
     uint64_t folded_calls; /* calls past the node limit, counted in their callers */
     size_t nfuncs;         /* functions, by cumulative time (descending) */
     sw_fstat *funcs;
-    size_t nedges;         /* edges, by callee then caller */
+    size_t nedges; /* edges, by callee then caller */
     sw_fedge *edges;
 } sw_fstats;
 

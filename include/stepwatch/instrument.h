@@ -50,8 +50,7 @@ SW_API void sw_instrument_stop(void);
  * started, SW_ENOMEM. */
 SW_API int sw_instrument_profile(sw_fprofile **out);
 /* The table of action (NULL: every action), as sw_fprofile_write_table. */
-SW_API int sw_instrument_write_table(const char *action, const sw_ftable_options *opts,
-                                     FILE *out);
+SW_API int sw_instrument_write_table(const char *action, const sw_ftable_options *opts, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -12,17 +12,17 @@ extern "C" {
 /* The last window of a run. Undefined figures are NaN (no step ended in the window, no batch
  * sizes, no steady-state step yet). */
 typedef struct sw_live_values {
-    double window_s;       /* how much time the figures cover (up to the window asked for) */
-    uint64_t steps;        /* steps that ended in the window, warm-up included, all phases */
-    uint64_t total_steps;  /* steps that ended since the start */
+    double window_s;      /* how much time the figures cover (up to the window asked for) */
+    uint64_t steps;       /* steps that ended in the window, warm-up included, all phases */
+    uint64_t total_steps; /* steps that ended since the start */
     double steps_per_s;
-    double samples_per_s;  /* NaN when no step had a batch size */
-    double step_p50_ns;    /* steady-state steps of the window, from their histogram */
+    double samples_per_s; /* NaN when no step had a batch size */
+    double step_p50_ns;   /* steady-state steps of the window, from their histogram */
     double step_p99_ns;
-    double data_share;     /* time in "data" actions / time in steps, 0..1 */
-    sw_category slowest;   /* the category with the most step time; SW_CAT_COUNT if none.
+    double data_share;    /* time in "data" actions / time in steps, 0..1 */
+    sw_category slowest;  /* the category with the most step time; SW_CAT_COUNT if none.
                               "other" is step time no categorized action covered */
-    double slowest_share;  /* its share of step time, 0..1 */
+    double slowest_share; /* its share of step time, 0..1 */
 } sw_live_values;
 
 typedef struct sw_live sw_live;

@@ -55,13 +55,13 @@ SW_API const char *sw_blame_name(sw_blame blame);
 
 /* One action across ranks: each rank's time in it per step. */
 typedef struct sw_rank_stat {
-    const char *name;      /* step, data, forward, loss, backward, optimizer, zero_grad,
+    const char *name; /* step, data, forward, loss, backward, optimizer, zero_grad,
                               callback, collective, and compute (step - data - collective) */
-    int ranks;             /* ranks that recorded it (0: no rank did) */
+    int ranks;        /* ranks that recorded it (0: no rank did) */
     double min_ns, median_ns, max_ns;
-    int min_rank, max_rank;  /* the lowest rank holding the extreme */
-    uint64_t calls;        /* over all ranks */
-    double p99_max_ns;     /* the largest per-call p99 of any rank */
+    int min_rank, max_rank; /* the lowest rank holding the extreme */
+    uint64_t calls;         /* over all ranks */
+    double p99_max_ns;      /* the largest per-call p99 of any rank */
     int p99_max_rank;
 } sw_rank_stat;
 
@@ -69,11 +69,11 @@ typedef struct sw_rank_stat {
 typedef struct sw_rank_straggler {
     int rank, local_rank;
     const char *host;
-    double excess_ns;      /* how much longer its own work (or, for collectives, its step)
+    double excess_ns; /* how much longer its own work (or, for collectives, its step)
                               takes than the median of the other ranks */
     sw_blame blame;
-    double blame_ns;       /* the blamed part's excess over the other ranks' median */
-    const char *part;      /* compute: the part whose own time grew most ("forward", ...);
+    double blame_ns;  /* the blamed part's excess over the other ranks' median */
+    const char *part; /* compute: the part whose own time grew most ("forward", ...);
                               NULL when none stands out */
     double part_ns;
     double step_ns, data_ns, compute_ns, collective_ns; /* this rank's means per step */
@@ -81,16 +81,16 @@ typedef struct sw_rank_straggler {
 
 typedef struct sw_ranks {
     int world_size;
-    int answered;          /* ranks whose payload arrived */
+    int answered; /* ranks whose payload arrived */
     int nmissing;
-    int *missing;          /* the ranks that did not answer, ascending */
+    int *missing;                  /* the ranks that did not answer, ascending */
     uint64_t min_steps, max_steps; /* steady steps per rank */
-    const char *phase;     /* "train" when the ranks' payloads use the train phase, else "all" */
-    int collective_ranks;  /* ranks that measured collective waits */
-    double threshold_ns;   /* a straggler's excess is at least this (10 % of the median step,
+    const char *phase;    /* "train" when the ranks' payloads use the train phase, else "all" */
+    int collective_ranks; /* ranks that measured collective waits */
+    double threshold_ns;  /* a straggler's excess is at least this (10 % of the median step,
                               at least 50 us) */
     size_t nstats;
-    sw_rank_stat *stats;   /* the actions in the order above; those no rank recorded too */
+    sw_rank_stat *stats; /* the actions in the order above; those no rank recorded too */
     size_t nstragglers;
     sw_rank_straggler *stragglers; /* every rank past the threshold, worst first */
 } sw_ranks;
@@ -123,14 +123,14 @@ typedef int (*sw_gather_fn)(void *ctx, const void *mine, void *all, size_t size,
                             double timeout_s);
 
 typedef struct sw_ranks_options {
-    int rank, world_size;  /* in the transport (0, 0: the profiler's) */
+    int rank, world_size; /* in the transport (0, 0: the profiler's) */
     sw_gather_fn gather;
     void *ctx;
-    double timeout_s;      /* the final gather's wait; 0 = 30 s */
-    int top;               /* stragglers printed; 0 = 3 */
-    sw_format format;      /* rank 0's printed view: TABLE (default), MARKDOWN or JSON */
-    FILE *out;             /* where rank 0 prints the final view; NULL = stderr */
-    int quiet;             /* nonzero: print nothing (the view is still stored) */
+    double timeout_s;           /* the final gather's wait; 0 = 30 s */
+    int top;                    /* stragglers printed; 0 = 3 */
+    sw_format format;           /* rank 0's printed view: TABLE (default), MARKDOWN or JSON */
+    FILE *out;                  /* where rank 0 prints the final view; NULL = stderr */
+    int quiet;                  /* nonzero: print nothing (the view is still stored) */
     void (*release)(void *ctx); /* called when p is freed, after the final round: the
                                    transport lets go of ctx (NULL: nothing to do) */
 } sw_ranks_options;

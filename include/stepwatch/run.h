@@ -77,8 +77,8 @@ SW_API int sw_run_functions(sw_run *run, int rank, sw_fprofile **out);
 SW_API int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
                             int world_size, int final);
 SW_API int sw_run_set_clock_offset(sw_profiler *p, int64_t offset_ns);
-SW_API int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size,
-                               uint64_t *step, int *final);
+SW_API int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size, uint64_t *step,
+                               int *final);
 
 /* Merge run files (one per rank) into one new file at out_path: SW_EEXISTS if anything is
  * there, SW_EINVAL when two inputs hold the same rank, an input's sw_run_open error. The
@@ -90,8 +90,8 @@ SW_API int sw_run_merge(const char *const *paths, size_t npaths, const char *out
 SW_API int sw_run_merge_replace(const char *const *paths, size_t npaths, const char *out_path);
 
 /* Exports. */
-SW_API int sw_run_export_chrome(sw_run *run, FILE *out);     /* Chrome Trace Event JSON */
-SW_API int sw_run_export_steps_csv(sw_run *run, FILE *out);  /* Ignite-style per iteration */
+SW_API int sw_run_export_chrome(sw_run *run, FILE *out);    /* Chrome Trace Event JSON */
+SW_API int sw_run_export_steps_csv(sw_run *run, FILE *out); /* Ignite-style per iteration */
 /* Collapsed stacks of the function profiles (flamegraph.pl, speedscope, inferno), values in
  * ns; SW_ENOTFOUND when the file holds none. */
 SW_API int sw_run_export_collapsed(sw_run *run, FILE *out);

@@ -18,10 +18,9 @@
 #include <structmember.h>
 
 typedef struct {
-    PyObject_HEAD
-    ActionObject *action;
+    PyObject_HEAD ActionObject *action;
     PyObject *func;
-    PyObject *dict;     /* __name__, __doc__, __wrapped__ from functools.update_wrapper */
+    PyObject *dict; /* __name__, __doc__, __wrapped__ from functools.update_wrapper */
     PyObject *weakrefs;
     vectorcallfunc vectorcall;
 } TimedObject;
@@ -38,9 +37,8 @@ typedef struct {
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    PyTypeObject *owner; /* Action or Phase */
-    int exits;           /* __exit__, else __enter__ */
+    PyObject_HEAD PyTypeObject *owner; /* Action or Phase */
+    int exits;                         /* __exit__, else __enter__ */
 } PreboundObject;
 
 static PyObject *Prebound_get(PyObject *self, PyObject *obj, PyObject *type) {

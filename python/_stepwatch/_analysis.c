@@ -31,7 +31,7 @@ static PyObject *write_runs_to(module_state *st, PyObject *const *runs, int nrun
         }
     int rc;
     Py_BEGIN_ALLOW_THREADS /* reads every step (and span) of the run files */
-    sw_output *o = NULL;
+        sw_output *o = NULL;
     rc = sw_output_open(PyBytes_AS_STRING(out_path), &o);
     if (rc == 0) {
         rc = nruns == 2 ? pair(run[0], run[1], sw_output_stream(o))
@@ -41,9 +41,7 @@ static PyObject *write_runs_to(module_state *st, PyObject *const *runs, int nrun
         else
             sw_output_abort(o);
     }
-    Py_END_ALLOW_THREADS
-    for (int i = nruns - 1; i >= 0; i--)
-        sw_run_close(run[i]);
+    Py_END_ALLOW_THREADS for (int i = nruns - 1; i >= 0; i--) sw_run_close(run[i]);
     Py_DECREF(out_path);
     return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
 }
@@ -105,8 +103,10 @@ static int analysis_format(const char *name, const char *who, sw_format *out) {
     if (*out == SW_FORMAT_TABLE || *out == SW_FORMAT_MARKDOWN || *out == SW_FORMAT_CSV ||
         *out == SW_FORMAT_JSON)
         return 0;
-    PyErr_Format(PyExc_ValueError, "%s: format '%s' is a report format; use table, markdown, "
-                 "csv or json", who, name);
+    PyErr_Format(PyExc_ValueError,
+                 "%s: format '%s' is a report format; use table, markdown, "
+                 "csv or json",
+                 who, name);
     return -1;
 }
 

@@ -87,8 +87,8 @@ PyObject *sw_py_device_read(PyObject *module, PyObject *capsule) {
 /* ---- the GPU clock on Python event objects ---- */
 
 typedef struct py_clock {
-    PyObject *factory;  /* () -> a new event */
-    PyObject *ready;    /* () -> bool: the device is in use (and not capturing); NULL: always */
+    PyObject *factory; /* () -> a new event */
+    PyObject *ready;   /* () -> bool: the device is in use (and not capturing); NULL: always */
     PyObject *record, *query, *elapsed_time; /* the methods' names */
 } py_clock;
 
@@ -320,7 +320,8 @@ static int start_stats(module_state *st, ProfilerObject *self, PyObject *stats) 
         if (!(seconds >= 0.001 && seconds <= 3600)) {
             PyErr_Format(PyExc_ValueError,
                          "Profiler: device_stats takes True or an interval in seconds "
-                         "(0.001 to 3600), not %R", stats);
+                         "(0.001 to 3600), not %R",
+                         stats);
             return -1;
         }
     }
@@ -345,8 +346,7 @@ static int start_time(module_state *st, ProfilerObject *self, PyObject *timing) 
     if (timing != Py_True) {
         if (!PyCallable_Check(timing)) {
             PyErr_Format(PyExc_TypeError,
-                         "Profiler: device_time takes True or a factory of events, not %R",
-                         timing);
+                         "Profiler: device_time takes True or a factory of events, not %R", timing);
             return -1;
         }
         self->events_in = "Python";

@@ -54,13 +54,12 @@ enum {
 };
 
 static const char *const name_text[NAMES] = {
-    "_event_handlers", "last_event_name", "logger", "isEnabledFor", "debug",
+    "_event_handlers", "last_event_name", "logger",    "isEnabledFor", "debug",
     "state",           "epoch",           "iteration", "update",
 };
 
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     PyObject *engine_ref;                     /* a weak reference to the engine */
     PyObject *marks;                          /* a Marks; NULL once closed (or none given) */
     PyObject *events[SW_PY_ITERATION_EVENTS]; /* Events.GET_BATCH_STARTED, ... */
@@ -114,8 +113,7 @@ static int log_debug(FireEventObject *self, PyObject *engine, PyObject *event) {
     }
     if (enabled > 0) {
         PyObject *msg = debug_message(self, engine, event);
-        PyObject *r = msg ? PyObject_CallMethodOneArg(logger, self->names[NAME_DEBUG], msg)
-                          : NULL;
+        PyObject *r = msg ? PyObject_CallMethodOneArg(logger, self->names[NAME_DEBUG], msg) : NULL;
         enabled = r != NULL ? 0 : -1;
         Py_XDECREF(msg);
         Py_XDECREF(r);
@@ -144,8 +142,10 @@ static int call_handler(FireEventObject *self, PyObject *entry, PyObject *const 
     PyObject *first = NULL, *kwdict = NULL, *result = NULL;
     PyObject *stack[STACK_ARGS], **argv = stack;
     if (PyTuple_GET_SIZE(items) != 3) {
-        PyErr_Format(PyExc_ValueError, "an event handler entry must be (func, args, kwargs), "
-                     "not %zd items", PyTuple_GET_SIZE(items));
+        PyErr_Format(PyExc_ValueError,
+                     "an event handler entry must be (func, args, kwargs), "
+                     "not %zd items",
+                     PyTuple_GET_SIZE(items));
         goto done;
     }
     PyObject *func = PyTuple_GET_ITEM(items, 0), *args = PyTuple_GET_ITEM(items, 1),
@@ -328,7 +328,8 @@ static PyObject *FireEvent_new(PyTypeObject *type, PyObject *args, PyObject *kwa
         return NULL;
     }
     if (!PyTuple_Check(events) || PyTuple_GET_SIZE(events) != SW_PY_ITERATION_EVENTS) {
-        PyErr_SetString(PyExc_TypeError, "FireEvent: events must be the tuple (GET_BATCH_STARTED, "
+        PyErr_SetString(PyExc_TypeError,
+                        "FireEvent: events must be the tuple (GET_BATCH_STARTED, "
                         "GET_BATCH_COMPLETED, ITERATION_STARTED, ITERATION_COMPLETED)");
         return NULL;
     }
@@ -343,8 +344,10 @@ static PyObject *FireEvent_new(PyTypeObject *type, PyObject *args, PyObject *kwa
             if ((flags[i] = PyObject_IsTrue(PyTuple_GET_ITEM(timed, i))) < 0)
                 return NULL;
             if (flags[i] && i >= slots) {
-                PyErr_Format(PyExc_ValueError, "FireEvent: timed[%d] needs a Marks with at "
-                             "least %d slots (it has %d)", i, i + 1, slots);
+                PyErr_Format(PyExc_ValueError,
+                             "FireEvent: timed[%d] needs a Marks with at "
+                             "least %d slots (it has %d)",
+                             i, i + 1, slots);
                 return NULL;
             }
         }
@@ -420,12 +423,11 @@ static PyMemberDef FireEvent_members[] = {
 };
 
 static PyType_Slot FireEvent_slots[] = {
-    {Py_tp_doc,
-     "FireEvent(engine, marks, events, timed=None)\n--\n\n"
-     "Ignite's engine._fire_event(event, *args, **kwargs) in C, making marks' "
-     "marks around the handlers of events (GET_BATCH_STARTED, GET_BATCH_COMPLETED, "
-     "ITERATION_STARTED, ITERATION_COMPLETED); timed[i]: event i's handlers are "
-     "timed as the Marks' slot i (stepwatch.ignite)."},
+    {Py_tp_doc, "FireEvent(engine, marks, events, timed=None)\n--\n\n"
+                "Ignite's engine._fire_event(event, *args, **kwargs) in C, making marks' "
+                "marks around the handlers of events (GET_BATCH_STARTED, GET_BATCH_COMPLETED, "
+                "ITERATION_STARTED, ITERATION_COMPLETED); timed[i]: event i's handlers are "
+                "timed as the Marks' slot i (stepwatch.ignite)."},
     {Py_tp_new, FireEvent_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_methods, FireEvent_methods},

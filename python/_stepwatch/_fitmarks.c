@@ -35,8 +35,8 @@
 
 /* fastxtend's actions, in its report order. FX_FORWARD is "predict" in the valid phase. */
 enum { FX_STEP, FX_DRAW, FX_BATCH, FX_FORWARD, FX_LOSS, FX_BACKWARD, FX_OPT, FX_ZERO, FX_N };
-static const char *const fx_names[FX_N] = {"step",     "draw",     "batch",   "forward",
-                                           "loss",     "backward", "opt_step", "zero_grad"};
+static const char *const fx_names[FX_N] = {"step", "draw",     "batch",    "forward",
+                                           "loss", "backward", "opt_step", "zero_grad"};
 /* The core's actions for the parts of a batch that have one (FX_STEP and FX_BATCH do not). */
 enum { CORE_DATA, CORE_FORWARD, CORE_LOSS, CORE_BACKWARD, CORE_OPTIMIZER, CORE_ZERO, CORE_N };
 static const char *const core_names[CORE_N] = {"data",     "forward",   "loss",
@@ -50,32 +50,31 @@ typedef struct {
 } fx_batch;
 
 typedef struct {
-    sw_stats stats[FX_N];      /* durations of the batches kept (after the dropped ones) */
-    double rate_sum[FX_N];     /* sum of the kept batches' samples/s */
+    sw_stats stats[FX_N];  /* durations of the batches kept (after the dropped ones) */
+    double rate_sum[FX_N]; /* sum of the kept batches' samples/s */
     uint64_t rate_n[FX_N];
-    uint64_t batches;          /* committed batches, dropped ones included */
-    double all_rate_sum;       /* bs/(draw+batch) summed over every committed batch */
+    uint64_t batches;    /* committed batches, dropped ones included */
+    double all_rate_sum; /* bs/(draw+batch) summed over every committed batch */
     uint64_t all_rate_n;
 } fx_phase;
 
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;     /* NULL: fastxtend's statistics only */
-    PyObject *learn;           /* read for learn.xb's batch size */
+    PyObject_HEAD ProfilerObject *owner; /* NULL: fastxtend's statistics only */
+    PyObject *learn;                     /* read for learn.xb's batch size */
     PyObject *xb_name, *shape_name;
     sw_id core[CORE_N];
     int drop;
-    int phase;                 /* PH_TRAIN or PH_VALID */
+    int phase; /* PH_TRAIN or PH_VALID */
     /* The batch in progress (the training thread's; the GIL orders the marks). */
-    uint64_t t_draw, t_batch, t_loss, t_backward, t_opt, t_zero;  /* 0: not begun */
+    uint64_t t_draw, t_batch, t_loss, t_backward, t_opt, t_zero; /* 0: not begun */
     fx_batch pending;
-    unsigned measured;         /* bit per FX_* action measured in the pending batch */
-    int step_open;             /* a core step is open */
+    unsigned measured; /* bit per FX_* action measured in the pending batch */
+    int step_open;     /* a core step is open */
     fx_phase phases[PH_N];
     /* The rolling window of training batches, and fastxtend's logging cadence. */
     fx_batch *ring;
     Py_ssize_t rolling, kept, next;
-    long long log_iter;        /* fastxtend's _iter: starts at -drop */
+    long long log_iter; /* fastxtend's _iter: starts at -drop */
 } FitMarksObject;
 
 /* ------------------------------------------------------------------------------------------
@@ -270,9 +269,8 @@ static PyObject *phase_dict(const fx_phase *ph) {
             continue;
         PyObject *r = ph->rate_n[a] ? PyFloat_FromDouble(ph->rate_sum[a] / (double)ph->rate_n[a])
                                     : Py_NewRef(Py_None);
-        PyObject *row = r ? Py_BuildValue("(KdddN)", (unsigned long long)s->count,
-                                          s->mean_ns / 1e9, sw_stats_pstddev(s) / 1e9,
-                                          (double)s->total_ns / 1e9, r)
+        PyObject *row = r ? Py_BuildValue("(KdddN)", (unsigned long long)s->count, s->mean_ns / 1e9,
+                                          sw_stats_pstddev(s) / 1e9, (double)s->total_ns / 1e9, r)
                           : NULL;
         if (sw_py_dict_put(d, fx_names[a], row) < 0) {
             Py_DECREF(d);
@@ -292,12 +290,13 @@ static PyObject *FitMarks_results(FitMarksObject *self, PyObject *unused) {
     for (int i = 0; i < PH_N; i++) {
         const fx_phase *ph = &self->phases[i];
         PyObject *actions = phase_dict(ph);
-        PyObject *sps = ph->all_rate_n ? PyFloat_FromDouble(ph->all_rate_sum / (double)ph->all_rate_n)
-                                       : Py_NewRef(Py_None);
-        PyObject *entry = actions && sps ? Py_BuildValue("{sNsKsN}", "actions", actions, "batches",
-                                                         (unsigned long long)ph->batches,
-                                                         "samples_per_s", sps)
-                                         : NULL;
+        PyObject *sps = ph->all_rate_n
+                            ? PyFloat_FromDouble(ph->all_rate_sum / (double)ph->all_rate_n)
+                            : Py_NewRef(Py_None);
+        PyObject *entry = actions && sps
+                              ? Py_BuildValue("{sNsKsN}", "actions", actions, "batches",
+                                              (unsigned long long)ph->batches, "samples_per_s", sps)
+                              : NULL;
         if (entry == NULL) {
             Py_XDECREF(actions);
             Py_XDECREF(sps);
@@ -434,7 +433,8 @@ static void FitMarks_dealloc(FitMarksObject *self) {
     Py_DECREF(tp);
 }
 
-#define MARK(name, doc) {#name, (PyCFunction)FitMarks_##name, METH_NOARGS, doc}
+#define MARK(name, doc) \
+    { #name, (PyCFunction)FitMarks_##name, METH_NOARGS, doc }
 static PyMethodDef FitMarks_methods[] = {
     MARK(before_draw, "A batch is about to be drawn (its step begins)."),
     MARK(before_batch, "The batch arrived: draw ends, batch and forward begin."),
@@ -468,11 +468,10 @@ static PyMemberDef FitMarks_members[] = {
 };
 
 static PyType_Slot FitMarks_slots[] = {
-    {Py_tp_doc,
-     "FitMarks(learn, profiler=None, drop=1, rolling=10)\n--\n\n"
-     "The per-batch marks of a fastai Learner (stepwatch.fastai), as C methods; "
-     "fastxtend's statistics in fixed memory, and a stepwatch Profiler's steps and "
-     "actions when given one."},
+    {Py_tp_doc, "FitMarks(learn, profiler=None, drop=1, rolling=10)\n--\n\n"
+                "The per-batch marks of a fastai Learner (stepwatch.fastai), as C methods; "
+                "fastxtend's statistics in fixed memory, and a stepwatch Profiler's steps and "
+                "actions when given one."},
     {Py_tp_new, FitMarks_new},
     {Py_tp_methods, FitMarks_methods},
     {Py_tp_members, FitMarks_members},

@@ -280,8 +280,8 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
         break;
     case PyTrace_C_CALL:
         if (t->c_calls && PyCFunction_Check(arg))
-            fp_enter(t, (uint64_t)(uintptr_t)((PyCFunctionObject *)arg)->m_ml, (uintptr_t)arg,
-                     arg, 1);
+            fp_enter(t, (uint64_t)(uintptr_t)((PyCFunctionObject *)arg)->m_ml, (uintptr_t)arg, arg,
+                     1);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
@@ -593,5 +593,6 @@ PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused) {
     return Py_BuildValue("{sssIsIsisO}", "hook", engines[t ? t->engine : FP_OFF], "open",
                          t ? sw_fstack_open_count(t->stack) : 0u, "depth",
                          t ? sw_fstack_depth(t->stack) : 0u, "frame_hook_threads",
-                         eval_hook.threads, "frame_hook_installed", frame_hook ? Py_True : Py_False);
+                         eval_hook.threads, "frame_hook_installed",
+                         frame_hook ? Py_True : Py_False);
 }

@@ -92,10 +92,10 @@ static int add_four(PyObject *d, PyObject *key, uint64_t a, uint64_t b, double c
         if (tail)
             tail = PyTuple_GET_ITEM(old, 4);
     }
-    PyObject *v = tail ? Py_BuildValue("(KKddO)", (unsigned long long)a, (unsigned long long)b, c,
-                                       e, tail)
-                       : Py_BuildValue("(KKdd)", (unsigned long long)a, (unsigned long long)b, c,
-                                       e);
+    PyObject *v = tail
+                      ? Py_BuildValue("(KKddO)", (unsigned long long)a, (unsigned long long)b, c, e,
+                                      tail)
+                      : Py_BuildValue("(KKdd)", (unsigned long long)a, (unsigned long long)b, c, e);
     int rc = v ? PyDict_SetItem(d, key, v) : -1;
     Py_XDECREF(v);
     return rc;
@@ -111,17 +111,16 @@ static PyObject *pstats_dict(const sw_fprofile *fp, const sw_fstats *s) {
         PyObject *callers = PyDict_New();
         labels[f->func] = label_of(fp, f->func);
         ok = callers && labels[f->func] &&
-             add_four(stats, labels[f->func], f->primitive_calls, f->calls,
-                      seconds(f->tottime_ns), seconds(f->cumtime_ns), callers) == 0;
+             add_four(stats, labels[f->func], f->primitive_calls, f->calls, seconds(f->tottime_ns),
+                      seconds(f->cumtime_ns), callers) == 0;
         Py_XDECREF(callers);
     }
     for (size_t i = 0; ok && i < s->nedges; i++) {
         const sw_fedge *e = &s->edges[i];
         PyObject *entry = PyDict_GetItemWithError(stats, labels[e->callee]);
         ok = entry != NULL &&
-             add_four(PyTuple_GET_ITEM(entry, 4), labels[e->caller], e->calls,
-                      e->primitive_calls, seconds(e->tottime_ns), seconds(e->cumtime_ns),
-                      NULL) == 0;
+             add_four(PyTuple_GET_ITEM(entry, 4), labels[e->caller], e->calls, e->primitive_calls,
+                      seconds(e->tottime_ns), seconds(e->cumtime_ns), NULL) == 0;
     }
     for (uint32_t i = 0; labels && i < sw_fprofile_func_count(fp); i++)
         Py_XDECREF(labels[i]);
@@ -135,8 +134,7 @@ static PyObject *pstats_dict(const sw_fprofile *fp, const sw_fstats *s) {
 
 /* What getstats() names function func by: its code object, else its label (a built-in's, as
  * cProfile gives; a nested action's). Borrowed from objects, or a new string in *made. */
-static PyObject *code_of(const sw_fprofile *fp, PyObject *objects, uint32_t func,
-                         PyObject **made) {
+static PyObject *code_of(const sw_fprofile *fp, PyObject *objects, uint32_t func, PyObject **made) {
     if ((Py_ssize_t)func < PyList_GET_SIZE(objects) && PyList_GET_ITEM(objects, func) != Py_None)
         return PyList_GET_ITEM(objects, func);
     Py_XDECREF(*made);
@@ -157,21 +155,21 @@ static PyObject *entries_list(const sw_fprofile *fp, const sw_fstats *s, PyObjec
             if (e->caller != f->func)
                 continue;
             PyObject *code = code_of(fp, objects, e->callee, &made);
-            PyObject *sub = code == NULL ? NULL : Py_BuildValue(
-                "(OKKdd)", code, (unsigned long long)e->calls,
-                (unsigned long long)(e->calls - e->primitive_calls), seconds(e->cumtime_ns),
-                seconds(e->tottime_ns));
+            PyObject *sub = code == NULL
+                                ? NULL
+                                : Py_BuildValue("(OKKdd)", code, (unsigned long long)e->calls,
+                                                (unsigned long long)(e->calls - e->primitive_calls),
+                                                seconds(e->cumtime_ns), seconds(e->tottime_ns));
             if (!sub || PyList_Append(calls, sub) < 0)
                 Py_CLEAR(calls);
             Py_XDECREF(sub);
         }
         PyObject *code = calls ? code_of(fp, objects, f->func, &made) : NULL;
-        PyObject *entry =
-            code ? Py_BuildValue("(OKKddO)", code,
-                                  (unsigned long long)f->calls,
-                                  (unsigned long long)(f->calls - f->primitive_calls),
-                                  seconds(f->cumtime_ns), seconds(f->tottime_ns), calls)
-                  : NULL;
+        PyObject *entry = code
+                              ? Py_BuildValue("(OKKddO)", code, (unsigned long long)f->calls,
+                                              (unsigned long long)(f->calls - f->primitive_calls),
+                                              seconds(f->cumtime_ns), seconds(f->tottime_ns), calls)
+                              : NULL;
         Py_XDECREF(calls);
         if (!entry || PyList_Append(entries, entry) < 0)
             Py_CLEAR(entries);
@@ -251,8 +249,10 @@ PyObject *sw_py_profiler_function_report(ProfilerObject *self, PyObject *args, P
         if (n == -1 && PyErr_Occurred())
             return NULL;
         if (n < 1 || n > (long)UINT32_MAX)
-            return PyErr_Format(PyExc_ValueError, "restriction must be a positive line count, "
-                                                  "not %ld", n);
+            return PyErr_Format(PyExc_ValueError,
+                                "restriction must be a positive line count, "
+                                "not %ld",
+                                n);
         a.opts.max_lines = (uint32_t)n;
     } else if (PyFloat_Check(restriction)) {
         a.opts.fraction = PyFloat_AsDouble(restriction);
@@ -289,9 +289,8 @@ PyObject *sw_py_profiler_function_actions(ProfilerObject *self, PyObject *unused
         return NULL;
     PyObject *names = PyList_New(0);
     for (uint32_t i = 0; names && fp && i < sw_fprofile_action_count(fp); i++) {
-        PyObject *name = PyUnicode_DecodeUTF8(sw_fprofile_action(fp, i),
-                                              (Py_ssize_t)strlen(sw_fprofile_action(fp, i)),
-                                              "replace");
+        PyObject *name = PyUnicode_DecodeUTF8(
+            sw_fprofile_action(fp, i), (Py_ssize_t)strlen(sw_fprofile_action(fp, i)), "replace");
         if (!name || PyList_Append(names, name) < 0)
             Py_CLEAR(names);
         Py_XDECREF(name);

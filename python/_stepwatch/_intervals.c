@@ -33,8 +33,7 @@ typedef struct {
 } key_state;
 
 typedef struct {
-    PyObject_HEAD
-    Py_ssize_t nkeys;
+    PyObject_HEAD Py_ssize_t nkeys;
     key_state *keys;
     PyObject *shape_name;
 } IntervalsObject;
@@ -214,10 +213,9 @@ static PyMemberDef Intervals_members[] = {
 };
 
 static PyType_Slot Intervals_slots[] = {
-    {Py_tp_doc,
-     "Intervals(nkeys)\n--\n\n"
-     "Thunder's TimeProfiler marks per key, paired and summed in C "
-     "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
+    {Py_tp_doc, "Intervals(nkeys)\n--\n\n"
+                "Thunder's TimeProfiler marks per key, paired and summed in C "
+                "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
     {Py_tp_new, Intervals_new},
     {Py_tp_methods, Intervals_methods},
     {Py_tp_members, Intervals_members},

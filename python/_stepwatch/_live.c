@@ -9,8 +9,7 @@
 #include <math.h>
 
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner; /* keeps the profiler (and so its sw_profiler) alive */
+    PyObject_HEAD ProfilerObject *owner; /* keeps the profiler (and so its sw_profiler) alive */
     sw_live *w;
     sw_live_values last;
 } LiveObject;
@@ -113,9 +112,8 @@ static PyMethodDef Live_methods[] = {
 };
 
 static PyType_Slot Live_slots[] = {
-    {Py_tp_doc,
-     "Live(profiler, window_s=10.0)\n--\n\n"
-     "The live status line's figures over a sliding window (sw_live_*)."},
+    {Py_tp_doc, "Live(profiler, window_s=10.0)\n--\n\n"
+                "The live status line's figures over a sliding window (sw_live_*)."},
     {Py_tp_new, Live_new},
     {Py_tp_methods, Live_methods},
     {Py_tp_traverse, Live_traverse},

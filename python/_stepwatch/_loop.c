@@ -11,20 +11,17 @@
 #include <dlfcn.h>
 
 static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"profiler",     "data",          "forward",
-                               "loss",         "backward",      "optimizer",
-                               "zero_grad",    "train",         "valid",
-                               "loss_type",    "grad_enabled",  "optimizer_exists",
-                               "closure",      "startup",       "loader_startup",
-                               NULL};
+    static char *keywords[] = {"profiler", "data",      "forward",        "loss",
+                               "backward", "optimizer", "zero_grad",      "train",
+                               "valid",    "loss_type", "grad_enabled",   "optimizer_exists",
+                               "closure",  "startup",   "loader_startup", NULL};
     enum { NACTIONS = 6, NOPTIONAL = 3 };
     PyObject *profiler, *actions[NACTIONS], *train, *valid, *loss_type, *grad_enabled,
         *optimizer_exists, *optional[NOPTIONAL] = {Py_None, Py_None, Py_None};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO|$OOO:Loop", keywords,
-                                     &profiler, &actions[0], &actions[1], &actions[2],
-                                     &actions[3], &actions[4], &actions[5], &train, &valid,
-                                     &loss_type, &grad_enabled, &optimizer_exists,
-                                     &optional[0], &optional[1], &optional[2]))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "OOOOOOOOOOOO|$OOO:Loop", keywords, &profiler, &actions[0], &actions[1],
+            &actions[2], &actions[3], &actions[4], &actions[5], &train, &valid, &loss_type,
+            &grad_enabled, &optimizer_exists, &optional[0], &optional[1], &optional[2]))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -42,14 +39,13 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     ProfilerObject *owner = (ProfilerObject *)profiler;
     uint32_t ids[NACTIONS], phases[2] = {SW_PHASE_NONE, SW_PHASE_NONE};
     for (int i = 0; i < NACTIONS; i++)
-        if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1],
-                           &ids[i]) < 0)
+        if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1], &ids[i]) <
+            0)
             return NULL;
     uint32_t more[NOPTIONAL] = {SW_ID_NONE, SW_ID_NONE, SW_ID_NONE}; /* None: not timed */
     for (int i = 0; i < NOPTIONAL; i++)
-        if (optional[i] != Py_None &&
-            sw_py_named_id(optional[i], st->action_type, owner, "Loop", keywords[12 + i],
-                           &more[i]) < 0)
+        if (optional[i] != Py_None && sw_py_named_id(optional[i], st->action_type, owner, "Loop",
+                                                     keywords[12 + i], &more[i]) < 0)
             return NULL;
     int phases_on = train != Py_None && valid != Py_None;
     if (phases_on &&
@@ -94,7 +90,6 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     return (PyObject *)self;
 }
 
-
 /* close(): end the step in progress, leave the train/valid phase, write the notes; the
  * hooks call straight through from now on (uninstrument). */
 static PyObject *Loop_close(LoopObject *self, PyObject *unused) {
@@ -112,8 +107,7 @@ static PyObject *Loop_close(LoopObject *self, PyObject *unused) {
 static PyObject *Loop_read_grad_mode(LoopObject *self, PyObject *path) {
     const char *file = PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
     if (file == NULL)
-        return PyErr_Occurred() ? NULL
-                                : PyErr_Format(PyExc_TypeError, "read_grad_mode(path: str)");
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "read_grad_mode(path: str)");
     void *lib = dlopen(file, RTLD_NOW | RTLD_NOLOAD);
     void *fn = lib ? dlsym(lib, "_ZN3c108GradMode10is_enabledEv") : NULL;
     if (lib != NULL)
@@ -256,18 +250,16 @@ static PyMethodDef Loop_methods[] = {
 
 static PyGetSetDef Loop_getset[] = {
     {"rule", (getter)Loop_get_rule, NULL,
-     "How steps are found now: none, dataloader, forward, backward, optimizer or manual.",
-     NULL},
+     "How steps are found now: none, dataloader, forward, backward, optimizer or manual.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot Loop_slots[] = {
-    {Py_tp_doc,
-     "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, valid, "
-     "loss_type, grad_enabled, optimizer_exists, *, closure=None, startup=None, "
-     "loader_startup=None)\n--\n\n"
-     "The per-step state of stepwatch.torch and the C hooks that keep it. "
-     "train/valid None: no phases; the optional actions None: not timed."},
+    {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, valid, "
+                "loss_type, grad_enabled, optimizer_exists, *, closure=None, startup=None, "
+                "loader_startup=None)\n--\n\n"
+                "The per-step state of stepwatch.torch and the C hooks that keep it. "
+                "train/valid None: no phases; the optional actions None: not timed."},
     {Py_tp_new, Loop_new},
     {Py_tp_methods, Loop_methods},
     {Py_tp_getset, Loop_getset},

@@ -46,10 +46,10 @@ typedef struct {
  * update's micro-batches drawn before its first forward, an evaluation loop that fetches
  * with grad on and runs the forward under no_grad): see _loop_batches.c. */
 typedef struct {
-    int startup;         /* a loader's start-up, not a batch */
-    int iterator;        /* its iterator's slot in LoopObject.iterators */
+    int startup;  /* a loader's start-up, not a batch */
+    int iterator; /* its iterator's slot in LoopObject.iterators */
     uint32_t batch_size;
-    const void *key;     /* the batch's first array-like (identity only, never dereferenced) */
+    const void *key; /* the batch's first array-like (identity only, never dereferenced) */
     uint64_t start, end;
 } queued_batch;
 
@@ -59,66 +59,65 @@ typedef struct {
 #define MAX_MODULES 4   /* models called in one step (encoder and decoder, teacher, ...) */
 
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;
+    PyObject_HEAD ProfilerObject *owner;
     sw_id data, forward, loss, backward, optimizer, zero_grad;
-    sw_id closure;             /* the rest of an optimizer's closure (SW_ID_NONE: not timed) */
-    sw_id startup;             /* from instrument() to the first step (the script's start) */
-    sw_id loader_startup;      /* a DataLoader's iterator made (its workers started) */
-    sw_phase phases[2];        /* train, valid; SW_PHASE_NONE when phases are off */
-    PyObject *loss_type;       /* module calls of this type are "loss" */
-    PyObject *grad_enabled;    /* torch.is_grad_enabled */
-    bool (*grad_mode)(void);   /* c10::GradMode::is_enabled, when found (read_grad_mode) */
+    sw_id closure;              /* the rest of an optimizer's closure (SW_ID_NONE: not timed) */
+    sw_id startup;              /* from instrument() to the first step (the script's start) */
+    sw_id loader_startup;       /* a DataLoader's iterator made (its workers started) */
+    sw_phase phases[2];         /* train, valid; SW_PHASE_NONE when phases are off */
+    PyObject *loss_type;        /* module calls of this type are "loss" */
+    PyObject *grad_enabled;     /* torch.is_grad_enabled */
+    bool (*grad_mode)(void);    /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
     PyObject *shape, *training, *loss_key, *closure_key; /* interned names */
-    int active;                /* 0 after close(): every hook calls straight through */
+    int active; /* 0 after close(): every hook calls straight through */
 
     /* The step in progress (the training thread's; the GIL orders the hooks). */
-    int kind;                  /* TRAIN, VALID or NO_STEP */
+    int kind; /* TRAIN, VALID or NO_STEP */
     int step_fetches, step_forwards;
     uint32_t step_samples;
     const void *step_modules[MAX_MODULES]; /* the step's outermost calls (identities, never
                                   dereferenced): a loader-less validation step ends when one
                                   comes again */
     int step_nmodules;
-    uint64_t step_last;        /* end of the step's last event */
-    int last_kind;             /* the previous step: its kind and end (0: not contiguous) */
+    uint64_t step_last; /* end of the step's last event */
+    int last_kind;      /* the previous step: its kind and end (0: not contiguous) */
     uint64_t last_end;
-    sw_phase phase_in;         /* the train/valid phase entered, or SW_PHASE_NONE */
+    sw_phase phase_in; /* the train/valid phase entered, or SW_PHASE_NONE */
     step_rule rule;
-    const void *boundary;      /* the optimizer whose step ends a step (identity only) */
-    const void *other;         /* another optimizer that stepped, and how often in a row */
+    const void *boundary; /* the optimizer whose step ends a step (identity only) */
+    const void *other;    /* another optimizer that stepped, and how often in a row */
     int other_steps;
     pending_event pending[MAX_PENDING];
     int npending;
     queued_batch queue[MAX_QUEUED]; /* fetched, not consumed yet, oldest first */
     int nqueued;
-    int may_consume;           /* a fetch or a backward since a forward last took a batch */
+    int may_consume; /* a fetch or a backward since a forward last took a batch */
     PyObject *iterators[MAX_ITERATORS]; /* weak references to the loader iterators in use */
     int matched[MAX_ITERATORS]; /* a forward was given a batch of this iterator as fetched */
     int next_iterator;
-    uint64_t prev_end;         /* end of the last step of either kind (steps never overlap) */
-    uint64_t installed_at;     /* when the Loop was made: the start of "startup" */
-    int started;               /* a step has begun (startup is recorded) */
-    int external;              /* bound_steps(True): a front end ends the training steps */
+    uint64_t prev_end;     /* end of the last step of either kind (steps never overlap) */
+    uint64_t installed_at; /* when the Loop was made: the start of "startup" */
+    int started;           /* a step has begun (startup is recorded) */
+    int external;          /* bound_steps(True): a front end ends the training steps */
 
     /* Calls running now. */
-    sw_id inside;              /* "forward" or "loss" while an outermost call runs */
-    int candidate;             /* that call is timed first and named by its result */
-    int loss_inside;           /* a functional loss ran inside that call */
+    sw_id inside;    /* "forward" or "loss" while an outermost call runs */
+    int candidate;   /* that call is timed first and named by its result */
+    int loss_inside; /* a functional loss ran inside that call */
     uint64_t call_start;
     int in_fetch, in_zero_grad, in_backward;
-    int optimizer_depth;       /* nested Optimizer.step calls */
-    int optimizer_paused;      /* a closure's part runs inside the outermost one */
-    int closure_depth;         /* inside the optimizer's closure: the optimizer stays paused */
-    uint64_t closure_parts;    /* the time of the timed parts run inside it so far */
+    int optimizer_depth;    /* nested Optimizer.step calls */
+    int optimizer_paused;   /* a closure's part runs inside the outermost one */
+    int closure_depth;      /* inside the optimizer's closure: the optimizer stays paused */
+    uint64_t closure_parts; /* the time of the timed parts run inside it so far */
     uint64_t optimizer_start, optimizer_inner, paused_at;
     sw_py_funcs *optimizer_funcs; /* the function profiler told of the outermost step */
-    uint64_t forward_end;      /* end of the last outermost forward; 0 once backward began */
-    const void *forward_caller; /* the frame that called it (identity only) */
-    PyObject *loss_frame;      /* the user's loss function running now (see user_loss) */
-    int loss_seen;             /* a loss ran since that forward */
-    int eval_is_train;         /* a backward followed a forward read as validation only by
+    uint64_t forward_end;         /* end of the last outermost forward; 0 once backward began */
+    const void *forward_caller;   /* the frame that called it (identity only) */
+    PyObject *loss_frame;         /* the user's loss function running now (see user_loss) */
+    int loss_seen;                /* a loss ran since that forward */
+    int eval_is_train;            /* a backward followed a forward read as validation only by
                                   module.training: from then on grad mode alone decides */
     int last_forward_by_flag;
 
@@ -145,8 +144,7 @@ int sw_py_loop_forward_kind(LoopObject *loop, PyObject *module);
 int sw_py_loop_update_bounded(const LoopObject *loop);
 /* An event that is part of a step begins: join the open step, or begin one (at `earliest`
  * when not 0 and earlier: the batches it consumes). */
-void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at,
-                     uint64_t earliest);
+void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at, uint64_t earliest);
 /* An outermost forward of kind begins (consuming batches: `consumes`, the first fetched at
  * `earliest`): does it begin a step? Returns 1 when it did. */
 int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,

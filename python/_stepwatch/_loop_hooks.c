@@ -33,21 +33,20 @@ typedef enum {
     HOOK_ZERO_GRAD,
     HOOK_OPTIMIZER_PRE,
     HOOK_OPTIMIZER_POST,
-    HOOK_ITER,     /* DataLoader.__iter__: the loader's start-up */
-    HOOK_CLOSURE,  /* the closure an optimizer step was given (made by the pre-hook) */
+    HOOK_ITER,    /* DataLoader.__iter__: the loader's start-up */
+    HOOK_CLOSURE, /* the closure an optimizer step was given (made by the pre-hook) */
     HOOK_KINDS
 } hook_kind;
 
 static const char *const hook_names[HOOK_KINDS] = {
-    "next",      "call",          "function",       "loss",   "backward",
-    "zero_grad", "optimizer_pre", "optimizer_post", "iter",   "closure"};
+    "next",      "call",          "function",       "loss", "backward",
+    "zero_grad", "optimizer_pre", "optimizer_post", "iter", "closure"};
 
 typedef struct {
-    PyObject_HEAD
-    LoopObject *loop;
-    PyObject *func;           /* the original; NULL for the optimizer hooks */
+    PyObject_HEAD LoopObject *loop;
+    PyObject *func; /* the original; NULL for the optimizer hooks */
     hook_kind kind;
-    PyObject *dict;           /* __wrapped__ and friends from functools.update_wrapper */
+    PyObject *dict; /* __wrapped__ and friends from functools.update_wrapper */
     PyObject *weakrefs;
     vectorcallfunc vectorcall;
 } HookObject;
@@ -103,11 +102,10 @@ int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, in
     /* The batches it consumes: its step's, whenever they were fetched (_loop_batches.c). */
     char take[MAX_QUEUED];
     uint64_t earliest = 0;
-    int taken = loop->nqueued == 0 ? 0
-                                   : sw_py_loop_take(loop,
-                                                     sw_py_loop_matched_input(loop, inputs,
-                                                                              ninputs),
-                                                     take, &earliest);
+    int taken = loop->nqueued == 0
+                    ? 0
+                    : sw_py_loop_take(loop, sw_py_loop_matched_input(loop, inputs, ninputs), take,
+                                      &earliest);
     int began = sw_py_loop_forward_begins(loop, p, kind, now, module, taken > 0, earliest);
     if (earliest != 0)
         sw_py_loop_consume(loop, p, take);
@@ -236,8 +234,8 @@ static int iterator_slot(LoopObject *loop, sw_profiler *p, PyObject *iterator) {
     return slot;
 }
 
-static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
-                           PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
+                           size_t nargsf, PyObject *kwnames) {
     if (loop->in_fetch || PyVectorcall_NARGS(nargsf) < 1)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     int slot = iterator_slot(loop, p, args[0]);
@@ -254,12 +252,13 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func,
     if ((p = loop->owner->p) == NULL)
         return batch;
     if (batch != NULL && loop->rule == RULE_MANUAL) {
-        pending_event e = {loop->data, kind, sw_py_batch_size(batch, loop->shape), slot, start,
-                           end};
+        pending_event e = {loop->data, kind,  sw_py_batch_size(batch, loop->shape),
+                           slot,       start, end};
         sw_py_loop_settle(loop, p, &e);
     } else if (batch != NULL) { /* held until a forward consumes it */
-        queued_batch b = {0, slot, sw_py_batch_size(batch, loop->shape),
-                          sw_py_batch_leaf(batch, loop->shape), start, end};
+        queued_batch b = {
+            0,     slot, sw_py_batch_size(batch, loop->shape), sw_py_batch_leaf(batch, loop->shape),
+            start, end};
         sw_py_loop_enqueue(loop, p, &b);
     }
     loop->may_consume = 1;
@@ -388,8 +387,8 @@ static PyObject *user_loss_frame(LoopObject *loop) {
 }
 
 /* A functional loss: outside a forward it is the loss; inside one it is the model's. */
-static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
-                           PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
+                           size_t nargsf, PyObject *kwnames) {
     if (loop->inside != SW_ID_NONE || loop->in_fetch) {
         loop->loss_inside |= loop->inside == loop->forward;
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
@@ -415,9 +414,8 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func,
     return result;
 }
 
-static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func,
-                           PyObject *const *args, size_t nargsf, PyObject *kwnames,
-                           PyObject *module, int is_module) {
+static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
+                           size_t nargsf, PyObject *kwnames, PyObject *module, int is_module) {
     /* the call's inputs: after the module, positional then keyword values */
     Py_ssize_t ninputs = PyVectorcall_NARGS(nargsf) - is_module +
                          (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -431,8 +429,8 @@ static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func,
 /* DataLoader.__iter__: a new loop over a loader. Making its iterator starts the worker
  * processes (each epoch, unless persistent_workers): the loader's start-up, data of the
  * step that consumes the loop's first batch. */
-static PyObject *hook_iter(LoopObject *loop, sw_profiler *p, PyObject *func,
-                           PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *hook_iter(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
+                           size_t nargsf, PyObject *kwnames) {
     if (loop->in_fetch)
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     loop->in_fetch++; /* modules it calls are the data pipeline's */

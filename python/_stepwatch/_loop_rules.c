@@ -120,8 +120,8 @@ void sw_py_loop_flush_pending(LoopObject *loop, sw_profiler *p, int kind, int sa
 void sw_py_loop_settle(LoopObject *loop, sw_profiler *p, const pending_event *e) {
     int open_ended = loop->rule == RULE_OPTIMIZER || loop->rule == RULE_BACKWARD ||
                      loop->rule == RULE_MANUAL;
-    if ((loop->kind == TRAIN && open_ended) || (loop->kind != NO_STEP &&
-                                                loop->rule == RULE_MANUAL)) {
+    if ((loop->kind == TRAIN && open_ended) ||
+        (loop->kind != NO_STEP && loop->rule == RULE_MANUAL)) {
         record_pending(loop, p, e); /* (a closure's: the optimizer's span is paused) */
         loop->step_last = e->end;
     } else if (loop->npending == MAX_PENDING) { /* more than a step's worth: in no step */
@@ -150,8 +150,7 @@ static void close_step(LoopObject *loop, sw_profiler *p, uint64_t end) {
 
 /* A step of kind begins with an event that started at `at` (or earlier: the batches it
  * consumes, the first fetched at `earliest`, 0: none). */
-static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at,
-                      uint64_t earliest) {
+static void open_step(LoopObject *loop, sw_profiler *p, int kind, uint64_t at, uint64_t earliest) {
     sw_py_loop_flush_pending(loop, p, kind, 0); /* the other kind's: before this step, in no step */
     uint64_t start = earliest != 0 && earliest < at ? earliest : at;
     for (int i = 0; i < loop->npending; i++)
@@ -223,8 +222,7 @@ static int update_bounded(const LoopObject *loop) {
 /* An event that is part of a step begins (a backward or an optimizer step: train = 1, which
  * ends a validation step; a loss: train = 0, whose kind is grad mode's): join the open step,
  * or begin one. */
-void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at,
-                     uint64_t earliest) {
+void sw_py_loop_join(LoopObject *loop, sw_profiler *p, int train, uint64_t at, uint64_t earliest) {
     if (loop->rule == RULE_MANUAL) {
         if (loop->kind != NO_STEP)
             sw_py_loop_flush_pending(loop, p, loop->kind, 1);
@@ -315,8 +313,8 @@ void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p) {
 /* The loader is done (its StopIteration): a batch-bounded step ends, and whatever the script
  * does before its next loop (an epoch's end) belongs to no step. */
 void sw_py_loop_loader_done(LoopObject *loop, sw_profiler *p) {
-    if (loop->kind == VALID || (loop->kind == TRAIN && !update_bounded(loop) &&
-                                loop->rule != RULE_MANUAL))
+    if (loop->kind == VALID ||
+        (loop->kind == TRAIN && !update_bounded(loop) && loop->rule != RULE_MANUAL))
         close_step(loop, p, loop->step_last);
     loop->last_end = 0;
     if (loop->kind == NO_STEP)

@@ -51,8 +51,7 @@ typedef struct {
 } marks_row;
 
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;
+    PyObject_HEAD ProfilerObject *owner;
     sw_id data, work;
     sw_id slot[MARKS_SLOTS];
     int nslots;
@@ -60,9 +59,9 @@ typedef struct {
     PyObject *state_name, *batch_name, *epoch_name, *iteration_name, *shape_name;
     /* The iteration in progress (the engine's thread; the GIL orders the marks). */
     int step_open;
-    uint64_t fetch_start;              /* 0: no fetch pending */
-    uint64_t work_start;               /* 0: no work in progress */
-    uint64_t slot_start[MARKS_SLOTS];  /* 0: slot not open */
+    uint64_t fetch_start;                  /* 0: no fetch pending */
+    uint64_t work_start;                   /* 0: no work in progress */
+    uint64_t slot_start[MARKS_SLOTS];      /* 0: slot not open */
     uint64_t slot_pending[MARKS_SLOTS][2]; /* a slot that ended between steps (the fetch's
                                               GET_BATCH_STARTED handlers): recorded in the
                                               step its batch begins, so it has its index */
@@ -266,8 +265,7 @@ static int slot_index(MarksObject *self, PyObject *arg) {
     if (i == -1 && PyErr_Occurred())
         return -1;
     if (i < 0 || i >= self->nslots) {
-        PyErr_Format(PyExc_IndexError, "Marks: slot %ld out of range (%d slots)", i,
-                     self->nslots);
+        PyErr_Format(PyExc_IndexError, "Marks: slot %ld out of range (%d slots)", i, self->nslots);
         return -1;
     }
     return (int)i;
@@ -321,10 +319,10 @@ static PyObject *Marks_rows(MarksObject *self, PyObject *unused) {
             return NULL;
         }
         PyList_SET_ITEM(out, k, item);
-        PyObject *values[4 + MARKS_SLOTS] = {
-            PyLong_FromUnsignedLongLong(r->epoch), PyLong_FromUnsignedLongLong(r->iteration),
-            PyFloat_FromDouble((double)r->data_ns / 1e9),
-            PyFloat_FromDouble((double)r->work_ns / 1e9)};
+        PyObject *values[4 + MARKS_SLOTS] = {PyLong_FromUnsignedLongLong(r->epoch),
+                                             PyLong_FromUnsignedLongLong(r->iteration),
+                                             PyFloat_FromDouble((double)r->data_ns / 1e9),
+                                             PyFloat_FromDouble((double)r->work_ns / 1e9)};
         for (int i = 0; i < self->nslots; i++)
             values[4 + i] = PyFloat_FromDouble((double)r->slot_ns[i] / 1e9);
         int failed = 0;
@@ -480,10 +478,9 @@ static Py_ssize_t Marks_len(MarksObject *self) {
 }
 
 static PyType_Slot Marks_slots[] = {
-    {Py_tp_doc,
-     "Marks(profiler, data, work, slots=(), max_rows=100000)\n--\n\n"
-     "The per-iteration marks of an event-driven loop (stepwatch.ignite), as C "
-     "handlers. len() is the number of rows kept."},
+    {Py_tp_doc, "Marks(profiler, data, work, slots=(), max_rows=100000)\n--\n\n"
+                "The per-iteration marks of an event-driven loop (stepwatch.ignite), as C "
+                "handlers. len() is the number of rows kept."},
     {Py_tp_new, Marks_new},
     {Py_tp_methods, Marks_methods},
     {Py_tp_members, Marks_members},
@@ -513,19 +510,18 @@ PyType_Spec sw_py_marks_spec = {
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
+    PyObject_HEAD vectorcallfunc vectorcall;
     ProfilerObject *owner;
     PyObject *handler;
     PyObject *dict;
     sw_id action;
-    uint64_t threshold_ns;     /* 0: every call counts */
-    uint64_t *times;           /* ring of the last `capacity` durations, ns */
+    uint64_t threshold_ns; /* 0: every call counts */
+    uint64_t *times;       /* ring of the last `capacity` durations, ns */
     Py_ssize_t capacity, kept, next;
 } HandlerTimerObject;
 
-static PyObject *HandlerTimer_vectorcall(PyObject *callable, PyObject *const *args,
-                                         size_t nargsf, PyObject *kwnames) {
+static PyObject *HandlerTimer_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                         PyObject *kwnames) {
     HandlerTimerObject *self = (HandlerTimerObject *)callable;
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(self->handler, args, nargsf, kwnames);
@@ -635,8 +631,7 @@ static PyMethodDef HandlerTimer_methods[] = {
 static PyMemberDef HandlerTimer_members[] = {
     {"handler", T_OBJECT, offsetof(HandlerTimerObject, handler), READONLY, "The handler timed."},
     {"__dictoffset__", T_PYSSIZET, offsetof(HandlerTimerObject, dict), READONLY, NULL},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HandlerTimerObject, vectorcall), READONLY,
-     NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(HandlerTimerObject, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -80,29 +80,28 @@ static void tell_watcher(module_state *st, PyObject *made) {
 }
 
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name", "warmup_steps", "run_file", "timeline", "max_depth",
-                             "rank", "world_size", "command", "enabled", "ring_capacity",
-                             "on_full", "functions", "builtins", "live", "local_rank",
-                             "device_stats", "device_time", "clock", NULL};
-    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop",
-               *clock = NULL;
+    static char *kwlist[] = {"name",        "warmup_steps",  "run_file",   "timeline",
+                             "max_depth",   "rank",          "world_size", "command",
+                             "enabled",     "ring_capacity", "on_full",    "functions",
+                             "builtins",    "live",          "local_rank", "device_stats",
+                             "device_time", "clock",         NULL};
+    const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop", *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist,
-                                     &name, &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
-                                     &world_size, &command, &enabled, &ring_obj, &on_full,
-                                     &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time, &clock))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist, &name, &warmup_obj, &run_file,
+            &timeline, &depth_obj, &rank, &world_size, &command, &enabled, &ring_obj, &on_full,
+            &functions, &builtins, &live, &local_rank, &device_stats, &device_time, &clock))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
-    if ((warmup_obj && sw_py_parse_uint(warmup_obj, "Profiler: warmup_steps", UINT32_MAX,
-                                        &warmup) < 0) ||
-        (depth_obj && sw_py_parse_uint(depth_obj, "Profiler: max_depth", UINT32_MAX,
-                                       &max_depth) < 0) ||
-        (ring_obj && sw_py_parse_uint(ring_obj, "Profiler: ring_capacity", UINT32_MAX,
-                                      &ring_capacity) < 0))
+    if ((warmup_obj &&
+         sw_py_parse_uint(warmup_obj, "Profiler: warmup_steps", UINT32_MAX, &warmup) < 0) ||
+        (depth_obj &&
+         sw_py_parse_uint(depth_obj, "Profiler: max_depth", UINT32_MAX, &max_depth) < 0) ||
+        (ring_obj &&
+         sw_py_parse_uint(ring_obj, "Profiler: ring_capacity", UINT32_MAX, &ring_capacity) < 0))
         return NULL;
     sw_clock_kind clock_kind = SW_CLOCK_AUTO;
     if (clock != NULL && strcmp(clock, "tsc") == 0)
@@ -154,9 +153,8 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.clock = clock_kind;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
-    rc = sw_profiler_new(&opts, &self->p);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+        rc = sw_profiler_new(&opts, &self->p);
+    Py_END_ALLOW_THREADS if (rc < 0) {
         Py_DECREF(self);
         return sw_py_raise(st, rc, "Profiler");
     }
@@ -194,7 +192,7 @@ static void profiler_close(ProfilerObject *self) {
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
     if (p) {
         Py_BEGIN_ALLOW_THREADS /* completing the run file waits for the flusher */
-        sw_profiler_free(p);
+            sw_profiler_free(p);
         Py_END_ALLOW_THREADS
     }
 }
@@ -573,8 +571,7 @@ static PyObject *Profiler_get_run_file_error(ProfilerObject *self, void *closure
 }
 
 static PyObject *Profiler_repr(ProfilerObject *self) {
-    return PyUnicode_FromFormat("<stepwatch.Profiler %R%s>", self->name,
-                                self->p ? "" : " closed");
+    return PyUnicode_FromFormat("<stepwatch.Profiler %R%s>", self->name, self->p ? "" : " closed");
 }
 
 static PyMethodDef Profiler_methods[] = {

@@ -35,15 +35,14 @@ PyObject *sw_py_ranks_view(PyObject *module, PyObject *args, PyObject *kwargs) {
     Py_buffer payloads;
     int world = 0, top = 3;
     const char *fmt = "table";
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*i|si:ranks_view", kwlist, &payloads,
-                                     &world, &fmt, &top))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*i|si:ranks_view", kwlist, &payloads, &world,
+                                     &fmt, &top))
         return NULL;
     module_state *st = sw_py_state_of_module(module);
     PyObject *text = NULL;
     if (world < 1 || payloads.len != (Py_ssize_t)world * SW_RANK_PAYLOAD_SIZE) {
-        PyErr_Format(PyExc_ValueError,
-                     "ranks_view: %zd bytes are not %d payloads of %d bytes", payloads.len,
-                     world, SW_RANK_PAYLOAD_SIZE);
+        PyErr_Format(PyExc_ValueError, "ranks_view: %zd bytes are not %d payloads of %d bytes",
+                     payloads.len, world, SW_RANK_PAYLOAD_SIZE);
     } else {
         sw_ranks *r = NULL;
         int rc = sw_ranks_reduce(payloads.buf, world, &r);
@@ -86,10 +85,9 @@ PyObject *sw_py_profiler_rank_payload(ProfilerObject *self, PyObject *args, PyOb
     if (bytes == NULL)
         return NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sw_rank_payload(p, rank, world, PyBytes_AS_STRING(bytes), SW_RANK_PAYLOAD_SIZE);
-    Py_END_ALLOW_THREADS
-    if (rc != 0) {
+    Py_BEGIN_ALLOW_THREADS rc = sw_rank_payload(p, rank, world, PyBytes_AS_STRING(bytes),
+                                                SW_RANK_PAYLOAD_SIZE);
+    Py_END_ALLOW_THREADS if (rc != 0) {
         Py_DECREF(bytes);
         module_state *st = sw_py_state_of_type(Py_TYPE(self));
         return st ? sw_py_raise(st, rc, "rank_payload") : NULL;
@@ -111,8 +109,8 @@ PyObject *sw_py_profiler_add_ranks(ProfilerObject *self, PyObject *args, PyObjec
     static char *kwlist[] = {"payloads", "world_size", "final", NULL};
     Py_buffer payloads;
     int world = 0, final = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*i|p:add_ranks", kwlist, &payloads,
-                                     &world, &final))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*i|p:add_ranks", kwlist, &payloads, &world,
+                                     &final))
         return NULL;
     PyObject *result = NULL;
     sw_profiler *p = open_profiler(self, "add_ranks");

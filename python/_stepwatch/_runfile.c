@@ -28,16 +28,15 @@ sw_run *sw_py_open_run(module_state *st, PyObject *arg) {
         return NULL;
     sw_run *run = NULL;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sw_run_open(PyBytes_AS_STRING(path), &run);
-    Py_END_ALLOW_THREADS
-    if (rc == SW_ENOTFOUND) {
+    Py_BEGIN_ALLOW_THREADS rc = sw_run_open(PyBytes_AS_STRING(path), &run);
+    Py_END_ALLOW_THREADS if (rc == SW_ENOTFOUND) {
         PyObject *exc_args = Py_BuildValue("(isO)", ENOENT, sw_strerror(rc), arg);
         if (exc_args) {
             PyErr_SetObject(PyExc_FileNotFoundError, exc_args);
             Py_DECREF(exc_args);
         }
-    } else if (rc < 0) {
+    }
+    else if (rc < 0) {
         sw_py_raise(st, rc, PyBytes_AS_STRING(path));
     }
     Py_DECREF(path);
@@ -64,13 +63,12 @@ typedef struct {
 
 static int collect_step(void *ctx, int rank, const sw_step_record *r) {
     steps_ctx *c = (steps_ctx *)ctx;
-    PyObject *d = Py_BuildValue("{s:K,s:i,s:N,s:I,s:O,s:I,s:K,s:K}", "step",
-                                (unsigned long long)r->step, "rank", rank, "phase",
-                                sw_py_str_or_none(sw_run_phase_name(c->run, rank, r->phase)),
-                                "batch_size", (unsigned)r->batch_size, "warmup",
-                                r->warmup ? Py_True : Py_False, "thread", (unsigned)r->thread,
-                                "start_ns", (unsigned long long)r->start_ns, "duration_ns",
-                                (unsigned long long)r->duration_ns);
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:i,s:N,s:I,s:O,s:I,s:K,s:K}", "step", (unsigned long long)r->step, "rank", rank,
+        "phase", sw_py_str_or_none(sw_run_phase_name(c->run, rank, r->phase)), "batch_size",
+        (unsigned)r->batch_size, "warmup", r->warmup ? Py_True : Py_False, "thread",
+        (unsigned)r->thread, "start_ns", (unsigned long long)r->start_ns, "duration_ns",
+        (unsigned long long)r->duration_ns);
     if (!d)
         return -1;
     for (int cat = 0; cat < SW_CAT_COUNT; cat++) {

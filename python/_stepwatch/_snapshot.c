@@ -10,8 +10,7 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD
-    sw_snapshot *s;
+    PyObject_HEAD sw_snapshot *s;
 } SnapshotObject;
 
 PyObject *sw_py_snapshot_wrap(module_state *st, sw_snapshot *s) {
@@ -59,8 +58,8 @@ static int write_report(void *ctx, FILE *f) {
 }
 
 /* The report text of s in fmt, written by the C report writers into a memory FILE. */
-static PyObject *snapshot_report_text(module_state *st, const sw_snapshot *s,
-                                      const char *fmt_name, const sw_write_options *opts) {
+static PyObject *snapshot_report_text(module_state *st, const sw_snapshot *s, const char *fmt_name,
+                                      const sw_write_options *opts) {
     report_job job = {.s = s, .opts = opts};
     if (sw_py_parse_format(fmt_name, &job.fmt) < 0)
         return NULL;
@@ -127,10 +126,10 @@ static PyObject *misuse_dict(const sw_misuse *m) {
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
-#define SW__PUT_MISUSE(field)                                                            \
-    if (sw_py_dict_put(d, #field, PyLong_FromUnsignedLongLong(m->field)) < 0) {          \
-        Py_DECREF(d);                                                                    \
-        return NULL;                                                                     \
+#define SW__PUT_MISUSE(field)                                                   \
+    if (sw_py_dict_put(d, #field, PyLong_FromUnsignedLongLong(m->field)) < 0) { \
+        Py_DECREF(d);                                                           \
+        return NULL;                                                            \
     }
     SW__PUT_MISUSE(end_without_begin)
     SW__PUT_MISUSE(mismatched_end)
@@ -149,8 +148,8 @@ static PyObject *counters_list(const sw_snapshot *s) {
     for (size_t i = 0; list && i < s->ncounters; i++) {
         const sw_counter_summary *c = &s->counters[i];
         PyObject *d = Py_BuildValue("{s:N,s:K,s:d,s:d,s:d,s:d}", "name", sw_py_str_or_none(c->name),
-                                    "count", (unsigned long long)c->count, "last", c->last,
-                                    "min", c->min, "max", c->max, "mean", c->mean);
+                                    "count", (unsigned long long)c->count, "last", c->last, "min",
+                                    c->min, "max", c->max, "mean", c->mean);
         if (!d || PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
             Py_CLEAR(list);
@@ -179,15 +178,15 @@ static PyObject *snapshot_info(const sw_snapshot *s) {
              sw_py_dict_put(d, "pid", PyLong_FromLongLong(s->pid)) == 0 &&
              sw_py_dict_put(d, "rank", PyLong_FromLong(s->rank)) == 0 &&
              sw_py_dict_put(d, "world_size", PyLong_FromLong(s->world_size)) == 0 &&
-             sw_py_dict_put(d, "start_unix_ns",
-                            PyLong_FromUnsignedLongLong(s->start_unix_ns)) == 0 &&
+             sw_py_dict_put(d, "start_unix_ns", PyLong_FromUnsignedLongLong(s->start_unix_ns)) ==
+                 0 &&
              sw_py_dict_put(d, "elapsed_ns", PyLong_FromUnsignedLongLong(s->elapsed_ns)) == 0 &&
              sw_py_dict_put(d, "wall_ns", PyLong_FromUnsignedLongLong(s->wall_ns)) == 0 &&
              sw_py_dict_put(d, "steps", PyLong_FromUnsignedLongLong(s->steps)) == 0 &&
              sw_py_dict_put(d, "warmup_steps", PyLong_FromUnsignedLong(s->warmup_steps)) == 0 &&
              sw_py_dict_put(d, "threads", PyLong_FromUnsignedLongLong(s->threads)) == 0 &&
-             sw_py_dict_put(d, "dropped_events",
-                            PyLong_FromUnsignedLongLong(s->dropped_events)) == 0 &&
+             sw_py_dict_put(d, "dropped_events", PyLong_FromUnsignedLongLong(s->dropped_events)) ==
+                 0 &&
              sw_py_dict_put(d, "misuse", misuse_dict(&s->misuse)) == 0 &&
              sw_py_dict_put(d, "counters", counters_list(s)) == 0 &&
              sw_py_dict_put(d, "notes", notes_dict(s)) == 0;
@@ -263,4 +262,3 @@ PyType_Spec sw_py_snapshot_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = Snapshot_slots,
 };
-

@@ -38,26 +38,25 @@ enum { ROLE_NONE = 0, ROLE_STEP = 1, ROLE_CLOSE = 2, ROLE_EPOCH = 3 };
 #define OPEN_MAX 64 /* open spans remembered for the stop's lookup (deeper ones: the table) */
 
 typedef struct {
-    PyObject *name;    /* the first object seen with this text (a reference) */
-    uint64_t hash;     /* name_hash of it */
+    PyObject *name; /* the first object seen with this text (a reference) */
+    uint64_t hash;  /* name_hash of it */
     sw_id id;
-    int skip;          /* not timed (classify gave None) */
+    int skip; /* not timed (classify gave None) */
     int role;
     sw_phase phase;    /* ROLE_STEP: the phase of its steps */
     uint32_t open;     /* spans begun and not yet ended */
     uint64_t start_ns; /* the latest begin */
     uint64_t *kept;    /* the last `keep` durations (ns), a ring; next is the oldest */
     Py_ssize_t next;
-    uint64_t stops;    /* durations recorded; min(stops, keep) are kept */
+    uint64_t stops; /* durations recorded; min(stops, keep) are kept */
 } entry;
 
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner;
+    PyObject_HEAD ProfilerObject *owner;
     PyObject *classify;
-    entry *entries;        /* in the order first seen */
+    entry *entries; /* in the order first seen */
     Py_ssize_t n, cap;
-    Py_ssize_t *slots;     /* open addressing: entry index + 1, 0 = empty; load <= 1/2 */
+    Py_ssize_t *slots; /* open addressing: entry index + 1, 0 = empty; load <= 1/2 */
     size_t mask;
     Py_ssize_t keep;
     unsigned long long unbalanced;
@@ -69,7 +68,7 @@ typedef struct {
     int depth;
     /* The loop's structure (the training thread; the GIL orders the calls). */
     int step_open;
-    sw_phase phase;      /* the open step's phase, SW_PHASE_NONE when none is open */
+    sw_phase phase; /* the open step's phase, SW_PHASE_NONE when none is open */
     uint32_t epochs_open;
     PyObject *shape_name;
     PyTypeObject *scope_type; /* SpanScope, what profile() returns */
@@ -108,9 +107,9 @@ static uint64_t name_hash(PyObject *name) {
 
 static int same_text(PyObject *a, PyObject *b) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(a);
-    return a == b || (n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
-                      memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b),
-                             (size_t)n * PyUnicode_KIND(a)) == 0);
+    return a == b ||
+           (n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+            memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0);
 }
 
 /* The slot where name is, or the empty one where it would go. */
@@ -166,7 +165,8 @@ static void classify_name(SpansObject *self, sw_profiler *p, PyObject *name, ent
         e->skip = 1;
         return;
     }
-    PyObject *how = self->classify ? PyObject_CallOneArg(self->classify, name) : Py_NewRef(Py_False);
+    PyObject *how = self->classify ? PyObject_CallOneArg(self->classify, name)
+                                   : Py_NewRef(Py_False);
     PyObject *cat = NULL;
     if (how == NULL) {
         PyErr_WriteUnraisable(self->classify);
@@ -377,8 +377,7 @@ static PyObject *Spans_stop(SpansObject *self, PyObject *const *args, Py_ssize_t
  * about 1,000 instructions per use even in its PassThroughProfiler; a Scope is one small
  * allocation and two C calls. */
 typedef struct {
-    PyObject_HEAD
-    SpansObject *spans;
+    PyObject_HEAD SpansObject *spans;
     PyObject *name;
 } ScopeObject;
 
@@ -565,8 +564,8 @@ static PyObject *Spans_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     static char *keywords[] = {"profiler", "classify", "keep", NULL};
     PyObject *profiler, *classify;
     Py_ssize_t keep = 1000;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|n:Spans", keywords, &profiler,
-                                     &classify, &keep))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|n:Spans", keywords, &profiler, &classify,
+                                     &keep))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -667,18 +666,16 @@ static PyMethodDef Spans_methods[] = {
 static PyMemberDef Spans_members[] = {
     {"unbalanced", T_ULONGLONG, offsetof(SpansObject, unbalanced), READONLY,
      "Stops without an open span of their name, and starts of a name already open."},
-    {"keep", T_PYSSIZET, offsetof(SpansObject, keep), READONLY,
-     "Durations kept per name."},
+    {"keep", T_PYSSIZET, offsetof(SpansObject, keep), READONLY, "Durations kept per name."},
     {"step_open", T_INT, offsetof(SpansObject, step_open), READONLY,
      "Nonzero while a step is open."},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot Spans_slots[] = {
-    {Py_tp_doc,
-     "Spans(profiler, classify, keep=1000)\n--\n\n"
-     "Spans started and stopped by name (Lightning's Profiler.start/stop) in C; "
-     "see python/_stepwatch/_spans.c."},
+    {Py_tp_doc, "Spans(profiler, classify, keep=1000)\n--\n\n"
+                "Spans started and stopped by name (Lightning's Profiler.start/stop) in C; "
+                "see python/_stepwatch/_spans.c."},
     {Py_tp_new, Spans_new},
     {Py_tp_methods, Spans_methods},
     {Py_tp_members, Spans_members},

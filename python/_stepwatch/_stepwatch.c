@@ -76,10 +76,9 @@ static PyObject *mod_write_output(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     }
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sw_output_write_file(PyBytes_AS_STRING(path), data.buf, (size_t)data.len);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&data);
+    Py_BEGIN_ALLOW_THREADS rc = sw_output_write_file(PyBytes_AS_STRING(path), data.buf,
+                                                     (size_t)data.len);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&data);
     Py_XDECREF(encoded);
     Py_DECREF(path);
     if (rc != 0)

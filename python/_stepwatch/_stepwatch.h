@@ -68,9 +68,9 @@ typedef struct {
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
-    PyObject *error;          /* stepwatch.Error */
-    PyObject *update_wrapper; /* functools.update_wrapper, for the decorator form */
-    PyObject *shape_name;     /* the interned string "shape", for batch_size() */
+    PyObject *error;           /* stepwatch.Error */
+    PyObject *update_wrapper;  /* functools.update_wrapper, for the decorator form */
+    PyObject *shape_name;      /* the interned string "shape", for batch_size() */
     PyObject *on_new_profiler; /* _watch_profilers(callback): stepwatch.autorun's, or NULL */
 } module_state;
 
@@ -87,7 +87,7 @@ extern PyType_Spec sw_py_profiler_spec; /* _profiler.c */
 /* _watch_profilers(callback or None): callback(None) before each Profiler is made, then
  * callback(profiler) (_profiler.c; stepwatch.autorun hands its run to the program's). */
 PyObject *sw_py_watch_profilers(PyObject *module, PyObject *callback);
-extern PyType_Spec sw_py_action_spec;   /* _actions.c */
+extern PyType_Spec sw_py_action_spec; /* _actions.c */
 extern PyType_Spec sw_py_prebound_spec;
 extern PyType_Spec sw_py_timed_spec;
 extern PyType_Spec sw_py_phase_spec;
@@ -101,7 +101,7 @@ extern PyType_Spec sw_py_handler_timer_spec;
 extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
 extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
 extern PyType_Spec sw_py_scope_spec;
-extern PyType_Spec sw_py_intervals_spec; /* _intervals.c */
+extern PyType_Spec sw_py_intervals_spec;  /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 
 /* ------------------------------------------------------------------------------------------
@@ -111,30 +111,28 @@ extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
 typedef struct sw_py_funcs sw_py_funcs; /* _funcprof.c */
 
 typedef struct {
-    PyObject_HEAD
-    sw_profiler *p;      /* NULL once closed */
-    sw_py_funcs *funcs;  /* the function profiler, made by the first function action */
-    int builtins;        /* it records C builtins too (Profiler(builtins=...)) */
-    PyObject *actions;   /* name -> Action */
-    PyObject *phases;    /* name -> Phase */
-    PyObject *counters;  /* name -> int counter id */
-    PyObject *name;      /* the run name, for repr */
-    PyObject *weakrefs;  /* weak references to it (its device samplers hold one) */
-    const char *events_in; /* device time's events: "C" (the CUDA runtime), "Python", NULL */
+    PyObject_HEAD sw_profiler *p; /* NULL once closed */
+    sw_py_funcs *funcs;           /* the function profiler, made by the first function action */
+    int builtins;                 /* it records C builtins too (Profiler(builtins=...)) */
+    PyObject *actions;            /* name -> Action */
+    PyObject *phases;             /* name -> Phase */
+    PyObject *counters;           /* name -> int counter id */
+    PyObject *name;               /* the run name, for repr */
+    PyObject *weakrefs;           /* weak references to it (its device samplers hold one) */
+    const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
  * traverse and dealloc). */
 typedef struct {
-    PyObject_HEAD
-    ProfilerObject *owner; /* strong reference; owner->p is read on every call */
+    PyObject_HEAD ProfilerObject *owner; /* strong reference; owner->p is read on every call */
     union {
         uint32_t id;         /* Action: its sw_id; Phase: its sw_phase */
         uint32_t batch_size; /* Step */
     };
-    PyObject *name;        /* NULL for a Step */
-    PyObject *enter;       /* Action, Phase: their __enter__ and __exit__, bound once (see */
-    PyObject *exit;        /* Prebound in _actions.c); NULL for a Step */
+    PyObject *name;  /* NULL for a Step */
+    PyObject *enter; /* Action, Phase: their __enter__ and __exit__, bound once (see */
+    PyObject *exit;  /* Prebound in _actions.c); NULL for a Step */
 } NamedObject;
 typedef NamedObject ActionObject;
 typedef NamedObject PhaseObject;

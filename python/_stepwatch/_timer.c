@@ -6,8 +6,7 @@
 #include "_stepwatch.h"
 
 typedef struct {
-    PyObject_HEAD
-    sw_timer t;
+    PyObject_HEAD sw_timer t;
 } TimerObject;
 
 static int Timer_init(TimerObject *self, PyObject *args, PyObject *kwargs) {
@@ -99,17 +98,15 @@ static PyGetSetDef Timer_getset[] = {
     {"average", (getter)Timer_get_average, NULL, "Whether value() averages per step.", NULL},
     {"step_count", (getter)Timer_get_steps, NULL, "Steps counted (a float, as Ignite's).", NULL},
     {"total", (getter)Timer_get_total, NULL,
-     "Seconds of the closed intervals (Ignite's Timer.total; value() adds the running one).",
-     NULL},
+     "Seconds of the closed intervals (Ignite's Timer.total; value() adds the running one).", NULL},
     {"running", (getter)Timer_get_running, NULL, "True while running (Ignite's Timer.running).",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot Timer_slots[] = {
-    {Py_tp_doc,
-     "Timer(average=False)\n--\n\n"
-     "Ignite's Timer, in C. Starts running on creation."},
+    {Py_tp_doc, "Timer(average=False)\n--\n\n"
+                "Ignite's Timer, in C. Starts running on creation."},
     {Py_tp_init, Timer_init},
     {Py_tp_methods, Timer_methods},
     {Py_tp_getset, Timer_getset},

@@ -52,8 +52,7 @@ int sw_py_parse_batch_size(PyObject *obj, uint32_t *out) {
 
 int sw_py_parse_uint(PyObject *obj, const char *what, unsigned long max, unsigned int *out) {
     if (!PyLong_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what,
-                     Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", what, Py_TYPE(obj)->tp_name);
         return -1;
     }
     int negative = PyObject_RichCompareBool(obj, Py_False, Py_LT); /* False == 0 */
@@ -181,10 +180,8 @@ PyObject *sw_py_text_of(module_state *st, sw_py_writer write, void *ctx, const c
         return PyErr_SetFromErrno(PyExc_OSError);
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a diagnosis reads every step of a run file */
-    rc = write(ctx, f);
-    Py_END_ALLOW_THREADS
-    if (fclose(f) != 0 && rc == 0)
-        rc = SW_EIO;
+        rc = write(ctx, f);
+    Py_END_ALLOW_THREADS if (fclose(f) != 0 && rc == 0) rc = SW_EIO;
     PyObject *text = rc == 0 ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace")
                              : sw_py_raise(st, rc, what);
     free(buf);

@@ -24,7 +24,7 @@ typedef struct sw__input {
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
     /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
     char incomplete[512];
-    const sw_ranks *ranks;        /* the cross-rank view (stepwatch/ranks.h), or NULL */
+    const sw_ranks *ranks; /* the cross-rank view (stepwatch/ranks.h), or NULL */
 } sw__input;
 
 /* ---- diagnose ---- */
@@ -38,13 +38,13 @@ typedef enum sw__severity {
 #define SW__FINDING_NUMBERS 8
 
 typedef struct sw__number {
-    const char *name;  /* "data share" */
+    const char *name; /* "data share" */
     double value;
-    const char *unit;  /* "%", "ns", "x", "steps", "" */
+    const char *unit; /* "%", "ns", "x", "steps", "" */
 } sw__number;
 
 typedef struct sw__finding {
-    const char *id;         /* stable key: "input-bound", "tail-stalls", ... */
+    const char *id; /* stable key: "input-bound", "tail-stalls", ... */
     sw__severity severity;
     char title[128];
     char sentence[512];

@@ -25,7 +25,7 @@
 
 #define SW__ALPHA 0.01
 #define SW__MIN_CHANGE_PCT 5.0
-#define SW__MIN_CALLS 5 /* below this the normal approximation of U is not trusted */
+#define SW__MIN_CALLS 5         /* below this the normal approximation of U is not trusted */
 #define SW__TAIL_ALPHA 0.005    /* per tail: two tails share the 0.01 (Bonferroni) */
 #define SW__TAIL_MIN_RATIO 1.10 /* tails are noisier than means: at least 10 % */
 #define SW__NTAILS 2
@@ -33,17 +33,9 @@ static const double tail_q[SW__NTAILS] = {0.90, 0.99};
 static const char *const tail_names[SW__NTAILS] = {"p90", "p99"};
 
 /* Verdicts, in the order rows are listed: what a person acts on first. */
-typedef enum verdict {
-    V_SLOWER = 0,
-    V_FASTER,
-    V_NEW,
-    V_GONE,
-    V_UNCLEAR,
-    V_SAME
-} verdict;
+typedef enum verdict { V_SLOWER = 0, V_FASTER, V_NEW, V_GONE, V_UNCLEAR, V_SAME } verdict;
 
-static const char *const verdict_names[] = {"slower", "faster", "new", "gone", "unclear",
-                                            "same"};
+static const char *const verdict_names[] = {"slower", "faster", "new", "gone", "unclear", "same"};
 
 typedef struct tail_test {
     double base_ns, new_ns; /* the quantile of each run (NaN when a side is missing) */
@@ -55,14 +47,14 @@ typedef struct tail_test {
 typedef struct cmp_row {
     const char *action;
     const char *phase;
-    int rollup;           /* the all-phases row of an action */
-    const sw_row *a, *b;  /* baseline and new; one may be NULL */
-    double delta_pct;     /* change of the mean, % of the baseline mean (NaN if undefined) */
-    double impact_ns;     /* (new mean - base mean) x new calls: time the change cost */
-    double z, p;          /* Mann-Whitney U: z score (> 0: new is slower) and p-value */
+    int rollup;          /* the all-phases row of an action */
+    const sw_row *a, *b; /* baseline and new; one may be NULL */
+    double delta_pct;    /* change of the mean, % of the baseline mean (NaN if undefined) */
+    double impact_ns;    /* (new mean - base mean) x new calls: time the change cost */
+    double z, p;         /* Mann-Whitney U: z score (> 0: new is slower) and p-value */
     tail_test tails[SW__NTAILS];
     verdict v;
-    const char *by;       /* what decided slower/faster: "mean", "p50", "p90" or "p99"; else
+    const char *by; /* what decided slower/faster: "mean", "p50", "p90" or "p99"; else
                              NULL */
 } cmp_row;
 
@@ -70,8 +62,7 @@ typedef struct cmp_row {
 
 /* Two-sided Mann-Whitney U from two histograms with the same buckets. Sets z (positive when
  * b tends to be larger) and p; p = 1 when there is nothing to compare. */
-static void mann_whitney(const sw_hist *a, const sw_hist *b, double *z_out, double *p_out)
-{
+static void mann_whitney(const sw_hist *a, const sw_hist *b, double *z_out, double *p_out) {
     double n1 = 0, n2 = 0;
     for (uint32_t i = 0; i < SW_HIST_BUCKETS; i++) {
         n1 += a->buckets[i];
@@ -102,16 +93,16 @@ static void mann_whitney(const sw_hist *a, const sw_hist *b, double *z_out, doub
     *p_out = erfc(z / sqrt(2.0));
 }
 
-static double row_mean(const sw_row *r) { return r ? r->stats.mean_ns : NAN; }
+static double row_mean(const sw_row *r) {
+    return r ? r->stats.mean_ns : NAN;
+}
 
-static double q(const sw_row *r, double quantile)
-{
+static double q(const sw_row *r, double quantile) {
     return r ? (double)sw_stats_quantile(&r->stats, &r->hist, quantile) : NAN;
 }
 
 /* log of the hypergeometric probability: k of the K marked calls among the nb drawn of N. */
-static double log_hyper(double k, double nb, double K, double N)
-{
+static double log_hyper(double k, double nb, double K, double N) {
     return lgamma(K + 1) - lgamma(k + 1) - lgamma(K - k + 1) + lgamma(N - K + 1) -
            lgamma(nb - k + 1) - lgamma(N - K - nb + k + 1) - lgamma(N + 1) + lgamma(nb + 1) +
            lgamma(N - nb + 1);
@@ -120,8 +111,7 @@ static double log_hyper(double k, double nb, double K, double N)
 /* Two-sided Fisher's exact test of x marked calls among the nb calls of one run, K marked
  * among N in all: the probability of a table at most as likely as the one seen. Terms beyond
  * 40 standard deviations of the mean are below 1e-300 and are not summed. */
-static double fisher_exact(double x, double nb, double K, double N)
-{
+static double fisher_exact(double x, double nb, double K, double N) {
     double lo = fmax(0, nb - (N - K)), hi = fmin(K, nb);
     double mean = nb * K / N;
     double sd = N > 1 ? sqrt(mean * (1 - K / N) * (N - nb) / (N - 1)) : 0;
@@ -139,8 +129,7 @@ static double fisher_exact(double x, double nb, double K, double N)
 
 /* The tail at quantile qq: Fisher's exact test on the calls above the pooled quantile.
  * a and b have at least SW__MIN_CALLS calls each. */
-static void judge_tail(const sw_row *a, const sw_row *b, double qq, tail_test *t)
-{
+static void judge_tail(const sw_row *a, const sw_row *b, double qq, tail_test *t) {
     t->base_ns = q(a, qq);
     t->new_ns = q(b, qq);
     t->ratio = t->base_ns > 0 ? t->new_ns / t->base_ns : NAN;
@@ -171,8 +160,7 @@ static void judge_tail(const sw_row *a, const sw_row *b, double qq, tail_test *t
 }
 
 /* The tail that moved in direction dir by the most, or -1. */
-static int tail_moved(const cmp_row *c, int dir)
-{
+static int tail_moved(const cmp_row *c, int dir) {
     int best = -1;
     for (int k = 0; k < SW__NTAILS; k++)
         if (c->tails[k].dir == dir &&
@@ -181,16 +169,15 @@ static int tail_moved(const cmp_row *c, int dir)
     return best;
 }
 
-static void judge(cmp_row *c)
-{
+static void judge(cmp_row *c) {
     c->z = NAN; /* the tests' figures stay NaN unless they run */
     c->p = NAN;
     c->delta_pct = NAN;
     c->impact_ns = 0;
     c->by = NULL;
     for (int k = 0; k < SW__NTAILS; k++)
-        c->tails[k] = (tail_test){.base_ns = q(c->a, tail_q[k]), .new_ns = q(c->b, tail_q[k]),
-                                  .ratio = NAN, .p = NAN};
+        c->tails[k] = (tail_test){
+            .base_ns = q(c->a, tail_q[k]), .new_ns = q(c->b, tail_q[k]), .ratio = NAN, .p = NAN};
     if (!c->a) {
         c->v = V_NEW;
         c->impact_ns = c->b ? (double)c->b->stats.total_ns : 0;
@@ -241,10 +228,11 @@ static void judge(cmp_row *c)
 
 /* ---- matching and ordering ---- */
 
-static int is_rollup(const sw_row *r) { return r->phase == SW_PHASE_ALL; }
+static int is_rollup(const sw_row *r) {
+    return r->phase == SW_PHASE_ALL;
+}
 
-static int cmp_order(const void *px, const void *py)
-{
+static int cmp_order(const void *px, const void *py) {
     const cmp_row *x = px, *y = py;
     if (x->rollup != y->rollup)
         return x->rollup ? -1 : 1; /* all-phases rows first, then per phase */
@@ -270,21 +258,18 @@ typedef struct keyed {
     size_t index;
 } keyed;
 
-static int cmp_key(const sw_row *x, const sw_row *y)
-{
+static int cmp_key(const sw_row *x, const sw_row *y) {
     int c = strcmp(x->action_name, y->action_name);
     return c ? c : strcmp(x->phase_name, y->phase_name);
 }
 
-static int cmp_keyed(const void *px, const void *py)
-{
+static int cmp_keyed(const void *px, const void *py) {
     const keyed *x = px, *y = py;
     int c = cmp_key(x->row, y->row);
     return c ? c : (x->index > y->index) - (x->index < y->index);
 }
 
-static keyed *sorted_rows(const sw_snapshot *s, size_t *n)
-{
+static keyed *sorted_rows(const sw_snapshot *s, size_t *n) {
     keyed *k = malloc((s->nrows ? s->nrows : 1) * sizeof *k);
     *n = 0;
     if (!k)
@@ -297,8 +282,7 @@ static keyed *sorted_rows(const sw_snapshot *s, size_t *n)
 }
 
 /* The first row (in snapshot order) with r's key, or NULL. */
-static const sw_row *find_row(const keyed *k, size_t n, const sw_row *r)
-{
+static const sw_row *find_row(const keyed *k, size_t n, const sw_row *r) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -311,8 +295,7 @@ static const sw_row *find_row(const keyed *k, size_t n, const sw_row *r)
 }
 
 /* Pairs every row of a and b; *out is malloc'd. */
-static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out, size_t *n)
-{
+static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out, size_t *n) {
     size_t cap = a->nrows + b->nrows, na = 0, nb = 0;
     cmp_row *rows = calloc(cap ? cap : 1, sizeof *rows);
     keyed *ka = sorted_rows(a, &na), *kb = sorted_rows(b, &nb);
@@ -357,8 +340,7 @@ static int build_rows(const sw_snapshot *a, const sw_snapshot *b, cmp_row **out,
 /* ---- writers ---- */
 
 /* A duration into buf, "-" when the side is missing or the figure undefined. */
-static const char *dur(const sw_row *r, double ns, char *buf, size_t size)
-{
+static const char *dur(const sw_row *r, double ns, char *buf, size_t size) {
     if (!r || !isfinite(ns))
         snprintf(buf, size, "-");
     else
@@ -366,18 +348,18 @@ static const char *dur(const sw_row *r, double ns, char *buf, size_t size)
     return buf;
 }
 
-static double total(const sw_row *r) { return r ? (double)r->stats.total_ns : NAN; }
+static double total(const sw_row *r) {
+    return r ? (double)r->stats.total_ns : NAN;
+}
 
-static void pct_text(double pct, char *buf, size_t size)
-{
+static void pct_text(double pct, char *buf, size_t size) {
     if (!isfinite(pct))
         snprintf(buf, size, "-");
     else
         snprintf(buf, size, fabs(pct) >= 999.95 ? "%+.0f %%" : "%+.1f %%", pct);
 }
 
-static void p_text(double p, char *buf, size_t size)
-{
+static void p_text(double p, char *buf, size_t size) {
     if (!isfinite(p))
         snprintf(buf, size, "-");
     else if (p < 1e-4)
@@ -386,16 +368,14 @@ static void p_text(double p, char *buf, size_t size)
         snprintf(buf, size, "%.4f", p);
 }
 
-static size_t count_verdict(const cmp_row *rows, size_t n, verdict v)
-{
+static size_t count_verdict(const cmp_row *rows, size_t n, verdict v) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         k += rows[i].v == v;
     return k;
 }
 
-static void run_line(FILE *out, const char *label, const sw_snapshot *s)
-{
+static void run_line(FILE *out, const char *label, const sw_snapshot *s) {
     char wall[32];
     fprintf(out, "%s \"", label);
     sw__clean_text(out, s->name ? s->name : "stepwatch");
@@ -404,8 +384,7 @@ static void run_line(FILE *out, const char *label, const sw_snapshot *s)
 }
 
 /* Display width of a UTF-8 string (code points; good enough for action names). */
-static int text_width(const char *s)
-{
+static int text_width(const char *s) {
     int w = 0;
     for (; *s; s++)
         w += ((unsigned char)*s & 0xC0) != 0x80;
@@ -413,8 +392,7 @@ static int text_width(const char *s)
 }
 
 /* Print s left-aligned in a field of width w (UTF-8 aware, cut with "~" if too long). */
-static void put_left(FILE *out, const char *s, int w)
-{
+static void put_left(FILE *out, const char *s, int w) {
     int len = text_width(s);
     if (len <= w) {
         fprintf(out, "%s%*s", s, w - len, "");
@@ -430,15 +408,13 @@ static void put_left(FILE *out, const char *s, int w)
 }
 
 /* Print s right-aligned in a field of width w (UTF-8 aware: "µs" is one column). */
-static void put_right(FILE *out, const char *s, int w)
-{
+static void put_right(FILE *out, const char *s, int w) {
     int len = text_width(s);
     fprintf(out, "%*s%s", len < w ? w - len : 0, "", s);
 }
 
 /* "x2.30": how many times the new quantile is the baseline's. */
-static void ratio_text(double ratio, char *buf, size_t size)
-{
+static void ratio_text(double ratio, char *buf, size_t size) {
     if (!isfinite(ratio))
         snprintf(buf, size, "-");
     else
@@ -446,31 +422,29 @@ static void ratio_text(double ratio, char *buf, size_t size)
 }
 
 /* "slower", or "slower p99" when a tail decided it. */
-static void verdict_text(const cmp_row *c, char *buf, size_t size)
-{
+static void verdict_text(const cmp_row *c, char *buf, size_t size) {
     if (c->by && strcmp(c->by, "mean") != 0)
         snprintf(buf, size, "%s %s", verdict_names[c->v], c->by);
     else
         snprintf(buf, size, "%s", verdict_names[c->v]);
 }
 
-static void summary_lines(FILE *out, const cmp_row *rows, size_t n)
-{
+static void summary_lines(FILE *out, const cmp_row *rows, size_t n) {
     fprintf(out, "%zu slower, %zu faster, %zu new, %zu gone\n", count_verdict(rows, n, V_SLOWER),
             count_verdict(rows, n, V_FASTER), count_verdict(rows, n, V_NEW),
             count_verdict(rows, n, V_GONE));
     fprintf(out, "mean:  Mann-Whitney U on the histograms, p < %.2g and |change| >= %.0f %%\n",
             SW__ALPHA, SW__MIN_CHANGE_PCT);
-    fprintf(out, "tails: calls above the pooled p90/p99, Fisher's exact test, p < %.2g and "
-                 "change >= %.0f %%\n",
+    fprintf(out,
+            "tails: calls above the pooled p90/p99, Fisher's exact test, p < %.2g and "
+            "change >= %.0f %%\n",
             SW__TAIL_ALPHA, (SW__TAIL_MIN_RATIO - 1) * 100);
 }
 
 /* The terminal table: at most 100 columns (names are cut to fit). Markdown, CSV and JSON
  * carry every figure. */
-static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
-                        const cmp_row *rows, size_t n)
-{
+static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b, const cmp_row *rows,
+                        size_t n) {
     run_line(out, "baseline", a);
     run_line(out, "new     ", b);
     summary_lines(out, rows, n);
@@ -486,7 +460,7 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
     wp = wp > 8 ? 8 : wp;
     enum { NCOLS = 6 };
     static const char *const head[NCOLS] = {"Base mean", "New mean", "Change",
-                                            "Base p99", "New p99", "p99"};
+                                            "Base p99",  "New p99",  "p99"};
     static const int width[NCOLS] = {10, 10, 9, 10, 10, 7};
     fputc('\n', out);
     put_left(out, "Phase", wp);
@@ -518,28 +492,29 @@ static void write_table(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
 }
 
 static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b,
-                           const cmp_row *rows, size_t n)
-{
+                           const cmp_row *rows, size_t n) {
     char wa[32], wb[32];
     fprintf(out, "## stepwatch compare\n\nBaseline **");
     sw__md_put_text(out, a->name ? a->name : "stepwatch");
     fprintf(out, "** (%llu steps, %s) vs new **", (unsigned long long)a->steps,
             sw_format_duration((double)a->wall_ns, wa, sizeof wa));
     sw__md_put_text(out, b->name ? b->name : "stepwatch");
-    fprintf(out, "** (%llu steps, %s): "
-                 "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
-                 "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
-                 "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
-                 "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
-                 "least %.0f %%.\n\n",
+    fprintf(out,
+            "** (%llu steps, %s): "
+            "%zu slower, %zu faster, %zu new, %zu gone. A change of the mean counts when "
+            "a two-sided Mann-Whitney U test on the histograms gives p < %.2g and the mean "
+            "moved by at least %.0f %%; a change of a tail when Fisher's exact test on the "
+            "calls above the pooled p90 or p99 gives p < %.2g and that quantile moved by at "
+            "least %.0f %%.\n\n",
             (unsigned long long)b->steps, sw_format_duration((double)b->wall_ns, wb, sizeof wb),
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE), SW__ALPHA,
             SW__MIN_CHANGE_PCT, SW__TAIL_ALPHA, (SW__TAIL_MIN_RATIO - 1) * 100);
-    fprintf(out, "| Phase | Action | Calls (base) | Calls (new) | Mean (base) | Mean (new) | Change "
-                 "| p50 (base) | p50 (new) | p90 (base) | p90 (new) | p99 (base) | p99 (new) "
-                 "| Total (base) | Total (new) | p-value | p-value (p90) | p-value (p99) "
-                 "| Verdict |\n");
+    fprintf(out,
+            "| Phase | Action | Calls (base) | Calls (new) | Mean (base) | Mean (new) | Change "
+            "| p50 (base) | p50 (new) | p90 (base) | p90 (new) | p99 (base) | p99 (new) "
+            "| Total (base) | Total (new) | p-value | p-value (p90) | p-value (p99) "
+            "| Verdict |\n");
     fprintf(out, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     for (size_t i = 0; i < n; i++) {
         const cmp_row *c = &rows[i];
@@ -573,17 +548,14 @@ static void write_markdown(FILE *out, const sw_snapshot *a, const sw_snapshot *b
     }
 }
 
-
-static void csv_number(FILE *out, double v)
-{
+static void csv_number(FILE *out, double v) {
     if (isfinite(v))
         fprintf(out, ",%.17g", v);
     else
         fputc(',', out);
 }
 
-static void write_csv(FILE *out, const cmp_row *rows, size_t n)
-{
+static void write_csv(FILE *out, const cmp_row *rows, size_t n) {
     fprintf(out, "phase,action,calls_base,calls_new,mean_base_ns,mean_new_ns,change_pct,"
                  "p50_base_ns,p50_new_ns,p99_base_ns,p99_new_ns,total_base_ns,total_new_ns,"
                  "impact_ns,z,p_value,verdict,p90_base_ns,p90_new_ns,p90_p_value,p99_p_value,"
@@ -616,16 +588,14 @@ static void write_csv(FILE *out, const cmp_row *rows, size_t n)
     }
 }
 
-static void json_run(FILE *out, const sw_snapshot *s)
-{
+static void json_run(FILE *out, const sw_snapshot *s) {
     fputs("{\"name\": ", out);
     sw__json_string(out, s->name ? s->name : "stepwatch");
     fprintf(out, ", \"steps\": %llu, \"wall_ns\": %llu}", (unsigned long long)s->steps,
             (unsigned long long)s->wall_ns);
 }
 
-static void json_side(FILE *out, const char *key, const sw_row *r)
-{
+static void json_side(FILE *out, const char *key, const sw_row *r) {
     fprintf(out, "\"%s\": ", key);
     if (!r) {
         fputs("null", out);
@@ -641,18 +611,19 @@ static void json_side(FILE *out, const char *key, const sw_row *r)
 }
 
 static void write_json(FILE *out, const sw_snapshot *a, const sw_snapshot *b, const cmp_row *rows,
-                       size_t n)
-{
+                       size_t n) {
     fputs("{\"schema\": \"stepwatch.compare\", \"version\": 1,\n \"baseline\": ", out);
     json_run(out, a);
     fputs(",\n \"new\": ", out);
     json_run(out, b);
     fprintf(out, ",\n \"test\": \"mann-whitney-u\", \"alpha\": %.17g, \"min_change_pct\": %.17g,\n",
             SW__ALPHA, SW__MIN_CHANGE_PCT);
-    fprintf(out, " \"tail_test\": \"fisher-exact-above-pooled-quantile\", \"tail_alpha\": %.17g, "
-                 "\"tail_min_ratio\": %.17g,\n",
+    fprintf(out,
+            " \"tail_test\": \"fisher-exact-above-pooled-quantile\", \"tail_alpha\": %.17g, "
+            "\"tail_min_ratio\": %.17g,\n",
             SW__TAIL_ALPHA, SW__TAIL_MIN_RATIO);
-    fprintf(out, " \"slower\": %zu, \"faster\": %zu, \"new_actions\": %zu, \"gone_actions\": %zu,\n",
+    fprintf(out,
+            " \"slower\": %zu, \"faster\": %zu, \"new_actions\": %zu, \"gone_actions\": %zu,\n",
             count_verdict(rows, n, V_SLOWER), count_verdict(rows, n, V_FASTER),
             count_verdict(rows, n, V_NEW), count_verdict(rows, n, V_GONE));
     fputs(" \"rows\": [", out);
@@ -693,8 +664,7 @@ static void write_json(FILE *out, const sw_snapshot *a, const sw_snapshot *b, co
 
 /* ---- public ---- */
 
-SW_API int sw_compare_regressions(const sw_snapshot *a, const sw_snapshot *b, size_t *count)
-{
+SW_API int sw_compare_regressions(const sw_snapshot *a, const sw_snapshot *b, size_t *count) {
     if (!a || !b || !count)
         return SW_EINVAL;
     cmp_row *rows = NULL;
@@ -707,8 +677,7 @@ SW_API int sw_compare_regressions(const sw_snapshot *a, const sw_snapshot *b, si
     return 0;
 }
 
-SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt, FILE *out)
-{
+SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt, FILE *out) {
     if (!a || !b || !out)
         return SW_EINVAL;
     if (fmt != SW_FORMAT_TABLE && fmt != SW_FORMAT_MARKDOWN && fmt != SW_FORMAT_CSV &&
@@ -720,10 +689,18 @@ SW_API int sw_compare_write(const sw_snapshot *a, const sw_snapshot *b, sw_forma
     if (rc != 0)
         return rc;
     switch (fmt) {
-    case SW_FORMAT_MARKDOWN: write_markdown(out, a, b, rows, n); break;
-    case SW_FORMAT_CSV: write_csv(out, rows, n); break;
-    case SW_FORMAT_JSON: write_json(out, a, b, rows, n); break;
-    default: write_table(out, a, b, rows, n); break;
+    case SW_FORMAT_MARKDOWN:
+        write_markdown(out, a, b, rows, n);
+        break;
+    case SW_FORMAT_CSV:
+        write_csv(out, rows, n);
+        break;
+    case SW_FORMAT_JSON:
+        write_json(out, a, b, rows, n);
+        break;
+    default:
+        write_table(out, a, b, rows, n);
+        break;
     }
     free(rows);
     return ferror(out) ? SW_EIO : 0;

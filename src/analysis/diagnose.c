@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SW__FIRST_STEPS 3         /* "first steps" of each rank when no warm-up is set */
-#define SW__STALL_FACTOR 3.0      /* a stall: a step longer than this x the median */
+#define SW__FIRST_STEPS 3    /* "first steps" of each rank when no warm-up is set */
+#define SW__STALL_FACTOR 3.0 /* a stall: a step longer than this x the median */
 #define SW__MAX_RANKS 65536
-#define SW__MIN_STEPS 20          /* fewer steady steps: no distribution-based findings */
+#define SW__MIN_STEPS 20 /* fewer steady steps: no distribution-based findings */
 /* A stall must also take this much longer than the median: on steps of microseconds, a
  * scheduler preemption or a page fault (tens to hundreds of us) is 3x the median without
  * anything in the program being slow. Below it a tail is machine noise (at most info). */
@@ -46,17 +46,16 @@ typedef struct rank_acc {
 
 typedef struct diag_ctx {
     const sw__input *in;
-    int train_only;      /* only steps of the train phase are "selected" */
+    int train_only; /* only steps of the train phase are "selected" */
     int pass;
     int err;
     rank_acc *ranks;
-    size_t nranks;       /* allocated */
+    size_t nranks; /* allocated */
     int min_rank, max_rank;
-    double median_ns;    /* all ranks, selected steps (after pass 1) */
+    double median_ns; /* all ranks, selected steps (after pass 1) */
 } diag_ctx;
 
-static rank_acc *acc_of(diag_ctx *c, int rank)
-{
+static rank_acc *acc_of(diag_ctx *c, int rank) {
     if (rank < 0 || rank >= SW__MAX_RANKS)
         return NULL;
     if (sw__grow(&c->ranks, sizeof *c->ranks, &c->nranks, (size_t)rank + 1, 4) != 0) {
@@ -76,8 +75,7 @@ static rank_acc *acc_of(diag_ctx *c, int rank)
     return r;
 }
 
-static int visit_step(void *ctx, int rank, const sw_step_record *s)
-{
+static int visit_step(void *ctx, int rank, const sw_step_record *s) {
     diag_ctx *c = ctx;
     rank_acc *r = acc_of(c, rank < 0 ? 0 : rank);
     if (!r)
@@ -127,14 +125,12 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s)
     return 0;
 }
 
-static const char *dur(double ns, char *buf, size_t size)
-{
+static const char *dur(double ns, char *buf, size_t size) {
     return sw_format_duration(ns, buf, size);
 }
 
 /* The category whose time differs most (largest positive difference of means). */
-static int most_different(const double *x, const double *y, double *diff)
-{
+static int most_different(const double *x, const double *y, double *diff) {
     int best = SW_CAT_OTHER;
     *diff = -INFINITY;
     for (int k = 0; k < SW_CAT_COUNT; k++)
@@ -145,8 +141,7 @@ static int most_different(const double *x, const double *y, double *diff)
     return best;
 }
 
-static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, uint64_t steps)
-{
+static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, uint64_t steps) {
     if (step_ns <= 0 || steps == 0)
         return;
     double share = data_ns / step_ns * 100.0;
@@ -157,8 +152,7 @@ static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, 
     if (!f)
         return;
     char a[32], b[32];
-    snprintf(f->title, sizeof f->title, "Input-bound: %.1f %% of step time waits for data",
-             share);
+    snprintf(f->title, sizeof f->title, "Input-bound: %.1f %% of step time waits for data", share);
     snprintf(f->sentence, sizeof f->sentence,
              "Each step waited %s for its batch out of %s on average; more data loader workers, "
              "pinned memory, prefetching or cheaper preprocessing would shorten the wait.",
@@ -169,8 +163,7 @@ static void check_input_bound(sw__diagnosis *d, double data_ns, double step_ns, 
     sw__finding_number(f, "steps", (double)steps, "");
 }
 
-static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
-{
+static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s) {
     if (!s || s->wall_ns == 0)
         return;
     /* A merged run's wall_ns is the sum over its ranks, like the callback totals. */
@@ -209,8 +202,7 @@ static void check_callbacks(sw__diagnosis *d, const sw_snapshot *s)
 
 /* The DataLoader's start-up (its worker processes, started again at each epoch unless
  * persistent_workers): timed as its own data action, here named as the cause. */
-static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
-{
+static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s) {
     const sw_row *r = s ? sw_snapshot_find(s, SW__LOADER_START, "all") : NULL;
     if (!r || s->wall_ns == 0)
         return;
@@ -219,8 +211,8 @@ static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
     double share = total / (double)s->wall_ns * 100.0;
     if (share < 5.0 || count == 0)
         return;
-    sw__finding *f = sw__finding_add(d, "loader-startup", share >= 20.0 ? SW__SEV_CRITICAL
-                                                                        : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "loader-startup",
+                                     share >= 20.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32];
@@ -238,8 +230,7 @@ static void check_loader_startup(sw__diagnosis *d, const sw_snapshot *s)
     sw__finding_number(f, "start-ups", (double)count, "");
 }
 
-static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt)
-{
+static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uint32_t warmup_opt) {
     uint64_t nwarm = 0, warm_ns = 0, nfirst = 0, first_ns = 0;
     for (int i = c->min_rank; i <= c->max_rank; i++) {
         const rank_acc *r = &c->ranks[i];
@@ -290,8 +281,7 @@ static void check_warmup(sw__diagnosis *d, const diag_ctx *c, double median, uin
     sw__finding_number(f, "ratio", ratio, "x");
 }
 
-static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all, double median)
-{
+static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all, double median) {
     if (d->steps < SW__MIN_STEPS || median <= 0)
         return;
     double p99 = (double)sw_hist_quantile(all, 0.99);
@@ -314,9 +304,9 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
     /* Rare stalls that cost little are a note, not a problem; so is a tail within the floor
      * of the median (microsecond steps that a preemption triples). */
     int noise = p99 - median < SW__STALL_FLOOR_NS;
-    sw__severity sev = excess_share >= 10.0                            ? SW__SEV_CRITICAL
+    sw__severity sev = excess_share >= 10.0                              ? SW__SEV_CRITICAL
                        : (ratio >= 2.0 && !noise) || excess_share >= 1.0 ? SW__SEV_WARNING
-                                                                        : SW__SEV_INFO;
+                                                                         : SW__SEV_INFO;
     sw__finding *f = sw__finding_add(d, "tail-stalls", sev);
     if (!f)
         return;
@@ -332,9 +322,8 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
         snprintf(f->sentence, sizeof f->sentence,
                  "%llu steps (%.2f %%) took more than %.0fx the median of %s, costing %.1f %% of "
                  "step time; in those steps %s took %s longer than usual.",
-                 (unsigned long long)stalls, stall_pct, SW__STALL_FACTOR,
-                 dur(median, a, sizeof a), excess_share,
-                 sw_category_name((sw_category)cat), dur(diff, b, sizeof b));
+                 (unsigned long long)stalls, stall_pct, SW__STALL_FACTOR, dur(median, a, sizeof a),
+                 excess_share, sw_category_name((sw_category)cat), dur(diff, b, sizeof b));
     } else if (noise) {
         snprintf(f->sentence, sizeof f->sentence,
                  "The slowest 1 %% of steps take %s against a median of %s: less than %s "
@@ -355,8 +344,7 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
     sw__finding_number(f, "stall share of step time", excess_share, "%");
 }
 
-static void check_idle(sw__diagnosis *d, const diag_ctx *c)
-{
+static void check_idle(sw__diagnosis *d, const diag_ctx *c) {
     uint64_t idle = 0, span = 0, max_gap = 0, after = 0;
     int at_rank = 0;
     for (int i = c->min_rank; i <= c->max_rank; i++) {
@@ -384,11 +372,12 @@ static void check_idle(sw__diagnosis *d, const diag_ctx *c)
     if (c->max_rank > c->min_rank)
         snprintf(where, sizeof where, " on rank %d", at_rank);
     snprintf(f->title, sizeof f->title, "Idle between steps: %.1f %% of the time", share);
-    snprintf(f->sentence, sizeof f->sentence,
-             "%s passed between the end of one step and the start of the next (evaluation, "
-             "checkpointing or logging outside steps); the longest gap, %s, came after step %llu%s.",
-             dur((double)idle, a, sizeof a), dur((double)max_gap, b, sizeof b),
-             (unsigned long long)after, where);
+    snprintf(
+        f->sentence, sizeof f->sentence,
+        "%s passed between the end of one step and the start of the next (evaluation, "
+        "checkpointing or logging outside steps); the longest gap, %s, came after step %llu%s.",
+        dur((double)idle, a, sizeof a), dur((double)max_gap, b, sizeof b),
+        (unsigned long long)after, where);
     sw__finding_number(f, "idle share", share, "%");
     sw__finding_number(f, "idle time", (double)idle, "ns");
     sw__finding_number(f, "longest gap", (double)max_gap, "ns");
@@ -397,8 +386,7 @@ static void check_idle(sw__diagnosis *d, const diag_ctx *c)
         sw__finding_number(f, "rank", at_rank, "");
 }
 
-static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
-{
+static void check_straggler(sw__diagnosis *d, const diag_ctx *c) {
     int nr = 0;
     double med[256];
     int rank_of[256];
@@ -449,12 +437,12 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
     char a[32], b[32], e[32], g[32];
     snprintf(f->title, sizeof f->title, "Straggler: rank %d is %.0f %% slower than the other ranks",
              rank_of[slow], (ratio - 1) * 100.0);
-    snprintf(f->sentence, sizeof f->sentence,
-             "Rank %d's median step takes %s against %s for the other ranks' median (fastest %s); its "
-             "%s time is %s per step longer than the other ranks', so look there first.",
-             rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
-             dur(sorted[0], e, sizeof e), sw_category_name((sw_category)cat),
-             dur(diff, g, sizeof g));
+    snprintf(
+        f->sentence, sizeof f->sentence,
+        "Rank %d's median step takes %s against %s for the other ranks' median (fastest %s); its "
+        "%s time is %s per step longer than the other ranks', so look there first.",
+        rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
+        dur(sorted[0], e, sizeof e), sw_category_name((sw_category)cat), dur(diff, g, sizeof g));
     sw__finding_number(f, "rank", rank_of[slow], "");
     sw__finding_number(f, "rank median", med[slow], "ns");
     sw__finding_number(f, "median of other ranks", typical, "ns");
@@ -469,8 +457,7 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c)
  * tell (two ranks or more with steps, collective waits measured), else 0 and the step-time
  * check above decides: without collective waits, ranks in lockstep all take the slowest
  * one's step time. */
-static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
-{
+static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r) {
     if (!r || r->answered < 2 || r->max_steps == 0 || r->collective_ranks == 0)
         return 0;
     if (r->nstragglers == 0)
@@ -511,8 +498,8 @@ static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
     snprintf(f->sentence, sizeof f->sentence,
              "Rank %d (%s, local rank %d) takes %s per step longer than the other ranks' median "
              "(%s a step), and ranks that synchronize wait for it; %s%s.%s",
-             s->rank, host, s->local_rank, dur(s->excess_ns, a, sizeof a),
-             dur(step, c, sizeof c), because, part, more);
+             s->rank, host, s->local_rank, dur(s->excess_ns, a, sizeof a), dur(step, c, sizeof c),
+             because, part, more);
     sw__finding_number(f, "rank", s->rank, "");
     sw__finding_number(f, "excess per step", s->excess_ns, "ns");
     sw__finding_number(f, "blamed part excess", s->blame_ns, "ns");
@@ -523,8 +510,7 @@ static int check_rank_stragglers(sw__diagnosis *d, const sw_ranks *r)
 }
 
 /* Ranks that did not answer the aggregation (dead, or past its timeout). */
-static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r)
-{
+static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r) {
     if (!r || r->nmissing == 0)
         return;
     sw__finding *f = sw__finding_add(d, "missing-ranks", SW__SEV_WARNING);
@@ -547,8 +533,7 @@ static void check_missing_ranks(sw__diagnosis *d, const sw_ranks *r)
     sw__finding_number(f, "ranks", r->world_size, "");
 }
 
-static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *incomplete)
-{
+static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *incomplete) {
     if (incomplete[0] != '\0') {
         sw__finding *f = sw__finding_add(d, "incomplete-run", SW__SEV_WARNING);
         if (f) {
@@ -605,8 +590,7 @@ static void check_recording(sw__diagnosis *d, const sw_snapshot *s, const char *
 
 /* What the run could not show: no steps at all, or categories its front end could not time
  * apart (the notes stepwatch.torch leaves; docs/diagnose.md). Never "No problems found". */
-static const char *separate_advice(const char *category)
-{
+static const char *separate_advice(const char *category) {
     static const struct {
         const char *category, *advice;
     } advice[] = {
@@ -625,8 +609,7 @@ static const char *separate_advice(const char *category)
     return "time it with stepwatch.action() around its code";
 }
 
-static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
-{
+static void check_unseen(sw__diagnosis *d, const sw_snapshot *s) {
     if (!s)
         return;
     uint64_t calls = 0;
@@ -644,8 +627,9 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
                      "sw_step_begin/sw_step_end (C), loop over a torch DataLoader, or use the "
                      "Lightning, Ignite or fastai adapters.",
                      why ? why : "the run marked no steps",
-                     why || calls == 0 ? "" : " though it timed data, forward, backward or "
-                                              "optimizer calls");
+                     why || calls == 0 ? ""
+                                       : " though it timed data, forward, backward or "
+                                         "optimizer calls");
             sw__finding_number(f, "timed calls", (double)calls, "");
         }
     }
@@ -665,8 +649,7 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s)
 }
 
 /* Most severe first; a stable insertion sort keeps the checks' order within a severity. */
-static void sort_findings(sw__diagnosis *d)
-{
+static void sort_findings(sw__diagnosis *d) {
     for (size_t i = 1; i < d->nfindings; i++) {
         sw__finding f = d->findings[i];
         size_t j = i;
@@ -676,8 +659,7 @@ static void sort_findings(sw__diagnosis *d)
     }
 }
 
-int sw__diagnose(const sw__input *in, sw__diagnosis *d)
-{
+int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
     if (!in || !d || !in->foreach_step)
         return SW_EINVAL;
     memset(d, 0, sizeof *d);

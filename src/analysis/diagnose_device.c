@@ -77,24 +77,23 @@ static const char *pick_phase(const sw_snapshot *s) {
 }
 
 static void check_host_bound(sw__diagnosis *d, const sw_snapshot *s, const steps *n) {
-    static const char *const kernels[] = {"forward", "loss", "backward", "optimizer",
-                                          "zero_grad"};
+    static const char *const kernels[] = {"forward", "loss", "backward", "optimizer", "zero_grad"};
     double busy = 0, step_ns = n->device_step_ns;
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
         busy += per_step_of(s, n, kernels[i]).device;
     double idle = step_ns > busy ? (step_ns - busy) / step_ns * 100.0 : 0;
     if (idle < 25.0)
         return;
-    sw__finding *f = sw__finding_add(d, "host-bound", idle >= 50.0 ? SW__SEV_CRITICAL
-                                                                   : SW__SEV_WARNING);
+    sw__finding *f = sw__finding_add(d, "host-bound",
+                                     idle >= 50.0 ? SW__SEV_CRITICAL : SW__SEV_WARNING);
     if (!f)
         return;
     char a[32], b[32], c[32], e[32] = "none";
     double data = per_step_of(s, n, "data").device;
     if (data > 0)
         sw_format_duration(data, e, sizeof e);
-    snprintf(f->title, sizeof f->title, "Host-bound: the GPU idles %.0f %% of each %.40s step", idle,
-             n->phase);
+    snprintf(f->title, sizeof f->title, "Host-bound: the GPU idles %.0f %% of each %.40s step",
+             idle, n->phase);
     snprintf(f->sentence, sizeof f->sentence,
              "Of a step's %s on the GPU, its kernels' phases took %s; for the rest, at least %s "
              "(%s of it waiting for data), the GPU had nothing to run: the host is the "
@@ -135,16 +134,16 @@ static void check_launch_bound(sw__diagnosis *d, const sw_snapshot *s, const ste
 
 static void check_data_hidden(sw__diagnosis *d, const sw_snapshot *s, const steps *n) {
     per_step data = per_step_of(s, n, "data");
-    if (!device(s, n->phase, "data") || n->host_step_ns <= 0 ||
-        data.host < 0.1 * n->host_step_ns || data.device > 0.5 * data.host)
+    if (!device(s, n->phase, "data") || n->host_step_ns <= 0 || data.host < 0.1 * n->host_step_ns ||
+        data.device > 0.5 * data.host)
         return;
     double hidden = (data.host - data.device) / data.host * 100.0;
     sw__finding *f = sw__finding_add(d, "data-hidden", SW__SEV_INFO);
     if (!f)
         return;
     char a[32], b[32];
-    snprintf(f->title, sizeof f->title,
-             "Data wait hidden by asynchronous kernels: %.0f %% of it", hidden);
+    snprintf(f->title, sizeof f->title, "Data wait hidden by asynchronous kernels: %.0f %% of it",
+             hidden);
     snprintf(f->sentence, sizeof f->sentence,
              "Each step waits %s for its batch, but the GPU was still running the previous "
              "step's kernels through %.0f %% of that wait and sat idle only %s: faster loading "

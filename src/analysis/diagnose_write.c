@@ -6,8 +6,7 @@
 
 #include <string.h>
 
-static size_t problems(const sw__diagnosis *d)
-{
+static size_t problems(const sw__diagnosis *d) {
     size_t n = 0;
     for (size_t i = 0; i < d->nfindings; i++)
         n += d->findings[i].severity >= SW__SEV_WARNING;
@@ -15,8 +14,7 @@ static size_t problems(const sw__diagnosis *d)
 }
 
 /* Findings about what could not be measured (diagnose.c's check_unseen). */
-static int unseen(const sw__diagnosis *d)
-{
+static int unseen(const sw__diagnosis *d) {
     for (size_t i = 0; i < d->nfindings; i++)
         if (strcmp(d->findings[i].id, "not-separated") == 0 ||
             strcmp(d->findings[i].id, "no-steps") == 0)
@@ -25,16 +23,14 @@ static int unseen(const sw__diagnosis *d)
 }
 
 /* The line before the findings when none is a problem. */
-static const char *all_clear(const sw__diagnosis *d)
-{
+static const char *all_clear(const sw__diagnosis *d) {
     return unseen(d) ? "Nothing slow found in what could be measured, but not all of it "
                        "could be:"
                      : "No problems found.";
 }
 
 /* md: markdown (the text escaped as markdown), else the terminal's text. */
-static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, int md)
-{
+static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, int md) {
     char t[32];
     void (*put)(FILE *, const char *) = md ? sw__md_put_text : sw__clean_text;
     const char *rule = s ? sw_snapshot_note(s, "step_rule") : NULL;
@@ -50,8 +46,7 @@ static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, int 
     fputc('\n', out);
 }
 
-static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
-{
+static void numbers_line(FILE *out, const sw__finding *f, const char *sep) {
     for (size_t k = 0; k < f->nnumbers; k++) {
         char v[48];
         sw__number_text(&f->numbers[k], v, sizeof v);
@@ -59,8 +54,7 @@ static void numbers_line(FILE *out, const sw__finding *f, const char *sep)
     }
 }
 
-static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
-{
+static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d) {
     header(out, s, d, 0);
     fputc('\n', out);
     if (problems(d) == 0)
@@ -83,8 +77,7 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
     }
 }
 
-static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
-{
+static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis *d) {
     header(out, s, d, 1);
     fputc('\n', out);
     if (problems(d) == 0)
@@ -103,8 +96,7 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
     }
 }
 
-static void write_json(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
-{
+static void write_json(FILE *out, const sw_snapshot *s, const sw__diagnosis *d) {
     fputs("{\"schema\": \"stepwatch.diagnose\", \"version\": 1, \"run\": ", out);
     sw__json_string(out, s && s->name ? s->name : "stepwatch");
     fprintf(out, ", \"ranks\": %d, \"steps\": %llu, \"step_ns\": %llu, \"problems\": %zu,\n",
@@ -132,15 +124,23 @@ static void write_json(FILE *out, const sw_snapshot *s, const sw__diagnosis *d)
     fputs(d->nfindings ? "\n ]\n}\n" : "]\n}\n", out);
 }
 
-int sw__diagnosis_write(const sw_snapshot *s, const sw__diagnosis *d, sw_format fmt, FILE *out)
-{
+int sw__diagnosis_write(const sw_snapshot *s, const sw__diagnosis *d, sw_format fmt, FILE *out) {
     switch (fmt) {
-    case SW_FORMAT_TABLE: write_text(out, s, d); break;
-    case SW_FORMAT_MARKDOWN: write_markdown(out, s, d); break;
-    case SW_FORMAT_JSON: write_json(out, s, d); break;
-    default: return SW_EFORMAT;
+    case SW_FORMAT_TABLE:
+        write_text(out, s, d);
+        break;
+    case SW_FORMAT_MARKDOWN:
+        write_markdown(out, s, d);
+        break;
+    case SW_FORMAT_JSON:
+        write_json(out, s, d);
+        break;
+    default:
+        return SW_EFORMAT;
     }
     return ferror(out) ? SW_EIO : 0;
 }
 
-size_t sw__diagnosis_problems(const sw__diagnosis *d) { return problems(d); }
+size_t sw__diagnosis_problems(const sw__diagnosis *d) {
+    return problems(d);
+}

@@ -13,8 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-void sw__json_string(FILE *out, const char *s)
-{
+void sw__json_string(FILE *out, const char *s) {
     /* The report layer's strict writer: bytes that are not UTF-8 become U+FFFD, control
      * characters, U+2028/9 and (html_safe) <, >, & become \uXXXX. */
     sw__jw w;
@@ -23,8 +22,7 @@ void sw__json_string(FILE *out, const char *s)
     sw__jw_string(&w, s ? s : "");
 }
 
-void sw__json_display_string(FILE *out, const char *s)
-{
+void sw__json_display_string(FILE *out, const char *s) {
     /* The HTML page shows what it holds: names cleaned by the text formats' one rule first
      * (bidirectional controls as \u202E, not live), then JSON-encoded. */
     char clean[SW__LABEL_MAX];
@@ -32,8 +30,7 @@ void sw__json_display_string(FILE *out, const char *s)
     sw__json_string(out, clean);
 }
 
-void sw__json_number(FILE *out, double v)
-{
+void sw__json_number(FILE *out, double v) {
     if (!isfinite(v)) {
         fputs("null", out);
     } else if (v == floor(v) && fabs(v) < 9.007199254740992e15) {
@@ -43,26 +40,36 @@ void sw__json_number(FILE *out, double v)
     }
 }
 
-void sw__clean_text(FILE *out, const char *s)
-{
+void sw__clean_text(FILE *out, const char *s) {
     char clean[SW__LABEL_MAX];
     sw__text_clean(s, clean, sizeof clean);
     fputs(clean, out);
 }
 
-void sw__html_text(FILE *out, const char *s)
-{
-    if (!s) return;
+void sw__html_text(FILE *out, const char *s) {
+    if (!s)
+        return;
     char clean[SW__LABEL_MAX];
     sw__text_clean(s, clean, sizeof clean);
     for (const char *c = clean; *c; c++) {
         switch (*c) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        default: fputc(*c, out);
+        case '&':
+            fputs("&amp;", out);
+            break;
+        case '<':
+            fputs("&lt;", out);
+            break;
+        case '>':
+            fputs("&gt;", out);
+            break;
+        case '"':
+            fputs("&quot;", out);
+            break;
+        case '\'':
+            fputs("&#39;", out);
+            break;
+        default:
+            fputc(*c, out);
         }
     }
 }

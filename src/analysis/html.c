@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SW__HTML_HISTS 12       /* action histograms embedded */
+#define SW__HTML_HISTS 12 /* action histograms embedded */
 #define SW__HTML_HIST_MIN_CALLS 5
-#define SW__HTML_COUNTERS 64    /* counter series drawn (all are in the table) */
+#define SW__HTML_COUNTERS 64 /* counter series drawn (all are in the table) */
 #define SW__HTML_COUNTER_POINTS 500
-#define SW__HTML_RANKS 1024     /* ranks in the cross-rank heatmap */
+#define SW__HTML_RANKS 1024 /* ranks in the cross-rank heatmap */
 
 /* The page around the data; its style sheet and scripts come from src/analysis/html/. */
 static const char page_head[] =
@@ -63,21 +63,20 @@ typedef struct rank_sums {
 
 typedef struct html_ctx {
     const sw__input *in;
-    sw__series steps;  /* x = step index, y = duration, sums = per-category ns */
+    sw__series steps;                /* x = step index, y = duration, sums = per-category ns */
     sw__series phase_steps[NPHASES]; /* the same, per phase, with medians, without the sums */
-    sw_hist *step_hist;  /* NPHASES histograms of the steady steps */
-    sw_stats step_range[NPHASES]; /* min/max of those steps, to clamp their quantiles */
+    sw_hist *step_hist;              /* NPHASES histograms of the steady steps */
+    sw_stats step_range[NPHASES];    /* min/max of those steps, to clamp their quantiles */
     steady_sums steady[NPHASES];
-    rank_sums *ranks;    /* SW__HTML_RANKS */
-    int max_rank;        /* highest rank seen, -1 before any */
+    rank_sums *ranks; /* SW__HTML_RANKS */
+    int max_rank;     /* highest rank seen, -1 before any */
     uint64_t step_records;
     counter_series *counters;
     size_t ncounters;
     int err;
 } html_ctx;
 
-static int on_step(void *ctx, int rank, const sw_step_record *s)
-{
+static int on_step(void *ctx, int rank, const sw_step_record *s) {
     html_ctx *h = ctx;
     int phase = s->phase == SW_PHASE_VALID ? PHASE_VALID : PHASE_TRAIN;
     uint64_t end = s->start_ns + s->duration_ns;
@@ -85,8 +84,7 @@ static int on_step(void *ctx, int rank, const sw_step_record *s)
     for (int k = 0; k < SW_CAT_COUNT; k++)
         cats[k] = (double)s->category_ns[k];
     sw__series_add(&h->steps, s->step, (double)s->duration_ns, s->start_ns, end, cats);
-    sw__series_add(&h->phase_steps[phase], s->step, (double)s->duration_ns, s->start_ns, end,
-                   NULL);
+    sw__series_add(&h->phase_steps[phase], s->step, (double)s->duration_ns, s->start_ns, end, NULL);
     if (!s->warmup) {
         sw_hist_add(&h->step_hist[phase], s->duration_ns);
         sw_stats_add(&h->step_range[phase], s->duration_ns, s->duration_ns, (int64_t)s->step, 0);
@@ -110,8 +108,7 @@ static int on_step(void *ctx, int rank, const sw_step_record *s)
     return 0;
 }
 
-static int on_counter(void *ctx, int rank, const sw_counter_record *c)
-{
+static int on_counter(void *ctx, int rank, const sw_counter_record *c) {
     html_ctx *h = ctx;
     const char *name = h->in->counter_name ? h->in->counter_name(h->in->src, rank, c->counter)
                                            : NULL;
@@ -139,18 +136,18 @@ static int on_counter(void *ctx, int rank, const sw_counter_record *c)
 
 /* ---- JSON pieces ---- */
 
-static void key(FILE *out, const char *k) { fprintf(out, "\"%s\": ", k); }
+static void key(FILE *out, const char *k) {
+    fprintf(out, "\"%s\": ", k);
+}
 
-static void kv_num(FILE *out, const char *k, double v, int comma)
-{
+static void kv_num(FILE *out, const char *k, double v, int comma) {
     key(out, k);
     sw__json_number(out, v);
     if (comma)
         fputs(", ", out);
 }
 
-static void kv_str(FILE *out, const char *k, const char *v, int comma)
-{
+static void kv_str(FILE *out, const char *k, const char *v, int comma) {
     key(out, k);
     sw__json_display_string(out, v ? v : "");
     if (comma)
@@ -158,14 +155,12 @@ static void kv_str(FILE *out, const char *k, const char *v, int comma)
 }
 
 /* A quantile of calls st summarizes, null when there are none. */
-static void json_quantile(FILE *out, const sw_stats *st, const sw_hist *h, double q)
-{
+static void json_quantile(FILE *out, const sw_stats *st, const sw_hist *h, double q) {
     sw__json_number(out, st->count ? (double)sw_stats_quantile(st, h, q) : NAN);
 }
 
 /* Non-empty buckets as [low, high, count]; st gives the calls' range. */
-static void json_hist(FILE *out, const sw_stats *st, const sw_hist *h)
-{
+static void json_hist(FILE *out, const sw_stats *st, const sw_hist *h) {
     fputs("{\"p50\": ", out);
     json_quantile(out, st, h, 0.5);
     fputs(", \"p99\": ", out);
@@ -183,8 +178,7 @@ static void json_hist(FILE *out, const sw_stats *st, const sw_hist *h)
     fputs("]}", out);
 }
 
-static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_records)
-{
+static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_records) {
     fputs("\"run\": {", out);
     kv_str(out, "name", s->name ? s->name : "stepwatch", 1);
     kv_str(out, "host", s->host, 1);
@@ -206,8 +200,7 @@ static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_
 
 /* The points of a series: [first step, count, min, mean, max, median, first start, last
  * end] (times in ns since the run started) and, with sums, the mean per category. */
-static void json_points(FILE *out, const sw__series *st, int sums)
-{
+static void json_points(FILE *out, const sw__series *st, int sums) {
     kv_num(out, "first", (double)st->origin, 1);
     kv_num(out, "width", (double)st->width, 1);
     fputs("\"points\": [", out);
@@ -236,16 +229,14 @@ static void json_points(FILE *out, const sw__series *st, int sums)
     fputs("]", out);
 }
 
-static void json_steps(FILE *out, const sw__series *st)
-{
+static void json_steps(FILE *out, const sw__series *st) {
     fputs("\"steps\": {", out);
     json_points(out, st, 1);
     fputs("}", out);
 }
 
 /* The step time per phase, for the step-time chart (phases without steps are left out). */
-static void json_step_phases(FILE *out, const html_ctx *h)
-{
+static void json_step_phases(FILE *out, const html_ctx *h) {
     fputs("\"step_phases\": [", out);
     int first = 1;
     for (int k = 0; k < NPHASES; k++) {
@@ -260,8 +251,7 @@ static void json_step_phases(FILE *out, const html_ctx *h)
     fputs("]", out);
 }
 
-static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
-{
+static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s) {
     const sw_stats *st = &r->stats;
     kv_num(out, "calls", (double)st->count, 1);
     kv_num(out, "total_ns", (double)st->total_ns, 1);
@@ -290,15 +280,13 @@ static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s)
 
 /* A row of one phase (not the roll-up, not calls outside any phase) with enough calls for a
  * histogram to say something: histograms never mix train and validation calls. */
-static int wants_hist(const sw_row *r)
-{
+static int wants_hist(const sw_row *r) {
     return r->phase != SW_PHASE_ALL && r->phase != SW_PHASE_NONE &&
            r->hist.count >= SW__HTML_HIST_MIN_CALLS;
 }
 
 /* Is row i among the n largest such roll-ups by total time? */
-static int among_largest(const sw_snapshot *s, size_t i, size_t n)
-{
+static int among_largest(const sw_snapshot *s, size_t i, size_t n) {
     if (!wants_hist(&s->rows[i]))
         return 0;
     size_t larger = 0;
@@ -310,8 +298,7 @@ static int among_largest(const sw_snapshot *s, size_t i, size_t n)
     return larger < n;
 }
 
-static void json_actions(FILE *out, const sw_snapshot *s)
-{
+static void json_actions(FILE *out, const sw_snapshot *s) {
     fputs("\"actions\": [", out);
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -333,8 +320,7 @@ static void json_actions(FILE *out, const sw_snapshot *s)
     fputs("]", out);
 }
 
-static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h)
-{
+static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
     fputs("\"counters\": [", out);
     for (size_t i = 0; i < s->ncounters; i++) {
         const sw_counter_summary *c = &s->counters[i];
@@ -371,8 +357,7 @@ static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h)
     fputs("]", out);
 }
 
-static void json_misuse(FILE *out, const sw_misuse *m)
-{
+static void json_misuse(FILE *out, const sw_misuse *m) {
     fputs("\"misuse\": {", out);
     kv_num(out, "end_without_begin", (double)m->end_without_begin, 1);
     kv_num(out, "mismatched_end", (double)m->mismatched_end, 1);
@@ -385,8 +370,7 @@ static void json_misuse(FILE *out, const sw_misuse *m)
     fputs("}", out);
 }
 
-static void json_findings(FILE *out, const sw__diagnosis *d)
-{
+static void json_findings(FILE *out, const sw__diagnosis *d) {
     fputs("\"findings\": [", out);
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
@@ -411,8 +395,7 @@ static void json_findings(FILE *out, const sw__diagnosis *d)
 }
 
 /* The steady steps of each phase: mean step time, mean per category, samples/s. */
-static void json_breakdown(FILE *out, const html_ctx *h)
-{
+static void json_breakdown(FILE *out, const html_ctx *h) {
     fputs("\"breakdown\": [", out);
     int first = 1;
     for (int k = 0; k < NPHASES; k++) {
@@ -437,8 +420,7 @@ static void json_breakdown(FILE *out, const html_ctx *h)
 }
 
 /* The steady steps' histogram per phase. */
-static void json_step_hists(FILE *out, const html_ctx *h)
-{
+static void json_step_hists(FILE *out, const html_ctx *h) {
     fputs("\"step_hists\": [", out);
     int first = 1;
     for (int k = 0; k < NPHASES; k++) {
@@ -457,8 +439,7 @@ static void json_step_hists(FILE *out, const html_ctx *h)
 
 /* Per rank, the mean steady step and its categories (ranks x categories heatmap), and the
  * cross-rank view's stragglers with their blame; only for a run of several ranks. */
-static void json_ranks(FILE *out, const html_ctx *h)
-{
+static void json_ranks(FILE *out, const html_ctx *h) {
     fputs("\"ranks\": {\"per_rank\": [", out);
     int first = 1;
     for (int r = 0; h->max_rank > 0 && r <= h->max_rank; r++) {
@@ -499,8 +480,7 @@ static void json_ranks(FILE *out, const html_ctx *h)
 }
 
 /* The run's notes (sw_set_note): the step rule, what could not be separated, ... */
-static void json_notes(FILE *out, const sw_snapshot *s)
-{
+static void json_notes(FILE *out, const sw_snapshot *s) {
     fputs("\"notes\": [", out);
     for (size_t i = 0; i < s->nnotes; i++) {
         fputs(i ? ", [" : "[", out);
@@ -514,8 +494,7 @@ static void json_notes(FILE *out, const sw_snapshot *s)
 
 /* One run's document without its braces: "run": ..., "steps": ..., everything the script
  * draws. */
-static int json_document(const sw__input *in, FILE *out)
-{
+static int json_document(const sw__input *in, FILE *out) {
     if (!in || !in->snap || !in->foreach_step)
         return SW_EINVAL;
     const sw_snapshot *s = in->snap;
@@ -579,15 +558,13 @@ static int json_document(const sw__input *in, FILE *out)
     return rc;
 }
 
-static int has_flames(const sw__input *in)
-{
+static int has_flames(const sw__input *in) {
     return in && in->functions && sw_fprofile_tree_count(in->functions) > 0;
 }
 
 /* The page: head, style, the data (a's document; with b, b's under "other" and compare's
  * verdicts of a -> b under "compare"), then the scripts. */
-static int write_page(const sw__input *a, const sw__input *b, FILE *out)
-{
+static int write_page(const sw__input *a, const sw__input *b, FILE *out) {
     if (!a || !a->snap || !out || (b && !b->snap))
         return SW_EINVAL;
     fputs(page_head, out);
@@ -616,12 +593,10 @@ static int write_page(const sw__input *a, const sw__input *b, FILE *out)
     return rc;
 }
 
-int sw__html_write_input(const sw__input *in, FILE *out)
-{
+int sw__html_write_input(const sw__input *in, FILE *out) {
     return write_page(in, NULL, out);
 }
 
-int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out)
-{
+int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out) {
     return b ? write_page(a, b, out) : SW_EINVAL;
 }

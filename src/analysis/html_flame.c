@@ -62,7 +62,8 @@ static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
             snprintf(label, sizeof label, "%s", sw_ftree_action(t));
         else
             sw_func_label(sw_fprofile_func(fp, nodes[i].func), 0, label, sizeof label);
-        fprintf(out, "%s[%lld, ", first ? "" : ", ", i == 0 ? -1LL : (long long)keep[nodes[i].parent]);
+        fprintf(out, "%s[%lld, ", first ? "" : ", ",
+                i == 0 ? -1LL : (long long)keep[nodes[i].parent]);
         sw__json_display_string(out, label);
         fprintf(out, ", %llu, %llu, %llu]", (unsigned long long)nodes[i].calls,
                 (unsigned long long)nodes[i].total_ns, (unsigned long long)self);

@@ -6,24 +6,20 @@
 
 #include <stdlib.h>
 
-static int run_steps(void *src, sw_step_fn fn, void *ctx)
-{
+static int run_steps(void *src, sw_step_fn fn, void *ctx) {
     return sw_run_foreach_step((sw_run *)src, -1, fn, ctx);
 }
 
-static int run_counters(void *src, sw_counter_fn fn, void *ctx)
-{
+static int run_counters(void *src, sw_counter_fn fn, void *ctx) {
     return sw_run_foreach_counter((sw_run *)src, -1, fn, ctx);
 }
 
-static const char *run_counter_name(void *src, int rank, sw_id counter)
-{
+static const char *run_counter_name(void *src, int rank, sw_id counter) {
     return sw_run_counter_name((const sw_run *)src, rank, counter);
 }
 
 /* A view of an open run file; *snap_out must be freed with sw_snapshot_free. */
-static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
-{
+static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out) {
     *snap_out = NULL;
     sw_snapshot *snap = NULL;
     int rc = sw_run_snapshot(run, &snap);
@@ -43,15 +39,13 @@ static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out)
 
 /* The run's cross-rank view, or NULL when it has none (one rank, nothing aggregated) or it
  * cannot be read: the other findings do not need it. */
-static sw_ranks *ranks_of(sw_run *run)
-{
+static sw_ranks *ranks_of(sw_run *run) {
     sw_ranks *ranks = NULL;
     return sw_run_ranks(run, &ranks) == 0 ? ranks : NULL;
 }
 
 /* Diagnose run; the snapshot comes back for the writer (caller frees). */
-static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap)
-{
+static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap) {
     sw__input in = {0};
     int rc = input_from_run(run, &in, snap);
     sw_ranks *ranks = rc == 0 ? ranks_of(run) : NULL;
@@ -62,8 +56,7 @@ static int diagnose_run(sw_run *run, sw__diagnosis *d, sw_snapshot **snap)
     return rc;
 }
 
-SW_API int sw_diagnose_write(sw_run *run, sw_format fmt, FILE *out)
-{
+SW_API int sw_diagnose_write(sw_run *run, sw_format fmt, FILE *out) {
     if (!run || !out)
         return SW_EINVAL;
     if (fmt != SW_FORMAT_TABLE && fmt != SW_FORMAT_MARKDOWN && fmt != SW_FORMAT_JSON)
@@ -80,8 +73,7 @@ SW_API int sw_diagnose_write(sw_run *run, sw_format fmt, FILE *out)
     return rc;
 }
 
-SW_API int sw_diagnose_count(sw_run *run, size_t *count)
-{
+SW_API int sw_diagnose_count(sw_run *run, size_t *count) {
     if (!run || !count)
         return SW_EINVAL;
     sw__diagnosis *d = calloc(1, sizeof *d);
@@ -105,8 +97,7 @@ typedef struct html_input {
     sw_ranks *ranks;
 } html_input;
 
-static int html_input_open(sw_run *run, html_input *h)
-{
+static int html_input_open(sw_run *run, html_input *h) {
     int rc = input_from_run(run, &h->in, &h->snap);
     if (rc == 0) {
         rc = sw_run_functions(run, -1, &h->functions);
@@ -118,15 +109,13 @@ static int html_input_open(sw_run *run, html_input *h)
     return rc;
 }
 
-static void html_input_free(html_input *h)
-{
+static void html_input_free(html_input *h) {
     sw_ranks_free(h->ranks);
     sw_fprofile_free(h->functions);
     sw_snapshot_free(h->snap);
 }
 
-SW_API int sw_html_write(sw_run *run, FILE *out)
-{
+SW_API int sw_html_write(sw_run *run, FILE *out) {
     if (!run || !out)
         return SW_EINVAL;
     html_input h = {0};
@@ -137,8 +126,7 @@ SW_API int sw_html_write(sw_run *run, FILE *out)
     return rc;
 }
 
-SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out)
-{
+SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out) {
     if (!a || !b || !out)
         return SW_EINVAL;
     html_input ha = {0}, hb = {0};

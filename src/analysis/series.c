@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sw__series_init(sw__series *s, size_t max_points, int with_hist)
-{
+int sw__series_init(sw__series *s, size_t max_points, int with_hist) {
     memset(s, 0, sizeof *s);
     s->max_points = max_points && max_points <= SW__SERIES_MAX ? max_points : SW__SERIES_MAX;
     s->max_points &= ~(size_t)1; /* even, so points merge in pairs */
@@ -24,16 +23,14 @@ int sw__series_init(sw__series *s, size_t max_points, int with_hist)
     return 0;
 }
 
-void sw__series_free(sw__series *s)
-{
+void sw__series_free(sw__series *s) {
     free(s->points);
     free(s->hists);
     s->points = NULL;
     s->hists = NULL;
 }
 
-static void merge_point(sw__point *into, const sw__point *from)
-{
+static void merge_point(sw__point *into, const sw__point *from) {
     if (from->count == 0)
         return;
     if (into->count == 0) {
@@ -51,8 +48,7 @@ static void merge_point(sw__point *into, const sw__point *from)
 }
 
 /* Halve the resolution: point i takes points 2i and 2i+1. */
-static void coarsen(sw__series *s)
-{
+static void coarsen(sw__series *s) {
     size_t half = s->max_points / 2;
     for (size_t i = 0; i < half; i++) {
         sw__point merged = s->points[2 * i];
@@ -72,8 +68,7 @@ static void coarsen(sw__series *s)
 }
 
 void sw__series_add(sw__series *s, uint64_t x, double y, uint64_t t_lo, uint64_t t_hi,
-                    const double *sums)
-{
+                    const double *sums) {
     if (!s->points)
         return;
     if (!s->started) {
@@ -106,8 +101,7 @@ void sw__series_add(sw__series *s, uint64_t x, double y, uint64_t t_lo, uint64_t
         s->npoints = i + 1;
 }
 
-double sw__series_median(const sw__series *s, size_t i)
-{
+double sw__series_median(const sw__series *s, size_t i) {
     const sw__point *p = &s->points[i];
     if (p->count == 0)
         return 0;

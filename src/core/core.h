@@ -78,8 +78,8 @@ int sw__hook_watch(sw_profiler *p, sw_id id, int on);
  * visited. */
 typedef void (*sw__thread_name_fn)(void *ctx, uint32_t thread, const char *name);
 uint32_t sw__thread_names_changed(const sw_profiler *p);
-uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
-                          sw__thread_name_fn fn, void *ctx);
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed, sw__thread_name_fn fn,
+                          void *ctx);
 
 /* ---- building snapshots (snapshot.c): every snapshot, from the recorder or from a run file,
  * is built with these so that sw_snapshot_free can free any of them ---- */

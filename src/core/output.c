@@ -81,7 +81,7 @@ static int open_temporary(sw_output *o, const struct stat *existing) {
     int fd = sw__unnamed_open(o->dir, &o->temp);
     if (fd < 0)
         return sw__error(SW_EIO, "%s: cannot create a file in %s: %s", o->path, o->dir,
-                        strerror(errno));
+                         strerror(errno));
     if (existing != NULL)
         fchmod(fd, existing->st_mode & 07777);
     return open_stream(o, fd, "w+");
@@ -105,9 +105,9 @@ static int open_output(sw_output *o) {
     }
     if (S_ISLNK(st.st_mode)) {
         if (stat(o->path, &st) != 0)
-            return sw__error(SW_EEXISTS, "%s: a symbolic link to %s (%s): not followed",
-                            o->path, errno == ENOENT ? "nothing" : "what cannot be reached",
-                            strerror(errno));
+            return sw__error(SW_EEXISTS, "%s: a symbolic link to %s (%s): not followed", o->path,
+                             errno == ENOENT ? "nothing" : "what cannot be reached",
+                             strerror(errno));
         o->target = realpath(o->path, NULL);
         if (o->target == NULL)
             return sw__error(SW_EIO, "%s: %s", o->path, strerror(errno));

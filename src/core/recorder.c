@@ -164,8 +164,8 @@ __attribute__((noinline)) void sw__cell_fold(sw__cell *cell) {
  * SW__PENDING durations and put them into the histogram, mean and m2 together (cell_fold):
  * the per-value division and bucket update would otherwise stall the next clock read, which
  * waits for earlier work to finish. Warm-up calls are few and take the plain update. */
-SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t self_ns,
-                         int64_t step, uint64_t samples, int warm) {
+SW__INLINE void cell_add(sw__thread *t, sw__cell *cell, uint64_t ns, uint64_t self_ns, int64_t step,
+                         uint64_t samples, int warm) {
     sw_stats *s = warm ? &cell->warm : &cell->stats;
     uint64_t count = s->count + 1, total = s->total_ns + ns;
     uint32_t seq = atomic_load_explicit(&t->seq, memory_order_relaxed);
@@ -251,8 +251,8 @@ SW__INLINE int64_t current_step(const sw_profiler *p) {
 /* A watched action began or ends on this thread: tell its watchers (sw_watch, sw__hook). */
 static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, int begins) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn =
-        (bits & SW__WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn = (bits & SW__WATCH_USER) ? __atomic_load_n(&p->watch_fn, __ATOMIC_ACQUIRE)
+                                             : NULL;
     if (fn != NULL)
         fn(p->watch_ctx, id, begins);
     fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
@@ -264,8 +264,8 @@ static __attribute__((noinline)) void notify_watcher(sw_profiler *p, sw_id id, i
  * hears of it (begins = -1), the public watcher's contract has begins and ends only. */
 static __attribute__((noinline)) void notify_recorded(sw_profiler *p, sw_id id) {
     uint8_t bits = __atomic_load_n(&p->action_watched[id], __ATOMIC_RELAXED);
-    sw_watch_fn fn =
-        (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE) : NULL;
+    sw_watch_fn fn = (bits & SW__WATCH_HOOK) ? __atomic_load_n(&p->hook_fn, __ATOMIC_ACQUIRE)
+                                             : NULL;
     if (fn != NULL)
         fn(p->hook_ctx, id, -1);
 }
@@ -295,9 +295,8 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
 
 /* The timeline event of one finished span (only with the timeline option and events on). */
 static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, sw_id id,
-                                                sw_phase phase, uint64_t start,
-                                                uint64_t duration, uint32_t depth,
-                                                int64_t step) {
+                                                sw_phase phase, uint64_t start, uint64_t duration,
+                                                uint32_t depth, int64_t step) {
     sw__event *ev = ring_reserve(p, t);
     if (ev == NULL)
         return;
@@ -323,8 +322,8 @@ static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, s
  * cat_ns. */
 SW__INLINE uint64_t record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, sw_id id,
                                 sw_phase phase, uint64_t start, uint64_t duration,
-                                uint64_t child_ns, uint64_t cat_ns,
-                                uint64_t samples_at_begin, uint32_t depth) {
+                                uint64_t child_ns, uint64_t cat_ns, uint64_t samples_at_begin,
+                                uint32_t depth) {
     int64_t step = current_step(p);
     uint64_t samples = atomic_load_explicit(&p->samples_done, memory_order_relaxed) -
                        samples_at_begin;
@@ -342,8 +341,7 @@ SW__INLINE uint64_t record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, s
             t->step_category_ns[category] += duration > cat_ns ? duration - cat_ns : 0;
         given = duration;
     }
-    if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) &&
-        p->opts.timeline)
+    if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) && p->opts.timeline)
         emit_span(p, t, id, phase, start, duration, depth, step);
     return given;
 }
@@ -356,8 +354,8 @@ SW__INLINE uint64_t pop_frame(sw_profiler *p, sw__thread *t, uint64_t now) {
     SW__PUT(t->depth, depth);
     if (SW__UNLIKELY(is_watched(p, f->id)))
         notify_watcher(p, f->id, 0);
-    uint64_t given = record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration,
-                                 f->child_ns, f->cat_ns, f->samples_at_begin, depth);
+    uint64_t given = record_span(p, t, f->cell, f->id, f->phase, f->start_ns, duration, f->child_ns,
+                                 f->cat_ns, f->samples_at_begin, depth);
     if (depth > 0) {
         t->stack[depth - 1].child_ns += duration;
         t->stack[depth - 1].cat_ns += given;
@@ -374,8 +372,8 @@ SW__INLINE int id_ok(sw_profiler *p, sw_id id) {
 
 /* End the innermost open span of id when it is not the innermost one: close (and count) the
  * spans opened inside it. Returns its duration, or 0 when no span of id is open. */
-static __attribute__((noinline)) uint64_t end_span_unwind(sw_profiler *p, sw__thread *t,
-                                                         sw_id id, uint64_t now) {
+static __attribute__((noinline)) uint64_t end_span_unwind(sw_profiler *p, sw__thread *t, sw_id id,
+                                                          uint64_t now) {
     /* sw_end skips the id check on its fast path: an unknown id never matches a frame. */
     if (!id_ok(p, id))
         return 0;
@@ -401,8 +399,8 @@ SW__INLINE uint64_t end_span(sw_profiler *p, sw__thread *t, sw_id id, uint64_t n
 
 /* The calling thread's record for a begin of id, or NULL when nothing is to be recorded. */
 SW__INLINE sw__thread *begin_thread(sw_profiler *p, sw_id id) {
-    if (SW__UNLIKELY(p == NULL) ||
-        !atomic_load_explicit(&p->enabled, memory_order_relaxed) || !id_ok(p, id))
+    if (SW__UNLIKELY(p == NULL) || !atomic_load_explicit(&p->enabled, memory_order_relaxed) ||
+        !id_ok(p, id))
         return NULL;
     return thread_of(p);
 }
@@ -461,9 +459,9 @@ void sw_record(sw_profiler *p, sw_id id, uint64_t start_ns, uint64_t end_ns) {
         return;
     uint64_t duration = end_ns - start_ns;
     sw_phase phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
-    uint64_t given = record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration,
-                                 0, 0, atomic_load_explicit(&p->samples_done,
-                                                            memory_order_relaxed), t->depth);
+    uint64_t given = record_span(p, t, cell_of(p, t, id, phase), id, phase, start_ns, duration, 0,
+                                 0, atomic_load_explicit(&p->samples_done, memory_order_relaxed),
+                                 t->depth);
     if (t->depth > 0) {
         t->stack[t->depth - 1].child_ns += duration;
         t->stack[t->depth - 1].cat_ns += given;
@@ -636,9 +634,10 @@ void sw_counter(sw_profiler *p, sw_id counter, double value) {
         sw__event *ev = ring_reserve(p, t);
         if (ev) {
             ev->kind = SW__EVENT_COUNTER;
-            ev->u.counter = (sw_counter_record){
-                .counter = counter, .thread = t->number, .time_ns = now - p->origin_ns,
-                .value = value};
+            ev->u.counter = (sw_counter_record){.counter = counter,
+                                                .thread = t->number,
+                                                .time_ns = now - p->origin_ns,
+                                                .value = value};
             ring_commit(t);
         }
     }

@@ -27,10 +27,10 @@
 #define SW__INLINE static inline __attribute__((always_inline))
 /* Owner-written, reader-read fields. Release stores and acquire loads order them against
  * the sequence lock without fences (plain moves on x86; ThreadSanitizer understands them). */
-#define SW__PUT(field, value)                                                          \
-    do {                                                                               \
-        __typeof__(field) sw__put_value = (value);                                     \
-        __atomic_store(&(field), &sw__put_value, __ATOMIC_RELEASE);                    \
+#define SW__PUT(field, value)                                       \
+    do {                                                            \
+        __typeof__(field) sw__put_value = (value);                  \
+        __atomic_store(&(field), &sw__put_value, __ATOMIC_RELEASE); \
     } while (0)
 #define SW__GET(dst, field) __atomic_load(&(field), &(dst), __ATOMIC_ACQUIRE)
 
@@ -40,7 +40,7 @@
 
 typedef struct sw__frame {
     sw_id id;
-    sw_phase phase;            /* the phase current when the span began */
+    sw_phase phase; /* the phase current when the span began */
     uint64_t start_ns;
     uint64_t child_ns;         /* time spent in spans nested in this one */
     uint64_t cat_ns;           /* time nested spans gave to categories (see record_span) */
@@ -71,11 +71,11 @@ typedef struct sw__thread {
     sw_profiler *profiler;
     uint32_t number;
     _Atomic int alive;
-    _Atomic uint32_t seq;   /* odd while the owner updates cells */
-    sw__cell ***cells;      /* [action][phase], grown under the profiler lock */
-    uint32_t cells_cap;     /* actions the cells array covers */
-    uint32_t depth;         /* open frames (read by snapshots) */
-    uint32_t overflow;      /* begins beyond max_depth not yet ended */
+    _Atomic uint32_t seq; /* odd while the owner updates cells */
+    sw__cell ***cells;    /* [action][phase], grown under the profiler lock */
+    uint32_t cells_cap;   /* actions the cells array covers */
+    uint32_t depth;       /* open frames (read by snapshots) */
+    uint32_t overflow;    /* begins beyond max_depth not yet ended */
     sw__frame *stack;
     sw_phase phase_stack[SW__PHASE_STACK];
     uint32_t phase_depth;
@@ -103,9 +103,9 @@ struct sw_profiler {
     char *action_names[SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
     uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, _HOOK */
-    sw_watch_fn watch_fn;                      /* released after watch_ctx */
+    sw_watch_fn watch_fn;                    /* released after watch_ctx */
     void *watch_ctx;
-    sw_watch_fn hook_fn;                       /* the layers' watcher (sw__hook_set), likewise */
+    sw_watch_fn hook_fn; /* the layers' watcher (sw__hook_set), likewise */
     void *hook_ctx;
     _Atomic uint32_t naction;
     char *phase_names[SW__MAX_PHASES];
@@ -135,9 +135,9 @@ struct sw_profiler {
     uint32_t threads_seen;
     sw__thread *retired; /* statistics of threads that exited */
     struct thread_name {
-        uint32_t changed;  /* thread_names_changed after this naming */
+        uint32_t changed; /* thread_names_changed after this naming */
         char name[SW__THREAD_NAME];
-    } *thread_names;       /* by thread number; outlive their threads */
+    } * thread_names; /* by thread number; outlive their threads */
     uint32_t thread_names_cap;
     _Atomic uint32_t thread_names_changed; /* bumped by every naming */
 
@@ -150,8 +150,8 @@ struct sw_profiler {
     _Atomic uint64_t events_dropped;
     _Atomic uint64_t ring_no_memory; /* of events_dropped: no memory for a thread's ring */
     _Atomic uint64_t drops_said;     /* events_dropped when last said on stderr */
-    sw__sink *sinks;               /* attached sinks, newest first (see sink.h) */
-    struct sw_profiler *next_live; /* in the process-wide list, for fork */
+    sw__sink *sinks;                 /* attached sinks, newest first (see sink.h) */
+    struct sw_profiler *next_live;   /* in the process-wide list, for fork */
 };
 
 /* Who watches an action: bits of action_watched. */

@@ -42,8 +42,8 @@ int sw__in_warmup(const sw_profiler *p) {
     return atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
 }
 
-uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed,
-                          sw__thread_name_fn fn, void *ctx) {
+uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed, sw__thread_name_fn fn,
+                          void *ctx) {
     pthread_mutex_lock(&p->lock);
     *changed = atomic_load(&p->thread_names_changed);
     uint32_t n = p->threads_seen < p->thread_names_cap ? p->threads_seen : p->thread_names_cap;

@@ -71,14 +71,13 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->steps = atomic_load(&p->steps_begun);
         s->warmup_steps = p->opts.warmup_steps;
         s->dropped_events = atomic_load(&p->events_dropped);
-        s->misuse = (sw_misuse){
-            .end_without_begin = atomic_load(&p->misuse_end_without_begin),
-            .mismatched_end = atomic_load(&p->misuse_mismatched_end),
-            .depth_overflow = atomic_load(&p->misuse_depth_overflow),
-            .bad_id = atomic_load(&p->misuse_bad_id),
-            .phase_mismatch = atomic_load(&p->misuse_phase_mismatch),
-            .step_overlap = atomic_load(&p->misuse_step_overlap),
-            .bad_record = atomic_load(&p->misuse_bad_record)};
+        s->misuse = (sw_misuse){.end_without_begin = atomic_load(&p->misuse_end_without_begin),
+                                .mismatched_end = atomic_load(&p->misuse_mismatched_end),
+                                .depth_overflow = atomic_load(&p->misuse_depth_overflow),
+                                .bad_id = atomic_load(&p->misuse_bad_id),
+                                .phase_mismatch = atomic_load(&p->misuse_phase_mismatch),
+                                .step_overlap = atomic_load(&p->misuse_step_overlap),
+                                .bad_record = atomic_load(&p->misuse_bad_record)};
     }
     pthread_mutex_lock(&p->lock);
     uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);

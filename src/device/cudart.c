@@ -25,12 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int cuda_error;  /* cudaError_t: 0 = cudaSuccess */
-typedef void *cuda_event; /* cudaEvent_t */
+typedef int cuda_error;    /* cudaError_t: 0 = cudaSuccess */
+typedef void *cuda_event;  /* cudaEvent_t */
 typedef void *cuda_stream; /* cudaStream_t */
 #define CUDA_ERROR_NOT_READY 600
-#define CUDA_EVENT_DEFAULT 0u  /* timing enabled */
-#define CUDA_CAPTURE_NONE 0    /* cudaStreamCaptureStatusNone */
+#define CUDA_EVENT_DEFAULT 0u       /* timing enabled */
+#define CUDA_CAPTURE_NONE 0         /* cudaStreamCaptureStatusNone */
 #define CUDA_CAPTURE_MODE_RELAXED 2 /* cudaStreamCaptureModeRelaxed */
 
 typedef struct cudart {
@@ -58,8 +58,8 @@ static void *open_runtime(char *why, size_t why_size) {
             snprintf(why, why_size, "%s", dlerror());
         return lib;
     }
-    static const char *const names[] = {"libcudart.so.13", "libcudart.so.12",
-                                        "libcudart.so.11.0", "libcudart.so"};
+    static const char *const names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+                                        "libcudart.so"};
     const size_t n = sizeof names / sizeof *names;
     for (size_t i = 0; i < n; i++) { /* the program's own runtime first */
         void *lib = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);

@@ -52,7 +52,6 @@ int sw__cudart_clock(void *stream, sw_stream_fn streams_fn, void *ctx, void (*re
  * or device time unavailable, a runtime error): the layer says why a part is off, never
  * more than once. */
 enum { SW__SAY_NO_NVML = 1, SW__SAY_NO_CUDART = 2, SW__SAY_GPU_ERROR = 4 };
-void sw__device_say_once(unsigned flag, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void sw__device_say_once(unsigned flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* SW_DEVICE_DEVICE_H */

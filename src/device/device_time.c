@@ -45,10 +45,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DT_MAX_BEHIND 1024u  /* steps that may wait for the GPU (sampling from half of it) */
-#define DT_SPANS 16          /* spans a step can time, its own included */
-#define DT_SHARE_NS 20000u   /* a begin this soon after an end reuses its event */
-#define DT_SAME_NS 1000u     /* two begins (two ends) this close: marks of one call, too soon
+#define DT_MAX_BEHIND 1024u /* steps that may wait for the GPU (sampling from half of it) */
+#define DT_SPANS 16         /* spans a step can time, its own included */
+#define DT_SHARE_NS 20000u  /* a begin this soon after an end reuses its event */
+#define DT_SAME_NS \
+    1000u                    /* two begins (two ends) this close: marks of one call, too soon
                                 for a kernel launch between them */
 #define DT_MAX_STRIDE 65536u /* sample at least every 65536th step */
 #define NO_EVENT UINT32_MAX
@@ -73,8 +74,8 @@ typedef struct dt_step {
                             the gap */
     uint32_t nspans, nevents;
     uint64_t gap_ns;
-    dt_span spans[DT_SPANS];        /* spans[0] is the step */
-    uint32_t events[2 * DT_SPANS];  /* the events it holds, back to the pool once resolved */
+    dt_span spans[DT_SPANS];       /* spans[0] is the step */
+    uint32_t events[2 * DT_SPANS]; /* the events it holds, back to the pool once resolved */
 } dt_step;
 
 typedef struct sw__device_time {
@@ -96,10 +97,10 @@ typedef struct sw__device_time {
     int last_was_begin;   /* ... by a span's begin */
     int open_span[NWHAT]; /* the outermost open span of each category, or -1 */
     uint32_t depth[NWHAT];
-    uint64_t stride;      /* every stride-th step is timed (1: all) */
+    uint64_t stride; /* every stride-th step is timed (1: all) */
     sw_id counter[SW__MAX_PHASES][NWHAT];
-    int stopped;  /* failed, or the process is exiting */
-    int exiting;  /* the runtime may be going away: ask nothing of it */
+    int stopped; /* failed, or the process is exiting */
+    int exiting; /* the runtime may be going away: ask nothing of it */
     _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup, sampled_out, sample_every,
         steps_captured, boundaries_captured, most_behind, nevents;
     _Atomic int failed;
@@ -172,8 +173,8 @@ static uint32_t record_boundary(sw__device_time *dt, int is_begin) {
     dt_step *s = open_step(dt);
     uint64_t now = sw_now_ns();
     uint64_t window = dt->last_was_begin == is_begin ? DT_SAME_NS
-                      : is_begin                      ? DT_SHARE_NS
-                                                      : 0; /* a span's own begin and end */
+                      : is_begin                     ? DT_SHARE_NS
+                                                     : 0; /* a span's own begin and end */
     if (dt->last_event != NO_EVENT && now - dt->last_at <= window) {
         dt->last_at = now;
         dt->last_was_begin = is_begin;

@@ -18,16 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvml_return;         /* nvmlReturn_t: 0 = NVML_SUCCESS */
+typedef int nvml_return; /* nvmlReturn_t: 0 = NVML_SUCCESS */
 typedef struct nvml_device_st *nvml_device;
 typedef struct {
-    unsigned int gpu, memory;    /* percent of the last sample period */
+    unsigned int gpu, memory; /* percent of the last sample period */
 } nvml_utilization;
 typedef struct {
     unsigned long long total, free, used; /* bytes; used counts the driver's reservation */
 } nvml_memory;
 typedef struct {
-    unsigned int version; /* NVML_MEMORY_V2 */
+    unsigned int version;                           /* NVML_MEMORY_V2 */
     unsigned long long total, reserved, free, used; /* bytes; used as nvidia-smi shows it */
 } nvml_memory_v2;
 /* NVML_STRUCT_VERSION(Memory, 2): the struct's size and its version in the top byte. */
@@ -42,7 +42,7 @@ struct sw__nvml {
     const char *(*error_string)(nvml_return);
     nvml_return (*utilization)(nvml_device, nvml_utilization *);
     nvml_return (*memory)(nvml_device, nvml_memory *);
-    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *); /* NULL before driver 510 */
+    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *);      /* NULL before driver 510 */
     nvml_return (*power)(nvml_device, unsigned int *);            /* milliwatts */
     nvml_return (*temperature)(nvml_device, int, unsigned int *); /* degrees C */
     int count;
@@ -112,12 +112,12 @@ int sw__nvml_open(sw__nvml **out, char *why, size_t why_size) {
         return SW_EUNSUPPORTED;
     }
     nvml_return (*init)(void) = (nvml_return(*)(void))dlsym(n->lib, "nvmlInit_v2");
-    nvml_return (*count)(unsigned *) =
-        (nvml_return(*)(unsigned *))dlsym(n->lib, "nvmlDeviceGetCount_v2");
-    nvml_return (*by_index)(unsigned, nvml_device *) =
-        (nvml_return(*)(unsigned, nvml_device *))dlsym(n->lib, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_return (*uuid)(nvml_device, char *, unsigned) =
-        (nvml_return(*)(nvml_device, char *, unsigned))dlsym(n->lib, "nvmlDeviceGetUUID");
+    nvml_return (*count)(unsigned *) = (nvml_return(*)(unsigned *))dlsym(n->lib,
+                                                                         "nvmlDeviceGetCount_v2");
+    nvml_return (*by_index)(unsigned, nvml_device *) = (nvml_return(*)(
+        unsigned, nvml_device *))dlsym(n->lib, "nvmlDeviceGetHandleByIndex_v2");
+    nvml_return (*uuid)(nvml_device, char *, unsigned) = (nvml_return(*)(
+        nvml_device, char *, unsigned))dlsym(n->lib, "nvmlDeviceGetUUID");
     n->shutdown = (nvml_return(*)(void))dlsym(n->lib, "nvmlShutdown");
     n->error_string = (const char *(*)(nvml_return))dlsym(n->lib, "nvmlErrorString");
     n->utilization = (nvml_return(*)(nvml_device, nvml_utilization *))dlsym(
@@ -184,8 +184,9 @@ void sw__nvml_read(sw__nvml *n, sw_gpu_stats *gpus, int count) {
         g->utilization_percent = n->utilization(n->devices[i], &u) == 0 ? (double)u.gpu : -1;
         read_memory(n, n->devices[i], g);
         g->power_w = n->power(n->devices[i], &mw) == 0 ? mw / 1000.0 : -1;
-        g->temperature_c =
-            n->temperature(n->devices[i], NVML_TEMPERATURE_GPU, &celsius) == 0 ? (double)celsius : -1;
+        g->temperature_c = n->temperature(n->devices[i], NVML_TEMPERATURE_GPU, &celsius) == 0
+                               ? (double)celsius
+                               : -1;
     }
 }
 

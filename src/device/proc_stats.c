@@ -84,8 +84,8 @@ static int read_cpu_ticks(uint64_t *busy, uint64_t *total) {
     uint64_t sum = 0;
     for (int i = 0; i < 10; i++)
         sum += t[i];
-    *total = sum - t[8] - t[9];      /* guest and guest_nice are in user and nice */
-    *busy = *total - t[3] - t[4];    /* idle and iowait are not busy */
+    *total = sum - t[8] - t[9];   /* guest and guest_nice are in user and nice */
+    *busy = *total - t[3] - t[4]; /* idle and iowait are not busy */
     return 0;
 }
 
@@ -98,8 +98,8 @@ int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out) {
                                (double)(total - mark->total_ticks));
     out->process_cpu_percent = percent((double)(cpu_ns - mark->process_cpu_ns),
                                        (double)(wall_ns - mark->wall_ns));
-    *mark = (sw__proc_mark){.busy_ticks = busy, .total_ticks = total,
-                            .process_cpu_ns = cpu_ns, .wall_ns = wall_ns};
+    *mark = (sw__proc_mark){
+        .busy_ticks = busy, .total_ticks = total, .process_cpu_ns = cpu_ns, .wall_ns = wall_ns};
 
     char buf[4096];
     out->vm_percent = out->swap_percent = -1;

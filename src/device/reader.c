@@ -11,8 +11,8 @@
 
 struct sw_device_reader {
     sw__proc_mark mark;
-    sw__nvml *nvml;       /* NULL: no GPU statistics */
-    char gpu_error[256];  /* why not, when they were asked for */
+    sw__nvml *nvml;      /* NULL: no GPU statistics */
+    char gpu_error[256]; /* why not, when they were asked for */
 };
 
 void sw__device_say_once(unsigned flag, const char *fmt, ...) {

@@ -22,8 +22,7 @@ static const char *const PROC_NAMES[NPROC_COUNTERS] = {
     "cpu_percent",         "cpu_vm_percent",    "cpu_swap_percent",
     "process_cpu_percent", "process_rss_bytes", "process_peak_rss_bytes"};
 static const char *const GPU_NAMES[NGPU_COUNTERS] = {
-    "utilization_percent", "memory_used_bytes", "memory_total_bytes", "power_w",
-    "temperature_c"};
+    "utilization_percent", "memory_used_bytes", "memory_total_bytes", "power_w", "temperature_c"};
 
 typedef struct sw__sampler {
     sw__sink sink; /* first: the core hands this back to the ops below */
@@ -46,9 +45,9 @@ static void record(sw_profiler *p, sw_id id, double value) {
 static void take_sample(sw__sampler *s, int with_source) {
     sw_device_stats st;
     if (sw_device_read(s->reader, &st) == 0) {
-        const double proc[NPROC_COUNTERS] = {st.cpu_percent,         st.vm_percent,
-                                             st.swap_percent,        st.process_cpu_percent,
-                                             st.rss_bytes,           st.peak_rss_bytes};
+        const double proc[NPROC_COUNTERS] = {st.cpu_percent,  st.vm_percent,
+                                             st.swap_percent, st.process_cpu_percent,
+                                             st.rss_bytes,    st.peak_rss_bytes};
         for (int i = 0; i < NPROC_COUNTERS; i++)
             record(s->p, s->proc_ids[i], proc[i]);
         for (int g = 0; g < st.ngpus; g++) {

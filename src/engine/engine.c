@@ -15,27 +15,32 @@
 #define SW__VALID 0
 
 static const char *const sw__event_names[SW_EVENT_COUNT] = {
-    "STARTED",           "EPOCH_STARTED",        "GET_BATCH_STARTED",
-    "GET_BATCH_COMPLETED", "ITERATION_STARTED",  "ITERATION_COMPLETED",
-    "VALIDATION_STARTED", "VALIDATION_COMPLETED", "EPOCH_COMPLETED",
-    "COMPLETED",         "EXCEPTION_RAISED",     "TERMINATE",
+    "STARTED",
+    "EPOCH_STARTED",
+    "GET_BATCH_STARTED",
+    "GET_BATCH_COMPLETED",
+    "ITERATION_STARTED",
+    "ITERATION_COMPLETED",
+    "VALIDATION_STARTED",
+    "VALIDATION_COMPLETED",
+    "EPOCH_COMPLETED",
+    "COMPLETED",
+    "EXCEPTION_RAISED",
+    "TERMINATE",
     "TERMINATE_SINGLE_EPOCH",
 };
 
-const char *sw_event_name(sw_event ev)
-{
+const char *sw_event_name(sw_event ev) {
     if ((unsigned)ev >= SW_EVENT_COUNT)
         return NULL;
     return sw__event_names[ev];
 }
 
-static double sw__seconds(uint64_t ns)
-{
+static double sw__seconds(uint64_t ns) {
     return (double)ns / 1e9;
 }
 
-static void sw__reset_timing(sw_engine *e)
-{
+static void sw__reset_timing(sw_engine *e) {
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < SW_EVENT_COUNT; i++)
             sw_stats_init(&e->event_stats[k][i]);
@@ -43,8 +48,7 @@ static void sw__reset_timing(sw_engine *e)
         sw_stats_init(&e->measure[i]);
 }
 
-int sw_engine_new(const sw_engine_options *opts, sw_engine **out)
-{
+int sw_engine_new(const sw_engine_options *opts, sw_engine **out) {
     if (!out)
         return SW_EINVAL;
     *out = NULL;
@@ -91,8 +95,7 @@ int sw_engine_new(const sw_engine_options *opts, sw_engine **out)
     return 0;
 }
 
-void sw_engine_free(sw_engine *e)
-{
+void sw_engine_free(sw_engine *e) {
     if (!e)
         return;
     for (int i = 0; i < e->nhandlers; i++) {
@@ -109,9 +112,8 @@ void sw_engine_free(sw_engine *e)
     free(e);
 }
 
-static int sw__set_loop(sw_engine *e, sw__loop *loop, const sw_data_source *data,
-                        sw_process_fn fn, void *user)
-{
+static int sw__set_loop(sw_engine *e, sw__loop *loop, const sw_data_source *data, sw_process_fn fn,
+                        void *user) {
     if (!e || !data || !data->next || !fn)
         return SW_EINVAL;
     if (e->running)
@@ -124,19 +126,16 @@ static int sw__set_loop(sw_engine *e, sw__loop *loop, const sw_data_source *data
     return 0;
 }
 
-int sw_engine_set_train(sw_engine *e, const sw_data_source *data, sw_process_fn fn, void *user)
-{
+int sw_engine_set_train(sw_engine *e, const sw_data_source *data, sw_process_fn fn, void *user) {
     return e ? sw__set_loop(e, &e->train, data, fn, user) : SW_EINVAL;
 }
 
-int sw_engine_set_valid(sw_engine *e, const sw_data_source *data, sw_process_fn fn, void *user)
-{
+int sw_engine_set_valid(sw_engine *e, const sw_data_source *data, sw_process_fn fn, void *user) {
     return e ? sw__set_loop(e, &e->valid, data, fn, user) : SW_EINVAL;
 }
 
 int sw_engine_on(sw_engine *e, sw_event ev, const char *name, sw_handler_fn fn, void *user,
-                 uint32_t every)
-{
+                 uint32_t every) {
     if (!e || !fn || !name || !*name || (unsigned)ev >= SW_EVENT_COUNT)
         return SW_EINVAL;
     if (e->running)
@@ -174,38 +173,32 @@ int sw_engine_on(sw_engine *e, sw_event ev, const char *name, sw_handler_fn fn, 
     return e->nhandlers++;
 }
 
-void sw_engine_terminate(sw_engine *e)
-{
+void sw_engine_terminate(sw_engine *e) {
     if (e)
         e->terminate = 1;
 }
 
-void sw_engine_terminate_epoch(sw_engine *e)
-{
+void sw_engine_terminate_epoch(sw_engine *e) {
     if (e)
         e->terminate_epoch = 1;
 }
 
-const sw_engine_state *sw_engine_get_state(const sw_engine *e)
-{
+const sw_engine_state *sw_engine_get_state(const sw_engine *e) {
     return e ? &e->state : NULL;
 }
 
-void sw_engine_set_output(sw_engine *e, double output)
-{
+void sw_engine_set_output(sw_engine *e, double output) {
     if (e)
         e->state.output = output;
 }
 
-sw_profiler *sw_engine_profiler(sw_engine *e)
-{
+sw_profiler *sw_engine_profiler(sw_engine *e) {
     return e ? e->profiler : NULL;
 }
 
 /* Run ev's handlers; time each one and all of them together. The first error stops the
  * remaining handlers and is returned (after it was recorded in state). */
-static int sw__fire(sw_engine *e, sw_event ev)
-{
+static int sw__fire(sw_engine *e, sw_event ev) {
     int kind = e->state.training ? SW__TRAIN : SW__VALID;
     uint64_t index = e->event_count[kind][ev]++;
     uint64_t start = sw_now_ns();
@@ -236,8 +229,7 @@ static int sw__fire(sw_engine *e, sw_event ev)
 }
 
 /* A callback (data source or processing function) failed. */
-static int sw__fail(sw_engine *e, int rc)
-{
+static int sw__fail(sw_engine *e, int rc) {
     if (e->state.error == 0) {
         e->state.error = rc;
         e->state.error_event = -1;
@@ -248,8 +240,7 @@ static int sw__fail(sw_engine *e, int rc)
 /* Ask the data source for the next batch. 1 = a batch, 0 = the pass is over, < 0 error.
  * A source of known length that runs dry is reset once and asked again (as Ignite restarts
  * the data iterator). */
-static int sw__next_batch(sw_engine *e, sw__loop *loop, int known_length)
-{
+static int sw__next_batch(sw_engine *e, sw__loop *loop, int known_length) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (loop->exhausted) {
             if (loop->data.reset) {
@@ -279,8 +270,7 @@ static int sw__next_batch(sw_engine *e, sw__loop *loop, int known_length)
 /* One loop over a source: the training loop (training = 1, up to length batches) or the
  * validation loop. Each batch is one profiler step, begun when the batch has arrived at the
  * time its fetch began: the fetch that finds the pass over opens no step. */
-static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t length)
-{
+static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t length) {
     sw_profiler *p = e->profiler;
     int known = length > 0;
     uint64_t loop_start = sw_now_ns();
@@ -348,8 +338,8 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
     sw_phase_end(p, training ? SW_PHASE_TRAIN : SW_PHASE_VALID);
     uint64_t loop_ns = sw_now_ns() - loop_start;
     int64_t epoch_index = (int64_t)e->state.epoch - 1;
-    sw_stats_add(&e->measure[training ? SW_MEASURE_TRAIN_EPOCH : SW_MEASURE_VALID_EPOCH],
-                 loop_ns, loop_ns, epoch_index, 0);
+    sw_stats_add(&e->measure[training ? SW_MEASURE_TRAIN_EPOCH : SW_MEASURE_VALID_EPOCH], loop_ns,
+                 loop_ns, epoch_index, 0);
     sw_stats_add(&e->measure[training ? SW_MEASURE_TRAIN_DOWNTIME : SW_MEASURE_VALID_DOWNTIME],
                  downtime, downtime, epoch_index, 0);
     if (training && rc == 0 && !known && e->state.epoch_length < 0)
@@ -357,8 +347,7 @@ static int sw__run_loop(sw_engine *e, sw__loop *loop, int training, int64_t leng
     return rc;
 }
 
-static int sw__run_validation(sw_engine *e)
-{
+static int sw__run_validation(sw_engine *e) {
     uint64_t start = sw_now_ns();
     e->state.training = 0;
     int rc = sw__fire(e, SW_EVENT_VALIDATION_STARTED);
@@ -374,8 +363,7 @@ static int sw__run_validation(sw_engine *e)
 }
 
 /* One epoch: EPOCH_STARTED, the training loop, validation, EPOCH_COMPLETED. */
-static int sw__run_epoch(sw_engine *e, int64_t length)
-{
+static int sw__run_epoch(sw_engine *e, int64_t length) {
     sw_profiler *p = e->profiler;
     uint64_t start = sw_now_ns();
     e->state.epoch++;
@@ -385,8 +373,7 @@ static int sw__run_epoch(sw_engine *e, int64_t length)
     if (rc == 0)
         rc = sw__run_loop(e, &e->train, SW__TRAIN, length);
     e->state.training = 1;
-    if (rc == 0 && !e->terminate && e->valid.set &&
-        e->state.epoch % e->opts.validate_every == 0)
+    if (rc == 0 && !e->terminate && e->valid.set && e->state.epoch % e->opts.validate_every == 0)
         rc = sw__run_validation(e);
     if (rc == 0 && !e->terminate) {
         e->state.times[SW_EVENT_EPOCH_COMPLETED] = sw__seconds(sw_now_ns() - start);
@@ -400,13 +387,12 @@ static int sw__run_epoch(sw_engine *e, int64_t length)
     return rc;
 }
 
-static void sw__reset_state(sw_engine *e)
-{
+static void sw__reset_state(sw_engine *e) {
     memset(&e->state, 0, sizeof e->state);
     e->state.max_epochs = e->opts.max_epochs;
-    e->state.epoch_length = e->opts.epoch_length > 0 ? e->opts.epoch_length
+    e->state.epoch_length = e->opts.epoch_length > 0   ? e->opts.epoch_length
                             : e->train.data.length > 0 ? e->train.data.length
-                                                      : -1;
+                                                       : -1;
     e->state.error_event = -1;
     e->state.training = 1;
     e->terminate = 0;
@@ -415,8 +401,7 @@ static void sw__reset_state(sw_engine *e)
     e->valid.exhausted = 1;
 }
 
-int sw_engine_run(sw_engine *e)
-{
+int sw_engine_run(sw_engine *e) {
     if (!e || !e->train.set)
         return SW_EINVAL;
     if (e->running)
@@ -435,8 +420,7 @@ int sw_engine_run(sw_engine *e)
     while (rc == 0 && !e->terminate && e->state.epoch < e->state.max_epochs) {
         /* Unknown length: -1 until the first pass told it; then keep passes open-ended so
          * a source whose passes differ in length still ends each one naturally. */
-        int64_t length = e->opts.epoch_length > 0 ? e->opts.epoch_length
-                                                  : e->train.data.length;
+        int64_t length = e->opts.epoch_length > 0 ? e->opts.epoch_length : e->train.data.length;
         rc = sw__run_epoch(e, length > 0 ? length : -1);
     }
     e->state.training = 1;
@@ -467,28 +451,24 @@ int sw_engine_run(sw_engine *e)
     return rc;
 }
 
-const sw_stats *sw_engine_measure_stats(const sw_engine *e, sw_engine_measure m)
-{
+const sw_stats *sw_engine_measure_stats(const sw_engine *e, sw_engine_measure m) {
     if (!e || (unsigned)m >= SW_MEASURE_COUNT)
         return NULL;
     return &e->measure[m];
 }
 
-const sw_stats *sw_engine_event_stats(const sw_engine *e, sw_event ev, int training)
-{
+const sw_stats *sw_engine_event_stats(const sw_engine *e, sw_event ev, int training) {
     if (!e || (unsigned)ev >= SW_EVENT_COUNT)
         return NULL;
     return &e->event_stats[training ? SW__TRAIN : SW__VALID][ev];
 }
 
-const sw_stats *sw_engine_handler_stats(const sw_engine *e, int handler)
-{
+const sw_stats *sw_engine_handler_stats(const sw_engine *e, int handler) {
     if (!e || handler < 0 || handler >= e->nhandlers)
         return NULL;
     return &e->handlers[handler].stats;
 }
 
-int sw_engine_handler_count(const sw_engine *e)
-{
+int sw_engine_handler_count(const sw_engine *e) {
     return e ? e->nhandlers : 0;
 }

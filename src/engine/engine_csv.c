@@ -17,8 +17,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#define SW__CSV_INT_W 10   /* epoch, iteration */
-#define SW__CSV_NUM_W 16   /* seconds: "%016.9f", up to 999999.999999999 s */
+#define SW__CSV_INT_W 10 /* epoch, iteration */
+#define SW__CSV_NUM_W 16 /* seconds: "%016.9f", up to 999999.999999999 s */
 #define SW__CSV_VALUES 10
 #define SW__CSV_ROW_LEN (2 * SW__CSV_INT_W + 1 + SW__CSV_VALUES * (SW__CSV_NUM_W + 1) + 1)
 
@@ -30,8 +30,7 @@ static const char sw__csv_header[] =
     "Event_ITERATION_COMPLETED,Event_GET_BATCH_STARTED,Event_GET_BATCH_COMPLETED\n";
 
 /* One fixed-width number; out must hold SW__CSV_NUM_W + 1 bytes. */
-static void sw__csv_num(char *out, double seconds)
-{
+static void sw__csv_num(char *out, double seconds) {
     if (!(seconds >= 0))
         seconds = 0; /* also NaN */
     if (seconds > 999999.999999999)
@@ -39,8 +38,7 @@ static void sw__csv_num(char *out, double seconds)
     snprintf(out, SW__CSV_NUM_W + 1, "%0*.9f", SW__CSV_NUM_W, seconds);
 }
 
-int sw__csv_open(sw__csv *c, const char *path)
-{
+int sw__csv_open(sw__csv *c, const char *path) {
     memset(c, 0, sizeof *c);
     /* Rows are appended and two columns rewritten in place later: the stream of a regular
      * file is opened "w+"; the file replaces the old one only when complete. */
@@ -58,8 +56,7 @@ int sw__csv_open(sw__csv *c, const char *path)
     return 0;
 }
 
-void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dataflow_s)
-{
+void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dataflow_s) {
     if (!c->file || c->failed)
         return;
     double values[SW__CSV_VALUES] = {
@@ -75,8 +72,8 @@ void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dat
         e->last_event_s[SW_EVENT_GET_BATCH_COMPLETED],
     };
     char row[SW__CSV_ROW_LEN + 1];
-    int n = snprintf(row, sizeof row, "%0*" PRIu64 ",%0*" PRIu64, SW__CSV_INT_W,
-                     e->state.epoch, SW__CSV_INT_W, e->state.iteration);
+    int n = snprintf(row, sizeof row, "%0*" PRIu64 ",%0*" PRIu64, SW__CSV_INT_W, e->state.epoch,
+                     SW__CSV_INT_W, e->state.iteration);
     for (int i = 0; i < SW__CSV_VALUES; i++) {
         row[n++] = ',';
         sw__csv_num(row + n, values[i]);
@@ -92,8 +89,7 @@ void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dat
 }
 
 /* Write value into column col of rows [first, c->rows). */
-static void sw__csv_patch(sw__csv *c, uint64_t first, int col, double seconds)
-{
+static void sw__csv_patch(sw__csv *c, uint64_t first, int col, double seconds) {
     char num[SW__CSV_NUM_W + 1];
     sw__csv_num(num, seconds);
     long col_off = 2 * SW__CSV_INT_W + 1 + col * (SW__CSV_NUM_W + 1) + 1;
@@ -105,16 +101,14 @@ static void sw__csv_patch(sw__csv *c, uint64_t first, int col, double seconds)
     }
 }
 
-void sw__csv_epoch_done(sw__csv *c, double epoch_completed_s)
-{
+void sw__csv_epoch_done(sw__csv *c, double epoch_completed_s) {
     if (!c->file || c->failed)
         return;
     sw__csv_patch(c, c->epoch_first_row, SW__COL_EPOCH_COMPLETED, epoch_completed_s);
     c->epoch_first_row = c->rows;
 }
 
-int sw__csv_close(sw__csv *c, double completed_s)
-{
+int sw__csv_close(sw__csv *c, double completed_s) {
     if (!c->file)
         return 0;
     if (!c->failed)

@@ -15,16 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void sw__put_value(FILE *out, const sw__history *h, uint64_t row)
-{
+static void sw__put_value(FILE *out, const sw__history *h, uint64_t row) {
     char text[40];
     sw__seconds_text(row < sw__history_len(h) ? sw__history_at(h, row) : 0, text, sizeof text);
     fputc(',', out);
     fputs(text, out);
 }
 
-int sw_engine_write_handlers_csv(const sw_engine *e, FILE *out)
-{
+int sw_engine_write_handlers_csv(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
     if (e->opts.handler_rows == 0)

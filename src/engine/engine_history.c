@@ -9,14 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sw__history_init(sw__history *h, uint32_t cap)
-{
+void sw__history_init(sw__history *h, uint32_t cap) {
     memset(h, 0, sizeof *h);
     h->cap = cap;
 }
 
-void sw__history_add(sw__history *h, uint64_t ns)
-{
+void sw__history_add(sw__history *h, uint64_t ns) {
     if (h->cap == 0)
         return;
     uint32_t slot = (uint32_t)(h->count % h->cap);
@@ -35,19 +33,16 @@ void sw__history_add(sw__history *h, uint64_t ns)
     h->count++;
 }
 
-void sw__history_free(sw__history *h)
-{
+void sw__history_free(sw__history *h) {
     free(h->values);
     memset(h, 0, sizeof *h);
 }
 
-uint64_t sw__history_len(const sw__history *h)
-{
+uint64_t sw__history_len(const sw__history *h) {
     return h->count < h->cap ? h->count : h->cap;
 }
 
-uint64_t sw__history_at(const sw__history *h, uint64_t k)
-{
+uint64_t sw__history_at(const sw__history *h, uint64_t k) {
     uint64_t first = h->count < h->cap ? 0 : h->count % h->cap;
     return h->values[(first + k) % h->cap];
 }

@@ -28,7 +28,7 @@ typedef struct sw__handler {
     uint64_t occurrences; /* firings of its event seen, for the every-N filter */
     sw_id action;         /* "callback:<name>" in the profiler */
     sw_stats stats;
-    sw__history history;  /* its last durations, for the handlers CSV */
+    sw__history history; /* its last durations, for the handlers CSV */
 } sw__handler;
 
 typedef struct sw__loop {
@@ -41,8 +41,8 @@ typedef struct sw__loop {
 
 /* Ignite's per-iteration CSV, written as iterations complete (engine_csv.c). */
 typedef struct sw__csv {
-    sw_output *out;           /* written all or nothing (stepwatch/output.h) */
-    FILE *file;               /* its stream */
+    sw_output *out; /* written all or nothing (stepwatch/output.h) */
+    FILE *file;     /* its stream */
     long header_len;
     uint64_t rows;
     uint64_t epoch_first_row; /* first row of the current epoch */
@@ -64,7 +64,7 @@ struct sw_engine {
     uint64_t event_count[2][SW_EVENT_COUNT]; /* firings so far, per loop kind */
     sw_stats event_stats[2][SW_EVENT_COUNT]; /* [1] training/outside, [0] validation */
     sw_stats measure[SW_MEASURE_COUNT];
-    double last_event_s[SW_EVENT_COUNT];     /* the latest firing's handler time */
+    double last_event_s[SW_EVENT_COUNT]; /* the latest firing's handler time */
     sw__csv csv;
     sw__history processing_history, dataflow_history; /* training loop, handlers CSV */
 };

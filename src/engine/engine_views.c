@@ -9,15 +9,13 @@
 #include <inttypes.h>
 #include <string.h>
 
-static double sw__s(double ns)
-{
+static double sw__s(double ns) {
     return ns / 1e9;
 }
 
 /* The handlers of ev: as a Python list literal ['a', 'b'] (Ignite's print_results), or
  * [a, b (every 5)] (show_training_loop). */
-static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev, int python)
-{
+static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev, int python) {
     int first = 1;
     fputc('[', out);
     for (int i = 0; i < e->nhandlers; i++) {
@@ -33,29 +31,32 @@ static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev, i
 }
 
 /* "total | min/index | max/index | mean | std", or only the total for one-off events. */
-static void sw__print_stats_line(FILE *out, const sw_stats *s, int total_only)
-{
+static void sw__print_stats_line(FILE *out, const sw_stats *s, int total_only) {
     if (total_only || s->count == 0) {
         fprintf(out, "%.5f\n", sw__s((double)s->total_ns));
         return;
     }
     fprintf(out, "%.5f | %.5f/%" PRId64 " | %.5f/%" PRId64 " | %.5f | %.5f\n",
             sw__s((double)s->total_ns), sw__s((double)s->min_ns), s->min_step,
-            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns),
-            sw__s(sw_stats_stddev(s)));
+            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns), sw__s(sw_stats_stddev(s)));
 }
 
 /* Events in the order Ignite's BasicTimeProfiler prints them (GET_BATCH added: Ignite
  * measures them too and writes them to its CSV). */
 static const sw_event sw__basic_events[] = {
-    SW_EVENT_STARTED,          SW_EVENT_EPOCH_STARTED,       SW_EVENT_GET_BATCH_STARTED,
-    SW_EVENT_GET_BATCH_COMPLETED, SW_EVENT_ITERATION_STARTED, SW_EVENT_ITERATION_COMPLETED,
-    SW_EVENT_VALIDATION_STARTED, SW_EVENT_VALIDATION_COMPLETED, SW_EVENT_EPOCH_COMPLETED,
+    SW_EVENT_STARTED,
+    SW_EVENT_EPOCH_STARTED,
+    SW_EVENT_GET_BATCH_STARTED,
+    SW_EVENT_GET_BATCH_COMPLETED,
+    SW_EVENT_ITERATION_STARTED,
+    SW_EVENT_ITERATION_COMPLETED,
+    SW_EVENT_VALIDATION_STARTED,
+    SW_EVENT_VALIDATION_COMPLETED,
+    SW_EVENT_EPOCH_COMPLETED,
     SW_EVENT_COMPLETED,
 };
 
-int sw_engine_print_basic(const sw_engine *e, FILE *out)
-{
+int sw_engine_print_basic(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
     fputs("\n ----------------------------------------------------\n"
@@ -91,8 +92,10 @@ int sw_engine_print_basic(const sw_engine *e, FILE *out)
         fputs("\nValidation dataflow:\n", out);
         sw__print_stats_line(out, &e->measure[SW_MEASURE_VALID_DATAFLOW], 0);
         static const sw_event batch_events[] = {
-            SW_EVENT_GET_BATCH_STARTED, SW_EVENT_GET_BATCH_COMPLETED,
-            SW_EVENT_ITERATION_STARTED, SW_EVENT_ITERATION_COMPLETED,
+            SW_EVENT_GET_BATCH_STARTED,
+            SW_EVENT_GET_BATCH_COMPLETED,
+            SW_EVENT_ITERATION_STARTED,
+            SW_EVENT_ITERATION_COMPLETED,
         };
         for (size_t k = 0; k < 4; k++) {
             const sw_stats *s = &e->event_stats[0][batch_events[k]];
@@ -107,18 +110,15 @@ int sw_engine_print_basic(const sw_engine *e, FILE *out)
 }
 
 /* "Processing took total 48.99836s [min/index: ..., max/index: ..., mean: ..s, std: ..s]" */
-static void sw__print_summary(FILE *out, const char *what, const sw_stats *s)
-{
+static void sw__print_summary(FILE *out, const char *what, const sw_stats *s) {
     fprintf(out,
             "%s took total %.5fs [min/index: %.5fs/%" PRId64 ", max/index: %.5fs/%" PRId64
             ", mean: %.5fs, std: %.5fs]\n",
             what, sw__s((double)s->total_ns), sw__s((double)s->min_ns), s->min_step,
-            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns),
-            sw__s(sw_stats_stddev(s)));
+            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns), sw__s(sw_stats_stddev(s)));
 }
 
-static void sw__print_sep(FILE *out, const int *widths, int ncols)
-{
+static void sw__print_sep(FILE *out, const int *widths, int ncols) {
     for (int c = 0; c < ncols; c++) {
         for (int i = 0; i < widths[c]; i++)
             fputc('-', out);
@@ -128,15 +128,13 @@ static void sw__print_sep(FILE *out, const int *widths, int ncols)
 }
 
 /* One row; the first two columns left-aligned, the rest right-aligned (as Ignite). */
-static void sw__print_row(FILE *out, const int *widths, const char *const *cells)
-{
+static void sw__print_row(FILE *out, const int *widths, const char *const *cells) {
     for (int c = 0; c < 7; c++)
         fprintf(out, c < 2 ? "%-*s  " : "%*s  ", widths[c], cells[c]);
     fputc('\n', out);
 }
 
-int sw_engine_print_handlers(const sw_engine *e, FILE *out)
-{
+int sw_engine_print_handlers(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
     /* Ignite: the name columns are 4 wider than their longest entry, numbers 14 wide. */
@@ -149,8 +147,8 @@ int sw_engine_print_handlers(const sw_engine *e, FILE *out)
         if (m > widths[1])
             widths[1] = m;
     }
-    static const char *const headers[7] = {"Handler", "Event Name", "Total(s)", "Min(s)/IDX",
-                                           "Max(s)/IDX", "Mean(s)", "Std(s)"};
+    static const char *const headers[7] = {"Handler",    "Event Name", "Total(s)", "Min(s)/IDX",
+                                           "Max(s)/IDX", "Mean(s)",    "Std(s)"};
     fputc('\n', out);
     sw__print_sep(out, widths, 7);
     sw__print_row(out, widths, headers);
@@ -232,8 +230,7 @@ static const sw__loop_line sw__loop_lines[] = {
     {SW__LINE_END, "End Fit", 0},
 };
 
-int sw_engine_show_training_loop(const sw_engine *e, FILE *out)
-{
+int sw_engine_show_training_loop(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
     int indent = 0;

@@ -135,8 +135,7 @@ void sw_ftree_record(sw_ftree *t, uint32_t node, uint64_t total_ns, uint64_t sel
     n->self_ns += self_ns;
 }
 
-void sw_ftree_add(sw_ftree *t, uint32_t node, uint64_t calls, uint64_t total_ns,
-                  uint64_t self_ns) {
+void sw_ftree_add(sw_ftree *t, uint32_t node, uint64_t calls, uint64_t total_ns, uint64_t self_ns) {
     if (node >= t->n)
         return;
     sw_fnode *n = &t->nodes[node];
@@ -338,7 +337,7 @@ static int merge_tree(sw_ftree *dst, const sw_ftree *src, const uint32_t *fmap, 
     if (nmap == NULL)
         return SW_ENOMEM;
     nmap[0] = 0;
-#define SCALED(x) (scale == 1.0 ? (x) : (uint64_t)((double)(x) * scale + 0.5))
+#define SCALED(x) (scale == 1.0 ? (x) : (uint64_t)((double)(x)*scale + 0.5))
     sw_ftree_add(dst, 0, src->nodes[0].calls, SCALED(src->nodes[0].total_ns),
                  SCALED(src->nodes[0].self_ns));
     for (uint32_t i = 1; i < src->n; i++) {

@@ -173,7 +173,7 @@ int sw_fprofile_stats(const sw_fprofile *fp, const char *action, sw_fstats **out
         /* Sums are kept in the trees' units and converted once, so that sums that are
          * equal or ordered in units (tottime <= cumtime) stay so in ns. */
         double unit = sw_fprofile_unit(fp);
-#define TO_NS(x) ((x) = (uint64_t)((double)(x) * unit + 0.5))
+#define TO_NS(x) ((x) = (uint64_t)((double)(x)*unit + 0.5))
         TO_NS(s->total_ns);
         TO_NS(s->self_ns);
         size_t k = 0;

@@ -167,8 +167,8 @@ static int write_action(const sw_fprofile *fp, const char *action, const sw_ftab
             const sw_fstat *f = &rows[i].stat;
             char calls_text[48];
             if (f->calls != f->primitive_calls)
-                snprintf(calls_text, sizeof calls_text, "%llu/%llu",
-                         (unsigned long long)f->calls, (unsigned long long)f->primitive_calls);
+                snprintf(calls_text, sizeof calls_text, "%llu/%llu", (unsigned long long)f->calls,
+                         (unsigned long long)f->primitive_calls);
             else
                 snprintf(calls_text, sizeof calls_text, "%llu", (unsigned long long)f->calls);
             fprintf(out, "%9s ", calls_text);
@@ -187,8 +187,9 @@ static int write_action(const sw_fprofile *fp, const char *action, const sw_ftab
         fputs("\n\n", out);
     }
     if (s->folded_calls)
-        fprintf(out, "   (%llu calls on call paths past the limit of %u per action were counted "
-                     "in their callers)\n\n",
+        fprintf(out,
+                "   (%llu calls on call paths past the limit of %u per action were counted "
+                "in their callers)\n\n",
                 (unsigned long long)s->folded_calls, SW_FTREE_MAX_NODES);
     free(rows);
     sw_fstats_free(s);

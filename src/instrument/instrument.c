@@ -32,9 +32,9 @@ typedef struct cached_tree {
 
 typedef struct ithread {
     sw_fstack *stack;
-    uint32_t open;     /* open chosen actions (the hooks' first test) */
-    int busy;          /* inside a hook */
-    unsigned gen;      /* the profile generation trees[] belong to */
+    uint32_t open;      /* open chosen actions (the hooks' first test) */
+    int busy;           /* inside a hook */
+    unsigned gen;       /* the profile generation trees[] belong to */
     cached_tree *trees; /* this thread's tree of each action */
     uint32_t ntrees, trees_cap;
 } ithread;

@@ -18,18 +18,18 @@
 
 typedef struct live_mark {
     uint64_t time_ns;
-    uint64_t steps;                 /* ended steps, warm-up included */
-    uint64_t step_ns;               /* their time */
-    uint64_t samples;               /* their batch sizes */
-    uint64_t cat_ns[SW_CAT_COUNT];  /* time of the categorized actions (other: unused) */
-    uint64_t min_ns, max_ns;        /* the steady-state steps' range so far */
-    sw_hist hist;                   /* steady-state step durations */
+    uint64_t steps;                /* ended steps, warm-up included */
+    uint64_t step_ns;              /* their time */
+    uint64_t samples;              /* their batch sizes */
+    uint64_t cat_ns[SW_CAT_COUNT]; /* time of the categorized actions (other: unused) */
+    uint64_t min_ns, max_ns;       /* the steady-state steps' range so far */
+    sw_hist hist;                  /* steady-state step durations */
 } live_mark;
 
 struct sw_live {
     sw_profiler *p;
     uint64_t window_ns;
-    size_t newest, count;           /* a ring of marks; count >= 1 */
+    size_t newest, count; /* a ring of marks; count >= 1 */
     live_mark marks[LIVE_MARKS];
 };
 

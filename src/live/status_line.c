@@ -39,20 +39,20 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define TTY_INTERVAL_MS 500    /* at most twice a second */
+#define TTY_INTERVAL_MS 500 /* at most twice a second */
 #define PLAIN_INTERVAL_MS 10000
 
 typedef struct status_line {
     sw__sink sink;
     sw_profiler *p;
     sw_live *window;
-    int fd;              /* our duplicate of stderr */
-    int tty;             /* draw in place; else plain lines */
-    int rows;            /* the height the scroll region was set for; 0: not set */
-    int broken;          /* a write failed: draw nothing more */
-    int owns_line;       /* this profiler draws the process's one line */
+    int fd;        /* our duplicate of stderr */
+    int tty;       /* draw in place; else plain lines */
+    int rows;      /* the height the scroll region was set for; 0: not set */
+    int broken;    /* a write failed: draw nothing more */
+    int owns_line; /* this profiler draws the process's one line */
     int interval_ms;
-    sw__ticker ticker;   /* the thread that redraws */
+    sw__ticker ticker; /* the thread that redraws */
 } status_line;
 
 /* One line per process: the terminal has one last row. */

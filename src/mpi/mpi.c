@@ -25,8 +25,9 @@
 /* The collectives timed, in the order of their wrappers below. */
 enum { ALLREDUCE, REDUCE, BCAST, BARRIER, ALLGATHER, GATHER, ALLTOALL, REDUCE_SCATTER, NCOLL };
 static const char *const COLL_NAMES[NCOLL] = {
-    "collective:MPI_Allreduce", "collective:MPI_Reduce",    "collective:MPI_Bcast",
-    "collective:MPI_Barrier",   "collective:MPI_Allgather", "collective:MPI_Gather",
+    "collective:MPI_Allreduce", "collective:MPI_Reduce",
+    "collective:MPI_Bcast",     "collective:MPI_Barrier",
+    "collective:MPI_Allgather", "collective:MPI_Gather",
     "collective:MPI_Alltoall",  "collective:MPI_Reduce_scatter_block"};
 
 /* The one attached profiler of this process (MPI is called from one thread). */
@@ -35,8 +36,8 @@ static struct {
     MPI_Comm user_comm, comm; /* the program's, and stepwatch's duplicate of it */
     int rank, world;
     uint32_t every;
-    uint64_t next_round;      /* the step count at which the next periodic round is due */
-    int in_round;             /* a round's own MPI calls are not timed or counted */
+    uint64_t next_round; /* the step count at which the next periodic round is due */
+    int in_round;        /* a round's own MPI calls are not timed or counted */
     sw_id coll[NCOLL], own;
 } g;
 
@@ -148,8 +149,7 @@ static int estimate_clock(int64_t *offset) {
             if (PMPI_Send(&t, 1, MPI_INT64_T, 0, tag, g.comm) != MPI_SUCCESS)
                 return SW_EIO;
         }
-        return PMPI_Recv(offset, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) ==
-                       MPI_SUCCESS
+        return PMPI_Recv(offset, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) == MPI_SUCCESS
                    ? 0
                    : SW_EIO;
     }
@@ -243,15 +243,15 @@ static sw_profiler *before(MPI_Comm comm) {
     return p;
 }
 
-#define SW_TIMED(which, call, comm)                                                     \
-    do {                                                                               \
-        sw_profiler *p = before(comm);                                                 \
-        if (p)                                                                         \
-            sw_begin(p, g.coll[which]);                                                \
-        int rc = (call);                                                               \
-        if (p)                                                                         \
-            sw_end(p, g.coll[which]);                                                  \
-        return rc;                                                                     \
+#define SW_TIMED(which, call, comm)     \
+    do {                                \
+        sw_profiler *p = before(comm);  \
+        if (p)                          \
+            sw_begin(p, g.coll[which]); \
+        int rc = (call);                \
+        if (p)                          \
+            sw_end(p, g.coll[which]);   \
+        return rc;                      \
     } while (0)
 
 SW_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
@@ -268,10 +268,12 @@ SW_API int MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_C
     SW_TIMED(BCAST, PMPI_Bcast(buffer, count, type, root, comm), comm);
 }
 
-SW_API int MPI_Barrier(MPI_Comm comm) { SW_TIMED(BARRIER, PMPI_Barrier(comm), comm); }
+SW_API int MPI_Barrier(MPI_Comm comm) {
+    SW_TIMED(BARRIER, PMPI_Barrier(comm), comm);
+}
 
-SW_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                         void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+SW_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLGATHER,
              PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
              comm);
@@ -287,8 +289,7 @@ SW_API int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 SW_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLTOALL,
-             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-             comm);
+             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm);
 }
 
 SW_API int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,

@@ -63,7 +63,9 @@ static void close_sink(sw__sink *sink) {
     free(rs);
 }
 
-static void forget_in_child(sw__sink *sink) { free(sink); }
+static void forget_in_child(sw__sink *sink) {
+    free(sink);
+}
 
 static const sw__sink_ops ranks_ops = {
     .on_close = close_sink,

@@ -21,9 +21,9 @@
 _Static_assert(HEADER_SIZE + SW__SLOT_COUNT * SLOT_SIZE == SW_RANK_PAYLOAD_SIZE,
                "SW_RANK_PAYLOAD_SIZE is the header and the slots");
 
-const char *const sw__slot_names[SW__SLOT_COUNT] = {
-    "step", "data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback",
-    "collective"};
+const char *const sw__slot_names[SW__SLOT_COUNT] = {"step",      "data",     "forward",
+                                                    "loss",      "backward", "optimizer",
+                                                    "zero_grad", "callback", "collective"};
 
 /* The slot of a row's action, or -1 for actions no slot carries. */
 static int slot_of(const sw_row *r) {
@@ -33,14 +33,22 @@ static int slot_of(const sw_row *r) {
     if (strcmp(name, "collective") == 0 || strncmp(name, "collective:", 11) == 0)
         return SW__SLOT_COLLECTIVE;
     switch (r->category) {
-    case SW_CAT_DATA: return SW__SLOT_DATA;
-    case SW_CAT_FORWARD: return SW__SLOT_FORWARD;
-    case SW_CAT_LOSS: return SW__SLOT_LOSS;
-    case SW_CAT_BACKWARD: return SW__SLOT_BACKWARD;
-    case SW_CAT_OPTIMIZER: return SW__SLOT_OPTIMIZER;
-    case SW_CAT_ZERO_GRAD: return SW__SLOT_ZERO_GRAD;
-    case SW_CAT_CALLBACK: return SW__SLOT_CALLBACK;
-    default: return -1;
+    case SW_CAT_DATA:
+        return SW__SLOT_DATA;
+    case SW_CAT_FORWARD:
+        return SW__SLOT_FORWARD;
+    case SW_CAT_LOSS:
+        return SW__SLOT_LOSS;
+    case SW_CAT_BACKWARD:
+        return SW__SLOT_BACKWARD;
+    case SW_CAT_OPTIMIZER:
+        return SW__SLOT_OPTIMIZER;
+    case SW_CAT_ZERO_GRAD:
+        return SW__SLOT_ZERO_GRAD;
+    case SW_CAT_CALLBACK:
+        return SW__SLOT_CALLBACK;
+    default:
+        return -1;
     }
 }
 
@@ -137,7 +145,9 @@ static void put_u64(unsigned char *b, uint64_t v) {
     for (int i = 0; i < 8; i++)
         b[i] = (unsigned char)(v >> (8 * i));
 }
-static uint16_t get_u16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+static uint16_t get_u16(const unsigned char *b) {
+    return (uint16_t)(b[0] | b[1] << 8);
+}
 static uint32_t get_u32(const unsigned char *b) {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++)
@@ -178,8 +188,8 @@ void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
     for (int k = 0; k < SW__SLOT_COUNT; k++) {
         unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
         const sw__slot_stats *s = &pl->slots[k];
-        const uint64_t v[7] = {s->count, s->total_ns, s->self_ns, s->min_ns,
-                               s->p50_ns, s->p99_ns, s->max_ns};
+        const uint64_t v[7] = {s->count,  s->total_ns, s->self_ns, s->min_ns,
+                               s->p50_ns, s->p99_ns,   s->max_ns};
         for (int i = 0; i < 7; i++)
             put_u64(b + 8 * i, v[i]);
         put_f64(b + 56, s->std_ns);

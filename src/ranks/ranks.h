@@ -34,12 +34,12 @@ typedef struct sw__slot_stats {
 #define SW__PAYLOAD_MAGIC 0x6b727773u /* "swrk" */
 #define SW__PAYLOAD_VERSION 1u
 #define SW__PAYLOAD_HOST 64
-#define SW__PAYLOAD_FLAG_TRAIN 1u      /* the slots hold the train phase's rows */
+#define SW__PAYLOAD_FLAG_TRAIN 1u /* the slots hold the train phase's rows */
 
 typedef struct sw__payload {
     int rank, world_size, local_rank;
     uint32_t flags;
-    uint64_t steps;            /* steady steps in the slots' phase */
+    uint64_t steps; /* steady steps in the slots' phase */
     uint64_t elapsed_ns;
     int64_t pid;
     char host[SW__PAYLOAD_HOST];

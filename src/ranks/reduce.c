@@ -21,7 +21,7 @@
 #define THRESHOLD_MIN_NS 50000.0
 
 /* The compute parts a straggler's blame can name: slots whose own (self) time is theirs. */
-static const sw__slot PARTS[] = {SW__SLOT_FORWARD, SW__SLOT_LOSS, SW__SLOT_BACKWARD,
+static const sw__slot PARTS[] = {SW__SLOT_FORWARD,   SW__SLOT_LOSS,      SW__SLOT_BACKWARD,
                                  SW__SLOT_OPTIMIZER, SW__SLOT_ZERO_GRAD, SW__SLOT_CALLBACK};
 #define NPARTS (sizeof PARTS / sizeof PARTS[0])
 
@@ -46,10 +46,14 @@ void sw_ranks_free(sw_ranks *r) {
 
 const char *sw_blame_name(sw_blame blame) {
     switch (blame) {
-    case SW_BLAME_DATA: return "data";
-    case SW_BLAME_COMPUTE: return "compute";
-    case SW_BLAME_COLLECTIVE: return "collectives";
-    default: return "none";
+    case SW_BLAME_DATA:
+        return "data";
+    case SW_BLAME_COMPUTE:
+        return "compute";
+    case SW_BLAME_COLLECTIVE:
+        return "collectives";
+    default:
+        return "none";
     }
 }
 
@@ -150,8 +154,7 @@ static int by_excess(const void *a, const void *b) {
 }
 
 /* Blame one straggler: the part that exceeds the others' median most. */
-static void blame(sw_rank_straggler *s, const double *mine, const double *others,
-                  int step_longer) {
+static void blame(sw_rank_straggler *s, const double *mine, const double *others, int step_longer) {
     double d = mine[M_DATA] - others[M_DATA];
     double c = mine[M_COMPUTE] - others[M_COMPUTE];
     double w = step_longer ? mine[M_COLLECTIVE] - others[M_COLLECTIVE] : -INFINITY;
@@ -180,9 +183,9 @@ static void blame(sw_rank_straggler *s, const double *mine, const double *others
 
 /* Everything the reduction works on, freed at once. */
 typedef struct work {
-    sw__payload *payloads;        /* [world_size] */
-    const sw__payload **active;   /* ranks with steps, ascending */
-    double (*metrics)[M_COUNT];   /* [nactive] */
+    sw__payload *payloads;      /* [world_size] */
+    const sw__payload **active; /* ranks with steps, ascending */
+    double (*metrics)[M_COUNT]; /* [nactive] */
     metric m[M_COUNT];
     ranked *scratch;
     double *values;
@@ -282,8 +285,7 @@ int sw_ranks_reduce(const void *payloads, int world_size, sw_ranks **out) {
     w.metrics = calloc(world, sizeof *w.metrics);
     w.scratch = calloc(world, sizeof *w.scratch);
     w.values = calloc(world, sizeof *w.values);
-    int rc = o->hosts && r->missing && w.payloads && w.active && w.metrics && w.scratch &&
-                     w.values
+    int rc = o->hosts && r->missing && w.payloads && w.active && w.metrics && w.scratch && w.values
                  ? 0
                  : SW_ENOMEM;
     size_t n = 0, train = 0;

@@ -33,12 +33,12 @@ static void write_straggler(const sw_rank_straggler *s, FILE *out) {
             s->rank, host[0] ? host : "?", s->local_rank, dur(s->excess_ns, a, sizeof a));
     switch (s->blame) {
     case SW_BLAME_DATA:
-        fprintf(out, "blame: data (its data wait is %s longer, %s per step)", dur(s->blame_ns, b, sizeof b),
-                dur(s->data_ns, c, sizeof c));
+        fprintf(out, "blame: data (its data wait is %s longer, %s per step)",
+                dur(s->blame_ns, b, sizeof b), dur(s->data_ns, c, sizeof c));
         break;
     case SW_BLAME_COMPUTE:
-        fprintf(out, "blame: compute (its own work is %s longer, %s per step", dur(s->blame_ns, b, sizeof b),
-                dur(s->compute_ns, c, sizeof c));
+        fprintf(out, "blame: compute (its own work is %s longer, %s per step",
+                dur(s->blame_ns, b, sizeof b), dur(s->compute_ns, c, sizeof c));
         if (s->part)
             fprintf(out, "; %s grew most, by %s", s->part, dur(s->part_ns, a, sizeof a));
         fputc(')', out);
@@ -82,8 +82,10 @@ static void write_text(const sw_ranks *r, int markdown, int top, FILE *out) {
     }
     fputc('\n', out);
     if (r->nstragglers == 0 && r->max_steps > 0 && r->answered > 1)
-        fprintf(out, "No straggler: no rank's own work per step is %s longer than the other "
-                     "ranks' median.\n", dur(r->threshold_ns, a, sizeof a));
+        fprintf(out,
+                "No straggler: no rank's own work per step is %s longer than the other "
+                "ranks' median.\n",
+                dur(r->threshold_ns, a, sizeof a));
     for (size_t i = 0; i < r->nstragglers && (int)i < top; i++) {
         if (i == 0)
             fprintf(out, "Stragglers (worst first; threshold %s per step):\n",
@@ -102,7 +104,9 @@ static void write_text(const sw_ranks *r, int markdown, int top, FILE *out) {
         write_missing(r, out);
 }
 
-static void json_ns(sw__jw *w, const char *key, double ns) { sw__jw_kv_double(w, key, ns); }
+static void json_ns(sw__jw *w, const char *key, double ns) {
+    sw__jw_kv_double(w, key, ns);
+}
 
 static void write_json(const sw_ranks *r, FILE *out, int *rc) {
     sw__jw w;

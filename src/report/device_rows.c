@@ -24,8 +24,8 @@ static int names_row(const char *name, const char *phase, const char *action) {
     size_t len = strlen(rest), alen = strlen(action);
     if (len < alen + 2 || strcmp(rest + len - alen, action) != 0 || rest[len - alen - 1] != '/')
         return 0;
-    return phase == NULL || (strlen(phase) == len - alen - 1 &&
-                             strncmp(rest, phase, len - alen - 1) == 0);
+    return phase == NULL ||
+           (strlen(phase) == len - alen - 1 && strncmp(rest, phase, len - alen - 1) == 0);
 }
 
 static void merge(sw_counter_summary *into, const sw_counter_summary *c) {
@@ -82,8 +82,10 @@ static void put_steps_timed(const sw_snapshot *s, FILE *out) {
     fprintf(out, "\nSteps timed on the GPU: %.0f of %.0f", timed,
             timed + sampled + dropped + captured);
     if (every > 1)
-        fprintf(out, "; a regular sample while the GPU ran over 512 steps behind: one step "
-                     "in %.0f at most (%.0f not chosen)", every, sampled);
+        fprintf(out,
+                "; a regular sample while the GPU ran over 512 steps behind: one step "
+                "in %.0f at most (%.0f not chosen)",
+                every, sampled);
     else
         fputs(" (every step)", out);
     if (dropped > 0)
@@ -136,8 +138,8 @@ void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown) {
         }
     }
     qsort(rows, n, sizeof *rows, by_phase_then_category);
-    static const char *const header[] = {"Host mean", "Device mean", "Device min",
-                                         "Device max", "Timed", "Device/host"};
+    static const char *const header[] = {"Host mean",  "Device mean", "Device min",
+                                         "Device max", "Timed",       "Device/host"};
     const size_t ncols = sizeof header / sizeof *header, width = 11;
     if (markdown) {
         fputs("\n#### Device time (GPU events, per call)\n\n| Action |", out);

@@ -44,7 +44,7 @@ char *sw_format_duration(double ns, char *buf, size_t size) {
  * of exp in "yzafpnµm kMGTPEZY" (a space for exp 0). */
 char *sw_format_scale_time(double seconds, char *buf, size_t size) {
     static const char *const prefix[] = {"y", "z", "a", "f", "p", "n", "\xC2\xB5", "m", " ",
-                                         "k", "M", "G", "T", "P", "E", "Z", "Y"};
+                                         "k", "M", "G", "T", "P", "E", "Z",        "Y"};
     if (buf == NULL || size == 0)
         return buf;
     if (seconds == 0 || !isfinite(seconds)) {

@@ -172,7 +172,8 @@ static int build(const sw_snapshot *s, table *t) {
                 goto nomem;
             if (i == 0)
                 put_name(t, l->v[0], sizeof l->v[0], p == nphases ? "none" : phases[p]);
-            put_name(t, l->v[1], sizeof l->v[1], group[i]->action_name ? group[i]->action_name : "?");
+            put_name(t, l->v[1], sizeof l->v[1],
+                     group[i]->action_name ? group[i]->action_name : "?");
             fill(s, l, &group[i]->stats, has_rate(group[i]) ? &group[i]->stats : NULL);
         }
     }
@@ -216,8 +217,8 @@ static int write_fastxtend(const sw_snapshot *s, FILE *out, const sw_write_optio
     if (s->warmup_steps == 1)
         fputs("Batch dropped. train and valid phases show 1 less batch than fit.\n", out);
     else if (s->warmup_steps > 1)
-        fprintf(out, "Batches dropped. train and valid phases show %" PRIu32
-                     " less batches than fit.\n",
+        fprintf(out,
+                "Batches dropped. train and valid phases show %" PRIu32 " less batches than fit.\n",
                 s->warmup_steps);
     free(t.lines);
     return 0;

@@ -49,8 +49,8 @@ static void format_row(char *out, size_t size, size_t key_width, const char *act
     if (calls == NULL)
         snprintf(out, size, "|  %s%*s\t|  %-15s\t|  %-15s\t|", action, pad, "", mean, total);
     else
-        snprintf(out, size, "|  %s%*s\t|  %-15s\t|  %-15s\t|  %-15s\t|  %-15s\t|", action,
-                 pad, "", mean, calls, total, percent);
+        snprintf(out, size, "|  %s%*s\t|  %-15s\t|  %-15s\t|  %-15s\t|  %-15s\t|", action, pad, "",
+                 mean, calls, total, percent);
 }
 
 static void put_rule(FILE *out, size_t n) {

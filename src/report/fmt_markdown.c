@@ -15,14 +15,27 @@
 static void put_cell(FILE *out, const char *clean) {
     for (const char *c = clean; *c; c++) {
         switch (*c) {
-        case '|': case '\\': case '*': case '`': case '_': case '[': case ']':
+        case '|':
+        case '\\':
+        case '*':
+        case '`':
+        case '_':
+        case '[':
+        case ']':
             fputc('\\', out);
             fputc(*c, out);
             break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '&': fputs("&amp;", out); break;
-        default: fputc(*c, out);
+        case '<':
+            fputs("&lt;", out);
+            break;
+        case '>':
+            fputs("&gt;", out);
+            break;
+        case '&':
+            fputs("&amp;", out);
+            break;
+        default:
+            fputc(*c, out);
         }
     }
 }
@@ -77,8 +90,8 @@ static int write_markdown(const sw_snapshot *s, FILE *out, const sw_write_option
     }
 
     if (sw__has_warmup(s)) {
-        fprintf(out, "\n#### Warm-up (first %" PRIu32 " step%s per phase)\n\n",
-                s->warmup_steps, s->warmup_steps == 1 ? "" : "s");
+        fprintf(out, "\n#### Warm-up (first %" PRIu32 " step%s per phase)\n\n", s->warmup_steps,
+                s->warmup_steps == 1 ? "" : "s");
         put_header(out);
         for (long i = 0; i < n; i++) {
             if (rows[i]->warmup.count == 0)

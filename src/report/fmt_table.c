@@ -153,9 +153,7 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
     sw__cells_total(s, calls, &total);
     widen(&l, &total);
     /* A report for a file (full_names) takes the room its names need. */
-    size_t width = opts->width      ? opts->width
-                   : opts->full_names ? SIZE_MAX
-                                      : sw__term_width(out);
+    size_t width = opts->width ? opts->width : opts->full_names ? SIZE_MAX : sw__term_width(out);
     fit(&l, natural, width);
     if (opts->full_names)
         l.action_width = natural;

@@ -98,10 +98,18 @@ static void close_container(sw__jw *w, int object) {
     w->depth--;
 }
 
-void sw__jw_object_begin(sw__jw *w) { open_container(w, 1); }
-void sw__jw_object_end(sw__jw *w) { close_container(w, 1); }
-void sw__jw_array_begin(sw__jw *w) { open_container(w, 0); }
-void sw__jw_array_end(sw__jw *w) { close_container(w, 0); }
+void sw__jw_object_begin(sw__jw *w) {
+    open_container(w, 1);
+}
+void sw__jw_object_end(sw__jw *w) {
+    close_container(w, 1);
+}
+void sw__jw_array_begin(sw__jw *w) {
+    open_container(w, 0);
+}
+void sw__jw_array_end(sw__jw *w) {
+    close_container(w, 0);
+}
 
 /* Does byte c (ASCII) need an escape? */
 static int needs_escape(const sw__jw *w, unsigned char c) {
@@ -135,13 +143,27 @@ static void escaped(sw__jw *w, const char *s, size_t len) {
         }
         put(w, s + run, i - run);
         switch (cp) {
-        case '"': puts_(w, "\\\""); break;
-        case '\\': puts_(w, "\\\\"); break;
-        case '\n': puts_(w, "\\n"); break;
-        case '\r': puts_(w, "\\r"); break;
-        case '\t': puts_(w, "\\t"); break;
-        case '\b': puts_(w, "\\b"); break;
-        case '\f': puts_(w, "\\f"); break;
+        case '"':
+            puts_(w, "\\\"");
+            break;
+        case '\\':
+            puts_(w, "\\\\");
+            break;
+        case '\n':
+            puts_(w, "\\n");
+            break;
+        case '\r':
+            puts_(w, "\\r");
+            break;
+        case '\t':
+            puts_(w, "\\t");
+            break;
+        case '\b':
+            puts_(w, "\\b");
+            break;
+        case '\f':
+            puts_(w, "\\f");
+            break;
         default:
             /* Other control characters (C1 too), <>& when html_safe, U+2028/9 and U+FFFD
              * for a byte that is not UTF-8: all as \uXXXX, which needs no further
@@ -216,8 +238,12 @@ void sw__jw_double(sw__jw *w, double v) {
     raw_value(w, buf);
 }
 
-void sw__jw_bool(sw__jw *w, int v) { raw_value(w, v ? "true" : "false"); }
-void sw__jw_null(sw__jw *w) { raw_value(w, "null"); }
+void sw__jw_bool(sw__jw *w, int v) {
+    raw_value(w, v ? "true" : "false");
+}
+void sw__jw_null(sw__jw *w) {
+    raw_value(w, "null");
+}
 
 void sw__jw_kv_string(sw__jw *w, const char *key, const char *s) {
     sw__jw_key(w, key);

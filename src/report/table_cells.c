@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-const char *const sw__col_header[SW__NCOLS] = {"Mean", "Std", "p50",  "p99",
+const char *const sw__col_header[SW__NCOLS] = {"Mean",  "Std",   "p50",  "p99",
                                                "Calls", "Total", "Self", "%"};
 
 static void duration_cell(double ns, char *out, size_t size) {
@@ -22,16 +22,17 @@ static void percent_cell(const sw_snapshot *s, uint64_t ns, char *out, size_t si
         snprintf(out, size, "%.1f%%", sw__percent(s, ns));
 }
 
-void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist,
-                  sw__cells *out) {
+void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist, sw__cells *out) {
     duration_cell(st->mean_ns, out->v[SW__COL_MEAN], sizeof out->v[0]);
     if (st->count >= 2)
         duration_cell(sw_stats_stddev(st), out->v[SW__COL_STD], sizeof out->v[0]);
     else
         snprintf(out->v[SW__COL_STD], sizeof out->v[0], "-");
     if (hist != NULL && hist->count > 0) {
-        duration_cell((double)sw_stats_quantile(st, hist, 0.50), out->v[SW__COL_P50], sizeof out->v[0]);
-        duration_cell((double)sw_stats_quantile(st, hist, 0.99), out->v[SW__COL_P99], sizeof out->v[0]);
+        duration_cell((double)sw_stats_quantile(st, hist, 0.50), out->v[SW__COL_P50],
+                      sizeof out->v[0]);
+        duration_cell((double)sw_stats_quantile(st, hist, 0.99), out->v[SW__COL_P99],
+                      sizeof out->v[0]);
     } else {
         snprintf(out->v[SW__COL_P50], sizeof out->v[0], "-");
         snprintf(out->v[SW__COL_P99], sizeof out->v[0], "-");
@@ -83,22 +84,18 @@ static void misuse_text(const sw_misuse *m, char *out, size_t size) {
         uint64_t n;
         const char *what;
     } items[] = {
-        {m->end_without_begin, "end without begin"},
-        {m->mismatched_end, "mismatched end"},
-        {m->depth_overflow, "too deep nesting"},
-        {m->bad_id, "unknown action id"},
-        {m->phase_mismatch, "phase end out of order"},
-        {m->step_overlap, "overlapping step"},
-        {m->bad_record, "record ending before it starts"},
-        {m->open_at_snapshot, "span still open"},
+        {m->end_without_begin, "end without begin"},       {m->mismatched_end, "mismatched end"},
+        {m->depth_overflow, "too deep nesting"},           {m->bad_id, "unknown action id"},
+        {m->phase_mismatch, "phase end out of order"},     {m->step_overlap, "overlapping step"},
+        {m->bad_record, "record ending before it starts"}, {m->open_at_snapshot, "span still open"},
     };
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         if (items[i].n == 0 || used >= size)
             continue;
-        int n = snprintf(out + used, size - used, "%s%" PRIu64 " %s", used ? ", " : "",
-                         items[i].n, items[i].what);
+        int n = snprintf(out + used, size - used, "%s%" PRIu64 " %s", used ? ", " : "", items[i].n,
+                         items[i].what);
         if (n > 0)
             used += (size_t)n;
     }
@@ -112,6 +109,8 @@ void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet) {
     if (misuse[0])
         fprintf(out, "%sMisuse: %s\n", bullet, misuse);
     if (s->dropped_events)
-        fprintf(out, "%sDropped events: %" PRIu64 " (not in the run file: its writer fell behind, or could not write)\n",
+        fprintf(out,
+                "%sDropped events: %" PRIu64
+                " (not in the run file: its writer fell behind, or could not write)\n",
                 bullet, s->dropped_events);
 }

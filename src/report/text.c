@@ -43,9 +43,8 @@ size_t sw__text_clean(const char *in, char *out, size_t size) {
             break; /* never cut a character or an escape in two */
         memcpy(out + used, piece, k);
         used += k;
-        width += cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || sw__utf8_is_bidi(cp)
-                     ? k
-                     : 1;
+        width += cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || sw__utf8_is_bidi(cp) ? k
+                                                                                               : 1;
         i += n;
     }
     out[used] = '\0';

@@ -13,8 +13,8 @@
 
 typedef struct sw__writer {
     sw_format format;
-    const char *name;       /* as sw_format_parse reads it */
-    int machine;            /* nonzero: CSV/JSON, which stay parseable when empty */
+    const char *name; /* as sw_format_parse reads it */
+    int machine;      /* nonzero: CSV/JSON, which stay parseable when empty */
     int (*write)(const sw_snapshot *s, FILE *out, const sw_write_options *opts); /* never NULL */
 } sw__writer;
 
@@ -96,8 +96,7 @@ typedef struct sw__cells {
 } sw__cells;
 
 /* The cells of one row's statistics; hist NULL leaves p50/p99 as "-" (warm-up). */
-void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist,
-                  sw__cells *out);
+void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist, sw__cells *out);
 /* The "Total" row: calls summed over the rows shown, total = the wall time. */
 void sw__cells_total(const sw_snapshot *s, uint64_t calls, sw__cells *out);
 /* The run's one-line summary: "wall 4.20 s, 120 steps, 2 threads, rank 1 of 4". */

@@ -39,17 +39,17 @@
 #define MAX_WARNINGS 20 /* lines about one file, at most: a flapping disk must not flood */
 
 typedef struct sw__journal {
-    sw__sink sink;             /* first: the core hands this back to the ops below */
+    sw__sink sink; /* first: the core hands this back to the ops below */
     sw_profiler *p;
     char *path;
-    sw__store *store;          /* NULL while there is no file to write */
-    atomic_int status;         /* 0 while writing, else why not (sw_profiler_run_file) */
+    sw__store *store;  /* NULL while there is no file to write */
+    atomic_int status; /* 0 while writing, else why not (sw_profiler_run_file) */
     int rank;
     uint32_t flush_ms;
-    sw__ticker flusher;        /* the flusher's thread; a byte on its wake[1] runs it early */
-    int signals_watched;       /* a SIGINT/SIGTERM writes on flusher.wake[1] (signals.c) */
-    pthread_mutex_t lock;      /* the store and every SQLite call: flusher, finish, fork */
-    int finished;              /* store closed, file complete */
+    sw__ticker flusher;   /* the flusher's thread; a byte on its wake[1] runs it early */
+    int signals_watched;  /* a SIGINT/SIGTERM writes on flusher.wake[1] (signals.c) */
+    pthread_mutex_t lock; /* the store and every SQLite call: flusher, finish, fork */
+    int finished;         /* store closed, file complete */
     unsigned signals_seen;
     uint64_t last_aggregate_ns;
     uint64_t last_check_ns;
@@ -60,16 +60,16 @@ typedef struct sw__journal {
     int failing;               /* the last flush failed (warned; waiting to resume) */
     char cause[256];           /* why the last write failed */
     int warnings;
-    sw__event *events;         /* what the last drain handed over */
+    sw__event *events; /* what the last drain handed over */
     size_t nevents, events_cap;
-    uint32_t *order;           /* the spans among them, grouped by thread (as long as events) */
+    uint32_t *order; /* the spans among them, grouped by thread (as long as events) */
     size_t order_cap;
     sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
     int functions_dirty;       /* changed since it was last written (or the file is new) */
     struct rank_round *rounds; /* cross-rank aggregations not written yet (sw_run_add_ranks) */
     int next_round;
-    int64_t clock_offset_ns;   /* sw_run_set_clock_offset */
+    int64_t clock_offset_ns; /* sw_run_set_clock_offset */
     int clock_offset_set, clock_offset_dirty;
     uint32_t thread_names_written; /* the core's naming counter when they were last written */
     int thread_names_rc;
@@ -123,8 +123,9 @@ static void note_failure(sw__journal *j, int rc) {
         return;
     j->failing = 1;
     j->lost_at_failure = j->lost_events;
-    say(j, "cannot write (%s); training goes on, events are counted as dropped (%llu so far) "
-           "and writing resumes when it can",
+    say(j,
+        "cannot write (%s); training goes on, events are counted as dropped (%llu so far) "
+        "and writing resumes when it can",
         j->cause, (unsigned long long)j->lost_events);
 }
 
@@ -198,8 +199,7 @@ static int write_spans(sw__journal *j) {
 /* Names are append-only in the profiler: write the ids added since the last flush. */
 static int write_new_names(sw__journal *j) {
     static const char *const KIND[3] = {"action", "phase", "counter"};
-    uint32_t counts[3] = {sw__action_count(j->p), sw__phase_count(j->p),
-                          sw__counter_count(j->p)};
+    uint32_t counts[3] = {sw__action_count(j->p), sw__phase_count(j->p), sw__counter_count(j->p)};
     for (int k = 0; k < 3; k++) {
         for (uint32_t id = j->names_written[k]; id < counts[k]; id++) {
             const char *name = k == 0   ? sw_action_name(j->p, id)
@@ -253,8 +253,8 @@ static int write_ranks(sw__journal *j) {
     if (j->clock_offset_dirty)
         rc = sw__store_write_clock_offset(j->store, j->rank, j->clock_offset_ns);
     for (const rank_round *r = j->rounds; rc == 0 && r; r = r->next)
-        rc = sw__store_add_rank_round(j->store, j->rank, r->round, r->step, r->final,
-                                      r->world_size, r->payload_size, r->payloads);
+        rc = sw__store_add_rank_round(j->store, j->rank, r->round, r->step, r->final, r->world_size,
+                                      r->payload_size, r->payloads);
     return rc;
 }
 
@@ -389,7 +389,7 @@ static int open_file(sw__journal *j) {
     }
     j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
     j->written_events = 0;
-    j->functions_dirty = j->functions != NULL; /* a new file gets the profile kept so far */
+    j->functions_dirty = j->functions != NULL;   /* a new file gets the profile kept so far */
     j->clock_offset_dirty = j->clock_offset_set; /* and the clock offset and thread names */
     j->thread_names_written = 0;
     atomic_store(&j->status, rc);
@@ -416,8 +416,9 @@ static void check_file(sw__journal *j) {
     if (j->store != NULL && !file_is_gone(j))
         return;
     if (j->store != NULL) {
-        say(j, "was removed while the run went on: a new one starts there, and the %llu "
-               "events the removed one held are counted as dropped",
+        say(j,
+            "was removed while the run went on: a new one starts there, and the %llu "
+            "events the removed one held are counted as dropped",
             (unsigned long long)j->written_events);
         j->lost_events += j->written_events;
         sw__store_close(j->store);
@@ -491,8 +492,9 @@ static void finish(sw__journal *j, const char *reason) {
     pthread_mutex_lock(&j->lock);
     if (!j->finished && j->store != NULL) {
         if (flush(j, 1, 1, reason) != 0)
-            say(j, "the run ended while it could not be written (%s): it stays incomplete, "
-                   "%llu events dropped",
+            say(j,
+                "the run ended while it could not be written (%s): it stays incomplete, "
+                "%llu events dropped",
                 j->cause, (unsigned long long)j->lost_events);
         sw__store_close(j->store);
         j->store = NULL;
@@ -580,8 +582,8 @@ int sw_run_add_functions(sw_profiler *p, const sw_fprofile *fp) {
     return rc;
 }
 
-int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
-                     int world_size, int final) {
+int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size, int world_size,
+                     int final) {
     if (p == NULL || payloads == NULL || payload_size == 0 || world_size < 1)
         return SW_EINVAL;
     size_t bytes = payload_size * (size_t)world_size;
@@ -590,8 +592,10 @@ int sw_run_add_ranks(sw_profiler *p, const void *payloads, size_t payload_size,
     rank_round *r = malloc(sizeof *r + bytes);
     if (r == NULL)
         return SW_ENOMEM;
-    *r = (rank_round){.final = final != 0, .world_size = world_size,
-                      .step = sw_step_count(p), .payload_size = payload_size};
+    *r = (rank_round){.final = final != 0,
+                      .world_size = world_size,
+                      .step = sw_step_count(p),
+                      .payload_size = payload_size};
     memcpy(r->payloads, payloads, bytes);
     int rc;
     sw__journal *j = lock_journal(p, &rc);

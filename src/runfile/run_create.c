@@ -115,8 +115,7 @@ static int claim(const char *path, int *exists, int *old_fd) {
         return sw__error(SW_EEXISTS, "%s: is %s, not a run file: left alone", path,
                          kind_of(st.st_mode));
     if (st.st_size == 0)
-        return sw__error(SW_EEXISTS, "%s: an empty file stepwatch did not write: left alone",
-                         path);
+        return sw__error(SW_EEXISTS, "%s: an empty file stepwatch did not write: left alone", path);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return sw__error(SW_EIO, "%s: %s", path, strerror(errno));
@@ -125,17 +124,17 @@ static int claim(const char *path, int *exists, int *old_fd) {
     int rc = 0;
     if (pread(fd, header, sizeof header, 0) != (ssize_t)sizeof header ||
         !sw__run_header_is_ours(header))
-        rc = sw__error(SW_EEXISTS, "%s: exists and is not a stepwatch run file: left alone",
-                       path);
+        rc = sw__error(SW_EEXISTS, "%s: exists and is not a stepwatch run file: left alone", path);
     else if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-        rc = sw__error(SW_EBUSY, "%s: a running process writes this run file: left alone",
-                       path);
+        rc = sw__error(SW_EBUSY, "%s: a running process writes this run file: left alone", path);
     /* Locked: is the file we locked still the one at the path? Another process may have put
      * its new file there between our open and our lock. */
     else if (fstat(fd, &locked) != 0 || lstat(path, &now) != 0 || locked.st_ino != now.st_ino ||
              locked.st_dev != now.st_dev)
-        rc = sw__error(SW_EBUSY, "%s: another process took this path at the same moment: left "
-                       "alone", path);
+        rc = sw__error(SW_EBUSY,
+                       "%s: another process took this path at the same moment: left "
+                       "alone",
+                       path);
     if (rc != 0) {
         close(fd);
         return rc;
@@ -157,8 +156,8 @@ int sw__run_file_check(const char *path, int *exists) {
  * mode (header bytes 18 and 19 are 2: write and read versions of a WAL database). */
 static int build_image(unsigned char **image, sqlite3_int64 *size) {
     sqlite3 *db = NULL;
-    int rc = sw__sqlite_rc(sqlite3_open_v2(":memory:", &db,
-                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    int rc = sw__sqlite_rc(
+        sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
     if (rc == 0)
         rc = sw__store_init(db);
     *image = rc == 0 ? sqlite3_serialize(db, "main", size, 0) : NULL;

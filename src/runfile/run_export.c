@@ -30,7 +30,7 @@ typedef struct chrome_ctx {
     struct thread_key {
         int rank;
         uint32_t thread;
-    } *threads;
+    } * threads;
     size_t nthreads, threads_cap;
 } chrome_ctx;
 
@@ -52,7 +52,9 @@ static int note_thread(chrome_ctx *c, int rank, uint32_t thread) {
     return 0;
 }
 
-static double micros(uint64_t ns) { return (double)ns / 1000.0; }
+static double micros(uint64_t ns) {
+    return (double)ns / 1000.0;
+}
 
 static void complete_event(chrome_ctx *c, int rank, const char *name, const char *cat,
                            uint32_t thread, uint64_t start_ns, uint64_t dur_ns) {
@@ -75,8 +77,8 @@ static int on_span(void *ctx, int rank, const sw_span_record *s) {
         snprintf(unknown, sizeof unknown, "action %u", s->action);
         name = unknown;
     }
-    complete_event(c, rank, name, sw_category_name(sw_category_of(name)), s->thread,
-                   s->start_ns, s->duration_ns);
+    complete_event(c, rank, name, sw_category_name(sw_category_of(name)), s->thread, s->start_ns,
+                   s->duration_ns);
     sw__jw_key(c->w, "args");
     sw__jw_object_begin(c->w);
     sw__jw_kv_int(c->w, "step", s->step);
@@ -130,8 +132,7 @@ static int on_counter(void *ctx, int rank, const sw_counter_record *s) {
     return 0;
 }
 
-static void metadata_event(sw__jw *w, const char *what, int pid, uint32_t tid,
-                           const char *name) {
+static void metadata_event(sw__jw *w, const char *what, int pid, uint32_t tid, const char *name) {
     sw__jw_object_begin(w);
     sw__jw_kv_string(w, "name", what);
     sw__jw_kv_string(w, "ph", "M");
@@ -166,8 +167,8 @@ static int write_processes(chrome_ctx *c) {
             earliest = c->clocks[i].offset_ns;
         char name[512];
         snprintf(name, sizeof name, "%s rank %d (%s, local rank %d, pid %lld)",
-                 s->name ? s->name : "stepwatch", s->rank, s->host ? s->host : "?",
-                 s->local_rank, (long long)s->pid);
+                 s->name ? s->name : "stepwatch", s->rank, s->host ? s->host : "?", s->local_rank,
+                 (long long)s->pid);
         metadata_event(c->w, "process_name", s->rank, 0, name);
         sw_snapshot_free(s);
     }
@@ -204,8 +205,8 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
         /* the thread's own name (the system's, or the front end's), and its number */
         sqlite3_bind_int(names, 1, c.threads[i].rank);
         sqlite3_bind_int64(names, 2, c.threads[i].thread);
-        const unsigned char *own = sqlite3_step(names) == SQLITE_ROW
-                                       ? sqlite3_column_text(names, 0) : NULL;
+        const unsigned char *own = sqlite3_step(names) == SQLITE_ROW ? sqlite3_column_text(names, 0)
+                                                                     : NULL;
         char name[SW__THREAD_NAME + 32];
         if (own && own[0])
             snprintf(name, sizeof name, "%s (thread %u)", own, c.threads[i].thread);
@@ -234,7 +235,9 @@ typedef struct csv_ctx {
     uint64_t iteration[SW__MAX_PHASES];
 } csv_ctx;
 
-static void seconds(FILE *out, uint64_t ns) { fprintf(out, ",%.9f", (double)ns / 1e9); }
+static void seconds(FILE *out, uint64_t ns) {
+    fprintf(out, ",%.9f", (double)ns / 1e9);
+}
 
 static int on_csv_step(void *ctx, int rank, const sw_step_record *s) {
     csv_ctx *c = ctx;

@@ -71,13 +71,13 @@ int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp) {
 static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
     sqlite3_stmt *q = NULL;
     int rc = sw__sql_prepare_int(
-        db, "SELECT func, file, line, name FROM functions WHERE rank = ?1 ORDER BY func", rank,
-        &q);
+        db, "SELECT func, file, line, name FROM functions WHERE rank = ?1 ORDER BY func", rank, &q);
     int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         const char *file = (const char *)sqlite3_column_text(q, 1);
         const char *name = (const char *)sqlite3_column_text(q, 3);
-        sw_func f = {.file = file ? file : "?", .line = (uint32_t)sqlite3_column_int64(q, 2),
+        sw_func f = {.file = file ? file : "?",
+                     .line = (uint32_t)sqlite3_column_int64(q, 2),
                      .name = name ? name : "?"};
         uint32_t index;
         rc = sw_fprofile_add_func(fp, (uint64_t)sqlite3_column_int64(q, 0), &f, &index);
@@ -130,7 +130,8 @@ static int read_rank(sqlite3 *db, int rank, sw_fprofile *fp) {
         map[node] = at;
         if (at != SW_FNODE_NONE)
             sw_ftree_add(tree, at, (uint64_t)sqlite3_column_int64(q, 4),
-                         (uint64_t)sqlite3_column_int64(q, 5), (uint64_t)sqlite3_column_int64(q, 6));
+                         (uint64_t)sqlite3_column_int64(q, 5),
+                         (uint64_t)sqlite3_column_int64(q, 6));
     }
     if (rc == 0 && step != SQLITE_DONE)
         rc = sw__sqlite_rc(step);

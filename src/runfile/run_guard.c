@@ -112,8 +112,7 @@ typedef struct schema_object {
 
 static int schema_query(sqlite3 *db, const char *schema, sqlite3_stmt **q) {
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT type, name, tbl_name, sql FROM \"%s\".sqlite_master",
-             schema);
+    snprintf(sql, sizeof sql, "SELECT type, name, tbl_name, sql FROM \"%s\".sqlite_master", schema);
     return sqlite3_prepare_v2(db, sql, -1, q, NULL);
 }
 
@@ -130,8 +129,8 @@ static int same_text(const char *a, const unsigned char *b) {
 static int expected_schema(schema_object *want, size_t max, size_t *n) {
     sqlite3 *db = NULL;
     sqlite3_stmt *q = NULL;
-    int rc = sw__sqlite_rc(sqlite3_open_v2(":memory:", &db,
-                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    int rc = sw__sqlite_rc(
+        sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
     if (rc == 0)
         rc = sw__store_init(db);
     if (rc == 0)
@@ -192,8 +191,10 @@ int sw__guard_check_schema(sqlite3 *db, const char *schema, const char *path) {
         rc = sw__error(rc == SW_ESQLITE || rc == SW_EFOREIGN ? SW_ECORRUPT : rc,
                        "%s: cannot read its schema: %s", path, sqlite3_errmsg(db));
     } else if (rc == 0 && diff[0] != '\0') {
-        rc = sw__error(SW_ECORRUPT, "%s: damaged or crafted: its schema has %s (refused "
-                       "before any query)", path, diff);
+        rc = sw__error(SW_ECORRUPT,
+                       "%s: damaged or crafted: its schema has %s (refused "
+                       "before any query)",
+                       path, diff);
     }
     sqlite3_finalize(have);
     for (size_t i = 0; i < nwant; i++) {

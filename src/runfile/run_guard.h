@@ -22,9 +22,9 @@
 /* The time budget of one connection: SQLite work since the last row it produced. */
 typedef struct sw__guard {
     double budget_s;
-    double busy_s;  /* SQLite work since the last row */
-    double last_s;  /* monotonic time of the last progress call (0: none yet) */
-    int tripped;    /* the budget ran out: the statement was interrupted */
+    double busy_s; /* SQLite work since the last row */
+    double last_s; /* monotonic time of the last progress call (0: none yet) */
+    int tripped;   /* the budget ran out: the statement was interrupted */
 } sw__guard;
 
 /* Open path (SQLITE_OPEN_READONLY or READWRITE) and apply sw__guard_defend; on failure *db

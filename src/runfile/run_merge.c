@@ -13,9 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const TABLES[] = {"ranks", "names", "aggregates", "counter_summaries",
-                                     "steps", "counters", "span_chunks", "functions",
-                                     "function_nodes", "notes", "threads", "rank_rounds"};
+static const char *const TABLES[] = {
+    "ranks",          "names",    "aggregates",  "counter_summaries",
+    "steps",          "counters", "span_chunks", "functions",
+    "function_nodes", "notes",    "threads",     "rank_rounds"};
 
 /* A run file reads whole: it opens (its schema checked), and its snapshot and step records
  * read. What every reader of the merged file will do, done before anything is written. */
@@ -54,8 +55,10 @@ static int check_inputs(const char *const *paths, size_t n) {
             int rank = sw_run_rank_id(run, r);
             for (size_t k = 0; k < nseen && rc == 0; k++)
                 if (seen[k] == rank)
-                    rc = sw__error(SW_EINVAL, "%s: holds rank %d, as an earlier input does: "
-                                   "merge files of different ranks", paths[i], rank);
+                    rc = sw__error(SW_EINVAL,
+                                   "%s: holds rank %d, as an earlier input does: "
+                                   "merge files of different ranks",
+                                   paths[i], rank);
             seen[nseen++] = rank;
         }
         sw_run_close(run);
@@ -82,8 +85,7 @@ static int copy_input(sqlite3 *db, const sw__guard *g, const char *path) {
         rc = sw__guard_check_schema(db, "src", path);
     for (size_t t = 0; rc == 0 && t < sizeof TABLES / sizeof *TABLES; t++) {
         char sql[128];
-        snprintf(sql, sizeof sql, "INSERT INTO main.%s SELECT * FROM src.%s", TABLES[t],
-                 TABLES[t]);
+        snprintf(sql, sizeof sql, "INSERT INTO main.%s SELECT * FROM src.%s", TABLES[t], TABLES[t]);
         rc = sw__sql_exec(db, sql);
         if (rc != 0)
             rc = g->tripped ? sw__guard_error(g, path)

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size, uint64_t *step,
-                        int *final) {
+int sw_run_stored_ranks(sw_run *run, void **payloads, int *world_size, uint64_t *step, int *final) {
     if (run == NULL || payloads == NULL || world_size == NULL)
         return SW_EINVAL;
     *payloads = NULL;

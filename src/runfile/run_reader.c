@@ -64,8 +64,8 @@ static int check_path(const char *path) {
  * mode is not measured: its newest pages may live in the -wal file. */
 static int check_header(sqlite3 *db, const char *path) {
     sqlite3_file *f = NULL;
-    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
-        f == NULL || f->pMethods == NULL)
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK || f == NULL ||
+        f->pMethods == NULL)
         return 0; /* nothing to look at: SQLite's own checks follow */
     sqlite3_int64 size = 0;
     unsigned char header[100];
@@ -99,19 +99,16 @@ static int check_database(sqlite3 *db, const char *path, int *schema_version) {
     int64_t app = 0, version = 0;
     int rc = sw__sql_int(db, "PRAGMA application_id", SW__NO_BIND, &app);
     if (rc != 0)
-        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path,
-                         sqlite3_errmsg(db));
+        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path, sqlite3_errmsg(db));
     if (app != SW__RUN_APPLICATION_ID)
         return sw__error(SW_EFOREIGN, "%s: an SQLite database, not a stepwatch run file", path);
     rc = sw__sql_int(db, "PRAGMA user_version", SW__NO_BIND, &version);
     if (rc != 0)
-        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path,
-                         sqlite3_errmsg(db));
+        return sw__error(rc == SW_EFOREIGN ? SW_ECORRUPT : rc, "%s: %s", path, sqlite3_errmsg(db));
     if (version < SW__RUN_SCHEMA_OLDEST || version > SW__RUN_SCHEMA_VERSION)
         return sw__error(SW_EVERSION,
-                         "%s: schema version %lld; this stepwatch reads versions %d to %d",
-                         path, (long long)version, SW__RUN_SCHEMA_OLDEST,
-                         SW__RUN_SCHEMA_VERSION);
+                         "%s: schema version %lld; this stepwatch reads versions %d to %d", path,
+                         (long long)version, SW__RUN_SCHEMA_OLDEST, SW__RUN_SCHEMA_VERSION);
     *schema_version = (int)version;
     rc = sw__guard_check_schema(db, "main", path);
     if (rc != 0)
@@ -127,8 +124,7 @@ static int check_database(sqlite3 *db, const char *path, int *schema_version) {
     }
     sqlite3_finalize(q);
     if (rc != 0)
-        return sw__error(rc == SW_EFOREIGN || rc == SW_ESQLITE ? SW_ECORRUPT : rc, "%s: %s",
-                         path,
+        return sw__error(rc == SW_EFOREIGN || rc == SW_ESQLITE ? SW_ECORRUPT : rc, "%s: %s", path,
                          rc == SW_ECORRUPT ? "damaged (SQLite's integrity check failed)"
                                            : sqlite3_errmsg(db));
     int64_t magic_ok = 0;
@@ -253,9 +249,9 @@ static int reading(sw_run *run, int rc) {
         int code = sqlite3_errcode(run->db);
         int sqlite_said = code != SQLITE_OK && code != SQLITE_ROW && code != SQLITE_DONE;
         sw__error(rc, "%s: %s", run->path,
-                  sqlite_said            ? sqlite3_errmsg(run->db)
-                  : rc == SW_ECORRUPT    ? "damaged: it holds values stepwatch never writes"
-                                         : sw_strerror(rc));
+                  sqlite_said         ? sqlite3_errmsg(run->db)
+                  : rc == SW_ECORRUPT ? "damaged: it holds values stepwatch never writes"
+                                      : sw_strerror(rc));
     }
     return rc;
 }
@@ -324,9 +320,13 @@ void sw_run_close(sw_run *run) {
     free(run);
 }
 
-int sw_run_rank_count(const sw_run *run) { return run ? run->nranks : 0; }
+int sw_run_rank_count(const sw_run *run) {
+    return run ? run->nranks : 0;
+}
 
-sqlite3 *sw__run_db(sw_run *run) { return run->db; }
+sqlite3 *sw__run_db(sw_run *run) {
+    return run->db;
+}
 
 int sw_run_rank_id(const sw_run *run, int index) {
     if (run == NULL || index < 0 || index >= run->nranks)
@@ -357,7 +357,8 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
         " wall_ns, steps, warmup_steps, threads, dropped_events, misuse_end_without_begin,"
         " misuse_mismatched_end, misuse_depth_overflow, misuse_bad_id, misuse_phase_mismatch,"
         " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot, local_rank"
-        " FROM ranks WHERE rank = ?", rank, &q);
+        " FROM ranks WHERE rank = ?",
+        rank, &q);
     if (rc != 0)
         return rc;
     int step = sqlite3_step(q);
@@ -397,10 +398,12 @@ static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
         "SELECT action, phase, action_name, phase_name, category,"
         " count, total_ns, self_ns, mean_ns, m2, min_ns, max_ns, min_step, max_step, samples,"
         " w_count, w_total_ns, w_self_ns, w_mean_ns, w_m2, w_min_ns, w_max_ns, w_min_step,"
-        " w_max_step, w_samples, hist FROM aggregates WHERE rank = ? ORDER BY seq", rank, &q);
+        " w_max_step, w_samples, hist FROM aggregates WHERE rank = ? ORDER BY seq",
+        rank, &q);
     if (rc != 0)
         return rc;
-    sw_row *row = malloc(sizeof *row); /* a sw_row holds a 2.4 kB histogram: keep it off the stack */
+    sw_row *row = malloc(
+        sizeof *row); /* a sw_row holds a 2.4 kB histogram: keep it off the stack */
     int step = SQLITE_DONE;
     if (row == NULL)
         rc = SW_ENOMEM;
@@ -434,8 +437,10 @@ static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
 static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
     int rc = sw__sql_prepare_int(
-        run->db, "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
-                 " ORDER BY seq", rank, &q);
+        run->db,
+        "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
+        " ORDER BY seq",
+        rank, &q);
     if (rc != 0)
         return rc;
     int step;
@@ -550,7 +555,8 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
         }
         uint64_t n = into->count + c->count;
         if (n > 0)
-            into->mean = (into->mean * (double)into->count + c->mean * (double)c->count) / (double)n;
+            into->mean = (into->mean * (double)into->count + c->mean * (double)c->count) /
+                         (double)n;
         if (c->count > 0) {
             into->min = into->count ? (c->min < into->min ? c->min : into->min) : c->min;
             into->max = into->count ? (c->max > into->max ? c->max : into->max) : c->max;
@@ -671,7 +677,8 @@ int sw_run_incomplete(sw_run *run, char *what, size_t size) {
     int rc = reading(run, sw__sql_prepare(run->db,
                                           "SELECT rank, pid, host, start_unix_ns,"
                                           " updated_unix_ns FROM ranks"
-                              " WHERE complete = 0 ORDER BY rank", &q));
+                                          " WHERE complete = 0 ORDER BY rank",
+                                          &q));
     int incomplete = 0, step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         if (what != NULL && size > 0) {
@@ -811,8 +818,8 @@ static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
         rc = sw__sql_prepare(run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)",
                              &insert);
     if (rc == 0)
-        rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks",
-                            "rank, rowid", rank, &q);
+        rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks", "rank, rowid",
+                            rank, &q);
     sw_span_record *chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *chunk);
     if (chunk == NULL && rc == 0)
         rc = SW_ENOMEM;
@@ -863,11 +870,13 @@ int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
     sqlite3_stmt *q = NULL;
     progress(run, "sorting spans", 0, total); /* SQLite sorts at the first row it returns */
     if (rc == 0)
-        rc = reading(run, sw__sql_prepare(run->db,
-                                          "SELECT rank, thread, depth, start_ns, duration_ns,"
-                                          " action, phase,"
-                              " step FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread,"
-                              " depth", &q));
+        rc = reading(
+            run, sw__sql_prepare(run->db,
+                                 "SELECT rank, thread, depth, start_ns, duration_ns,"
+                                 " action, phase,"
+                                 " step FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread,"
+                                 " depth",
+                                 &q));
     int step = SQLITE_DONE;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),

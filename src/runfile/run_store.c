@@ -37,11 +37,11 @@ int sw__store_create(const char *path, sw__store **out) {
     char *real = sw__real_dir_path(path);
     int said = real == NULL; /* the sentence is set */
     if (real == NULL)
-        rc = sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO,
-                       "%s: cannot resolve its directory: %s", path, strerror(errno));
+        rc = sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO, "%s: cannot resolve its directory: %s",
+                       path, strerror(errno));
     else
-        rc = sw__sqlite_rc(sqlite3_open_v2(real, &st->db,
-                                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
+        rc = sw__sqlite_rc(
+            sqlite3_open_v2(real, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
     free(real);
     if (rc != 0 && st->db != NULL) { /* "unable to open database file" alone names no cause */
         sw__error(rc, "%s: SQLite cannot open it: %s (%s)", path, sqlite3_errmsg(st->db),
@@ -108,8 +108,12 @@ void sw__store_forget(sw__store *st) {
     free(st);
 }
 
-int sw__store_begin(sw__store *st) { return sw__sql_exec(st->db, "BEGIN IMMEDIATE"); }
-int sw__store_commit(sw__store *st) { return sw__sql_exec(st->db, "COMMIT"); }
+int sw__store_begin(sw__store *st) {
+    return sw__sql_exec(st->db, "BEGIN IMMEDIATE");
+}
+int sw__store_commit(sw__store *st) {
+    return sw__sql_exec(st->db, "COMMIT");
+}
 
 void sw__store_rollback(sw__store *st) {
     if (!sqlite3_get_autocommit(st->db))
@@ -165,8 +169,7 @@ int sw__store_write_meta(sw__store *st, const sw__run_meta *m) {
     return rc;
 }
 
-int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
-                         const char *name) {
+int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id, const char *name) {
     if (name == NULL)
         return 0;
     sqlite3_bind_int(st->name, 1, rank);
@@ -316,11 +319,11 @@ static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int co
     if (rc != 0)
         return rc;
     const sw_misuse *m = &snap->misuse;
-    const uint64_t values[] = {snap->elapsed_ns,      snap->wall_ns,      snap->steps,
-                               snap->threads,         snap->dropped_events,
-                               m->end_without_begin,  m->mismatched_end,  m->depth_overflow,
-                               m->bad_id,             m->phase_mismatch,  m->step_overlap,
-                               m->bad_record,         m->open_at_snapshot};
+    const uint64_t values[] = {snap->elapsed_ns,   snap->wall_ns,        snap->steps,
+                               snap->threads,      snap->dropped_events, m->end_without_begin,
+                               m->mismatched_end,  m->depth_overflow,    m->bad_id,
+                               m->phase_mismatch,  m->step_overlap,      m->bad_record,
+                               m->open_at_snapshot};
     int col = 1;
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
         sqlite3_bind_int64(q, col++, (sqlite3_int64)values[i]);
@@ -440,8 +443,12 @@ static int get_varint(const unsigned char *p, size_t size, size_t *pos, uint64_t
     return SW_ECORRUPT;
 }
 
-static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
-static int64_t unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+static uint64_t zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static int64_t unzigzag(uint64_t v) {
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
 
 int sw__hist_encode(const sw_hist *h, unsigned char **out, size_t *size) {
     bytes b = {0};
@@ -485,8 +492,7 @@ int sw__hist_decode(const void *blob, size_t size, sw_hist *h) {
 
 /* Each span: action, phase, depth, step delta, start delta (zigzag), duration. Deltas are
  * from the previous span of the chunk, so a typical span takes about 10 bytes. */
-int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
-                     size_t *size) {
+int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out, size_t *size) {
     bytes b = {0};
     int64_t prev_step = 0, prev_start = 0;
     int rc = 0;

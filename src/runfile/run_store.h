@@ -33,17 +33,17 @@ typedef struct sw__run_meta {
     const char *command;
     int64_t pid;
     uint64_t start_unix_ns;
-    uint64_t origin_ns;        /* CLOCK_MONOTONIC at the start (records are relative to it) */
+    uint64_t origin_ns; /* CLOCK_MONOTONIC at the start (records are relative to it) */
     uint32_t warmup_steps;
     int timeline;
-    const char *options_json;  /* the options in force, as a JSON object */
+    const char *options_json; /* the options in force, as a JSON object */
     int local_rank;
-    int64_t clock_offset_ns;   /* this rank's wall clock minus rank 0's (0 = unknown) */
+    int64_t clock_offset_ns; /* this rank's wall clock minus rank 0's (0 = unknown) */
 } sw__run_meta;
 
 typedef struct sw__store {
     sqlite3 *db;
-    int lock_fd;       /* holds the file's exclusive flock: the claim (run_create.c) */
+    int lock_fd; /* holds the file's exclusive flock: the claim (run_create.c) */
     sqlite3_stmt *step, *span_chunk, *counter, *name;
 } sw__store;
 
@@ -85,8 +85,7 @@ void sw__store_rollback(sw__store *st);
 /* The rank's row of metadata (insert or replace). */
 int sw__store_write_meta(sw__store *st, const sw__run_meta *m);
 /* A name of an id: kind is "action", "phase" or "counter". Kept if already there. */
-int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
-                         const char *name);
+int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id, const char *name);
 /* Replace the rank's aggregates, counter summaries, notes, misuse and totals with snap's.
  * complete: nonzero when the run ended (end_reason says how: "exit", "SIGTERM", ...). */
 int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, int complete,
@@ -119,8 +118,7 @@ int sw__hist_encode(const sw_hist *h, unsigned char **out, size_t *size);
 /* SW_ECORRUPT for a malformed blob. */
 int sw__hist_decode(const void *blob, size_t size, sw_hist *h);
 /* Spans of one thread; *out is malloc'd. */
-int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out,
-                     size_t *size);
+int sw__spans_encode(const sw_span_record *spans, size_t n, unsigned char **out, size_t *size);
 /* Decode into spans[0..max); *n is set to the count. SW_ECORRUPT for a malformed blob. */
 int sw__spans_decode(const void *blob, size_t size, uint32_t thread, sw_span_record *spans,
                      size_t max, size_t *n);

@@ -64,8 +64,12 @@ void sw__signal_block(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &block, old);
 }
 
-unsigned sw__signal_count(void) { return atomic_load(&g_signal_count); }
-int sw__signal_last(void) { return g_last_signal; }
+unsigned sw__signal_count(void) {
+    return atomic_load(&g_signal_count);
+}
+int sw__signal_last(void) {
+    return g_last_signal;
+}
 
 static void tell_done(char byte) {
     if (g_done_pipe[1] < 0)
@@ -74,7 +78,9 @@ static void tell_done(char byte) {
     (void)n; /* a full pipe means the handler already has more than it waits for */
 }
 
-void sw__signal_done(void) { tell_done(DONE_FLUSHER); }
+void sw__signal_done(void) {
+    tell_done(DONE_FLUSHER);
+}
 
 void sw__signal_finishing_begin(sigset_t *old) {
     sw__signal_block(old);

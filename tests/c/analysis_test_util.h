@@ -13,16 +13,14 @@
 #include <string.h>
 
 /* A deterministic pseudo-random number in [0, 1) (a 64-bit LCG; tests must be repeatable). */
-static inline double at_rand(uint64_t *state)
-{
+static inline double at_rand(uint64_t *state) {
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(*state >> 11) / 9007199254740992.0;
 }
 
 /* A row of action/phase with n calls of base_ns x (1 +- jitter), seeded. */
 static inline sw_row at_row(const char *action, const char *phase, size_t n, double base_ns,
-                            double jitter, uint64_t seed)
-{
+                            double jitter, uint64_t seed) {
     sw_row r;
     memset(&r, 0, sizeof r);
     r.action_name = action;
@@ -40,9 +38,8 @@ static inline sw_row at_row(const char *action, const char *phase, size_t n, dou
 }
 
 /* A snapshot over rows (not copied: rows must outlive it). */
-static inline sw_snapshot at_snapshot(const char *name, sw_row *rows, size_t nrows,
-                                      uint64_t steps, uint64_t wall_ns)
-{
+static inline sw_snapshot at_snapshot(const char *name, sw_row *rows, size_t nrows, uint64_t steps,
+                                      uint64_t wall_ns) {
     sw_snapshot s;
     memset(&s, 0, sizeof s);
     s.name = name;
@@ -63,22 +60,19 @@ typedef struct at_capture {
     FILE *f;
 } at_capture;
 
-static inline void at_capture_begin(at_capture *c)
-{
+static inline void at_capture_begin(at_capture *c) {
     c->text = NULL;
     c->size = 0;
     c->f = open_memstream(&c->text, &c->size);
     assert_non_null(c->f);
 }
 
-static inline char *at_capture_end(at_capture *c)
-{
+static inline char *at_capture_end(at_capture *c) {
     assert_int_equal(fclose(c->f), 0);
     return c->text; /* caller frees */
 }
 
-static inline char *at_read_file(const char *path)
-{
+static inline char *at_read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -95,8 +89,7 @@ static inline char *at_read_file(const char *path)
 }
 
 /* Compare text with tests/golden/<name>; SW_UPDATE_GOLDEN=1 rewrites the file instead. */
-static inline void at_golden(const char *name, const char *text)
-{
+static inline void at_golden(const char *name, const char *text) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", SW_TEST_GOLDEN_DIR, name);
     const char *update = getenv("SW_UPDATE_GOLDEN");
@@ -129,8 +122,7 @@ typedef struct at_run {
 
 /* Append a step of rank whose categories take cat[k] ns each (duration = their sum). */
 static inline void at_run_add(at_run *r, int rank, uint64_t step, uint64_t start_ns,
-                              const uint64_t cat[SW_CAT_COUNT], int warmup)
-{
+                              const uint64_t cat[SW_CAT_COUNT], int warmup) {
     if (r->n == r->cap) {
         r->cap = r->cap ? r->cap * 2 : 256;
         r->steps = realloc(r->steps, r->cap * sizeof *r->steps);
@@ -152,15 +144,13 @@ static inline void at_run_add(at_run *r, int rank, uint64_t step, uint64_t start
     r->ranks[r->n++] = rank;
 }
 
-static inline void at_run_free(at_run *r)
-{
+static inline void at_run_free(at_run *r) {
     free(r->steps);
     free(r->ranks);
     memset(r, 0, sizeof *r);
 }
 
-static inline int at_run_foreach(void *src, sw_step_fn fn, void *ctx)
-{
+static inline int at_run_foreach(void *src, sw_step_fn fn, void *ctx) {
     at_run *r = src;
     for (size_t i = 0; i < r->n; i++) {
         int rc = fn(ctx, r->ranks[i], &r->steps[i]);
@@ -170,8 +160,7 @@ static inline int at_run_foreach(void *src, sw_step_fn fn, void *ctx)
     return 0;
 }
 
-static inline sw__input at_input(at_run *r, const sw_snapshot *snap, int nranks)
-{
+static inline sw__input at_input(at_run *r, const sw_snapshot *snap, int nranks) {
     sw__input in;
     memset(&in, 0, sizeof in);
     in.snap = snap;

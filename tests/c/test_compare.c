@@ -14,8 +14,7 @@
 #include <math.h>
 
 /* A row holding exactly these sample values. */
-static sw_row exact_row(const char *action, const uint64_t *v, size_t n)
-{
+static sw_row exact_row(const char *action, const uint64_t *v, size_t n) {
     sw_row r = at_row(action, "all", 0, 0, 0, 1);
     for (size_t i = 0; i < n; i++) {
         sw_stats_add(&r.stats, v[i], v[i], (int64_t)i, 0);
@@ -26,9 +25,8 @@ static sw_row exact_row(const char *action, const uint64_t *v, size_t n)
 
 /* The CSV line of an action: its z and p-value and verdict (the columns after the two
  * names: ..., 12 z, 13 p_value, 14 verdict, ..., 19 decided_by). by may be NULL. */
-static void csv_result_by(const char *csv, const char *action, double *z, double *p,
-                          char *verdict, char *by)
-{
+static void csv_result_by(const char *csv, const char *action, double *z, double *p, char *verdict,
+                          char *by) {
     char key[128];
     snprintf(key, sizeof key, "\nall,%s,", action);
     const char *line = strstr(csv, key);
@@ -54,8 +52,7 @@ static void csv_result_by(const char *csv, const char *action, double *z, double
 }
 
 /* Field k (after the two names) of an action's roll-up CSV line, as a number. */
-static double csv_number_at(const char *csv, const char *action, int k)
-{
+static double csv_number_at(const char *csv, const char *action, int k) {
     char key[128];
     snprintf(key, sizeof key, "\nall,%s,", action);
     const char *field = strstr(csv, key);
@@ -69,21 +66,18 @@ static double csv_number_at(const char *csv, const char *action, int k)
     return strtod(field, NULL);
 }
 
-static void csv_result(const char *csv, const char *action, double *z, double *p, char *verdict)
-{
+static void csv_result(const char *csv, const char *action, double *z, double *p, char *verdict) {
     csv_result_by(csv, action, z, p, verdict, NULL);
 }
 
-static char *compare_text(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt)
-{
+static char *compare_text(const sw_snapshot *a, const sw_snapshot *b, sw_format fmt) {
     at_capture c;
     at_capture_begin(&c);
     assert_int_equal(sw_compare_write(a, b, fmt, c.f), 0);
     return at_capture_end(&c);
 }
 
-static void test_mann_whitney_matches_scipy(void **state)
-{
+static void test_mann_whitney_matches_scipy(void **state) {
     (void)state;
     const uint64_t a1[] = {1, 2, 3, 4, 5}, b1[] = {6, 7, 8, 9, 10};
     /* With ties across and within the samples. */
@@ -96,7 +90,7 @@ static void test_mann_whitney_matches_scipy(void **state)
     char verdict[32];
     csv_result(csv, "shift", &z, &p, verdict);
     assert_true(fabs(p - 0.012185780355344813) < 1e-9);
-    assert_true(z > 2.5 && z < 2.51); /* (25 - 12.5 - 0.5) / sqrt(25 * 11 / 12) = 2.5067 */
+    assert_true(z > 2.5 && z < 2.51);     /* (25 - 12.5 - 0.5) / sqrt(25 * 11 / 12) = 2.5067 */
     assert_string_equal(verdict, "same"); /* p >= 0.01: not significant at alpha 0.01 */
     csv_result(csv, "ties", &z, &p, verdict);
     assert_true(fabs(p - 0.045699153226012125) < 1e-9);
@@ -112,8 +106,7 @@ typedef struct pair {
     sw_snapshot a, b;
 } pair;
 
-static void make_pair(pair *p)
-{
+static void make_pair(pair *p) {
     p->ra[0] = at_row("forward", "all", 400, 10e6, 0.05, 1);
     p->ra[1] = at_row("backward", "all", 400, 20e6, 0.05, 2);
     p->ra[2] = at_row("data", "all", 400, 2e6, 0.10, 3);
@@ -132,8 +125,7 @@ static void make_pair(pair *p)
     p->b = at_snapshot("new", p->rb, 7, 400, 12900000000ull);
 }
 
-static void test_verdicts(void **state)
-{
+static void test_verdicts(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -173,8 +165,7 @@ static void test_verdicts(void **state)
 
 /* n calls around base_ns (+-5 %), of which the last `stalls` take stall_ns. */
 static sw_row stalled_row(const char *action, size_t n, double base_ns, size_t stalls,
-                          double stall_ns, uint64_t seed)
-{
+                          double stall_ns, uint64_t seed) {
     sw_row r = at_row(action, "all", 0, 0, 0, 1);
     for (size_t i = 0; i < n; i++) {
         uint64_t ns = i >= n - stalls ? (uint64_t)stall_ns
@@ -188,8 +179,7 @@ static sw_row stalled_row(const char *action, size_t n, double base_ns, size_t s
 /* The issue's case: a data wait whose bulk is unchanged but whose stalls grew (mean +22 %,
  * p99 2.25x) was "same"; the tail test calls it slower, decided by p99. The reverse is faster
  * by p99, and the same stalls on both sides stay "same". */
-static void test_tail_regression_is_slower(void **state)
-{
+static void test_tail_regression_is_slower(void **state) {
     (void)state;
     sw_row ra[3], rb[3];
     ra[0] = stalled_row("data", 400, 2e6, 6, 5e6, 1);
@@ -231,8 +221,7 @@ static void test_tail_regression_is_slower(void **state)
 /* The bulk of the calls took 3x longer, but one stall in the baseline dragged its mean above
  * the new one: U and the median agree, so the row is slower, decided by the p50 (a mean
  * alone would have said "faster" and the old rule "same"). */
-static void test_bulk_moved_against_a_stalled_mean(void **state)
-{
+static void test_bulk_moved_against_a_stalled_mean(void **state) {
     (void)state;
     sw_row ra[1], rb[1];
     ra[0] = stalled_row("forward", 30, 0.5e6, 1, 60e6, 1);
@@ -252,8 +241,7 @@ static void test_bulk_moved_against_a_stalled_mean(void **state)
 /* Fisher's exact test against an independent computation: with every call at 1 ms or 10 ms
  * the table is exactly [4 396; 20 380], whose two-sided p is 0.0013176969206547308 (summed
  * with Python's math.comb). */
-static void test_tail_test_matches_exact_fisher(void **state)
-{
+static void test_tail_test_matches_exact_fisher(void **state) {
     (void)state;
     static uint64_t va[400], vb[400];
     for (int i = 0; i < 400; i++) {
@@ -268,8 +256,7 @@ static void test_tail_test_matches_exact_fisher(void **state)
 }
 
 /* Display columns of the longest line (UTF-8 code points). */
-static int widest_line(const char *text)
-{
+static int widest_line(const char *text) {
     int widest = 0, w = 0;
     for (const char *c = text; *c; c++) {
         if (*c == '\n') {
@@ -282,8 +269,7 @@ static int widest_line(const char *text)
     return w > widest ? w : widest;
 }
 
-static void test_table_fits_100_columns(void **state)
-{
+static void test_table_fits_100_columns(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -297,8 +283,7 @@ static void test_table_fits_100_columns(void **state)
     free(table);
 }
 
-static void test_identical_runs_are_same(void **state)
-{
+static void test_identical_runs_are_same(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -309,8 +294,7 @@ static void test_identical_runs_are_same(void **state)
     free(csv);
 }
 
-static void test_escaping(void **state)
-{
+static void test_escaping(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -326,8 +310,7 @@ static void test_escaping(void **state)
     free(csv);
 }
 
-static void test_golden(void **state)
-{
+static void test_golden(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -345,8 +328,7 @@ static void test_golden(void **state)
     }
 }
 
-static void test_bad_arguments(void **state)
-{
+static void test_bad_arguments(void **state) {
     (void)state;
     pair p;
     make_pair(&p);
@@ -365,8 +347,7 @@ static void test_bad_arguments(void **state)
     free(text);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mann_whitney_matches_scipy),
         cmocka_unit_test(test_verdicts),

@@ -272,7 +272,7 @@ static void test_cuda_visible_devices(void **state) {
     assert_true(util[0] == 50 && util[1] == 40);
     assert_int_equal(visible_gpus("GPU-fake-0001", util, why, sizeof why), 1);
     assert_true(util[0] == 50);
-    assert_int_equal(visible_gpus("GPU-fake", util, why, sizeof why), 1); /* a prefix */
+    assert_int_equal(visible_gpus("GPU-fake", util, why, sizeof why), 1);  /* a prefix */
     assert_int_equal(visible_gpus("0,bogus,1", util, why, sizeof why), 1); /* CUDA stops */
     assert_true(util[0] == 40);
     assert_int_equal(visible_gpus("7", util, why, sizeof why), -1);

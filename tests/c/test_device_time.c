@@ -208,7 +208,7 @@ static void test_gpu_bound_times(void **state) {
     assert_int_equal(info.steps_dropped, 0);
     assert_int_equal(info.failed, 0);
     assert_int_equal(count(SYNCS), syncs);
-    assert_int_equal(gpu.peek_error(), 0); /* every NotReady was cleared */
+    assert_int_equal(gpu.peek_error(), 0);              /* every NotReady was cleared */
     assert_int_equal(count(CREATED), count(DESTROYED)); /* freed with the profiler */
     sw_snapshot_free(s);
 }
@@ -218,9 +218,8 @@ static void test_gpu_bound_times(void **state) {
 static void test_host_bound_times(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
-    const part parts[] = {{"data", 4 * MS, 0, 0},
-                          {"forward", 3 * MS, 1 * MS, 0},
-                          {"backward", 3 * MS, 2 * MS, 0}};
+    const part parts[] = {
+        {"data", 4 * MS, 0, 0}, {"forward", 3 * MS, 1 * MS, 0}, {"backward", 3 * MS, 2 * MS, 0}};
     run_steps(p, 10, parts, sizeof parts / sizeof *parts);
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
@@ -303,7 +302,7 @@ static void test_reports_and_run_file(void **state) {
     assert_non_null(strstr(section, "Host mean  Device mean"));
     const char *step = strstr(section, "train/step"), *fwd = strstr(section, "train/forward");
     assert_true(step != NULL && fwd != NULL && step < fwd); /* the step first */
-    assert_non_null(strstr(fwd, "4.00 ms")); /* 4 ms of kernels launched in 1 ms */
+    assert_non_null(strstr(fwd, "4.00 ms"));                /* 4 ms of kernels launched in 1 ms */
     /* which steps: all 7 (6 and finish()'s), said after the table */
     assert_non_null(strstr(section, "\nSteps timed on the GPU: 7 of 7 (every step).\n"));
     /* the Counters lines leave the phases' nanoseconds to the Device table */
@@ -363,9 +362,8 @@ static void test_diagnose_findings(void **state) {
     /* The GPU waits for the host: idle, launch-bound, nothing hidden. (Data and the
      * launching phases take half the step each, so host stalls in either, on a loaded
      * machine, leave the GPU idle share above 25 % and the launches above 20 % of a step.) */
-    const part host_bound[] = {{"data", 6 * MS, 0, 0},
-                               {"forward", 3 * MS, 1 * MS, 0},
-                               {"backward", 3 * MS, 2 * MS, 0}};
+    const part host_bound[] = {
+        {"data", 6 * MS, 0, 0}, {"forward", 3 * MS, 1 * MS, 0}, {"backward", 3 * MS, 2 * MS, 0}};
     char *json = diagnose_loop(host_bound, 3, 12, 1);
     assert_non_null(strstr(json, "\"id\": \"host-bound\""));
     assert_non_null(strstr(json, "\"id\": \"launch-bound\""));
@@ -407,7 +405,7 @@ static void test_gpu_far_behind(void **state) {
     double wall_ms = (double)(sw_now_ns() - start) / 1e6;
     printf("30 steps, 1.5 s of kernels: host %.1f ms, waiting %llu, timed %llu\n", wall_ms,
            (unsigned long long)info.most_behind, (unsigned long long)info.steps_timed);
-    assert_true(wall_ms < 1000); /* 30 ms of host work; 1.5 s if it waited */
+    assert_true(wall_ms < 1000);             /* 30 ms of host work; 1.5 s if it waited */
     assert_int_equal(info.steps_dropped, 0); /* none lost while the run went on */
     assert_true(info.most_behind >= 28);     /* all waiting (a stalled host may see one) */
     assert_int_equal(info.sample_every, 1);
@@ -527,8 +525,11 @@ static void lag_free(void *ctx, void *event) {
 }
 
 static int attach_lag_clock(sw_profiler *p) {
-    sw_gpu_clock clock = {.event_new = lag_new, .record = lag_record, .query = lag_query,
-                          .elapsed_ns = lag_elapsed, .event_free = lag_free};
+    sw_gpu_clock clock = {.event_new = lag_new,
+                          .record = lag_record,
+                          .query = lag_query,
+                          .elapsed_ns = lag_elapsed,
+                          .event_free = lag_free};
     return sw_device_time_clock(p, &clock);
 }
 
@@ -551,7 +552,7 @@ static sw_profiler *lagging_loop(uint64_t behind, int steps, sw_device_time_info
         sw_step_end(p);
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
-    lag.drained = 1; /* the program's final synchronize */
+    lag.drained = 1;     /* the program's final synchronize */
     sw_step_begin(p, 0); /* resolves what waits */
     sw_step_end(p);
     assert_int_equal(sw_device_time_info_get(p, info), 0);

@@ -17,8 +17,7 @@
 /* A training run of n steps on one rank: data, forward, backward, optimizer (ms each, with
  * +-2 % jitter), gap_ns idle between steps. */
 static void add_steps(at_run *r, int rank, size_t n, double data, double fwd, double bwd,
-                      double opt, uint64_t gap_ns, uint64_t seed)
-{
+                      double opt, uint64_t gap_ns, uint64_t seed) {
     uint64_t t = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t cat[SW_CAT_COUNT] = {0};
@@ -33,24 +32,21 @@ static void add_steps(at_run *r, int rank, size_t n, double data, double fwd, do
     }
 }
 
-static sw__diagnosis *diagnose(at_run *r, const sw_snapshot *snap, int nranks)
-{
+static sw__diagnosis *diagnose(at_run *r, const sw_snapshot *snap, int nranks) {
     static sw__diagnosis d;
     sw__input in = at_input(r, snap, nranks);
     assert_int_equal(sw__diagnose(&in, &d), 0);
     return &d;
 }
 
-static const sw__finding *find(const sw__diagnosis *d, const char *id)
-{
+static const sw__finding *find(const sw__diagnosis *d, const char *id) {
     for (size_t i = 0; i < d->nfindings; i++)
         if (strcmp(d->findings[i].id, id) == 0)
             return &d->findings[i];
     return NULL;
 }
 
-static double number(const sw__finding *f, const char *name)
-{
+static double number(const sw__finding *f, const char *name) {
     for (size_t i = 0; i < f->nnumbers; i++)
         if (strcmp(f->numbers[i].name, name) == 0)
             return f->numbers[i].value;
@@ -58,16 +54,14 @@ static double number(const sw__finding *f, const char *name)
     return 0;
 }
 
-static char *write(const sw_snapshot *snap, const sw__diagnosis *d, sw_format fmt)
-{
+static char *write(const sw_snapshot *snap, const sw__diagnosis *d, sw_format fmt) {
     at_capture c;
     at_capture_begin(&c);
     assert_int_equal(sw__diagnosis_write(snap, d, fmt, c.f), 0);
     return at_capture_end(&c);
 }
 
-static void test_clean_run(void **state)
-{
+static void test_clean_run(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 200, 0.3, 3, 6, 1, 0, 1);
@@ -83,8 +77,7 @@ static void test_clean_run(void **state)
     at_run_free(&r);
 }
 
-static void test_input_bound(void **state)
-{
+static void test_input_bound(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 200, 6, 1.5, 2, 0.4, 0, 2); /* data: 6 of 10 ms */
@@ -113,8 +106,7 @@ static void test_input_bound(void **state)
 /* Steps of 150 us where 10 of 100 take 830 us (the machine's hiccups): 5.5x the median, but
  * 0.68 ms over it, under the floor: no stall, and the tail is a note, never critical. The
  * same tail on 150 ms steps (830 ms) is critical. */
-static void test_tail_floor_for_microsecond_steps(void **state)
-{
+static void test_tail_floor_for_microsecond_steps(void **state) {
     (void)state;
     for (int scale = 0; scale < 2; scale++) {
         at_run r = {0};
@@ -142,8 +134,7 @@ static void test_tail_floor_for_microsecond_steps(void **state)
 }
 
 /* The DataLoader's start-up, timed as its own data action, is named as the cause. */
-static void test_loader_startup_named(void **state)
-{
+static void test_loader_startup_named(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 40, 0.5, 3, 6, 0.4, 0, 5);
@@ -162,8 +153,7 @@ static void test_loader_startup_named(void **state)
     at_run_free(&r);
 }
 
-static void test_tail_stalls(void **state)
-{
+static void test_tail_stalls(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 1000, 0.5, 3, 6, 0.4, 0, 4);
@@ -190,8 +180,7 @@ static void test_tail_stalls(void **state)
     at_run_free(&r);
 }
 
-static void test_warmup(void **state)
-{
+static void test_warmup(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 100, 0.3, 3, 6, 1, 0, 5);
@@ -222,8 +211,7 @@ static void test_warmup(void **state)
     at_run_free(&r);
 }
 
-static void test_idle(void **state)
-{
+static void test_idle(void **state) {
     (void)state;
     at_run r = {0};
     add_steps(&r, 0, 100, 0.3, 3, 6, 0.6, 3 * MS, 6); /* 10 ms steps, 3 ms gaps */
@@ -236,8 +224,7 @@ static void test_idle(void **state)
     at_run_free(&r);
 }
 
-static void test_straggler(void **state)
-{
+static void test_straggler(void **state) {
     (void)state;
     at_run r = {0};
     for (int rank = 0; rank < 4; rank++)
@@ -261,8 +248,7 @@ static void test_straggler(void **state)
 }
 
 /* A run with everything wrong, for the golden files of every format. */
-static void test_problems_golden(void **state)
-{
+static void test_problems_golden(void **state) {
     (void)state;
     at_run r = {0};
     for (int rank = 0; rank < 2; rank++)
@@ -305,8 +291,7 @@ static void test_problems_golden(void **state)
 
 /* Events dropped: the same run says its data is partial, and nothing computed over the steps
  * that were kept (issue 29 item 7). */
-static void test_dropped_events_make_the_data_partial(void **state)
-{
+static void test_dropped_events_make_the_data_partial(void **state) {
     (void)state;
     at_run r = {0};
     for (int rank = 0; rank < 2; rank++)
@@ -320,16 +305,15 @@ static void test_dropped_events_make_the_data_partial(void **state)
     assert_non_null(f);
     assert_non_null(strstr(f->title, "the data is partial"));
     assert_non_null(find(d, "misuse")); /* what does not rest on the steps is still said */
-    const char *absent[] = {"input-bound", "callback-overhead", "idle-between-steps",
-                            "straggler-rank", "tail-stalls", "warmup"};
+    const char *absent[] = {"input-bound",    "callback-overhead", "idle-between-steps",
+                            "straggler-rank", "tail-stalls",       "warmup"};
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
         if (find(d, absent[i]))
             fail_msg("a %s finding over dropped steps", absent[i]);
     at_run_free(&r);
 }
 
-static void test_no_steps_and_bad_input(void **state)
-{
+static void test_no_steps_and_bad_input(void **state) {
     (void)state;
     at_run r = {0};
     /* No step records: the aggregates still show the data wait. */
@@ -362,8 +346,7 @@ static void test_no_steps_and_bad_input(void **state)
 /* What could not be measured: no steps (with the front end's reason, or the calls it did
  * time), categories not timed apart (the notes), and the text never says "No problems
  * found" then. */
-static void test_unseen(void **state)
-{
+static void test_unseen(void **state) {
     (void)state;
     at_run r = {0};
     sw_row rows[] = {at_row("forward", "all", 7, 7 * MS, 0.0, 1)};
@@ -402,8 +385,7 @@ static void test_unseen(void **state)
     at_run_free(&r);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_run),
         cmocka_unit_test(test_input_bound),

@@ -17,15 +17,13 @@
 
 static char g_dir[256];
 
-static int make_dir(void **state)
-{
+static int make_dir(void **state) {
     (void)state;
     snprintf(g_dir, sizeof g_dir, "/tmp/sw_diagnose_XXXXXX");
     return mkdtemp(g_dir) ? 0 : -1;
 }
 
-static int remove_dir(void **state)
-{
+static int remove_dir(void **state) {
     (void)state;
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
@@ -34,9 +32,8 @@ static int remove_dir(void **state)
 
 /* A training loop of nsteps steps: data, forward, backward, optimizer, each busy for the
  * given microseconds. Written to <g_dir>/<name>; the path is returned in path. */
-static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_us,
-                  char *path, size_t size)
-{
+static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_us, char *path,
+                  size_t size) {
     snprintf(path, size, "%s/%s", g_dir, name);
     SW_TEST_PROFILER(p, .name = name, .run_file = path, .no_signal_handlers = 1);
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
@@ -64,8 +61,7 @@ static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_u
     sw_profiler_free(p);
 }
 
-static char *diagnose_json(const char *path)
-{
+static char *diagnose_json(const char *path) {
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(path, &run), 0);
     at_capture c;
@@ -75,8 +71,7 @@ static char *diagnose_json(const char *path)
     return at_capture_end(&c);
 }
 
-static void test_input_bound_run(void **state)
-{
+static void test_input_bound_run(void **state) {
     (void)state;
     char slow[512], fast[512];
     train("slow_loader.db", 40, 2000, 300, slow, sizeof slow); /* data ~ 74 % of a step */
@@ -115,8 +110,7 @@ static void test_input_bound_run(void **state)
     assert_int_equal(sw_diagnose_write(NULL, SW_FORMAT_TABLE, stdout), SW_EINVAL);
 }
 
-static void test_compare_runs(void **state)
-{
+static void test_compare_runs(void **state) {
     (void)state;
     char base[512], slower[512];
     /* Forward 10x: a loaded machine stretches spins by milliseconds now and then, which
@@ -152,8 +146,7 @@ static void test_compare_runs(void **state)
     sw_run_close(rb);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_input_bound_run),
         cmocka_unit_test(test_compare_runs),

@@ -25,8 +25,7 @@ typedef struct counting_source {
     int resets;
 } counting_source;
 
-static int cs_next(void *ctx, void **batch, uint32_t *size)
-{
+static int cs_next(void *ctx, void **batch, uint32_t *size) {
     counting_source *s = ctx;
     if (s->pos >= s->n)
         return 0;
@@ -39,24 +38,21 @@ static int cs_next(void *ctx, void **batch, uint32_t *size)
     return 1;
 }
 
-static int cs_reset(void *ctx)
-{
+static int cs_reset(void *ctx) {
     counting_source *s = ctx;
     s->pos = 0;
     s->resets++;
     return 0;
 }
 
-static sw_data_source source_of(counting_source *s, int n, int known)
-{
+static sw_data_source source_of(counting_source *s, int n, int known) {
     memset(s, 0, sizeof *s);
     s->n = n;
     sw_data_source d = {cs_next, cs_reset, s, known ? n : -1};
     return d;
 }
 
-static void sleep_ms(double ms)
-{
+static void sleep_ms(double ms) {
     struct timespec ts = {0, (long)(ms * 1e6)};
     nanosleep(&ts, NULL);
 }
@@ -67,42 +63,36 @@ typedef struct log_buf {
     int calls[SW_EVENT_COUNT];
 } log_buf;
 
-static void log_add(log_buf *l, const char *s)
-{
+static void log_add(log_buf *l, const char *s) {
     size_t n = strlen(l->text);
     snprintf(l->text + n, sizeof l->text - n, "%s ", s);
 }
 
-static int log_handler(sw_engine *e, sw_event ev, void *user)
-{
+static int log_handler(sw_engine *e, sw_event ev, void *user) {
     log_buf *l = user;
     l->calls[ev]++;
     log_add(l, sw_event_name(ev));
     return 0;
 }
 
-static int process_log(sw_engine *e, void *batch, uint32_t size, void *user)
-{
+static int process_log(sw_engine *e, void *batch, uint32_t size, void *user) {
     log_add(user, sw_engine_get_state(e)->training ? "P" : "V");
     sw_engine_set_output(e, *(int *)batch);
     return 0;
 }
 
-static int process_noop(sw_engine *e, void *batch, uint32_t size, void *user)
-{
+static int process_noop(sw_engine *e, void *batch, uint32_t size, void *user) {
     return 0;
 }
 
 /* Slow (1 ms) from the 4th batch on: tells the newest processing times from the oldest. */
-static int process_slow_after_3(sw_engine *e, void *batch, uint32_t size, void *user)
-{
+static int process_slow_after_3(sw_engine *e, void *batch, uint32_t size, void *user) {
     if (*(int *)batch > 3)
         sleep_ms(1);
     return 0;
 }
 
-static sw_engine *new_engine(uint64_t epochs, const char *csv)
-{
+static sw_engine *new_engine(uint64_t epochs, const char *csv) {
     sw_engine_options o = {0};
     o.max_epochs = epochs;
     o.csv_path = csv;
@@ -112,16 +102,14 @@ static sw_engine *new_engine(uint64_t epochs, const char *csv)
     return e;
 }
 
-static void attach_all(sw_engine *e, log_buf *l)
-{
+static void attach_all(sw_engine *e, log_buf *l) {
     for (int ev = 0; ev < SW_EVENT_COUNT; ev++)
-        assert_true(sw_engine_on(e, (sw_event)ev, sw_event_name((sw_event)ev), log_handler, l,
-                                 1) >= 0);
+        assert_true(sw_engine_on(e, (sw_event)ev, sw_event_name((sw_event)ev), log_handler, l, 1) >=
+                    0);
 }
 
 /* The snapshot of a run that ended (normally or not) is complete and consistent. */
-static sw_snapshot *check_complete_report(sw_engine *e)
-{
+static sw_snapshot *check_complete_report(sw_engine *e) {
     sw_snapshot *s = NULL;
     assert_int_equal(sw_snapshot_take(sw_engine_profiler(e), &s), 0);
     const sw_row *fit = sw_snapshot_find(s, "fit", "all");
@@ -141,8 +129,7 @@ static sw_snapshot *check_complete_report(sw_engine *e)
     return s;
 }
 
-static void test_event_order(void **state)
-{
+static void test_event_order(void **state) {
     log_buf l = {0};
     counting_source ts, vs;
     sw_data_source td = source_of(&ts, 3, 1), vd = source_of(&vs, 2, 1);
@@ -195,8 +182,7 @@ static void test_event_order(void **state)
     sw_engine_free(e);
 }
 
-static void test_unknown_length(void **state)
-{
+static void test_unknown_length(void **state) {
     log_buf l = {0};
     counting_source ts;
     sw_data_source td = source_of(&ts, 4, 0);
@@ -224,8 +210,7 @@ static void test_unknown_length(void **state)
 }
 
 /* Known length longer than the source: the source is restarted (as Ignite's iterator). */
-static void test_epoch_length_restarts_source(void **state)
-{
+static void test_epoch_length_restarts_source(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 4, 0);
     sw_engine_options o = {0};
@@ -245,23 +230,23 @@ typedef struct every_log {
     uint64_t iterations[16];
 } every_log;
 
-static int every_handler(sw_engine *e, sw_event ev, void *user)
-{
+static int every_handler(sw_engine *e, sw_event ev, void *user) {
     every_log *l = user;
     if (l->n < 16)
         l->iterations[l->n++] = sw_engine_get_state(e)->iteration;
     return 0;
 }
 
-static void test_every_n(void **state)
-{
+static void test_every_n(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 5, 1);
     sw_engine *e = new_engine(2, NULL);
     sw_engine_set_train(e, &td, process_noop, NULL);
     every_log three = {0}, epochs = {0};
-    assert_true(sw_engine_on(e, SW_EVENT_ITERATION_COMPLETED, "every3", every_handler, &three, 3) >= 0);
-    assert_true(sw_engine_on(e, SW_EVENT_EPOCH_COMPLETED, "every2", every_handler, &epochs, 2) >= 0);
+    assert_true(sw_engine_on(e, SW_EVENT_ITERATION_COMPLETED, "every3", every_handler, &three, 3) >=
+                0);
+    assert_true(sw_engine_on(e, SW_EVENT_EPOCH_COMPLETED, "every2", every_handler, &epochs, 2) >=
+                0);
     assert_int_equal(sw_engine_run(e), 0);
     assert_int_equal(three.n, 3);
     assert_int_equal(three.iterations[0], 3);
@@ -273,15 +258,13 @@ static void test_every_n(void **state)
     sw_engine_free(e);
 }
 
-static int terminate_at_4(sw_engine *e, sw_event ev, void *user)
-{
+static int terminate_at_4(sw_engine *e, sw_event ev, void *user) {
     if (sw_engine_get_state(e)->iteration == 4)
         sw_engine_terminate(e);
     return 0;
 }
 
-static void test_terminate_run(void **state)
-{
+static void test_terminate_run(void **state) {
     log_buf l = {0};
     counting_source ts, vs;
     sw_data_source td = source_of(&ts, 3, 1), vd = source_of(&vs, 2, 1);
@@ -311,16 +294,14 @@ static void test_terminate_run(void **state)
     sw_engine_free(e);
 }
 
-static int terminate_epoch_at_2(sw_engine *e, sw_event ev, void *user)
-{
+static int terminate_epoch_at_2(sw_engine *e, sw_event ev, void *user) {
     const sw_engine_state *st = sw_engine_get_state(e);
     if (st->training && st->epoch_iteration == 2)
         sw_engine_terminate_epoch(e);
     return 0;
 }
 
-static void test_terminate_epoch(void **state)
-{
+static void test_terminate_epoch(void **state) {
     log_buf l = {0};
     counting_source ts, vs;
     sw_data_source td = source_of(&ts, 5, 1), vd = source_of(&vs, 2, 1);
@@ -341,21 +322,18 @@ static void test_terminate_epoch(void **state)
     sw_engine_free(e);
 }
 
-static int fail_at_5(sw_engine *e, sw_event ev, void *user)
-{
+static int fail_at_5(sw_engine *e, sw_event ev, void *user) {
     return sw_engine_get_state(e)->iteration == 5 ? SW_EIO : 0;
 }
 
-static int never_after_failure(sw_engine *e, sw_event ev, void *user)
-{
+static int never_after_failure(sw_engine *e, sw_event ev, void *user) {
     int *calls = user;
     if (sw_engine_get_state(e)->iteration == 5)
         (*calls)++;
     return 0;
 }
 
-static void test_error_in_handler(void **state)
-{
+static void test_error_in_handler(void **state) {
     log_buf l = {0};
     counting_source ts;
     sw_data_source td = source_of(&ts, 3, 1);
@@ -381,8 +359,7 @@ static void test_error_in_handler(void **state)
     sw_engine_free(e);
 }
 
-static int process_fail_at_3(sw_engine *e, void *batch, uint32_t size, void *user)
-{
+static int process_fail_at_3(sw_engine *e, void *batch, uint32_t size, void *user) {
     sw_profiler *p = sw_engine_profiler(e);
     SW_SCOPE(p, "forward") {
         sleep_ms(0.1);
@@ -390,8 +367,7 @@ static int process_fail_at_3(sw_engine *e, void *batch, uint32_t size, void *use
     return sw_engine_get_state(e)->iteration == 3 ? SW_EINVAL : 0;
 }
 
-static void test_error_in_process(void **state)
-{
+static void test_error_in_process(void **state) {
     log_buf l = {0};
     counting_source ts;
     sw_data_source td = source_of(&ts, 10, 1);
@@ -411,8 +387,7 @@ static void test_error_in_process(void **state)
     sw_engine_free(e);
 }
 
-static void test_error_in_data_source(void **state)
-{
+static void test_error_in_data_source(void **state) {
     log_buf l = {0};
     counting_source ts;
     sw_data_source td = source_of(&ts, 10, 1);
@@ -427,14 +402,12 @@ static void test_error_in_data_source(void **state)
     sw_engine_free(e);
 }
 
-static int sleepy(sw_engine *e, sw_event ev, void *user)
-{
+static int sleepy(sw_engine *e, sw_event ev, void *user) {
     sleep_ms(*(double *)user);
     return 0;
 }
 
-static void test_handler_timing(void **state)
-{
+static void test_handler_timing(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 4, 1);
     sw_engine *e = new_engine(3, NULL);
@@ -463,8 +436,7 @@ static void test_handler_timing(void **state)
 }
 
 /* Read a whole file into a NUL-terminated buffer. */
-static char *slurp(const char *path)
-{
+static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -478,8 +450,7 @@ static char *slurp(const char *path)
 }
 
 /* The numbers of one CSV data line (no quoted fields) into v; returns how many. */
-static int csv_numbers(char *line, double *v, int max)
-{
+static int csv_numbers(char *line, double *v, int max) {
     int k = 0;
     char *save = NULL;
     for (char *f = strtok_r(line, ",", &save); f && k < max; f = strtok_r(NULL, ",", &save))
@@ -487,8 +458,7 @@ static int csv_numbers(char *line, double *v, int max)
     return k;
 }
 
-static void test_csv_streamed(void **state)
-{
+static void test_csv_streamed(void **state) {
     char path[] = "/tmp/sw_engine_csv_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -505,11 +475,10 @@ static void test_csv_streamed(void **state)
     char *text = slurp(path);
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
-    assert_string_equal(line,
-                        "epoch,iteration,processing_stats,dataflow_stats,Event_STARTED,"
-                        "Event_COMPLETED,Event_EPOCH_STARTED,Event_EPOCH_COMPLETED,"
-                        "Event_ITERATION_STARTED,Event_ITERATION_COMPLETED,"
-                        "Event_GET_BATCH_STARTED,Event_GET_BATCH_COMPLETED");
+    assert_string_equal(line, "epoch,iteration,processing_stats,dataflow_stats,Event_STARTED,"
+                              "Event_COMPLETED,Event_EPOCH_STARTED,Event_EPOCH_COMPLETED,"
+                              "Event_ITERATION_STARTED,Event_ITERATION_COMPLETED,"
+                              "Event_GET_BATCH_STARTED,Event_GET_BATCH_COMPLETED");
     int rows = 0;
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
         double v[12];
@@ -532,8 +501,7 @@ static void test_csv_streamed(void **state)
     sw_engine_free(bad);
 }
 
-static char *capture(int (*fn)(const sw_engine *, FILE *), const sw_engine *e)
-{
+static char *capture(int (*fn)(const sw_engine *, FILE *), const sw_engine *e) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -544,8 +512,7 @@ static char *capture(int (*fn)(const sw_engine *, FILE *), const sw_engine *e)
 
 /* Ignite's HandlersTimeProfiler CSV: a column per handler, zero-padded to the longest column,
  * each column bounded to the last handler_rows values. */
-static void test_handlers_csv(void **state)
-{
+static void test_handlers_csv(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 3, 1);
     sw_engine_options o = {0};
@@ -614,8 +581,7 @@ static void test_handlers_csv(void **state)
     sw_engine_free(e);
 }
 
-static void test_views(void **state)
-{
+static void test_views(void **state) {
     counting_source ts, vs;
     sw_data_source td = source_of(&ts, 4, 1), vd = source_of(&vs, 2, 1);
     sw_engine *e = new_engine(2, NULL);
@@ -654,8 +620,7 @@ static void test_views(void **state)
     sw_engine_free(e);
 }
 
-static int process_with_backward(sw_engine *e, void *batch, uint32_t size, void *user)
-{
+static int process_with_backward(sw_engine *e, void *batch, uint32_t size, void *user) {
     sw_profiler *p = sw_engine_profiler(e);
     SW_SCOPE(p, "backward") {
         sleep_ms(1);
@@ -663,8 +628,7 @@ static int process_with_backward(sw_engine *e, void *batch, uint32_t size, void 
     return 0;
 }
 
-static void test_thunder_keys(void **state)
-{
+static void test_thunder_keys(void **state) {
     sw_time_profiler tp;
     sw_time_profiler_init(&tp);
     assert_true(sw_time_profiler_selected(&tp, "train batch"));
@@ -710,14 +674,12 @@ static void test_thunder_keys(void **state)
     sw_engine_free(e);
 }
 
-static int attach_during_run(sw_engine *e, sw_event ev, void *user)
-{
+static int attach_during_run(sw_engine *e, sw_event ev, void *user) {
     *(int *)user = sw_engine_on(e, SW_EVENT_COMPLETED, "late", attach_during_run, user, 1);
     return 0;
 }
 
-static void test_bad_arguments(void **state)
-{
+static void test_bad_arguments(void **state) {
     sw_engine *e = NULL;
     assert_int_equal(sw_engine_new(NULL, NULL), SW_EINVAL);
     sw_engine_options o = {0};
@@ -745,8 +707,7 @@ static void test_bad_arguments(void **state)
 }
 
 /* An engine over the caller's profiler records there and leaves it alive. */
-static void test_external_profiler(void **state)
-{
+static void test_external_profiler(void **state) {
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(NULL, &p), 0);
     sw_engine_options o = {0};
@@ -767,8 +728,7 @@ static void test_external_profiler(void **state)
     sw_profiler_free(p);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_event_order),
         cmocka_unit_test(test_unknown_length),

@@ -17,21 +17,18 @@
 
 #define DELAY_NS 20000000.0
 
-static int process_noop(sw_engine *e, void *b, uint32_t size, void *user)
-{
+static int process_noop(sw_engine *e, void *b, uint32_t size, void *user) {
     return 0;
 }
 
-static void assert_near(const char *what, double ns, double truth_ns)
-{
+static void assert_near(const char *what, double ns, double truth_ns) {
     double rel = fabs(ns - truth_ns) / truth_ns;
-    print_message("%-28s %.3f ms (%.1f %% off the loader's %.3f ms)\n", what, ns / 1e6,
-                  100 * rel, truth_ns / 1e6);
+    print_message("%-28s %.3f ms (%.1f %% off the loader's %.3f ms)\n", what, ns / 1e6, 100 * rel,
+                  truth_ns / 1e6);
     assert_true(rel <= 0.10);
 }
 
-static void test_known_delay_is_measured(void **state)
-{
+static void test_known_delay_is_measured(void **state) {
     dataset ds;
     assert_int_equal(dataset_generate(&ds, 25 * 16, 10, 1, 2), 0);
     loader l;
@@ -81,8 +78,7 @@ static void test_known_delay_is_measured(void **state)
     dataset_free(&ds);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_delay_is_measured),
     };

@@ -21,8 +21,9 @@ static void test_child_starts_clean(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         sw_snapshot *s = NULL;
-        int ok = sw_snapshot_take(p, &s) == 0 && sw_snapshot_find(s, "parent_work", "all") == NULL &&
-                 s->steps == 0 && s->misuse.open_at_snapshot == 0;
+        int ok = sw_snapshot_take(p, &s) == 0 &&
+                 sw_snapshot_find(s, "parent_work", "all") == NULL && s->steps == 0 &&
+                 s->misuse.open_at_snapshot == 0;
         sw_snapshot_free(s);
         /* The child records on its own. */
         sw_begin(p, a);

@@ -57,8 +57,8 @@ static const sw_fstat *stat_named(const sw_fprofile *fp, const sw_fstats *s, con
     return NULL;
 }
 
-static char *text_of(int (*write)(const sw_fprofile *, const char *, FILE *),
-                     const sw_fprofile *fp, const char *action) {
+static char *text_of(int (*write)(const sw_fprofile *, const char *, FILE *), const sw_fprofile *fp,
+                     const char *action) {
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
@@ -97,9 +97,9 @@ static void test_stats_count_like_cprofile(void **state) {
     assert_int_equal(s->self_ns, 20);
     const sw_fstat *rec = stat_named(fp, s, "rec");
     assert_int_equal(rec->calls, 3);
-    assert_int_equal(rec->primitive_calls, 1);  /* "3/1" */
-    assert_int_equal(rec->tottime_ns, 80);      /* every level's own time */
-    assert_int_equal(rec->cumtime_ns, 80);      /* the outermost call only */
+    assert_int_equal(rec->primitive_calls, 1); /* "3/1" */
+    assert_int_equal(rec->tottime_ns, 80);     /* every level's own time */
+    assert_int_equal(rec->cumtime_ns, 80);     /* the outermost call only */
     const sw_fstat *helper = stat_named(fp, s, "helper");
     assert_int_equal(helper->calls, 2);
     assert_int_equal(helper->primitive_calls, 2);
@@ -163,12 +163,13 @@ static void test_collapsed_and_merge(void **state) {
     uint32_t r = call(t2, 0, 10, 0, 40, 40);
     (void)r;
     char *text = text_of(sw_fprofile_write_collapsed, fp, "step");
-    const char *want = "step 30\n"
-                       "step;model.py:10(run) 50\n"
-                       "step;model.py:10(run);model.py:20(rec) 20\n"
-                       "step;model.py:10(run);model.py:20(rec);model.py:20(rec) 30\n"
-                       "step;model.py:10(run);model.py:20(rec);model.py:20(rec);model.py:20(rec) 30\n"
-                       "step;model.py:10(run);model.py:30(helper) 10\n";
+    const char *want =
+        "step 30\n"
+        "step;model.py:10(run) 50\n"
+        "step;model.py:10(run);model.py:20(rec) 20\n"
+        "step;model.py:10(run);model.py:20(rec);model.py:20(rec) 30\n"
+        "step;model.py:10(run);model.py:20(rec);model.py:20(rec);model.py:20(rec) 30\n"
+        "step;model.py:10(run);model.py:30(helper) 10\n";
     assert_string_equal(text, want);
     free(text);
     sw_fstats *s = NULL;
@@ -234,7 +235,7 @@ static void test_stack_rules(void **state) {
     assert_int_equal(sw_fstack_new(&s), 0);
     int owner;
     assert_int_equal(sw_fstack_enter(s, 1, 1), -1); /* no action open: nothing */
-    sw_fstack_leave(s, 99);                          /* a return from before: ignored */
+    sw_fstack_leave(s, 99);                         /* a return from before: ignored */
     assert_int_equal(sw_fstack_open(s, tree_of(fp, "outer"), &owner, 1), 0);
     assert_int_equal(enter(s, fp, 100, "loop"), 1);
     /* the inner action begins inside a call that returns while it goes on */

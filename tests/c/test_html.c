@@ -21,11 +21,11 @@
 
 static const char *const COUNTER_NAMES[] = {"gpu_util_pct", "host_rss_mb"};
 
-static int foreach_counter(void *src, sw_counter_fn fn, void *ctx)
-{
+static int foreach_counter(void *src, sw_counter_fn fn, void *ctx) {
     (void)src;
     for (uint64_t i = 0; i < 20000; i++) {
-        sw_counter_record c = {.counter = (sw_id)(i % 2), .time_ns = i * 50 * MS,
+        sw_counter_record c = {.counter = (sw_id)(i % 2),
+                               .time_ns = i * 50 * MS,
                                .value = i % 2 ? 900.0 + (double)(i % 700) : (double)(i % 100)};
         int rc = fn(ctx, 0, &c);
         if (rc)
@@ -34,16 +34,14 @@ static int foreach_counter(void *src, sw_counter_fn fn, void *ctx)
     return 0;
 }
 
-static const char *counter_name(void *src, int rank, sw_id counter)
-{
+static const char *counter_name(void *src, int rank, sw_id counter) {
     (void)src;
     (void)rank;
     return counter < 2 ? COUNTER_NAMES[counter] : NULL;
 }
 
 /* A long run: NSTEPS steps with warm-up, stalls every 997 steps, and hostile names. */
-static char *long_report(size_t *size)
-{
+static char *long_report(size_t *size) {
     static at_run r;
     static sw_row rows[5];
     static sw_counter_summary counters[2];
@@ -85,16 +83,14 @@ static char *long_report(size_t *size)
     return html;
 }
 
-static size_t count(const char *text, const char *what)
-{
+static size_t count(const char *text, const char *what) {
     size_t n = 0;
     for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
         n++;
     return n;
 }
 
-static void test_series_is_bounded(void **state)
-{
+static void test_series_is_bounded(void **state) {
     (void)state;
     sw__series s;
     assert_int_equal(sw__series_init(&s, 0, 1), 0);
@@ -112,12 +108,12 @@ static void test_series_is_bounded(void **state)
         total += s.points[i].sum;
         sum0 += s.points[i].sums[0];
     }
-    assert_int_equal(n, 1000003);          /* nothing lost */
-    assert_true(max == 1e9);               /* the outlier survives downsampling */
+    assert_int_equal(n, 1000003); /* nothing lost */
+    assert_true(max == 1e9);      /* the outlier survives downsampling */
     assert_true(sum0 == 1000003.0);
     assert_true(total > 1e9);
     assert_int_equal(s.origin, 10);
-    assert_int_equal(s.width, 512);        /* 1000003 / 2000 rounded up to a power of two */
+    assert_int_equal(s.width, 512); /* 1000003 / 2000 rounded up to a power of two */
     /* Each point's median (values 0..9 evenly: 4 or 5) and its wall-time span. */
     for (size_t i = 0; i + 1 < s.npoints; i++) {
         double m = sw__series_median(&s, i);
@@ -128,8 +124,7 @@ static void test_series_is_bounded(void **state)
     sw__series_free(&s);
 }
 
-static void test_bounded_and_escaped(void **state)
-{
+static void test_bounded_and_escaped(void **state) {
     (void)state;
     size_t size;
     char *html = long_report(&size);
@@ -138,7 +133,8 @@ static void test_bounded_and_escaped(void **state)
     assert_int_equal(count(html, "<script"), 2);
     assert_int_equal(count(html, "</script>"), 2);
     assert_non_null(strstr(html, "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"));
-    assert_non_null(strstr(html, "<title>stepwatch: long &lt;run&gt; &amp; &quot;friends&quot;</title>"));
+    assert_non_null(
+        strstr(html, "<title>stepwatch: long &lt;run&gt; &amp; &quot;friends&quot;</title>"));
     /* No network: no URLs to fetch, and a policy that forbids them. */
     assert_int_equal(count(html, "://"), count(html, "\"http://www.w3.org/2000/svg\""));
     assert_null(strstr(html, "src="));
@@ -157,8 +153,7 @@ static void test_bounded_and_escaped(void **state)
 }
 
 /* Run chromium on path; returns its DOM after scripts ran, and the console lines. */
-static char *chromium_dom(const char *path, char **console, const char *screenshot)
-{
+static char *chromium_dom(const char *path, char **console, const char *screenshot) {
     char cmd[4096], err[1100];
     snprintf(err, sizeof err, "%s.stderr", path);
     snprintf(cmd, sizeof cmd,
@@ -196,21 +191,18 @@ static char *chromium_dom(const char *path, char **console, const char *screensh
     return dom;
 }
 
-static int have_chromium(void)
-{
+static int have_chromium(void) {
     return system("command -v chromium >/dev/null 2>&1") == 0;
 }
 
-static void write_file(const char *path, const char *text)
-{
+static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fputs(text, f);
     assert_int_equal(fclose(f), 0);
 }
 
-static void out_path(char *buf, size_t size, const char *name)
-{
+static void out_path(char *buf, size_t size, const char *name) {
     const char *dir = getenv("SW_BUILD_DIR");
     char cwd[1024];
     if (!dir)
@@ -221,8 +213,7 @@ static void out_path(char *buf, size_t size, const char *name)
 /* Write html to the build directory as name, draw it in Chromium (and take a screenshot
  * when png is given); the page must render without console messages or script errors.
  * Frees html; returns the DOM after the scripts ran (caller frees). */
-static char *render(char *html, const char *name, const char *png)
-{
+static char *render(char *html, const char *name, const char *png) {
     char path[1024], shot[1024];
     out_path(path, sizeof path, name);
     if (png)
@@ -239,8 +230,7 @@ static char *render(char *html, const char *name, const char *png)
     return dom;
 }
 
-static void test_chromium_renders(void **state)
-{
+static void test_chromium_renders(void **state) {
     (void)state;
     if (!have_chromium()) {
         fprintf(stderr, "chromium is not installed (apt-get install chromium): skipped\n");
@@ -249,14 +239,12 @@ static void test_chromium_renders(void **state)
     size_t size;
     char *html = long_report(&size);
     char *dom = render(html, "html_report.html", "html_report.png");
-    const char *charts[] = {"data-chart=\"step-time\"", "data-chart=\"breakdown\"",
-                            "data-chart=\"hist-step\"", "data-chart=\"hist\"",
-                            "data-chart=\"counter\"", "data-marker=\"p50\"",
-                            "data-marker=\"p99\"", "data-category=\"data\"",
-                            "data-category=\"backward\"", "data-finding=\"tail-stalls\"",
-                            "data-table=\"actions\"", "data-table=\"phases\"",
-                            "data-chart=\"glance-train\"", "data-axis=\"time\"",
-                            "data-action=\"reset-zoom\""};
+    const char *charts[] = {
+        "data-chart=\"step-time\"",     "data-chart=\"breakdown\"", "data-chart=\"hist-step\"",
+        "data-chart=\"hist\"",          "data-chart=\"counter\"",   "data-marker=\"p50\"",
+        "data-marker=\"p99\"",          "data-category=\"data\"",   "data-category=\"backward\"",
+        "data-finding=\"tail-stalls\"", "data-table=\"actions\"",   "data-table=\"phases\"",
+        "data-chart=\"glance-train\"",  "data-axis=\"time\"",       "data-action=\"reset-zoom\""};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         if (!strstr(dom, charts[i]))
             fail_msg("the rendered page has no %s", charts[i]);
@@ -268,8 +256,7 @@ static void test_chromium_renders(void **state)
     free(dom);
 }
 
-static void test_chromium_empty_run(void **state)
-{
+static void test_chromium_empty_run(void **state) {
     (void)state;
     if (!have_chromium())
         skip();
@@ -288,8 +275,7 @@ static void test_chromium_empty_run(void **state)
     free(dom);
 }
 
-static void test_bad_arguments(void **state)
-{
+static void test_bad_arguments(void **state) {
     (void)state;
     at_run r = {0};
     sw__input in = at_input(&r, NULL, 1);
@@ -298,13 +284,10 @@ static void test_bad_arguments(void **state)
     assert_int_equal(sw_html_write(NULL, stdout), SW_EINVAL);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_series_is_bounded),
-        cmocka_unit_test(test_bounded_and_escaped),
-        cmocka_unit_test(test_chromium_renders),
-        cmocka_unit_test(test_chromium_empty_run),
+        cmocka_unit_test(test_series_is_bounded), cmocka_unit_test(test_bounded_and_escaped),
+        cmocka_unit_test(test_chromium_renders),  cmocka_unit_test(test_chromium_empty_run),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

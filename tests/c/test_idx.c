@@ -20,36 +20,31 @@
 
 static char dir[64];
 
-static int make_dir(void **state)
-{
+static int make_dir(void **state) {
     strcpy(dir, "/tmp/sw_idx_XXXXXX");
     return mkdtemp(dir) ? 0 : -1;
 }
 
-static int remove_dir(void **state)
-{
+static int remove_dir(void **state) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static const char *path_of(const char *name)
-{
+static const char *path_of(const char *name) {
     static char p[256];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return p;
 }
 
-static void write_bytes(const char *name, const void *bytes, size_t n)
-{
+static void write_bytes(const char *name, const void *bytes, size_t n) {
     FILE *f = fopen(path_of(name), "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(bytes, 1, n, f), n);
     fclose(f);
 }
 
-static void test_u8_images_round_trip(void **state)
-{
+static void test_u8_images_round_trip(void **state) {
     uint8_t px[2 * 3 * 4];
     for (int i = 0; i < 24; i++)
         px[i] = (uint8_t)(i * 10);
@@ -69,8 +64,7 @@ static void test_u8_images_round_trip(void **state)
     idx_free(&a);
 }
 
-static void test_int32_and_float_are_big_endian(void **state)
-{
+static void test_int32_and_float_are_big_endian(void **state) {
     /* int32 vector of 2: 0x01020304 and -2 */
     const uint8_t i32[] = {0, 0, 0x0C, 1, 0, 0, 0, 2, 1, 2, 3, 4, 0xFF, 0xFF, 0xFF, 0xFE};
     write_bytes("i32", i32, sizeof i32);
@@ -88,8 +82,7 @@ static void test_int32_and_float_are_big_endian(void **state)
 }
 
 /* A bad file gives code rc and a message containing needle. */
-static void expect_bad(const char *name, int rc, const char *needle)
-{
+static void expect_bad(const char *name, int rc, const char *needle) {
     idx_array a;
     char err[512] = "";
     assert_int_equal(idx_read(path_of(name), &a, err, sizeof err), rc);
@@ -98,8 +91,7 @@ static void expect_bad(const char *name, int rc, const char *needle)
     assert_null(a.data);
 }
 
-static void test_bad_files(void **state)
-{
+static void test_bad_files(void **state) {
     expect_bad("missing", SW_ENOTFOUND, "cannot open");
     write_bytes("empty", "", 0);
     expect_bad("empty", SW_ECORRUPT, "truncated header");
@@ -128,8 +120,7 @@ static void test_bad_files(void **state)
     expect_bad("promise", SW_ECORRUPT, "promises 28969973760 bytes of data, the file has 7");
 }
 
-static void test_mnist_pair(void **state)
-{
+static void test_mnist_pair(void **state) {
     uint8_t px[3 * 28 * 28];
     for (size_t i = 0; i < sizeof px; i++)
         px[i] = (uint8_t)(i % 251);
@@ -164,8 +155,7 @@ static void test_mnist_pair(void **state)
     assert_non_null(strstr(err, "expected unsigned-byte images"));
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_u8_images_round_trip),
         cmocka_unit_test(test_int32_and_float_are_big_endian),

@@ -445,7 +445,10 @@ static void test_thread_names_follow_changes(void **state) {
     assert_int_equal(query_int(path, "SELECT count(*) FROM threads"), 2);
 }
 
-typedef struct { sw_step_record last; int steps; } breakdown;
+typedef struct {
+    sw_step_record last;
+    int steps;
+} breakdown;
 static int keep_step(void *ctx, int rank, const sw_step_record *s) {
     breakdown *b = ctx;
     b->last = *s;
@@ -462,8 +465,7 @@ static void test_step_breakdown_own_time(void **state) {
     path_in_dir(path, sizeof path, "breakdown.db");
     SW_TEST_PROFILER(p, .run_file = path, .flush_interval_ms = 20);
     sw_id data = sw_action_with_category(p, "[Loop].train_dataloader_next", SW_CAT_DATA);
-    sw_id opt = sw_action_with_category(p, "[LightningModule]M.optimizer_step",
-                                        SW_CAT_OPTIMIZER);
+    sw_id opt = sw_action_with_category(p, "[LightningModule]M.optimizer_step", SW_CAT_OPTIMIZER);
     sw_id fwd = sw_action_with_category(p, "[Strategy]S.training_step", SW_CAT_FORWARD);
     sw_id bwd = sw_action_with_category(p, "[Strategy]S.backward", SW_CAT_BACKWARD);
     sw_id cb = sw_action_with_category(p, "[Callback]Cb.on_before_backward", SW_CAT_CALLBACK);
@@ -471,12 +473,12 @@ static void test_step_breakdown_own_time(void **state) {
     const uint64_t MS = 1000000, t = sw_now_ns() - 1000 * MS;
     sw_phase_begin(p, SW_PHASE_TRAIN);
     sw_step_begin_at(p, 8, t);
-    sw_begin_at(p, data, t), sw_end_at(p, data, t + 2 * MS);           /* data 2 */
-    sw_begin_at(p, batch, t + 2 * MS);                                  /* batch's own 1 */
-    sw_begin_at(p, opt, t + 3 * MS);                                    /* optimizer 3 + 1 */
-    sw_begin_at(p, fwd, t + 4 * MS), sw_end_at(p, fwd, t + 8 * MS);    /* forward 4 */
-    sw_begin_at(p, bwd, t + 8 * MS);                                    /* backward 5 - 2 */
-    sw_begin_at(p, cb, t + 9 * MS), sw_end_at(p, cb, t + 11 * MS);     /* callback 2 */
+    sw_begin_at(p, data, t), sw_end_at(p, data, t + 2 * MS);        /* data 2 */
+    sw_begin_at(p, batch, t + 2 * MS);                              /* batch's own 1 */
+    sw_begin_at(p, opt, t + 3 * MS);                                /* optimizer 3 + 1 */
+    sw_begin_at(p, fwd, t + 4 * MS), sw_end_at(p, fwd, t + 8 * MS); /* forward 4 */
+    sw_begin_at(p, bwd, t + 8 * MS);                                /* backward 5 - 2 */
+    sw_begin_at(p, cb, t + 9 * MS), sw_end_at(p, cb, t + 11 * MS);  /* callback 2 */
     sw_end_at(p, bwd, t + 13 * MS);
     sw_begin_at(p, glue, t + 13 * MS), sw_end_at(p, glue, t + 14 * MS); /* the optimizer's */
     sw_end_at(p, opt, t + 16 * MS);

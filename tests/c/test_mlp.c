@@ -17,8 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-static void test_gradients_match_finite_differences(void **state)
-{
+static void test_gradients_match_finite_differences(void **state) {
     const int sizes[] = {6, 5, 4, 3};
     mlp m;
     assert_int_equal(mlp_init(&m, sizes, 4, 4, 7), 0);
@@ -56,15 +55,13 @@ static void test_gradients_match_finite_differences(void **state)
     assert_int_equal(mlp_init(&bad, zero, 3, 4, 7), -1);
 }
 
-static int record_epoch(sw_engine *e, sw_event ev, void *user)
-{
+static int record_epoch(sw_engine *e, sw_event ev, void *user) {
     trainer_epoch_done(user);
     return 0;
 }
 
 /* Train on generated data through the engine; returns the trainer's figures. */
-static void train(int adam, float lr, trainer *t)
-{
+static void train(int adam, float lr, trainer *t) {
     dataset tr, va;
     assert_int_equal(dataset_generate(&tr, 2000, 10, 11, 12), 0);
     assert_int_equal(dataset_generate(&va, 500, 10, 11, 13), 0);
@@ -103,12 +100,11 @@ static void train(int adam, float lr, trainer *t)
     dataset_free(&va);
 }
 
-static void check_learned(const trainer *t, const char *name)
-{
+static void check_learned(const trainer *t, const char *name) {
     assert_int_equal(t->epochs, 3);
     print_message("%s: first batch loss %.3f, epoch losses %.3f %.3f %.3f, valid accuracy %.1f%%\n",
-                  name, t->first_batch_loss, t->train_loss[0], t->train_loss[1],
-                  t->train_loss[2], 100 * t->valid_acc[2]);
+                  name, t->first_batch_loss, t->train_loss[0], t->train_loss[1], t->train_loss[2],
+                  100 * t->valid_acc[2]);
     /* Chance is ln(10) = 2.30 and 10 %: the loss must fall to under a quarter. */
     assert_true(t->first_batch_loss > 1.5);
     assert_true(t->train_loss[2] < 0.25 * t->first_batch_loss);
@@ -116,24 +112,21 @@ static void check_learned(const trainer *t, const char *name)
     assert_true(t->valid_acc[2] > 0.8);
 }
 
-static void test_sgd_learns(void **state)
-{
+static void test_sgd_learns(void **state) {
     trainer t;
     train(0, 0.05f, &t);
     check_learned(&t, "SGD");
     trainer_free(&t);
 }
 
-static void test_adam_learns(void **state)
-{
+static void test_adam_learns(void **state) {
     trainer t;
     train(1, 1e-3f, &t);
     check_learned(&t, "Adam");
     trainer_free(&t);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_finite_differences),
         cmocka_unit_test(test_sgd_learns),

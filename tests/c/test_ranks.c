@@ -59,9 +59,9 @@ static unsigned char *payloads_of(int world, const parts *t) {
     for (int r = 0; r < world; r++) {
         SW_TEST_PROFILER(p, .rank = r, .world_size = world, .local_rank = r % 2);
         record_steps(p, t[r]);
-        assert_int_equal(sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
-                                         SW_RANK_PAYLOAD_SIZE),
-                         0);
+        assert_int_equal(
+            sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE, SW_RANK_PAYLOAD_SIZE),
+            0);
         sw_profiler_free(p);
     }
     return all;
@@ -193,7 +193,7 @@ static void test_missing_ranks(void **state) {
     parts slow = {.data = 21, .forward = 4, .backward = 4, .optimizer = 2, .collective = 1};
     parts t[5] = {fast, fast, slow, fast, fast};
     unsigned char *all = payloads_of(5, t);
-    memset(all + 1 * SW_RANK_PAYLOAD_SIZE, 0, SW_RANK_PAYLOAD_SIZE);  /* rank 1: none */
+    memset(all + 1 * SW_RANK_PAYLOAD_SIZE, 0, SW_RANK_PAYLOAD_SIZE);   /* rank 1: none */
     all[3 * SW_RANK_PAYLOAD_SIZE + 4] = 99;                            /* rank 3: version */
     memcpy(all + 4 * SW_RANK_PAYLOAD_SIZE, all, SW_RANK_PAYLOAD_SIZE); /* rank 4: rank 0's */
     sw_ranks *r = NULL;
@@ -234,14 +234,14 @@ static void test_payload_layout(void **state) {
     assert_int_equal(buf[12], 4);
     assert_int_equal(sw_rank_payload(p, 0, 0, buf, sizeof buf), 0);
     assert_memory_equal(buf, "swrk", 4);
-    assert_int_equal(buf[4] | buf[5] << 8, 1);   /* version */
-    assert_int_equal(buf[6] | buf[7] << 8, 9);   /* slots */
-    assert_int_equal(buf[8], 3);                 /* rank */
-    assert_int_equal(buf[12], 8);                /* world size */
-    assert_int_equal(buf[16], 1);                /* local rank */
-    assert_int_equal(buf[20], 1);                /* flags: train phase */
-    assert_int_equal(buf[24], STEPS);            /* steps */
-    uint64_t data_count = 0;                     /* slot 1 (data), first field */
+    assert_int_equal(buf[4] | buf[5] << 8, 1); /* version */
+    assert_int_equal(buf[6] | buf[7] << 8, 9); /* slots */
+    assert_int_equal(buf[8], 3);               /* rank */
+    assert_int_equal(buf[12], 8);              /* world size */
+    assert_int_equal(buf[16], 1);              /* local rank */
+    assert_int_equal(buf[20], 1);              /* flags: train phase */
+    assert_int_equal(buf[24], STEPS);          /* steps */
+    uint64_t data_count = 0;                   /* slot 1 (data), first field */
     for (int i = 0; i < 8; i++)
         data_count |= (uint64_t)buf[128 + 64 + i] << (8 * i);
     assert_int_equal(data_count, STEPS);
@@ -343,9 +343,9 @@ static void test_run_file_rounds_and_merge(void **state) {
         assert_int_equal(sw_thread_name(p, r == 1 ? "trainer one" : "trainer"), 0);
         sw_test_spin(60 * MS); /* the first step, begun in the past, begins after the start */
         record_steps(p, t[r]);
-        assert_int_equal(sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE,
-                                         SW_RANK_PAYLOAD_SIZE),
-                         0);
+        assert_int_equal(
+            sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE, SW_RANK_PAYLOAD_SIZE),
+            0);
         /* rank 1's clock runs 5 s ahead of rank 0's */
         assert_int_equal(sw_run_set_clock_offset(p, r == 1 ? 5000000000 : 0), 0);
         if (r == 0)
@@ -358,8 +358,7 @@ static void test_run_file_rounds_and_merge(void **state) {
     assert_int_equal(sw_run_add_ranks(rank0, all, SW_RANK_PAYLOAD_SIZE, 0, 1), SW_EINVAL);
     sw_profiler_free(rank0);
     SW_TEST_PROFILER(no_file);
-    assert_int_equal(sw_run_add_ranks(no_file, all, SW_RANK_PAYLOAD_SIZE, 3, 1),
-                     SW_ENOTFOUND);
+    assert_int_equal(sw_run_add_ranks(no_file, all, SW_RANK_PAYLOAD_SIZE, 3, 1), SW_ENOTFOUND);
     assert_int_equal(sw_run_set_clock_offset(no_file, 5), SW_ENOTFOUND);
     sw_profiler_free(no_file);
 
@@ -439,7 +438,9 @@ typedef struct fake_transport {
     double timeout_s;
 } fake_transport;
 
-static void fake_release(void *ctx) { ((fake_transport *)ctx)->released++; }
+static void fake_release(void *ctx) {
+    ((fake_transport *)ctx)->released++;
+}
 
 static int fake_gather(void *ctx, const void *mine, void *all, size_t size, int final,
                        double timeout_s) {
@@ -508,12 +509,12 @@ static void test_attached_transport_aggregates_at_free(void **state) {
     /* bad options */
     SW_TEST_PROFILER(q, .rank = 0, .world_size = 2);
     assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){0}), SW_EINVAL);
-    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather,
-                                                            .format = SW_FORMAT_CSV}),
-                     SW_EFORMAT);
-    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather, .rank = 2,
-                                                            .world_size = 2}),
-                     SW_EINVAL);
+    assert_int_equal(
+        sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather, .format = SW_FORMAT_CSV}),
+        SW_EFORMAT);
+    assert_int_equal(
+        sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather, .rank = 2, .world_size = 2}),
+        SW_EINVAL);
     sw_profiler_free(q);
 }
 

@@ -275,25 +275,25 @@ static void test_misuse_is_counted_not_fatal(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .max_depth = 4);
     sw_id a = sw_action(p, "a"), b = sw_action(p, "b");
-    sw_end(p, a);                      /* end without begin */
+    sw_end(p, a); /* end without begin */
     sw_begin(p, a);
     sw_begin(p, b);
-    sw_end(p, a);                      /* closes b too: mismatched */
-    sw_begin(p, SW_ID_NONE);           /* bad id */
-    sw_end(p, 12345);                  /* bad id */
-    for (int i = 0; i < 6; i++)        /* 2 beyond max_depth */
+    sw_end(p, a);               /* closes b too: mismatched */
+    sw_begin(p, SW_ID_NONE);    /* bad id */
+    sw_end(p, 12345);           /* bad id */
+    for (int i = 0; i < 6; i++) /* 2 beyond max_depth */
         sw_begin(p, a);
     for (int i = 0; i < 6; i++)
         sw_end(p, a);
-    sw_step_end(p);                    /* no step open */
+    sw_step_end(p); /* no step open */
     sw_step_begin(p, 1);
-    sw_step_begin(p, 1);               /* step open: the first ends */
+    sw_step_begin(p, 1); /* step open: the first ends */
     sw_step_end(p);
     sw_phase_begin(p, SW_PHASE_TRAIN);
-    sw_phase_end(p, SW_PHASE_VALID);   /* not open */
+    sw_phase_end(p, SW_PHASE_VALID); /* not open */
     sw_phase_end(p, SW_PHASE_TRAIN);
-    sw_record(p, a, 100, 50);          /* end before start */
-    sw_begin(p, b);                    /* left open */
+    sw_record(p, a, 100, 50); /* end before start */
+    sw_begin(p, b);           /* left open */
     sw_begin(NULL, a);
     sw_end(NULL, a);
     sw_step_begin(NULL, 1);
@@ -385,12 +385,12 @@ static void test_explicit_category(void **state) {
     assert_int_not_equal(bwd, SW_ID_NONE);
     assert_int_equal(sw_action_category(p, bwd), SW_CAT_BACKWARD);
     /* the same name and category again, or the plain lookup: the same id */
-    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward",
-                                             SW_CAT_BACKWARD), bwd);
+    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward", SW_CAT_BACKWARD),
+                     bwd);
     assert_int_equal(sw_action(p, "[Strategy]DDPStrategy.backward"), bwd);
     /* a name has one category: another one is refused, the first one stays */
-    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward",
-                                             SW_CAT_FORWARD), SW_ID_NONE);
+    assert_int_equal(sw_action_with_category(p, "[Strategy]DDPStrategy.backward", SW_CAT_FORWARD),
+                     SW_ID_NONE);
     sw_id fwd = sw_action(p, "forward");
     assert_int_equal(sw_action_with_category(p, "forward", SW_CAT_OTHER), SW_ID_NONE);
     assert_int_equal(sw_action_with_category(p, "forward", SW_CAT_FORWARD), fwd);

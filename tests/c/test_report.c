@@ -29,7 +29,9 @@
 
 /* The name with quotes, a newline, a tab, a backslash, non-ASCII text and one byte that is
  * not UTF-8. tests/report_json.cmake expects it back with \xff as U+FFFD. */
-static const char weird_name[] = "say \"hi\"\n\tback\\slash \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "de "
+static const char weird_name[] = "say \"hi\"\n\tback\\slash \xc3\xbcn\xc3\xaf"
+                                 "c\xc3\xb6"
+                                 "de "
                                  "\xc2\xb5 \xe6\x97\xa5\xe6\x9c\xac \xff!";
 static const char long_name[] =
     "callback:ModelCheckpoint.on_train_batch_end.with_a_really_long_suffix_that_goes_on";
@@ -278,19 +280,27 @@ static void golden(void **state, sw_format fmt, const char *file) {
     free(out);
 }
 
-static void test_golden_table(void **state) { golden(state, SW_FORMAT_TABLE, "report_table.txt"); }
+static void test_golden_table(void **state) {
+    golden(state, SW_FORMAT_TABLE, "report_table.txt");
+}
 static void test_golden_lightning(void **state) {
     golden(state, SW_FORMAT_LIGHTNING, "report_lightning.txt");
 }
 static void test_golden_fastxtend(void **state) {
     golden(state, SW_FORMAT_FASTXTEND, "report_fastxtend.txt");
 }
-static void test_golden_ignite(void **state) { golden(state, SW_FORMAT_IGNITE, "report_ignite.txt"); }
+static void test_golden_ignite(void **state) {
+    golden(state, SW_FORMAT_IGNITE, "report_ignite.txt");
+}
 static void test_golden_markdown(void **state) {
     golden(state, SW_FORMAT_MARKDOWN, "report_markdown.md");
 }
-static void test_golden_csv(void **state) { golden(state, SW_FORMAT_CSV, "report_csv.csv"); }
-static void test_golden_json(void **state) { golden(state, SW_FORMAT_JSON, "report_json.json"); }
+static void test_golden_csv(void **state) {
+    golden(state, SW_FORMAT_CSV, "report_csv.csv");
+}
+static void test_golden_json(void **state) {
+    golden(state, SW_FORMAT_JSON, "report_json.json");
+}
 
 /* The Python checks read these back (tests/report_json.cmake). */
 static void test_outputs_for_python(void **state) {
@@ -502,7 +512,9 @@ static void test_csv_shape(void **state) {
     while (*p) {
         assert_int_equal(csv_record(&p, fields, 32), header);
         /* The name comes back whole, the byte that is not UTF-8 as U+FFFD. */
-        if (strcmp(fields[0], "say \"hi\"\n\tback\\slash \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "de "
+        if (strcmp(fields[0], "say \"hi\"\n\tback\\slash \xc3\xbcn\xc3\xaf"
+                              "c\xc3\xb6"
+                              "de "
                               "\xc2\xb5 \xe6\x97\xa5\xe6\x9c\xac \xef\xbf\xbd!") == 0)
             saw_weird = 1;
         if (strcmp(fields[0], "step") == 0 && strcmp(fields[1], "all") == 0) {
@@ -578,10 +590,14 @@ static void test_format_parse(void **state) {
     const struct {
         const char *name;
         sw_format fmt;
-    } ok[] = {{"table", SW_FORMAT_TABLE},       {"lightning", SW_FORMAT_LIGHTNING},
-              {"fastxtend", SW_FORMAT_FASTXTEND}, {"ignite", SW_FORMAT_IGNITE},
-              {"md", SW_FORMAT_MARKDOWN},       {"markdown", SW_FORMAT_MARKDOWN},
-              {"csv", SW_FORMAT_CSV},           {"json", SW_FORMAT_JSON}};
+    } ok[] = {{"table", SW_FORMAT_TABLE},
+              {"lightning", SW_FORMAT_LIGHTNING},
+              {"fastxtend", SW_FORMAT_FASTXTEND},
+              {"ignite", SW_FORMAT_IGNITE},
+              {"md", SW_FORMAT_MARKDOWN},
+              {"markdown", SW_FORMAT_MARKDOWN},
+              {"csv", SW_FORMAT_CSV},
+              {"json", SW_FORMAT_JSON}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         sw_format fmt = (sw_format)-1;
         assert_int_equal(sw_format_parse(ok[i].name, &fmt), 0);
@@ -614,14 +630,29 @@ static void test_format_duration(void **state) {
         double ns;
         const char *text;
     } cases[] = {
-        {0, "0 ns"},           {5, "5 ns"},            {1.5, "1.50 ns"},
-        {12.34, "12.3 ns"},    {812, "812 ns"},        {999, "999 ns"},
-        {999.4, "999 ns"},     {999.6, "1.00 \xc2\xb5s"}, {1000, "1.00 \xc2\xb5s"},
-        {3410, "3.41 \xc2\xb5s"}, {9990, "9.99 \xc2\xb5s"}, {10000, "10.0 \xc2\xb5s"},
-        {99940, "99.9 \xc2\xb5s"}, {99960, "100 \xc2\xb5s"}, {999400, "999 \xc2\xb5s"},
-        {999600, "1.00 ms"},   {12.7e6, "12.7 ms"},    {999.7e6, "1.00 s"},
-        {4.2e9, "4.20 s"},     {42e9, "42.0 s"},       {420e9, "420 s"},
-        {4.2e12, "4200 s"},    {-3410, "-3.41 \xc2\xb5s"},
+        {0, "0 ns"},
+        {5, "5 ns"},
+        {1.5, "1.50 ns"},
+        {12.34, "12.3 ns"},
+        {812, "812 ns"},
+        {999, "999 ns"},
+        {999.4, "999 ns"},
+        {999.6, "1.00 \xc2\xb5s"},
+        {1000, "1.00 \xc2\xb5s"},
+        {3410, "3.41 \xc2\xb5s"},
+        {9990, "9.99 \xc2\xb5s"},
+        {10000, "10.0 \xc2\xb5s"},
+        {99940, "99.9 \xc2\xb5s"},
+        {99960, "100 \xc2\xb5s"},
+        {999400, "999 \xc2\xb5s"},
+        {999600, "1.00 ms"},
+        {12.7e6, "12.7 ms"},
+        {999.7e6, "1.00 s"},
+        {4.2e9, "4.20 s"},
+        {42e9, "42.0 s"},
+        {420e9, "420 s"},
+        {4.2e12, "4200 s"},
+        {-3410, "-3.41 \xc2\xb5s"},
     };
     char buf[32];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -649,11 +680,21 @@ static void test_format_scale_time(void **state) {
         double s;
         const char *text;
     } cases[] = {
-        {1e-9, "1.000ns"},         {5e-10, "500.0ps"},     {1.5e-7, "150.0ns"},
-        {0.0009999, "999.9\xc2\xb5s"}, {0.00099995, "1000.\xc2\xb5s"}, {0.8382, "838.2ms"},
-        {1.0, "1.000 s"},          {35.63, "35.63 s"},     {999.96, "1000. s"},
-        {1234.5, "1.234ks"},       {2592000.0, "2.592Ms"}, {1e-21, "1.000zs"},
-        {3e20, "300.0Es"},         {0, "-"},               {-0.0015, "-1.500ms"},
+        {1e-9, "1.000ns"},
+        {5e-10, "500.0ps"},
+        {1.5e-7, "150.0ns"},
+        {0.0009999, "999.9\xc2\xb5s"},
+        {0.00099995, "1000.\xc2\xb5s"},
+        {0.8382, "838.2ms"},
+        {1.0, "1.000 s"},
+        {35.63, "35.63 s"},
+        {999.96, "1000. s"},
+        {1234.5, "1.234ks"},
+        {2592000.0, "2.592Ms"},
+        {1e-21, "1.000zs"},
+        {3e20, "300.0Es"},
+        {0, "-"},
+        {-0.0015, "-1.500ms"},
     };
     char buf[32];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

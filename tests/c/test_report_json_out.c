@@ -59,7 +59,8 @@ static void test_escapes(void **state) {
     string_is("a\0b", 3, "\"a\\u0000b\""); /* an explicit length may hold NUL */
     string_is("", 0, "\"\"");
     /* Valid UTF-8 passes through; U+2028/U+2029 are escaped for JavaScript. */
-    string_is("\xc2\xb5 \xe6\x97\xa5 \xf0\x9f\x98\x80", 11, "\"\xc2\xb5 \xe6\x97\xa5 \xf0\x9f\x98\x80\"");
+    string_is("\xc2\xb5 \xe6\x97\xa5 \xf0\x9f\x98\x80", 11,
+              "\"\xc2\xb5 \xe6\x97\xa5 \xf0\x9f\x98\x80\"");
     string_is("\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\"");
 }
 
@@ -67,10 +68,10 @@ static void test_invalid_utf8(void **state) {
     (void)state;
     string_is("\xff", 1, "\"\\ufffd\"");
     string_is("a\x80z", 3, "\"a\\ufffdz\"");
-    string_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");             /* overlong '/' */
-    string_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");   /* a surrogate */
+    string_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");                       /* overlong '/' */
+    string_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");            /* a surrogate */
     string_is("\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* > U+10FFFF */
-    string_is("\xe6\x97", 2, "\"\\ufffd\\ufffd\"");             /* cut short */
+    string_is("\xe6\x97", 2, "\"\\ufffd\\ufffd\"");                       /* cut short */
 }
 
 static void test_html_safe(void **state) {
@@ -121,7 +122,8 @@ static void test_layout(void **state) {
     sw__jw_kv_int(&d.w, "d", -1);
     sw__jw_kv_uint(&d.w, "e", 7);
     sw__jw_object_end(&d.w);
-    close_doc(&d, 0, "{\n  \"a\": \"x\",\n  \"b\": [1,{}],\n  \"c\": 2.5,\n  \"d\": -1,\n  \"e\": 7\n}");
+    close_doc(&d, 0,
+              "{\n  \"a\": \"x\",\n  \"b\": [1,{}],\n  \"c\": 2.5,\n  \"d\": -1,\n  \"e\": 7\n}");
 
     open_doc(&d, 0);
     sw__jw_array_begin(&d.w);
@@ -186,9 +188,12 @@ static void test_write_error_is_eio(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escapes),         cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_html_safe),       cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_layout),          cmocka_unit_test(test_misuse_is_einval),
+        cmocka_unit_test(test_escapes),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_html_safe),
+        cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_misuse_is_einval),
         cmocka_unit_test(test_write_error_is_eio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

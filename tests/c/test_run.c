@@ -237,9 +237,9 @@ static void test_missing_and_foreign(void **state) {
     path_in_dir(path, sizeof path, "other.sqlite");
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL,
-                                  NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(open_rc(path), SW_EFOREIGN);
 }
@@ -313,9 +313,15 @@ static void test_truncated(void **state) {
 }
 
 /* Everything the reader offers, on a file that opened: errors allowed, crashes not. */
-static int any_step(void *ctx, int rank, const sw_step_record *s) { return 0; }
-static int any_span(void *ctx, int rank, const sw_span_record *s) { return 0; }
-static int any_counter(void *ctx, int rank, const sw_counter_record *s) { return 0; }
+static int any_step(void *ctx, int rank, const sw_step_record *s) {
+    return 0;
+}
+static int any_span(void *ctx, int rank, const sw_span_record *s) {
+    return 0;
+}
+static int any_counter(void *ctx, int rank, const sw_counter_record *s) {
+    return 0;
+}
 
 static void read_everything(sw_run *run) {
     sw_snapshot *s = NULL;
@@ -377,11 +383,15 @@ static void test_bad_arguments(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_snapshot_round_trip), cmocka_unit_test(test_merge_two_ranks),
-        cmocka_unit_test(test_exports),             cmocka_unit_test(test_missing_and_foreign),
-        cmocka_unit_test(test_wrong_version),       cmocka_unit_test(test_notes),
+        cmocka_unit_test(test_snapshot_round_trip),
+        cmocka_unit_test(test_merge_two_ranks),
+        cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_missing_and_foreign),
+        cmocka_unit_test(test_wrong_version),
+        cmocka_unit_test(test_notes),
         cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_corrupted),           cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_corrupted),
+        cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

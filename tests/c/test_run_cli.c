@@ -202,8 +202,8 @@ static void expect(int rc, const char *stderr_text, const char *fmt, ...) {
     char *err = slurp(path);
     assert_non_null(err);
     if (got != rc || strcmp(err, stderr_text) != 0)
-        fail_msg("stepwatch %s: exit %d, stderr:\n%s\nwanted exit %d, stderr:\n%s", args, got,
-                 err, rc, stderr_text);
+        fail_msg("stepwatch %s: exit %d, stderr:\n%s\nwanted exit %d, stderr:\n%s", args, got, err,
+                 rc, stderr_text);
     free(err);
 }
 
@@ -237,29 +237,33 @@ static void test_common_options(void **state) {
 
     /* The operands each subcommand wants, and its required options. */
     expect(2, "stepwatch: report needs a run file\n" TRY("report"), "report");
-    expect(2, "stepwatch: report takes one run file\n" TRY("report"), "report '%s' '%s'",
-           g_rank0, g_rank0);
+    expect(2, "stepwatch: report takes one run file\n" TRY("report"), "report '%s' '%s'", g_rank0,
+           g_rank0);
     expect(2, "stepwatch: diagnose needs a run file\n" TRY("diagnose"), "diagnose");
     expect(2, "stepwatch: diagnose takes one run file\n" TRY("diagnose"), "diagnose '%s' '%s'",
            g_rank0, g_rank0);
-    expect(2, "stepwatch: compare needs two run files: the baseline and the new run\n"
-              TRY("compare"), "compare '%s'", g_rank0);
-    expect(2, "stepwatch: html takes one run file, or two to compare\n" TRY("html"), "html -o x.html");
+    expect(2,
+           "stepwatch: compare needs two run files: the baseline and the new run\n" TRY("compare"),
+           "compare '%s'", g_rank0);
+    expect(2, "stepwatch: html takes one run file, or two to compare\n" TRY("html"),
+           "html -o x.html");
     expect(2, "stepwatch: html needs an output file: -o OUT.html\n" TRY("html"), "html '%s'",
            g_rank0);
     expect(2, "stepwatch: export takes one run file\n" TRY("export"), "export --chrome -");
-    expect(2,
-           "stepwatch: export needs --chrome OUT, --steps-csv OUT or --collapsed OUT\n"
-           TRY("export"),
-           "export '%s'", g_rank0);
+    expect(
+        2,
+        "stepwatch: export needs --chrome OUT, --steps-csv OUT or --collapsed OUT\n" TRY("export"),
+        "export '%s'", g_rank0);
     expect(2, "stepwatch: merge needs -o OUT\n" TRY("merge"), "merge '%s'", g_rank0);
     expect(2, "stepwatch: merge needs run files\n" TRY("merge"), "merge -o m.db");
-    expect(2, "stepwatch: run needs a command: stepwatch run -- CMD ARGS... (or -m MODULE, -c "
-              "CODE)\n" TRY("run"), "run");
+    expect(2,
+           "stepwatch: run needs a command: stepwatch run -- CMD ARGS... (or -m MODULE, -c "
+           "CODE)\n" TRY("run"),
+           "run");
 
     /* --rank: a number from 0 to 1000000. */
-    static const char *const bad_ranks[] = {"x", "-1", "1000001", "1x", "", "1.0",
-                                            "99999999999999999999"};
+    static const char *const bad_ranks[] = {
+        "x", "-1", "1000001", "1x", "", "1.0", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
         snprintf(want, sizeof want, "stepwatch: --rank wants a rank number, not '%s'\n",
                  bad_ranks[i]);
@@ -270,8 +274,10 @@ static void test_common_options(void **state) {
     expect(SWCLI_EXIT_DATA, want, "report '%s' -r 1000000", merged);
 
     /* --format: what each subcommand writes, named in the message. */
-    expect(2, "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
-              "json)\n", "report '%s' --format nope", g_rank0);
+    expect(2,
+           "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
+           "json)\n",
+           "report '%s' --format nope", g_rank0);
     expect(2, "stepwatch: compare cannot write format 'ignite' (table, md, csv, json)\n",
            "compare '%s' '%s' -f ignite", g_rank0, g_rank0);
     expect(2, "stepwatch: diagnose cannot write format 'csv' (table, md, json)\n",
@@ -285,8 +291,9 @@ static void test_common_options(void **state) {
     static const unsigned bad_capacities[] = {0, SW_MAX_RING_CAPACITY + 1};
     for (size_t i = 0; i < 2; i++) {
         snprintf(want, sizeof want,
-                 "stepwatch: --ring-capacity takes a number of events from 1 to %u, not '%u'\n"
-                 TRY("run"), SW_MAX_RING_CAPACITY, bad_capacities[i]);
+                 "stepwatch: --ring-capacity takes a number of events from 1 to %u, not '%u'\n" TRY(
+                     "run"),
+                 SW_MAX_RING_CAPACITY, bad_capacities[i]);
         expect(2, want, "run --ring-capacity %u -- true", bad_capacities[i]);
     }
     expect(2, "stepwatch: --on-full takes drop or block, not 'wait'\n" TRY("run"),
@@ -304,29 +311,28 @@ static void test_common_options(void **state) {
  * was written; the exit status is the program's. */
 static void test_run_names_the_files_written(void **state) {
     char want[1200];
-    snprintf(want, sizeof want, "stepwatch: no run file was written (%s/none-{rank}.db)\n",
-             g_dir);
+    snprintf(want, sizeof want, "stepwatch: no run file was written (%s/none-{rank}.db)\n", g_dir);
     expect(3, want, "run --run-file '%s/none-{rank}.db' -- sh -c 'exit 3'", g_dir);
     snprintf(want, sizeof want,
              "stepwatch: run file: %s/r-0.db, %s/r-12.db (2 files: 'stepwatch merge' joins "
-             "ranks)\n", g_dir, g_dir);
-    expect(0, want, "run --run-file '%s/r-{rank}.db' -- sh -c 'touch %s/r-0.db %s/r-12.db "
-           "%s/r-x.db %s/r-.db'", g_dir, g_dir, g_dir, g_dir, g_dir);
+             "ranks)\n",
+             g_dir, g_dir);
+    expect(0, want,
+           "run --run-file '%s/r-{rank}.db' -- sh -c 'touch %s/r-0.db %s/r-12.db "
+           "%s/r-x.db %s/r-.db'",
+           g_dir, g_dir, g_dir, g_dir, g_dir);
     snprintf(want, sizeof want, "stepwatch: run file: %s/one.db\n", g_dir);
     expect(0, want, "run -f '%s/one.db' -- touch '%s/one.db'", g_dir, g_dir);
     snprintf(want, sizeof want, "stepwatch: run file: %s/p-7-1234.db\n", g_dir);
-    expect(0, want, "run -f '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'",
-           g_dir, g_dir, g_dir);
+    expect(0, want, "run -f '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'", g_dir,
+           g_dir, g_dir);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_report_formats),
-        cmocka_unit_test(test_merge_and_export),
-        cmocka_unit_test(test_exit_codes),
-        cmocka_unit_test(test_run_names_the_files_written),
-        cmocka_unit_test(test_run_command),
-        cmocka_unit_test(test_common_options),
+        cmocka_unit_test(test_report_formats), cmocka_unit_test(test_merge_and_export),
+        cmocka_unit_test(test_exit_codes),     cmocka_unit_test(test_run_names_the_files_written),
+        cmocka_unit_test(test_run_command),    cmocka_unit_test(test_common_options),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -20,10 +20,15 @@ static inline int sw_test_write_fixture(const char *path, int rank) {
     if (rc != 0)
         return rc;
     sw_snapshot *s = sw__snapshot_new();
-    sw__run_meta m = {.rank = rank, .world_size = 2, .name = "fixture", .host = "node-a",
-                      .command = "train.py --lr 0.1", .pid = 1000 + rank,
+    sw__run_meta m = {.rank = rank,
+                      .world_size = 2,
+                      .name = "fixture",
+                      .host = "node-a",
+                      .command = "train.py --lr 0.1",
+                      .pid = 1000 + rank,
                       .start_unix_ns = 1700000000000000000ull + (uint64_t)rank * 1000000,
-                      .origin_ns = 5000, .options_json = "{}"};
+                      .origin_ns = 5000,
+                      .options_json = "{}"};
     uint64_t step_ns[NSTEPS] = {0};
     sw_row row;
     for (int a = 1; a < NACTIONS; a++) {
@@ -34,7 +39,8 @@ static inline int sw_test_write_fixture(const char *path, int rank) {
         sw_stats_init(&row.stats);
         sw_stats_init(&row.warmup);
         for (int i = 0; i < NSTEPS; i++) {
-            uint64_t ns = base_ns[a] + (uint64_t)i * 10000 + (a == 1 ? (uint64_t)rank * 3000000 : 0);
+            uint64_t ns = base_ns[a] + (uint64_t)i * 10000 +
+                          (a == 1 ? (uint64_t)rank * 3000000 : 0);
             sw_stats_add(&row.stats, ns, ns, i, 32);
             sw_hist_add(&row.hist, ns);
             step_ns[i] += ns;
@@ -51,8 +57,8 @@ static inline int sw_test_write_fixture(const char *path, int rank) {
         sw_hist_add(&row.hist, step_ns[i] + 100000);
     }
     sw__snapshot_add_row(s, &row);
-    sw_counter_summary c = {.name = "gpu \"util\" %", .count = NSTEPS, .last = 80, .min = 10,
-                            .max = 90, .mean = 50};
+    sw_counter_summary c = {
+        .name = "gpu \"util\" %", .count = NSTEPS, .last = 80, .min = 10, .max = 90, .mean = 50};
     sw__snapshot_add_counter(s, &c);
     rc = sw__snapshot_finish(s);
     s->elapsed_ns = s->wall_ns = 200000000;
@@ -69,21 +75,34 @@ static inline int sw_test_write_fixture(const char *path, int rank) {
         rc = sw__store_write_name(st, rank, "counter", 0, c.name);
     uint64_t t = 1000;
     for (int i = 0; rc == 0 && i < NSTEPS; i++) {
-        sw_step_record r = {.step = (uint64_t)i, .phase = SW_PHASE_TRAIN, .batch_size = 32,
-                            .warmup = 0, .thread = 0, .start_ns = t,
+        sw_step_record r = {.step = (uint64_t)i,
+                            .phase = SW_PHASE_TRAIN,
+                            .batch_size = 32,
+                            .warmup = 0,
+                            .thread = 0,
+                            .start_ns = t,
                             .duration_ns = step_ns[i] + 100000};
         sw_span_record spans[NACTIONS];
         uint64_t at = t;
         for (int a = 1; a < NACTIONS; a++) {
-            uint64_t ns = base_ns[a] + (uint64_t)i * 10000 + (a == 1 ? (uint64_t)rank * 3000000 : 0);
+            uint64_t ns = base_ns[a] + (uint64_t)i * 10000 +
+                          (a == 1 ? (uint64_t)rank * 3000000 : 0);
             r.category_ns[sw_category_of(actions[a])] += ns;
-            spans[a] = (sw_span_record){.action = (sw_id)a, .phase = SW_PHASE_TRAIN, .depth = 1,
-                                        .step = i, .start_ns = at, .duration_ns = ns};
+            spans[a] = (sw_span_record){.action = (sw_id)a,
+                                        .phase = SW_PHASE_TRAIN,
+                                        .depth = 1,
+                                        .step = i,
+                                        .start_ns = at,
+                                        .duration_ns = ns};
             at += ns;
         }
         r.category_ns[SW_CAT_OTHER] = 100000;
-        spans[0] = (sw_span_record){.action = 0, .phase = SW_PHASE_TRAIN, .depth = 0, .step = i,
-                                    .start_ns = t, .duration_ns = r.duration_ns};
+        spans[0] = (sw_span_record){.action = 0,
+                                    .phase = SW_PHASE_TRAIN,
+                                    .depth = 0,
+                                    .step = i,
+                                    .start_ns = t,
+                                    .duration_ns = r.duration_ns};
         rc = sw__store_add_step(st, rank, &r);
         if (rc == 0)
             rc = sw__store_add_spans(st, rank, 0, spans, NACTIONS);

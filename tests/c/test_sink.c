@@ -22,7 +22,7 @@ typedef struct counting_sink {
     int wakes, exits, fork_children;
     size_t drained;
     int exit_fd; /* on_exit writes a byte here, when >= 0 */
-    int *closed;  /* set by on_close, which frees the sink */
+    int *closed; /* set by on_close, which frees the sink */
 } counting_sink;
 
 static void count_event(void *ctx, const sw__event *e) {

@@ -30,7 +30,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
  * happens. */
 static _Thread_local int capture_mode;
 static uint64_t invalidated;
-static uint64_t queue_end_ns;  /* when the queued work is done */
+static uint64_t queue_end_ns; /* when the queued work is done */
 static int last_error, capturing, fail_records;
 static uint64_t syncs, records, queries, created, destroyed;
 
@@ -142,9 +142,17 @@ static int count_sync(void) {
     pthread_mutex_unlock(&lock);
     return 0;
 }
-EXPORT int cudaEventSynchronize(void *event) { (void)event; return count_sync(); }
-EXPORT int cudaStreamSynchronize(void *stream) { (void)stream; return count_sync(); }
-EXPORT int cudaDeviceSynchronize(void) { return count_sync(); }
+EXPORT int cudaEventSynchronize(void *event) {
+    (void)event;
+    return count_sync();
+}
+EXPORT int cudaStreamSynchronize(void *stream) {
+    (void)stream;
+    return count_sync();
+}
+EXPORT int cudaDeviceSynchronize(void) {
+    return count_sync();
+}
 
 /* ---- the test's controls ---- */
 
@@ -161,9 +169,15 @@ EXPORT uint64_t fake_gpu_idle_at(void) {
     return queue_end_ns;
 }
 
-EXPORT void fake_gpu_set_capturing(int on) { capturing = on ? 1 : 0; }
-EXPORT void fake_gpu_set_fail_records(int on) { fail_records = on; }
-EXPORT void fake_gpu_set_error(int error) { last_error = error; }
+EXPORT void fake_gpu_set_capturing(int on) {
+    capturing = on ? 1 : 0;
+}
+EXPORT void fake_gpu_set_fail_records(int on) {
+    fail_records = on;
+}
+EXPORT void fake_gpu_set_error(int error) {
+    last_error = error;
+}
 
 /* counts[0..5]: synchronizing calls, records, queries, events created, events destroyed,
  * captures a query would have invalidated. */

@@ -18,8 +18,12 @@
 #define DRIVER_NOT_LOADED 9
 #define GIB (1024ull * 1024 * 1024)
 
-typedef struct { unsigned gpu, memory; } utilization;
-typedef struct { unsigned long long total, free, used; } memory;
+typedef struct {
+    unsigned gpu, memory;
+} utilization;
+typedef struct {
+    unsigned long long total, free, used;
+} memory;
 
 static int devices[NGPUS] = {0, 1}; /* handles point here */
 static int shutdowns;
@@ -28,19 +32,29 @@ EXPORT int nvmlInit_v2(void) {
     const char *fail = getenv("FAKE_NVML_INIT_FAIL");
     return fail && fail[0] == '1' ? DRIVER_NOT_LOADED : 0;
 }
-EXPORT int nvmlShutdown(void) { shutdowns++; return 0; }
-EXPORT int fake_nvml_shutdowns(void) { return shutdowns; }
+EXPORT int nvmlShutdown(void) {
+    shutdowns++;
+    return 0;
+}
+EXPORT int fake_nvml_shutdowns(void) {
+    return shutdowns;
+}
 EXPORT const char *nvmlErrorString(int rc) {
     return rc == DRIVER_NOT_LOADED ? "Driver Not Loaded" : "Unknown Error";
 }
-EXPORT int nvmlDeviceGetCount_v2(unsigned *count) { *count = NGPUS; return 0; }
+EXPORT int nvmlDeviceGetCount_v2(unsigned *count) {
+    *count = NGPUS;
+    return 0;
+}
 EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **device) {
     if (i >= NGPUS)
         return 2;
     *device = &devices[i];
     return 0;
 }
-static int index_of(void *device) { return *(int *)device; }
+static int index_of(void *device) {
+    return *(int *)device;
+}
 EXPORT int nvmlDeviceGetUUID(void *device, char *uuid, unsigned length) {
     snprintf(uuid, length, "GPU-fake-%04d", index_of(device));
     return 0;
@@ -58,7 +72,10 @@ EXPORT int nvmlDeviceGetMemoryInfo(void *device, memory *m) {
     m->free = m->total - m->used;
     return 0;
 }
-typedef struct { unsigned version; unsigned long long total, reserved, free, used; } memory_v2;
+typedef struct {
+    unsigned version;
+    unsigned long long total, reserved, free, used;
+} memory_v2;
 /* FAKE_NVML_NO_V2=1: answers as a driver without the v2 query does. */
 EXPORT int nvmlDeviceGetMemoryInfo_v2(void *device, memory_v2 *m) {
     const char *no = getenv("FAKE_NVML_NO_V2");

@@ -31,7 +31,8 @@ static char g_dir[256];
 static int fault_make_dir(void **state) {
     (void)state;
     /* tmpfs where there is one: the tests fsync a lot, and a disk makes that slow. */
-    snprintf(g_dir, sizeof g_dir, "%s/sw_fault_XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    snprintf(g_dir, sizeof g_dir, "%s/sw_fault_XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     return mkdtemp(g_dir) ? 0 : -1;
 }
 

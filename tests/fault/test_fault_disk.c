@@ -71,8 +71,9 @@ static long long check_accounting(const char *path, int timeline) {
     long long spans = query_int(path, "SELECT coalesce(sum(count), 0) FROM span_chunks");
     long long dropped = query_int(path, "SELECT dropped_events FROM ranks");
     long long events = steps * (timeline ? 3 : 1);
-    fprintf(stderr, "[  INFO    ] %lld steps, %lld events: %lld steps and %lld spans in the "
-                    "file, %lld dropped\n",
+    fprintf(stderr,
+            "[  INFO    ] %lld steps, %lld events: %lld steps and %lld spans in the "
+            "file, %lld dropped\n",
             steps, events, rows, spans, dropped);
     assert_int_equal(rows + spans + dropped, events);
     /* And stepwatch reads it back. */
@@ -114,8 +115,9 @@ static void test_full_disk(void **state) {
     assert_int_equal(mkdir(g_mount, 0700), 0);
     /* Room for the run file's WAL to grow until its first checkpoint (4 MB). */
     if (mount("tmpfs", g_mount, "tmpfs", 0, "size=8m") != 0) {
-        fprintf(stderr, "[  SKIP    ] mount tmpfs: %s: full-disk checks skipped (the file-size "
-                        "limit test below covers write failures)\n",
+        fprintf(stderr,
+                "[  SKIP    ] mount tmpfs: %s: full-disk checks skipped (the file-size "
+                "limit test below covers write failures)\n",
                 strerror(errno));
         rmdir(g_mount);
         skip();

@@ -34,7 +34,7 @@ static void *record(void *arg) {
 }
 
 /* What the child is doing, for the alarm's message. */
-static const char *const STAGES[] = {"sqlite3_open", "sqlite3_exec", "sqlite3_close",
+static const char *const STAGES[] = {"sqlite3_open",    "sqlite3_exec",         "sqlite3_close",
                                      "sw_profiler_new", "sw_profiler_run_file", "a step",
                                      "sw_profiler_free"};
 static volatile sig_atomic_t g_stage;
@@ -59,8 +59,8 @@ static int child(int index) {
     sqlite3 *db = NULL;
     int ok = sqlite3_open(path, &db) == SQLITE_OK;
     g_stage = 1;
-    ok = ok && sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL,
-                            NULL) == SQLITE_OK;
+    ok = ok && sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL, NULL) ==
+                   SQLITE_OK;
     g_stage = 2;
     sqlite3_close(db);
     unlink(path);
@@ -111,10 +111,10 @@ static void test_fork_while_flushing(void **state) {
     uint64_t steps = s->steps;
     sw_snapshot_free(s);
     sw_profiler_free(p);
-    fprintf(stderr, "[  INFO    ] %d forks in %.1f s while flushing (%llu steps): %d stuck, "
-                    "%d failed\n",
-            forks, (double)(sw_now_ns() - start) / 1e9, (unsigned long long)steps, stuck,
-            failed);
+    fprintf(stderr,
+            "[  INFO    ] %d forks in %.1f s while flushing (%llu steps): %d stuck, "
+            "%d failed\n",
+            forks, (double)(sw_now_ns() - start) / 1e9, (unsigned long long)steps, stuck, failed);
     assert_int_equal(stuck, 0);
     assert_int_equal(failed, 0);
     assert_true(steps > 0);

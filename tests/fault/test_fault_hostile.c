@@ -80,7 +80,8 @@ static void test_every_crafted_file_is_refused_at_open(void **state) {
         sw_run *run = NULL;
         assert_int_equal(sw_run_open(path, &run), SW_ECORRUPT);
         assert_null(run);
-        if (strstr(sw_last_error(), path) == NULL || strstr(sw_last_error(), CRAFTS[i].says) == NULL)
+        if (strstr(sw_last_error(), path) == NULL ||
+            strstr(sw_last_error(), CRAFTS[i].says) == NULL)
             fail_msg("%s: \"%s\" does not name the file and \"%s\"", CRAFTS[i].name,
                      sw_last_error(), CRAFTS[i].says);
     }
@@ -114,8 +115,12 @@ static void test_merge_refuses_crafted_inputs_and_writes_nothing(void **state) {
 static void test_commands_refuse_crafted_files(void **state) {
     (void)state;
     static const char *const COMMANDS[] = {
-        "report '%s'", "report '%s' -f csv", "export '%1$s' --steps-csv '%1$s.csv' --chrome '%1$s.json'",
-        "html '%1$s' -o '%1$s.html'", "diagnose '%s'", "compare '%1$s' '%1$s'",
+        "report '%s'",
+        "report '%s' -f csv",
+        "export '%1$s' --steps-csv '%1$s.csv' --chrome '%1$s.json'",
+        "html '%1$s' -o '%1$s.html'",
+        "diagnose '%s'",
+        "compare '%1$s' '%1$s'",
         "merge '%1$s' -o '%1$s.merged'"};
     const char *build = getenv("SW_BUILD_DIR");
     for (size_t i = 0; i < NCRAFTS; i++) {
@@ -197,8 +202,9 @@ static void test_time_budget_stops_endless_work(void **state) {
     assert_int_equal(rows, 200000);
     assert_false(g.tripped);
     /* Defensive: the schema cannot be written by hand on this connection. */
-    assert_int_not_equal(sqlite3_exec(db, "PRAGMA writable_schema = ON; CREATE TABLE t(x);"
-                                          " UPDATE sqlite_master SET sql = 'x'",
+    assert_int_not_equal(sqlite3_exec(db,
+                                      "PRAGMA writable_schema = ON; CREATE TABLE t(x);"
+                                      " UPDATE sqlite_master SET sql = 'x'",
                                       NULL, NULL, NULL),
                          SQLITE_OK);
     sqlite3_close(db);

@@ -23,10 +23,10 @@
 
 /* What the child tells the parent, in shared memory. */
 typedef struct progress {
-    atomic_int round;            /* the profiler (file) the child is on, from 1 */
-    atomic_long steps;           /* steps completed in that round */
-    atomic_int term_handled;     /* the child's own SIGTERM handler ran */
-    uint64_t end_ns[MAX_STEPS];  /* when each step of the round ended (sw_now_ns) */
+    atomic_int round;           /* the profiler (file) the child is on, from 1 */
+    atomic_long steps;          /* steps completed in that round */
+    atomic_int term_handled;    /* the child's own SIGTERM handler ran */
+    uint64_t end_ns[MAX_STEPS]; /* when each step of the round ended (sw_now_ns) */
 } progress;
 
 static progress *g_progress;
@@ -160,8 +160,7 @@ static void test_random_kills(void **state) {
             "[  INFO    ] %d SIGKILLs (%d before any file, %d files incomplete), %d SIGTERMs: "
             "steps lost per kill at most %ld (%.0f ms), mean %.0f ms; %ld of %ld steps kept\n",
             f.kills + f.never_made, f.never_made, f.incomplete, terms, f.lost_steps_max,
-            f.lost_ms_max, f.kills ? f.lost_ms_sum / f.kills : 0.0, f.steps_kept,
-            f.steps_total);
+            f.lost_ms_max, f.kills ? f.lost_ms_sum / f.kills : 0.0, f.steps_kept, f.steps_total);
     munmap(g_progress, sizeof *g_progress);
 }
 

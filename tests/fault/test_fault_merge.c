@@ -7,7 +7,10 @@
 static char g_r0[300], g_r1[300];
 
 static void make_rank(const char *path, int rank, int steps) {
-    sw_options o = {.run_file = path, .rank = rank, .world_size = 2, .no_signal_handlers = 1,
+    sw_options o = {.run_file = path,
+                    .rank = rank,
+                    .world_size = 2,
+                    .no_signal_handlers = 1,
                     .ring_capacity = 1 << 16};
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(&o, &p), 0);
@@ -86,9 +89,9 @@ static void test_bad_inputs_write_nothing(void **state) {
     assert_int_equal(system(cmd), 0);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(bad, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "UPDATE aggregates SET hist = x'ffffffffffffffffff'", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "UPDATE aggregates SET hist = x'ffffffffffffffffff'", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     int before = fault_dir_entries();
     const char *inputs[2] = {g_r0, bad};

@@ -52,7 +52,8 @@ static void test_table_limits(void **state) {
     /* A name already in the table still has its id; the full table said so once. */
     assert_int_equal(sw_action(p, "action 0"), 6);
     const char *said = fault_read_text(err);
-    assert_int_equal(fault_count_in(said, "the action table is full (4096 names): 'action 4090'"), 1);
+    assert_int_equal(fault_count_in(said, "the action table is full (4096 names): 'action 4090'"),
+                     1);
     assert_int_equal(fault_count_in(said, "the phase table is full (32 names)"), 1);
     assert_int_equal(fault_count_in(said, "the counter table is full (256 names)"), 1);
     /* Spans of the name that got no id are counted, not timed. */
@@ -144,9 +145,10 @@ static void check_json(const char *path) {
 }
 
 static const char *const HOSTILE[] = {
-    "\x1b[31mred\x1b[0m",       /* a terminal escape */
-    "bad \xff\xfe bytes",       /* not UTF-8 */
-    "c1 \xc2\x9b""31m control", /* U+009B, a C1 control that starts an escape */
+    "\x1b[31mred\x1b[0m", /* a terminal escape */
+    "bad \xff\xfe bytes", /* not UTF-8 */
+    "c1 \xc2\x9b"
+    "31m control",              /* U+009B, a C1 control that starts an escape */
     "</script><b>x</b>",        /* HTML */
     "line\nbreak\ttab\rreturn", /* layout characters */
     "cut \xe2\x82",             /* a character cut short */
@@ -195,11 +197,11 @@ static void test_hostile_names_in_every_output(void **state) {
     make_hostile_run(run);
     /* Every subcommand that writes, in every format it writes. */
     static const char *const jobs[][2] = {
-        {"report", "table"},   {"report", "lightning"}, {"report", "fastxtend"},
-        {"report", "ignite"},  {"report", "md"},        {"report", "csv"},
-        {"report", "json"},    {"diagnose", "table"},   {"diagnose", "md"},
-        {"diagnose", "json"},  {"compare", "table"},    {"compare", "md"},
-        {"compare", "csv"},    {"compare", "json"},
+        {"report", "table"},  {"report", "lightning"}, {"report", "fastxtend"},
+        {"report", "ignite"}, {"report", "md"},        {"report", "csv"},
+        {"report", "json"},   {"diagnose", "table"},   {"diagnose", "md"},
+        {"diagnose", "json"}, {"compare", "table"},    {"compare", "md"},
+        {"compare", "csv"},   {"compare", "json"},
     };
     for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++) {
         int twice = strcmp(jobs[i][0], "compare") == 0;

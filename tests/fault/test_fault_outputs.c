@@ -6,9 +6,14 @@
  * a live bidirectional control. */
 #include "fault_util.h"
 
-static const char *const NAMES[] = {"=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3",
-                                    "@SUM(A1:A2)", "\tcmd", "safe\xE2\x80\xAEtxt.exe",
-                                    "<svg onload=alert(1)>", "<img src=x onerror=alert(1)>"};
+static const char *const NAMES[] = {"=HYPERLINK(\"http://x\",\"y\")",
+                                    "+1+1",
+                                    "-2+3",
+                                    "@SUM(A1:A2)",
+                                    "\tcmd",
+                                    "safe\xE2\x80\xAEtxt.exe",
+                                    "<svg onload=alert(1)>",
+                                    "<img src=x onerror=alert(1)>"};
 #define NNAMES (sizeof NAMES / sizeof *NAMES)
 
 static char g_run[300];
@@ -42,9 +47,9 @@ typedef enum { TEXT, CSV, MARKDOWN, HTML } kind;
 /* No live bidirectional control (E2 80 AA-AE, E2 81 A6-A9, E2 80 8E/8F) anywhere. */
 static void no_bidi(const char *what, const char *text) {
     for (const unsigned char *s = (const unsigned char *)text; *s; s++)
-        if (s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xAA && s[2] <= 0xAE) || s[2] == 0x8E ||
-                                               s[2] == 0x8F)) ||
-                             (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9)))
+        if (s[0] == 0xE2 &&
+            ((s[1] == 0x80 && ((s[2] >= 0xAA && s[2] <= 0xAE) || s[2] == 0x8E || s[2] == 0x8F)) ||
+             (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9)))
             fail_msg("%s holds a live bidirectional control: %.80s", what, (const char *)s);
 }
 

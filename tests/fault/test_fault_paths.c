@@ -413,7 +413,6 @@ static void test_rank_from_the_environment_out_of_range(void **state) {
 
 /* ---- reading damaged files: every refusal names its cause ---- */
 
-
 static void expect_open_error(const char *path, int rc, const char *why) {
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(path, &run), rc);

@@ -65,8 +65,9 @@ static void test_thread_churn(void **state) {
     sw_snapshot_free(s);
     sw_profiler_free(p);
     long growth = after - before;
-    fprintf(stderr, "[  INFO    ] %d threads: peak resident memory %ld kB -> %ld kB (%.1f kB "
-                    "per thread after the first 200)\n",
+    fprintf(stderr,
+            "[  INFO    ] %d threads: peak resident memory %ld kB -> %ld kB (%.1f kB "
+            "per thread after the first 200)\n",
             nthreads, before, after, (double)growth / (nthreads - 200));
     /* Bounded: what stays (SQLite's 2 MB page cache, the WAL index, malloc's arenas) levels
      * off whatever the number of threads (peak 22 MB in all after 32,000 threads). With a

@@ -78,10 +78,10 @@ static int fuzz_make_run(const char *path, int rank, fuzz_bytes *b) {
     static const struct {
         const char *table;
         int columns;
-    } TABLES[] = {{"ranks", 30},        {"names", 4},     {"aggregates", 28},
-                  {"counter_summaries", 8}, {"steps", 16},  {"counters", 5},
-                  {"span_chunks", 5},   {"functions", 5}, {"function_nodes", 9},
-                  {"threads", 3},       {"rank_rounds", 8}};
+    } TABLES[] = {
+        {"ranks", 30},         {"names", 4},    {"aggregates", 28}, {"counter_summaries", 8},
+        {"steps", 16},         {"counters", 5}, {"span_chunks", 5}, {"functions", 5},
+        {"function_nodes", 9}, {"threads", 3},  {"rank_rounds", 8}};
     sw__sql_exec(db, "BEGIN");
     for (size_t t = 0; rc == 0 && t < sizeof TABLES / sizeof *TABLES; t++)
         fuzz_rows_into(db, TABLES[t].table, TABLES[t].columns, b);

@@ -7,10 +7,10 @@
  * limits scripts/fuzz.sh gives (-rss_limit_mb, -timeout), with no crash. */
 #include "fuzz_rows.h"
 
-static const char *const TABLES[] = {"meta",   "ranks",    "names",       "aggregates",
-                                     "counter_summaries",  "steps",       "counters",
-                                     "span_chunks", "functions", "function_nodes", "notes",
-                                     "threads", "rank_rounds", "actions", "phases"};
+static const char *const TABLES[] = {
+    "meta",  "ranks",    "names",       "aggregates", "counter_summaries",
+    "steps", "counters", "span_chunks", "functions",  "function_nodes",
+    "notes", "threads",  "rank_rounds", "actions",    "phases"};
 
 /* One change to the schema: template k of a table t with a number n. */
 static void change(sqlite3 *db, unsigned k, const char *t, uint64_t n) {

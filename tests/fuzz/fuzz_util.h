@@ -69,9 +69,24 @@ static inline const uint8_t *fuzz_piece(fuzz_bytes *b, size_t max, size_t *len) 
     return p;
 }
 
-static int fuzz_step(void *ctx, int rank, const sw_step_record *s) { (void)ctx; (void)rank; (void)s; return 0; }
-static int fuzz_span(void *ctx, int rank, const sw_span_record *s) { (void)ctx; (void)rank; (void)s; return 0; }
-static int fuzz_counter(void *ctx, int rank, const sw_counter_record *s) { (void)ctx; (void)rank; (void)s; return 0; }
+static int fuzz_step(void *ctx, int rank, const sw_step_record *s) {
+    (void)ctx;
+    (void)rank;
+    (void)s;
+    return 0;
+}
+static int fuzz_span(void *ctx, int rank, const sw_span_record *s) {
+    (void)ctx;
+    (void)rank;
+    (void)s;
+    return 0;
+}
+static int fuzz_counter(void *ctx, int rank, const sw_counter_record *s) {
+    (void)ctx;
+    (void)rank;
+    (void)s;
+    return 0;
+}
 
 /* Everything the library does with an open run file, outputs into memory. Errors are fine;
  * crashes, leaks and undefined behaviour are what the sanitizers look for. */

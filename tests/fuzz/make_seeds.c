@@ -78,12 +78,10 @@ int main(int argc, char **argv) {
     put("fuzz_merge", "small", small, sizeof small);
 
     /* Decode: real span and histogram blobs. */
-    sw_span_record spans[3] = {{.action = 1, .phase = 3, .depth = 1, .step = 0, .start_ns = 100,
-                                .duration_ns = 50},
-                               {.action = 2, .phase = 3, .depth = 1, .step = 0, .start_ns = 160,
-                                .duration_ns = 30},
-                               {.action = 0, .phase = 3, .depth = 0, .step = -1,
-                                .start_ns = 90, .duration_ns = 120}};
+    sw_span_record spans[3] = {
+        {.action = 1, .phase = 3, .depth = 1, .step = 0, .start_ns = 100, .duration_ns = 50},
+        {.action = 2, .phase = 3, .depth = 1, .step = 0, .start_ns = 160, .duration_ns = 30},
+        {.action = 0, .phase = 3, .depth = 0, .step = -1, .start_ns = 90, .duration_ns = 120}};
     unsigned char *blob = NULL;
     size_t size = 0;
     if (sw__spans_encode(spans, 3, &blob, &size) == 0)

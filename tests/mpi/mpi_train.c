@@ -45,8 +45,8 @@ int main(int argc, char **argv) {
     snprintf(run_file, sizeof run_file, "%s/run-{rank}.db", dir);
     snprintf(view, sizeof view, "%s/view.json", dir);
     sw_profiler *p = NULL;
-    sw_options opts = {.name = "mpi_train", .run_file = run_file,
-                       .warmup_steps = (uint32_t)env_int("WARMUP", 2)};
+    sw_options opts = {
+        .name = "mpi_train", .run_file = run_file, .warmup_steps = (uint32_t)env_int("WARMUP", 2)};
     if (sw_profiler_new(&opts, &p) != 0)
         return 1;
     FILE *out = rank == 0 ? fopen(view, "w") : NULL;
@@ -77,7 +77,9 @@ int main(int argc, char **argv) {
             work(grads, N);
             MPI_Allreduce(MPI_IN_PLACE, grads, N, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
-        SW_SCOPE(p, "optimizer") { work(weights, N); }
+        SW_SCOPE(p, "optimizer") {
+            work(weights, N);
+        }
         sw_step_end(p);
     }
     sw_phase_end(p, SW_PHASE_TRAIN);

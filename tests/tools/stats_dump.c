@@ -13,10 +13,9 @@ static void print_figures(const char *key, const sw_stats *s, const sw_hist *h) 
     printf("\"%s\": {\"count\": %llu, \"mean\": %.17g, \"stdev\": %.17g, \"pstdev\": %.17g, "
            "\"min\": %llu, \"max\": %llu, \"min_index\": %lld, \"max_index\": %lld, "
            "\"p50\": %llu, \"p90\": %llu, \"p99\": %llu}",
-           key, (unsigned long long)s->count, s->mean_ns, sw_stats_stddev(s),
-           sw_stats_pstddev(s), (unsigned long long)s->min_ns, (unsigned long long)s->max_ns,
-           (long long)s->min_step, (long long)s->max_step,
-           (unsigned long long)sw_hist_quantile(h, 0.5),
+           key, (unsigned long long)s->count, s->mean_ns, sw_stats_stddev(s), sw_stats_pstddev(s),
+           (unsigned long long)s->min_ns, (unsigned long long)s->max_ns, (long long)s->min_step,
+           (long long)s->max_step, (unsigned long long)sw_hist_quantile(h, 0.5),
            (unsigned long long)sw_hist_quantile(h, 0.9),
            (unsigned long long)sw_hist_quantile(h, 0.99));
 }
