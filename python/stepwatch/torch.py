@@ -32,6 +32,10 @@ What is timed, per step:
              forward and backward a closure (LBFGS) runs are theirs.
   zero_grad  ``Optimizer.zero_grad`` and ``Module.zero_grad``, and every optimizer class
              that overrides it (patched: no hook exists).
+  compile    torch.compile's compilations (torch._dynamo's compile start/end callbacks), an
+             action of category other inside the forward or backward that compiled; the
+             steps they ran in and the time go into the "compiled_steps" note, which
+             ``stepwatch diagnose`` names and keeps out of the step statistics.
 
 Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
 else "train"; the whole instrumented time is "fit". Everything is restored by
@@ -47,6 +51,7 @@ so compiled graphs stay whole.
 import functools
 import inspect
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -65,6 +70,10 @@ __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 _lock = threading.Lock()
 _active = None
 _MISSING = object()  # a patched attribute the owner did not have
+
+# The "compiled_steps" note: "STEP:NS" pairs, comma-separated, within the note's 511 bytes.
+_COMPILED_NOTE = "compiled_steps"
+_NOTE_MAX = 511
 
 # The functional losses of torch.nn.functional (the loss modules call them too).
 _LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy",
@@ -125,6 +134,9 @@ class Instrumentation:
         self._installed = False
         self._loop = None          # the C per-step state and hooks (made by install)
         self._inside = None        # forward="hooks": the outermost module running
+        self._compile_cb = None    # (start, end) callbacks given to torch._dynamo
+        self._compiling = None     # (start ns, step index) of the compilation under way
+        self._compiled = {}        # step index -> ns compiling in it
 
     # ---- installing ----------------------------------------------------------------------
 
@@ -151,6 +163,8 @@ class Instrumentation:
         self._try("optimizer step", self._install_optimizer)
         self._try("zero_grad", self._install_zero_grad)
         self._try("torch.compile", self._install_compile)
+        if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
+            self._try("torch.compile compilations", self._install_compile_callbacks)
         if self.phases:
             self._fit.begin()
         self._installed = True
@@ -255,10 +269,67 @@ class Instrumentation:
             def compile(*args, **kwargs):
                 model = args[0] if args else kwargs.get("model")
                 compiled = original(*args, **kwargs)
+                if not self._compile_callbacks_in_place():
+                    self._try("torch.compile compilations", self._install_compile_callbacks)
                 # compile(**options) returns a decorator that calls torch.compile again
                 return compiled if model is None else timed(compiled)
             return functools.update_wrapper(compile, original)
         self._patch(torch, "compile", make)
+
+    def _install_compile_callbacks(self):
+        """Time each compilation (a recompilation of a later step takes seconds, and would
+        read as a stall of its forward) and note the steps it ran in."""
+        if self._compile_callbacks_in_place():
+            return
+        from torch._dynamo import callback_handler
+        action = self.profiler.action("compile")
+
+        def start(_args):
+            try:
+                self._compiling = (_sw.now_ns(), self.profiler.step_index)
+            except Exception:  # a callback must never fail the compilation
+                self._compiling = None
+
+        def end(_args):
+            try:
+                if self._compiling is not None:
+                    self._compiled_one(action, *self._compiling, _sw.now_ns())
+            except Exception:
+                pass
+            self._compiling = None
+        callback_handler.register_start_callback(start)
+        callback_handler.register_end_callback(end)
+        self._compile_cb = (callback_handler, start, end)
+
+    def _compile_callbacks_in_place(self):
+        """Registered, and not cleared since (torch._dynamo.reset() clears every callback)."""
+        return (self._compile_cb is not None
+                and self._compile_cb[1] in self._compile_cb[0].start_callbacks)
+
+    def _compiled_one(self, action, start_ns, step, end_ns):
+        action.record(start_ns, end_ns)
+        if step < 0:  # compiled outside a step: no step to keep out
+            return
+        self._compiled[step] = self._compiled.get(step, 0) + end_ns - start_ns
+        value = ""
+        for s, ns in self._compiled.items():  # the first ones that fit
+            pair = f"{',' if value else ''}{s}:{ns}"
+            if len(value) + len(pair) > _NOTE_MAX:
+                break
+            value += pair
+        self.profiler.note(_COMPILED_NOTE, value)
+
+    def _remove_compile_callbacks(self):
+        if self._compile_cb is None:
+            return
+        handler, start, end = self._compile_cb
+        self._compile_cb = None
+        for remove, cb in ((handler.remove_start_callback, start),
+                           (handler.remove_end_callback, end)):
+            try:
+                remove(cb)
+            except ValueError:  # torch._dynamo.reset() cleared them
+                pass
 
     def _timed_function(self, compiled):
         """A compiled function is timed as the forward; a compiled module is a module."""
@@ -275,6 +346,7 @@ class Instrumentation:
         self._installed = False
         self._loop.close()
         self._inside = None
+        self._remove_compile_callbacks()
         if self.phases:
             self._fit.end()
         for handle in self._handles:

@@ -75,6 +75,23 @@ sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev)
 void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit);
 /* The findings of the device time in s, if any (diagnose_device.c). */
 void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
+/* The steps torch.compile compiled in, from the run's "compiled_steps" note
+ * (diagnose_compile.c), sorted by step. */
+#define SW__MAX_COMPILED 128
+typedef struct sw__compiled_step {
+    uint64_t step; /* global step index */
+    uint64_t ns;   /* time compiling in it */
+} sw__compiled_step;
+typedef struct sw__compiled {
+    size_t n;
+    sw__compiled_step steps[SW__MAX_COMPILED];
+    uint64_t compile_ns;
+} sw__compiled;
+void sw__compiled_read(const sw_snapshot *s, sw__compiled *c);
+int sw__compiled_has(const sw__compiled *c, uint64_t step);
+/* The "compilation" finding: nkept_out training steps (kept_out_ns in all) were compiled. */
+void sw__diagnose_compile(sw__diagnosis *d, const sw__compiled *c, uint64_t nkept_out,
+                          uint64_t kept_out_ns, double median);
 /* Write one number the way reports show it ("42.0 %", "3.41 ms", "12.3x", "17"). */
 void sw__number_text(const sw__number *n, char *buf, size_t size);
 

@@ -5,6 +5,7 @@
  *   pass 1: per rank, the step-time histogram, the time per category, the first steps,
  *           warm-up steps and the gaps between consecutive steps;
  *   pass 2: with the median known, the steps slower than SW__STALL_FACTOR x median.
+ * Steps torch.compile compiled in are kept out like warm-up steps (diagnose_compile.c).
  * Step-time checks use the training steps when the run has any (validation steps are a
  * different workload); the idle check uses every step. Thresholds are in docs/diagnose.md.
  */
@@ -36,6 +37,8 @@ typedef struct rank_acc {
     /* the first steps of this rank, and the flagged warm-up steps */
     uint64_t nfirst, first_ns;
     uint64_t nwarmup, warmup_ns;
+    /* the steps torch.compile compiled in (not warm-up) */
+    uint64_t ncompiled, compiled_ns;
     /* gaps between consecutive steps (all phases) */
     int have_last;
     uint64_t first_start, last_end, idle_ns, max_gap, max_gap_after;
@@ -53,6 +56,7 @@ typedef struct diag_ctx {
     size_t nranks; /* allocated */
     int min_rank, max_rank;
     double median_ns; /* all ranks, selected steps (after pass 1) */
+    sw__compiled compiled;
 } diag_ctx;
 
 static rank_acc *acc_of(diag_ctx *c, int rank) {
@@ -81,8 +85,10 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s) {
     if (!r)
         return c->err;
     int selected = !c->train_only || s->phase == SW_PHASE_TRAIN;
+    int compiled = !s->warmup && sw__compiled_has(&c->compiled, s->step);
     if (c->pass == 2) {
-        if (selected && !s->warmup && (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns &&
+        if (selected && !s->warmup && !compiled &&
+            (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns &&
             (double)s->duration_ns - c->median_ns >= SW__STALL_FLOOR_NS) {
             r->stalls++;
             r->stall_excess_ns += s->duration_ns - (uint64_t)c->median_ns;
@@ -111,6 +117,11 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s) {
     if (s->warmup) {
         r->nwarmup++;
         r->warmup_ns += s->duration_ns;
+        return 0;
+    }
+    if (compiled) {
+        r->ncompiled++;
+        r->compiled_ns += s->duration_ns;
         return 0;
     }
     if (r->nfirst < SW__FIRST_STEPS) {
@@ -664,6 +675,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         return SW_EINVAL;
     memset(d, 0, sizeof *d);
     diag_ctx c = {.in = in, .min_rank = 0, .max_rank = -1};
+    sw__compiled_read(in->snap, &c.compiled);
     if (in->snap) {
         const sw_row *train = sw_snapshot_find(in->snap, "step", "train");
         c.train_only = train && train->stats.count + train->warmup.count > 0;
@@ -683,8 +695,11 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         return rc;
     }
     double data_ns = 0;
+    uint64_t ncompiled = 0, compiled_ns = 0;
     for (int i = c.min_rank; i <= c.max_rank; i++) {
         const rank_acc *r = &c.ranks[i];
+        ncompiled += r->ncompiled;
+        compiled_ns += r->compiled_ns;
         d->steps += r->steps;
         d->step_ns += r->step_ns;
         data_ns += (double)r->cat_ns[SW_CAT_DATA];
@@ -727,6 +742,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
             check_straggler(d, &c);
         check_missing_ranks(d, in->ranks);
         check_warmup(d, &c, c.median_ns, in->snap ? in->snap->warmup_steps : 0);
+        sw__diagnose_compile(d, &c.compiled, ncompiled, compiled_ns, c.median_ns);
         check_recording(d, in->snap, in->incomplete);
         check_unseen(d, in->snap);
         sw__diagnose_device(d, in->snap);

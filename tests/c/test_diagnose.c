@@ -32,6 +32,22 @@ static void add_steps(at_run *r, int rank, size_t n, double data, double fwd, do
     }
 }
 
+/* Make step i of r take extra_ns more in category cat. */
+static void slow_step(at_run *r, size_t i, sw_category cat, uint64_t extra_ns) {
+    r->steps[i].category_ns[cat] += extra_ns;
+    r->steps[i].duration_ns += extra_ns;
+}
+
+/* Later steps start later: keep the records contiguous (no idle); returns the end. */
+static uint64_t contiguous(at_run *r) {
+    uint64_t t = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        r->steps[i].start_ns = t;
+        t += r->steps[i].duration_ns;
+    }
+    return t;
+}
+
 static sw__diagnosis *diagnose(at_run *r, const sw_snapshot *snap, int nranks) {
     static sw__diagnosis d;
     sw__input in = at_input(r, snap, nranks);
@@ -158,16 +174,9 @@ static void test_tail_stalls(void **state) {
     at_run r = {0};
     add_steps(&r, 0, 1000, 0.5, 3, 6, 0.4, 0, 4);
     /* Every 50th step waits 40 ms more for data: 20 stalls. */
-    for (size_t i = 0; i < r.n; i += 50) {
-        r.steps[i].category_ns[SW_CAT_DATA] += 40 * MS;
-        r.steps[i].duration_ns += 40 * MS;
-    }
-    /* Later steps start later: keep the records contiguous (no idle). */
-    uint64_t t = 0;
-    for (size_t i = 0; i < r.n; i++) {
-        r.steps[i].start_ns = t;
-        t += r.steps[i].duration_ns;
-    }
+    for (size_t i = 0; i < r.n; i += 50)
+        slow_step(&r, i, SW_CAT_DATA, 40 * MS);
+    uint64_t t = contiguous(&r);
     sw_snapshot snap = at_snapshot("stalls", NULL, 0, 1000, t);
     sw__diagnosis *d = diagnose(&r, &snap, 1);
     const sw__finding *f = find(d, "tail-stalls");
@@ -177,6 +186,49 @@ static void test_tail_stalls(void **state) {
     assert_non_null(strstr(f->sentence, "in those steps data took"));
     assert_null(find(d, "input-bound")); /* 1.3 ms of 11 ms on average */
     assert_null(find(d, "idle-between-steps"));
+    at_run_free(&r);
+}
+
+/* torch.compile recompiling in a later step: 7.4 s in step 500's forward. Noted as compiled,
+ * the step is named as compilation and kept out of the tail statistics, like warm-up. */
+static void test_compiled_steps_kept_out(void **state) {
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 1000, 0.5, 3, 6, 0.4, 0, 6);
+    slow_step(&r, 0, SW_CAT_FORWARD, 2000 * MS);   /* the first compilation */
+    slow_step(&r, 500, SW_CAT_FORWARD, 7400 * MS); /* a recompilation */
+    uint64_t t = contiguous(&r);
+    sw_snapshot snap = at_snapshot("compile", NULL, 0, 1000, t);
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *stall = find(d, "tail-stalls");
+    assert_non_null(stall); /* without the note: the stall the issue saw */
+    assert_int_equal(stall->severity, SW__SEV_CRITICAL);
+    assert_null(find(d, "compilation"));
+
+    sw_note note = {"compiled_steps", "500:7399000000,0:1998000000"};
+    snap.notes = &note, snap.nnotes = 1;
+    d = diagnose(&r, &snap, 1);
+    assert_null(find(d, "tail-stalls"));
+    assert_null(find(d, "warmup")); /* step 0's compilation is no warm-up outlier either */
+    assert_int_equal((int)d->steps, 998);
+    const sw__finding *f = find(d, "compilation");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_INFO);
+    assert_int_equal((int)number(f, "compiled steps"), 2);
+    assert_int_equal((int)number(f, "kept out"), 2);
+    assert_true(number(f, "compile time") == 9397.0 * MS);
+    assert_non_null(strstr(f->title, "compiled in 2 steps, for 9.40 s"));
+    assert_non_null(strstr(f->sentence, "Steps 0, 500 spent"));
+    assert_non_null(strstr(f->sentence, "recompilation"));
+
+    /* A stall in another step is still one; a malformed note is read up to the fault. */
+    slow_step(&r, 700, SW_CAT_DATA, 900 * MS);
+    note.value = "500:7399000000,x";
+    d = diagnose(&r, &snap, 1);
+    stall = find(d, "tail-stalls");
+    assert_non_null(stall);
+    assert_int_equal((int)number(stall, "stalled steps"), 2); /* 0 and 700 */
+    assert_int_equal((int)number(find(d, "compilation"), "compiled steps"), 1);
     at_run_free(&r);
 }
 
@@ -392,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_tail_stalls),
         cmocka_unit_test(test_tail_floor_for_microsecond_steps),
         cmocka_unit_test(test_loader_startup_named),
+        cmocka_unit_test(test_compiled_steps_kept_out),
         cmocka_unit_test(test_warmup),
         cmocka_unit_test(test_idle),
         cmocka_unit_test(test_straggler),

@@ -445,3 +445,38 @@ def test_c_command_runs_python_scripts(tmp_path, build_dir):
                          text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert "forward" in out.stdout + out.stderr
+
+
+def test_compilations_are_noted_and_diagnosed_as_compilation(tmp_path):
+    """A real torch.compile (dynamic=False) fed a new batch shape mid-run recompiles in that
+    step: the compilations are timed as "compile", their steps go into the "compiled_steps"
+    note, and diagnose names compilation instead of a tail stall (issue 31)."""
+    import json
+    path = tmp_path / "compiled.db"
+    p = stepwatch.Profiler(name="compiled", run_file=str(path))
+    torch._dynamo.reset()
+    handler = torch._dynamo.callback_handler
+    before = (list(handler.start_callbacks), list(handler.end_callbacks))
+    with swtorch.instrument(p):
+        model, opt = model_and_opt()
+        compiled = torch.compile(model, backend="eager", dynamic=False)
+        for i in range(30):
+            x = torch.randn(4 if i < 20 else 6, 8)  # step 20: a new shape, a recompilation
+            opt.zero_grad()
+            loss = compiled(x).square().mean()
+            loss.backward()
+            opt.step()
+    assert (handler.start_callbacks, handler.end_callbacks) == before  # uninstrument removed
+    torch._dynamo.reset()
+    note = dict(pair.split(":") for pair in p.snapshot().info()["notes"]["compiled_steps"].split(","))
+    assert sorted(int(s) for s in note) == [0, 20]
+    assert all(int(ns) > 0 for ns in note.values())
+    assert rows(p, "train")["compile"]["count"] >= 2
+    p.close()
+    found = {f["id"]: f for f in json.loads(stepwatch.diagnose(str(path), "json"))["findings"]}
+    assert "compilation" in found
+    numbers = {n["name"]: n["value"] for n in found["compilation"]["numbers"]}
+    assert numbers["compiled steps"] == 2
+    assert numbers["compile time"] == sum(int(ns) for ns in note.values())
+    assert "recompilation" in found["compilation"]["sentence"]
+    assert "tail-stalls" not in found
