@@ -33,9 +33,10 @@ static const char HELP[] =
     "Run CMD with profiling on and tell where the run file is. A Python command\n"
     "('python train.py ...') is instrumented without code changes (stepwatch.autorun) and\n"
     "prints its report at exit; other programs read the path from STEPWATCH_RUN_FILE.\n\n"
-    "  -f, --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
+    "      --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
-    "      --format F    the report the Python command prints at exit (STEPWATCH_FORMAT)\n"
+    "  -f, --format F    the report the Python command prints at exit (STEPWATCH_FORMAT):\n"
+    "                    table (default), lightning, fastxtend, ignite, md, csv, json\n"
     "      --warmup N    first N steps of each phase kept out of the statistics\n"
     "      --forward M   how Python times the forward: patch (default) or hooks\n"
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
@@ -271,7 +272,7 @@ typedef struct run_options {
 } run_options;
 
 enum {
-    OPT_FORMAT = 1000,
+    OPT_RUN_FILE = 1000,
     OPT_ON_FULL,
     OPT_RING_CAPACITY,
     OPT_WARMUP,
@@ -305,20 +306,25 @@ static int run_option(run_options *o, int opt, char *arg) {
             return swcli_usage(&o->args, "--forward takes patch or hooks, not '%s'", arg);
         o->forward_mode = arg;
         return SWCLI_NEXT;
-    case 'f':
+    case OPT_RUN_FILE:
         o->run_file = arg;
         return SWCLI_NEXT;
     case 't':
         o->timeline = 1;
         return SWCLI_NEXT;
-    case OPT_FORMAT: {
+    case 'f': {
+        /* -f was --run-file before it meant --format here as in every other command: a
+         * path where a format belongs is that old use. No format name holds '.', '/' or '{'. */
         sw_format parsed;
-        if (sw_format_parse(arg, &parsed) != 0) {
-            swcli_error("unknown format '%s'", arg);
-            return SWCLI_EXIT_USAGE;
-        }
-        o->format = arg;
-        return SWCLI_NEXT;
+        if (sw_format_parse(arg, &parsed) != 0 && strpbrk(arg, "./{") != NULL)
+            return swcli_usage(&o->args,
+                               "-f is --format, a report format, not '%s'; the run file is "
+                               "--run-file %s",
+                               arg, arg);
+        int code = swcli_option(&o->args, opt, arg); /* the format check of every command */
+        if (code == SWCLI_NEXT)
+            o->format = arg; /* passed on as written (STEPWATCH_FORMAT) */
+        return code;
     }
     case OPT_LIVE:
     case OPT_NO_LIVE:
@@ -350,7 +356,9 @@ static int run_option(run_options *o, int opt, char *arg) {
     case OPT_DEVICE_STATS: {
         char *end = NULL;
         double seconds = arg ? strtod(arg, &end) : 0.5;
-        if (arg && (end == arg || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
+        /* A digit first: strtod would also take " 1", "+1" and "inf". */
+        if (arg &&
+            (arg[0] < '0' || arg[0] > '9' || *end != '\0' || !(seconds >= 0.01 && seconds <= 3600)))
             return swcli_usage(&o->args,
                                "--device-stats takes an interval in seconds from "
                                "0.01 to 3600, not '%s'",
@@ -370,9 +378,9 @@ static int run_option(run_options *o, int opt, char *arg) {
  * code to end with. */
 static int run_options_parse(run_options *o, int argc, char **argv) {
     static const struct option options[] = {
-        {"run-file", required_argument, NULL, 'f'},
+        {"run-file", required_argument, NULL, OPT_RUN_FILE},
         {"timeline", no_argument, NULL, 't'},
-        {"format", required_argument, NULL, OPT_FORMAT},
+        SWCLI_OPTION_FORMAT,
         {"on-full", required_argument, NULL, OPT_ON_FULL},
         {"ring-capacity", required_argument, NULL, OPT_RING_CAPACITY},
         {"warmup", required_argument, NULL, OPT_WARMUP},

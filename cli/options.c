@@ -19,6 +19,9 @@ int swcli_usage(const swcli_args *args, const char *fmt, ...) {
 }
 
 int swcli_parse_number(const char *text, long min, long max, long *out) {
+    /* Digits only, written the one way: strtol would also take " 1", "+1" and "01". */
+    if (text[0] < '0' || text[0] > '9' || (text[0] == '0' && text[1] != '\0'))
+        return -1;
     char *end;
     errno = 0;
     long n = strtol(text, &end, 10);
@@ -53,7 +56,7 @@ static int parse_format(swcli_args *args, const char *name) {
         swcli_error("unknown format '%s' (%s)", name, list);
     else
         swcli_error("%s cannot write format '%s' (%s)", args->command, name, list);
-    return SWCLI_EXIT_USAGE;
+    return try_help(args->command);
 }
 
 int swcli_option(swcli_args *args, int opt, const char *arg) {
@@ -62,10 +65,9 @@ int swcli_option(swcli_args *args, int opt, const char *arg) {
         return parse_format(args, arg);
     case 'r': {
         long rank;
-        if (swcli_parse_number(arg, 0, SWCLI_MAX_RANK, &rank) != 0) {
-            swcli_error("--rank wants a rank number, not '%s'", arg);
-            return SWCLI_EXIT_USAGE;
-        }
+        if (swcli_parse_number(arg, 0, SWCLI_MAX_RANK, &rank) != 0)
+            return swcli_usage(args, "--rank takes a rank number from 0 to %d, not '%s'",
+                               SWCLI_MAX_RANK, arg);
         args->rank = (int)rank;
         return SWCLI_NEXT;
     }

@@ -69,13 +69,13 @@ typedef struct swcli_args {
 
 /* Handle opt, one getopt_long result with its argument arg, that the subcommand did not
  * handle itself: store -f, -r or -o in args and return SWCLI_NEXT. Otherwise return the
- * exit code to end with: SWCLI_EXIT_OK after printing the help for -h; SWCLI_EXIT_USAGE after one
- * line saying why for a bad format or rank, or after "Try 'stepwatch CMD --help'." for what
- * getopt_long refused (it printed why). */
+ * exit code to end with: SWCLI_EXIT_OK after printing the help for -h; SWCLI_EXIT_USAGE after
+ * "Try 'stepwatch CMD --help'.", which follows one line saying why for a bad format or rank,
+ * or what getopt_long printed for an option it refused. */
 int swcli_option(swcli_args *args, int opt, const char *arg);
 
-/* text as a decimal number from min to max (leading blanks and a sign are allowed, nothing
- * after the digits): 0 and *out set, or -1. */
+/* text as a decimal number from min to max (min >= 0), written in digits only, without a
+ * sign, blanks or leading zeros (" 1", "+1" and "01" are refused): 0 and *out set, or -1. */
 int swcli_parse_number(const char *text, long min, long max, long *out);
 
 /* A bad command line: "stepwatch: " + message, then "Try 'stepwatch CMD --help'." on

@@ -72,11 +72,11 @@ def run_here(argv):
                          "not installed here\n")
         return 2
     pattern = "stepwatch-{rank}.db"
-    for flag in ("--run-file", "-f"):  # the C command's run file, through the environment
-        while flag in options[:-1]:
-            at = options.index(flag)
-            pattern = options[at + 1]
-            del options[at:at + 2]
+    while "--run-file" in options[:-1]:  # the C command's run file, through the environment
+        at = options.index("--run-file")
+        pattern = options[at + 1]
+        del options[at:at + 2]
+    options = ["--format" if o == "-f" else o for o in options]  # -f is --format, as in C
     pattern = os.path.abspath(pattern)
     os.environ["STEPWATCH_RUN_FILE"] = pattern
     os.environ.pop("STEPWATCH_RUN_FILE_OWNER", None)

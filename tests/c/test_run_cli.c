@@ -261,14 +261,20 @@ static void test_common_options(void **state) {
            "CODE)\n" TRY("run"),
            "run");
 
-    /* --rank: a number from 0 to 1000000. */
-    static const char *const bad_ranks[] = {
-        "x", "-1", "1000001", "1x", "", "1.0", "99999999999999999999"};
+    /* --rank: a number from 0 to 1000000, in digits only (strtol alone takes " 1", "+1"). */
+    static const char *const bad_ranks[] = {"x",  "-1",  "1000001", "1x",
+                                            "",   "1.0", " 1",      "+1",
+                                            "01", "1 ",  "\t1",     "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
-        snprintf(want, sizeof want, "stepwatch: --rank wants a rank number, not '%s'\n",
-                 bad_ranks[i]);
+        snprintf(
+            want, sizeof want,
+            "stepwatch: --rank takes a rank number from 0 to 1000000, not '%s'\n" TRY("report"),
+            bad_ranks[i]);
         expect(SWCLI_EXIT_USAGE, want, "report '%s' --rank '%s'", g_rank0, bad_ranks[i]);
     }
+    expect(SWCLI_EXIT_USAGE,
+           "stepwatch: --rank takes a rank number from 0 to 1000000, not '+1'\n" TRY("report"),
+           "report '%s' -r +1", g_rank0);
     snprintf(merged, sizeof merged, "%s/merged.db", g_dir); /* test_merge_and_export's */
     snprintf(want, sizeof want, "stepwatch: %s: no rank 1000000 in this run file\n", merged);
     expect(SWCLI_EXIT_DATA, want, "report '%s' -r 1000000", merged);
@@ -276,13 +282,22 @@ static void test_common_options(void **state) {
     /* --format: what each subcommand writes, named in the message. */
     expect(2,
            "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
-           "json)\n",
+           "json)\n" TRY("report"),
            "report '%s' --format nope", g_rank0);
-    expect(2, "stepwatch: compare cannot write format 'ignite' (table, md, csv, json)\n",
-           "compare '%s' '%s' -f ignite", g_rank0, g_rank0);
-    expect(2, "stepwatch: diagnose cannot write format 'csv' (table, md, json)\n",
+    expect(
+        2,
+        "stepwatch: compare cannot write format 'ignite' (table, md, csv, json)\n" TRY("compare"),
+        "compare '%s' '%s' -f ignite", g_rank0, g_rank0);
+    expect(2, "stepwatch: diagnose cannot write format 'csv' (table, md, json)\n" TRY("diagnose"),
            "diagnose '%s' --format=csv", g_rank0);
-    expect(2, "stepwatch: unknown format 'nope'\n", "run --format nope -- true");
+    expect(2, "stepwatch: merge cannot write format 'csv' (table, md, json)\n" TRY("merge"),
+           "merge '%s' -o m.db -f csv", g_rank0);
+    static const char *const run_format_forms[] = {"-f", "--format"};
+    for (size_t i = 0; i < 2; i++)
+        expect(2,
+               "stepwatch: unknown format 'nope' (table, lightning, fastxtend, ignite, md, csv, "
+               "json)\n" TRY("run"),
+               "run %s nope -- true", run_format_forms[i]);
     snprintf(out, sizeof out, "%s/diagnose.md", g_dir);
     snprintf(args, sizeof args, "diagnose '%s' --format markdown", g_rank0);
     assert_int_equal(cli(out, args), SWCLI_EXIT_OK);
@@ -298,8 +313,23 @@ static void test_common_options(void **state) {
     }
     expect(2, "stepwatch: --on-full takes drop or block, not 'wait'\n" TRY("run"),
            "run --on-full wait -- true");
-    expect(2, "stepwatch: --warmup takes a number of steps, not '-1'\n" TRY("run"),
-           "run --warmup -1 -- true");
+    static const char *const bad_warmups[] = {"-1", "+1", " 1", "01"};
+    for (size_t i = 0; i < sizeof bad_warmups / sizeof *bad_warmups; i++) {
+        snprintf(want, sizeof want,
+                 "stepwatch: --warmup takes a number of steps, not '%s'\n" TRY("run"),
+                 bad_warmups[i]);
+        expect(2, want, "run --warmup '%s' -- true", bad_warmups[i]);
+    }
+    expect(
+        2,
+        "stepwatch: --ring-capacity takes a number of events from 1 to 4194304, not '+512'\n" TRY(
+            "run"),
+        "run --ring-capacity +512 -- true");
+    expect(
+        2,
+        "stepwatch: --device-stats takes an interval in seconds from 0.01 to 3600, not ' 1'\n" TRY(
+            "run"),
+        "run '--device-stats= 1' -- true");
     expect(2, "stepwatch: --forward takes patch or hooks, not 'hook'\n" TRY("run"),
            "run --forward hook -- true");
     snprintf(args, sizeof args, "run --ring-capacity %u --run-file '%s/r.db' -- true",
@@ -322,17 +352,36 @@ static void test_run_names_the_files_written(void **state) {
            "%s/r-x.db %s/r-.db'",
            g_dir, g_dir, g_dir, g_dir, g_dir);
     snprintf(want, sizeof want, "stepwatch: run file: %s/one.db\n", g_dir);
-    expect(0, want, "run -f '%s/one.db' -- touch '%s/one.db'", g_dir, g_dir);
+    expect(0, want, "run --run-file '%s/one.db' -- touch '%s/one.db'", g_dir, g_dir);
     snprintf(want, sizeof want, "stepwatch: run file: %s/p-7-1234.db\n", g_dir);
-    expect(0, want, "run -f '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'", g_dir,
-           g_dir, g_dir);
+    expect(0, want, "run --run-file '%s/p-{rank}-{pid}.db' -- touch '%s/p-7-1234.db' '%s/p-7-.db'",
+           g_dir, g_dir, g_dir);
+}
+
+/* -f is --format in run as in every command; the old "run -f PATH" (the run file) is refused
+ * naming --run-file, and nothing runs. */
+static void test_run_f_is_format(void **state) {
+    char out[600], want[1200];
+    snprintf(out, sizeof out, "%s/run_format.txt", g_dir);
+    assert_int_equal(cli(out, "run -f md -- sh -c 'echo $STEPWATCH_FORMAT'"), 0);
+    char *got = slurp(out);
+    assert_string_equal(got, "md\n");
+    free(got);
+    snprintf(want, sizeof want,
+             "stepwatch: -f is --format, a report format, not '%s/old.db'; the run file is "
+             "--run-file %s/old.db\n" TRY("run"),
+             g_dir, g_dir);
+    expect(2, want, "run -f '%s/old.db' -- touch '%s/old-ran'", g_dir, g_dir);
+    snprintf(out, sizeof out, "%s/old-ran", g_dir);
+    assert_int_equal(access(out, F_OK), -1); /* the program did not run */
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_report_formats), cmocka_unit_test(test_merge_and_export),
-        cmocka_unit_test(test_exit_codes),     cmocka_unit_test(test_run_names_the_files_written),
-        cmocka_unit_test(test_run_command),    cmocka_unit_test(test_common_options),
+        cmocka_unit_test(test_report_formats),  cmocka_unit_test(test_merge_and_export),
+        cmocka_unit_test(test_exit_codes),      cmocka_unit_test(test_run_names_the_files_written),
+        cmocka_unit_test(test_run_command),     cmocka_unit_test(test_common_options),
+        cmocka_unit_test(test_run_f_is_format),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -362,7 +362,7 @@ def test_stepwatch_run_device_stats(tmp_path, build_dir):
         "    loss = ((m(x) - y) ** 2).mean(); opt.zero_grad(); loss.backward(); opt.step()\n")
     run_file = tmp_path / "run.db"
     proc = subprocess.run([os.path.join(build_dir, "stepwatch"), "run", "--device-stats=0.1",
-                           "--device-time", "-f", str(run_file), "--", sys.executable,
+                           "--device-time", "--run-file", str(run_file), "--", sys.executable,
                            str(script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     c = counters(stepwatch.load(str(run_file)))

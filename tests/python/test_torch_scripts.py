@@ -116,7 +116,7 @@ def test_a_failing_script_still_reports_and_names_its_file(tmp_path, build_dir):
     script = tmp_path / "fail.py"
     script.write_text("import torch\ntorch.nn.Linear(2, 1)(torch.randn(1, 2))\n"
                       "raise SystemExit(3)\n")
-    done = subprocess.run([exe, "run", "-f", str(tmp_path / "out-{rank}.db"), "--",
+    done = subprocess.run([exe, "run", "--run-file", str(tmp_path / "out-{rank}.db"), "--",
                            sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, RANK="1", WORLD_SIZE="2"))
     assert done.returncode == 3
@@ -148,7 +148,7 @@ def test_diagnose_and_html_say_what_could_not_be_seen(tmp_path, build_dir):
     for script, finding in ((nothing, "No step boundary found"),
                             (inside, "loss could not be timed apart")):
         db = tmp_path / (script.stem + ".db")
-        run([exe, "run", "-f", str(db), "--", sys.executable, str(script)], tmp_path)
+        run([exe, "run", "--run-file", str(db), "--", sys.executable, str(script)], tmp_path)
         text = run([exe, "diagnose", str(db)], tmp_path).stdout
         assert finding in text and "No problems found" not in text, text
         html = tmp_path / (script.stem + ".html")
