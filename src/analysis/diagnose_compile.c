@@ -58,8 +58,8 @@ void sw__diagnose_compile(sw__diagnosis *d, const sw__compiled *c, uint64_t nkep
                                 (unsigned long long)c->steps[i].step);
     if (c->n > shown && len < sizeof list)
         snprintf(list + len, sizeof list - len, ", ...");
-    snprintf(f->title, sizeof f->title, "torch.compile compiled in %zu step%s, for %s",
-             c->n, c->n == 1 ? "" : "s", sw_format_duration((double)c->compile_ns, a, sizeof a));
+    snprintf(f->title, sizeof f->title, "torch.compile compiled in %zu step%s, for %s", c->n,
+             c->n == 1 ? "" : "s", sw_format_duration((double)c->compile_ns, a, sizeof a));
     int n = snprintf(f->sentence, sizeof f->sentence, "Step%s %s spent %s compiling",
                      c->n == 1 ? "" : "s", list,
                      sw_format_duration((double)c->compile_ns, a, sizeof a));
