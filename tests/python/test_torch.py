@@ -473,10 +473,14 @@ def test_compilations_are_noted_and_diagnosed_as_compilation(tmp_path):
     assert all(int(ns) > 0 for ns in note.values())
     assert rows(p, "train")["compile"]["count"] >= 2
     p.close()
-    found = {f["id"]: f for f in json.loads(stepwatch.diagnose(str(path), "json"))["findings"]}
+    diagnosis = json.loads(stepwatch.diagnose(str(path), "json"))
+    assert diagnosis["steps"] == 28  # 30 steps, the 2 that compiled kept out
+    found = {f["id"]: f for f in diagnosis["findings"]}
     assert "compilation" in found
     numbers = {n["name"]: n["value"] for n in found["compilation"]["numbers"]}
     assert numbers["compiled steps"] == 2
     assert numbers["compile time"] == sum(int(ns) for ns in note.values())
     assert "recompilation" in found["compilation"]["sentence"]
-    assert "tail-stalls" not in found
+    if "tail-stalls" in found:  # the machine's own hiccups may make one, never a compilation
+        p99 = {n["name"]: n["value"] for n in found["tail-stalls"]["numbers"]}["p99"]
+        assert p99 < min(int(ns) for ns in note.values())
