@@ -9,6 +9,8 @@
 #include "sql.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,6 +145,10 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
         return rc;
     sw__store *st = NULL;
     char *temp = NULL, *sidecars[2] = {NULL, NULL};
+    /* The handled signals wait until the temporary file is registered for removal: one that
+     * came between its creation and its registration would leave it behind. */
+    sigset_t old_mask;
+    sw__signal_block(&old_mask);
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         free(temp);
         temp = temporary_beside(out_path, attempt);
@@ -154,6 +160,7 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
      * SQLite keeps beside it (signals.c). */
     if (rc == 0)
         rc = remove_on_signal(temp, sidecars);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL); /* a signal held meanwhile comes now */
     sw__guard guard;
     if (rc == 0 && (rc = sw__guard_defend(st->db, &guard)) != 0)
         sw__error(rc, "%s: %s", temp, sqlite3_errmsg(st->db));

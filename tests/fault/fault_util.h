@@ -26,6 +26,20 @@
 #include "test_helpers.h"
 #include "test_sqlite.h"
 
+/* AddressSanitizer reserves terabytes of shadow address space at start: a process under an
+ * address-space limit (ulimit -v, RLIMIT_AS) cannot even start there, so the tests that
+ * limit memory leave the limit out (commands) or skip (memory exhaustion) in that build. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FAULT_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FAULT_UNDER_ASAN 1
+#endif
+#endif
+#ifndef FAULT_UNDER_ASAN
+#define FAULT_UNDER_ASAN 0
+#endif
+
 static char g_dir[256];
 
 static int fault_make_dir(void **state) {
