@@ -37,6 +37,8 @@ static const char HELP[] =
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
     "  -f, --format F    the report the Python command prints at exit (STEPWATCH_FORMAT):\n"
     "                    table (default), lightning, fastxtend, ignite, md, csv, json\n"
+    "  -o, --output P    the Python command writes that report to P, not to stderr\n"
+    "                    (STEPWATCH_OUTPUT)\n"
     "      --warmup N    first N steps of each phase kept out of the statistics\n"
     "      --forward M   how Python times the forward: patch (default) or hooks\n"
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
@@ -265,7 +267,7 @@ static void report_run_files(const char *pattern, const struct timespec *since, 
 typedef struct run_options {
     swcli_args args;
     const char *run_file;
-    const char *format, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
+    const char *format, *output, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
     const char *python_flag, *python_what; /* -m MODULE or -c CODE */
     int timeline, builtins, device_time;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
@@ -308,6 +310,9 @@ static int run_option(run_options *o, int opt, char *arg) {
         return SWCLI_NEXT;
     case OPT_RUN_FILE:
         o->run_file = arg;
+        return SWCLI_NEXT;
+    case 'o':
+        o->output = arg; /* passed on as written (STEPWATCH_OUTPUT) */
         return SWCLI_NEXT;
     case 't':
         o->timeline = 1;
@@ -379,6 +384,7 @@ static int run_option(run_options *o, int opt, char *arg) {
 static int run_options_parse(run_options *o, int argc, char **argv) {
     static const struct option options[] = {
         {"run-file", required_argument, NULL, OPT_RUN_FILE},
+        {"output", required_argument, NULL, 'o'},
         {"timeline", no_argument, NULL, 't'},
         SWCLI_OPTION_FORMAT,
         {"on-full", required_argument, NULL, OPT_ON_FULL},
@@ -399,7 +405,7 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
      * (what follows is the Python program's, as with python itself). */
     int code = SWCLI_NEXT;
     for (int opt; code == SWCLI_NEXT && o->python_flag == NULL &&
-                  (opt = getopt_long(argc, argv, "+f:thm:c:", options, NULL)) != -1;)
+                  (opt = getopt_long(argc, argv, "+f:o:thm:c:", options, NULL)) != -1;)
         code = run_option(o, opt, optarg);
     if (code == SWCLI_NEXT && optind == argc && o->python_flag == NULL)
         return swcli_usage(&o->args, "run needs a command: stepwatch run -- CMD ARGS... (or "
@@ -414,6 +420,7 @@ static void run_environment(const run_options *o, const char *path) {
     } vars[] = {{"STEPWATCH_RUN_FILE", path},
                 {"STEPWATCH_TIMELINE", o->timeline ? "1" : NULL},
                 {"STEPWATCH_FORMAT", o->format},
+                {"STEPWATCH_OUTPUT", o->output},
                 {"STEPWATCH_ON_FULL", o->on_full},
                 {"STEPWATCH_RING_CAPACITY", o->ring},
                 {"STEPWATCH_WARMUP", o->warmup},

@@ -367,6 +367,15 @@ static void test_run_f_is_format(void **state) {
     char *got = slurp(out);
     assert_string_equal(got, "md\n");
     free(got);
+    /* -o is --output as in every command: the Python command's report goes there. */
+    assert_int_equal(cli(out, "run -o rep.txt -- sh -c 'echo $STEPWATCH_OUTPUT'"), 0);
+    got = slurp(out);
+    assert_string_equal(got, "rep.txt\n");
+    free(got);
+    assert_int_equal(cli(out, "run --output rep.csv -- sh -c 'echo $STEPWATCH_OUTPUT'"), 0);
+    got = slurp(out);
+    assert_string_equal(got, "rep.csv\n");
+    free(got);
     snprintf(want, sizeof want,
              "stepwatch: -f is --format, a report format, not '%s/old.db'; the run file is "
              "--run-file %s/old.db\n" TRY("run"),
