@@ -72,7 +72,8 @@ class Profiler:
                 functions: Sequence[str] | None = None, builtins: bool = False,
                 live: bool | None = None, local_rank: int = 0,
                 device_stats: bool | float = False, device_time: bool = False,
-                clock: Literal["monotonic", "tsc"] | None = None) -> Profiler: ...
+                clock: Literal["monotonic", "tsc"] | None = None,
+                memory: bool | None = None) -> Profiler: ...
     @property
     def name(self) -> str: ...
     enabled: bool
