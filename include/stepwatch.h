@@ -658,6 +658,39 @@ SW_API char *sw_format_duration(double ns, char *buf, size_t size);
  * and returns buf. stepwatch.fastai's report calls it too. */
 SW_API char *sw_format_scale_time(double seconds, char *buf, size_t size);
 
+/* Ignite's two print_results layouts, written from cells the caller formatted: the one
+ * writer of both the C engine's views (sw_engine_print_basic, sw_engine_print_handlers) and
+ * stepwatch.ignite's print_results, so neither drifts from Ignite. Cells are written as
+ * given (UTF-8; columns are padded by code points, as Python's str.format pads). */
+typedef struct sw_ignite_event {
+    const char *event;    /* "EPOCH_STARTED" */
+    const char *handlers; /* its handlers as Ignite lists them: "['log', 'save']" */
+    const char *stats;    /* "total | min/index | max/index | mean | std", or the total alone,
+                             or "not yet triggered" */
+} sw_ignite_event;
+/* BasicTimeProfiler.print_results' text: the title box, "Processing function:" and its
+ * stats, "Dataflow:" and its stats, "Event handlers:" and their total, then per event
+ * "- Events.<event>: <handlers>" and its stats. Ignite lists six events: STARTED,
+ * EPOCH_STARTED, ITERATION_STARTED, ITERATION_COMPLETED, EPOCH_COMPLETED, COMPLETED.
+ * The text ends with one line feed (Ignite's print adds a second). 0, SW_EINVAL (NULL
+ * argument or cell), SW_EIO (a write error). */
+SW_API int sw_ignite_write_basic(FILE *out, const char *processing, const char *dataflow,
+                                 const char *handlers_total, const sw_ignite_event *events,
+                                 size_t nevents);
+/* One row of HandlersTimeProfiler.get_results, as cells: Ignite's (min, index) and (max,
+ * index) pairs are min/min_index and max/max_index (index NULL: the cell alone, as in the
+ * Total row's ""). */
+typedef struct sw_ignite_row {
+    const char *handler, *event, *total, *min, *min_index, *max, *max_index, *mean, *std;
+} sw_ignite_row;
+/* HandlersTimeProfiler.print_results' text from get_results' rows: rows[0..n-3) one per
+ * handler, then the "Total" row, then the "Processing" and "Dataflow" rows (n >= 3): the
+ * table (the two name columns 4 wider than their longest cell in any row, the others 14,
+ * two spaces between) and a "<name> took total ..s [min/index: ..s/.., ...]" line for each
+ * of the last two. Starts and ends with a line feed (Ignite's print adds a second). 0,
+ * SW_EINVAL (NULL, n < 3), SW_EIO. */
+SW_API int sw_ignite_write_handlers(FILE *out, const sw_ignite_row *rows, size_t n);
+
 /* ------------------------------------------------------------------------------------------
  * Per-step and per-span records (what the run file stores, one row each)
  * ---------------------------------------------------------------------------------------- */
