@@ -36,11 +36,35 @@ static void put_device(FILE *out, const sw_snapshot *s, const sw_row *r) {
         fputs(",,,,", out);
 }
 
+/* With memory per step: six more columns (bytes), filled on the roll-up row of "step" (the
+ * memory is the steps'), empty elsewhere and where that part was not measured. */
+static const char memory_header[] = ",rss_max_bytes,rss_last_bytes,peak_allocated_max_bytes,"
+                                    "allocated_last_bytes,reserved_max_bytes,reserved_last_bytes";
+
+static void put_memory(FILE *out, const sw_snapshot *s, const sw_row *r) {
+    const sw_memory_summary *m = &s->memory;
+    if (r->phase != SW_PHASE_ALL || r->action_name == NULL || strcmp(r->action_name, "step") != 0) {
+        fputs(",,,,,,", out);
+        return;
+    }
+    if (m->rss_steps > 0)
+        fprintf(out, ",%" PRIu64 ",%" PRIu64, m->rss_max, m->rss_last);
+    else
+        fputs(",,", out);
+    if (m->allocator_steps > 0)
+        fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, m->peak_allocated_max,
+                m->allocated_last, m->reserved_max, m->reserved_last);
+    else
+        fputs(",,,,", out);
+}
+
 static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
     (void)opts;
     int device = sw__device_any(s);
-    fprintf(out, "%s%s\n", header,
-            device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "");
+    int memory = s->memory.rss_steps > 0 || s->memory.allocator_steps > 0;
+    fprintf(out, "%s%s%s\n", header,
+            device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "",
+            memory ? memory_header : "");
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -80,6 +104,8 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
         put_fseconds(out, r->warmup.count ? r->warmup.mean_ns : 0);
         if (device)
             put_device(out, s, r);
+        if (memory)
+            put_memory(out, s, r);
         fputc('\n', out);
     }
     return 0;
