@@ -62,27 +62,27 @@ typedef struct {
 
 typedef struct ModulesObject {
     PyObject_HEAD ProfilerObject *owner;
-    PyObject *tensor_type;  /* torch.Tensor */
-    PyObject *oom_type;     /* torch.OutOfMemoryError */
-    PyObject *resolve;      /* resolve(module, parent module or None) -> (path, class name) */
-    PyObject *allocated;    /* torch.cuda.memory_allocated, or None (no CUDA allocator) */
-    PyObject *allocator;    /* allocator() -> (allocated, reserved, peak) or None */
-    PyObject *sizes;        /* sizes(modules list) -> [(param, grad, optimizer) bytes] */
-    PyObject *index_of;     /* module -> int index */
-    PyObject *module_list;  /* modules, by index (for sizes) */
-    PyObject *node_hooks;   /* node -> NodeHook, during one outermost sampled forward */
-    PyObject *last_oom;     /* the exception last attributed (named once) */
+    PyObject *tensor_type;   /* torch.Tensor */
+    PyObject *oom_type;      /* torch.OutOfMemoryError */
+    PyObject *resolve;       /* resolve(module, parent module or None) -> (path, class name) */
+    PyObject *allocated;     /* torch.cuda.memory_allocated, or None (no CUDA allocator) */
+    PyObject *allocator;     /* allocator() -> (allocated, reserved, peak) or None */
+    PyObject *sizes;         /* sizes(modules list) -> [(param, grad, optimizer) bytes] */
+    PyObject *index_of;      /* module -> int index */
+    PyObject *module_list;   /* modules, by index (for sizes) */
+    PyObject *node_hooks;    /* node -> NodeHook, during one outermost sampled forward */
+    PyObject *last_oom;      /* the exception last attributed (named once) */
     PyObject *register_name; /* "register_prehook" */
     PyObject *grad_fn_name;  /* "grad_fn" */
     entry *entries;
     uint32_t nentries, cap;
     uint32_t every;
     int active;
-    int sampling;          /* the outermost forward running is sampled */
-    int64_t last_key;      /* the step (or outermost call) last sampled */
-    uint64_t outer_calls;  /* outermost calls outside any step */
-    uint64_t sampled;      /* steps sampled */
-    uint64_t flushed_at;   /* sampled count at the last flush */
+    int sampling;         /* the outermost forward running is sampled */
+    int64_t last_key;     /* the step (or outermost call) last sampled */
+    uint64_t outer_calls; /* outermost calls outside any step */
+    uint64_t sampled;     /* steps sampled */
+    uint64_t flushed_at;  /* sampled count at the last flush */
     int dirty;
     frame fwd[MAX_DEPTH];
     uint32_t fdepth, fskipped; /* timed frames; calls past MAX_DEPTH */
@@ -127,8 +127,7 @@ static uint32_t index_of(ModulesObject *m, PyObject *module, uint32_t parent) {
         m->entries = e;
         m->cap = cap;
     }
-    PyObject *parent_module =
-        parent == UINT32_MAX ? Py_None : m->entries[parent].module;
+    PyObject *parent_module = parent == UINT32_MAX ? Py_None : m->entries[parent].module;
     PyObject *named = PyObject_CallFunctionObjArgs(m->resolve, module, parent_module, NULL);
     PyObject *path, *kind;
     if (named == NULL || !PyArg_ParseTuple(named, "UU", &path, &kind)) {
@@ -150,8 +149,7 @@ static uint32_t index_of(ModulesObject *m, PyObject *module, uint32_t parent) {
     e->path = Py_NewRef(path);
     e->kind = Py_NewRef(kind);
     e->parent = parent;
-    e->row.activation_bytes = e->row.param_bytes = e->row.grad_bytes = e->row.optimizer_bytes =
-        -1;
+    e->row.activation_bytes = e->row.param_bytes = e->row.grad_bytes = e->row.optimizer_bytes = -1;
     Py_DECREF(named);
     m->nentries++;
     return i;
@@ -293,9 +291,8 @@ static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const c
     char text[3][32];
     for (int k = 0; k < 3; k++)
         put_bytes(text[k], sizeof text[k], state[k]);
-    fprintf(stderr,
-            "stepwatch: out of memory in `%s` (%s): allocated %s, reserved %s, peak %s\n", path,
-            phase, text[0], text[1], text[2]);
+    fprintf(stderr, "stepwatch: out of memory in `%s` (%s): allocated %s, reserved %s, peak %s\n",
+            path, phase, text[0], text[1], text[2]);
     fflush(stderr);
     sw_profiler *p = m->owner->p;
     if (p) {
@@ -517,8 +514,8 @@ static int decide_sampling(ModulesObject *m) {
     return 1;
 }
 
-static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *args,
-                            size_t nargsf, PyObject *kwnames) {
+static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames) {
     PyObject *module = args[0];
     uint32_t parent = m->fdepth ? m->fwd[m->fdepth - 1].index : UINT32_MAX;
     uint32_t index = index_of(m, module, parent);
@@ -602,8 +599,8 @@ static PyObject *hook_autograd_backward(ModulesObject *m, PyObject *func, PyObje
 
 /* The innermost modules call through nn.Module.__call__'s hook without a frame; a call into
  * a module not sampled pays one C call. */
-static PyObject *ModulesHook_vectorcall(PyObject *callable, PyObject *const *args,
-                                        size_t nargsf, PyObject *kwnames) {
+static PyObject *ModulesHook_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                        PyObject *kwnames) {
     ModulesHookObject *self = (ModulesHookObject *)callable;
     ModulesObject *m = self->modules;
     if (self->func == NULL || m == NULL) {
@@ -622,8 +619,8 @@ static PyObject *ModulesHook_vectorcall(PyObject *callable, PyObject *const *arg
 /* ---- Modules: Python's side --------------------------------------------------------------- */
 
 static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"profiler", "every",     "tensor_type", "oom_type",
-                             "resolve",  "allocated", "allocator",   "sizes", NULL};
+    static char *kwlist[] = {"profiler",  "every",     "tensor_type", "oom_type", "resolve",
+                             "allocated", "allocator", "sizes",       NULL};
     PyObject *profiler, *tensor_type, *oom_type, *resolve, *allocated, *allocator, *sizes;
     unsigned int every;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OIOOOOOO:Modules", kwlist, &profiler, &every,
@@ -871,8 +868,7 @@ static void ModulesHook_dealloc(ModulesHookObject *self) {
 static PyMemberDef ModulesHook_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(ModulesHookObject, dict), READONLY, NULL},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(ModulesHookObject, weakrefs), READONLY, NULL},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ModulesHookObject, vectorcall), READONLY,
-     NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ModulesHookObject, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 

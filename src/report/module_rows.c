@@ -69,8 +69,8 @@ static void sampling_text(const sw_snapshot *s, char *out, size_t size) {
 }
 
 enum { NCOLS = 10 };
-static const char *const header[NCOLS] = {"Fwd self", "Fwd total", "Bwd self", "Bwd total",
-                                          "Calls",    "Params",    "Grads",    "Optim state",
+static const char *const header[NCOLS] = {"Fwd self",    "Fwd total", "Bwd self", "Bwd total",
+                                          "Calls",       "Params",    "Grads",    "Optim state",
                                           "Activations", "Class"};
 
 static void cells_of(const sw_module_row *m, char cell[NCOLS][48]) {
