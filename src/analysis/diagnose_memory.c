@@ -108,10 +108,10 @@ static double median_y(const point *p, size_t from, size_t to, double *scratch) 
 
 typedef struct drift {
     int found;
-    double slope;          /* bytes per step over the rising part */
-    double begin_step;     /* where the rise began */
-    double start, end;     /* start level, end level (bytes) */
-    uint64_t steps;        /* steady steps in the series */
+    double slope;      /* bytes per step over the rising part */
+    double begin_step; /* where the rise began */
+    double start, end; /* start level, end level (bytes) */
+    uint64_t steps;    /* steady steps in the series */
     double first_x, last_x;
 } drift;
 

@@ -103,6 +103,9 @@ int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter);
 /* Append note key = value (copied) unless s has key already (the first value stays). 0 or
  * SW_ENOMEM. */
 int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value);
+/* Add module row (strings copied); a row of the same path already in s gets its calls and
+ * times added and the largest of each byte count (ranks merged). 0 or SW_ENOMEM. */
+int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row);
 /* After the per-phase rows: append one roll-up row per action (phase SW_PHASE_ALL, phase name
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);

@@ -307,6 +307,30 @@ static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
     return rc;
 }
 
+static int write_modules(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->nmodules; i++) {
+        const sw_module_row *m = &snap->modules[i];
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, m->path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, m->kind, -1, SQLITE_STATIC);
+        const uint64_t counts[] = {m->forward_calls,  m->forward_ns,  m->forward_self_ns,
+                                   m->backward_calls, m->backward_ns, m->backward_self_ns};
+        int col = 5;
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+            sqlite3_bind_int64(q, col++, (sqlite3_int64)counts[k]);
+        const int64_t bytes[] = {m->activation_bytes, m->param_bytes, m->grad_bytes,
+                                 m->optimizer_bytes};
+        for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++)
+            sqlite3_bind_int64(q, col++, bytes[k]);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                         const char *end_reason) {
     sqlite3_stmt *q = NULL;
@@ -351,11 +375,11 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
                              const char *end_reason) {
     if (st == NULL || snap == NULL)
         return SW_EINVAL;
-    char sql[200];
+    char sql[240];
     snprintf(sql, sizeof sql,
              "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;"
-             "DELETE FROM notes WHERE rank=%d;",
-             rank, rank, rank);
+             "DELETE FROM notes WHERE rank=%d; DELETE FROM modules WHERE rank=%d;",
+             rank, rank, rank, rank);
     int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
@@ -363,6 +387,8 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
         rc = write_counter_summaries(st, rank, snap);
     if (rc == 0)
         rc = write_notes(st, rank, snap);
+    if (rc == 0)
+        rc = write_modules(st, rank, snap);
     if (rc == 0)
         rc = write_totals(st, rank, snap, complete, end_reason);
     return rc;
