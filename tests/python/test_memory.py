@@ -3,8 +3,10 @@ of the reports, and `stepwatch diagnose` finding memory drift in a loop that kee
 every step (a leak) and not in the same loop that lets it go."""
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -97,3 +99,33 @@ def test_memory_off(tmp_path):
     assert p.snapshot().info()["memory"]["rss_steps"] == 0
     p.close()
     assert all(s["rss_bytes"] is None for s in stepwatch.load_steps(str(db)))
+
+
+def test_memory_chart_in_chromium(tmp_path):
+    """The HTML report's memory-per-step chart, drawn by real headless Chromium: its line of
+    the RSS across the steps, its summary line, and the layout rules of the other charts (no
+    label cut or overlapping: test_html_layout's checker)."""
+    from test_html_layout import chromium, layout
+
+    db, page = tmp_path / "grow.db", tmp_path / "grow.html"
+    p = stepwatch.Profiler(name="grow", run_file=str(db), live=False)
+    kept = []
+    for _ in range(60):
+        with p.step(1):
+            kept.append(bytearray(b"x" * (1 << 20)))  # 1 MiB, touched
+            time.sleep(0.011)  # past the 10 ms between two RSS reads
+    p.close()
+    stepwatch.html(str(db), str(page))
+    check = layout(page, tmp_path, 1000)
+    assert check["charts"] >= 3
+    proc = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                           "--window-size=1000,3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert 'data-chart="memory"' in dom
+    line = re.search(r'<polyline points="([^"]*)"[^>]*class="memory"[^>]*data-series="RSS"', dom)
+    assert line, dom[-3000:]
+    ys = [float(xy.split(",")[1]) for xy in line.group(1).split()]
+    assert len(ys) >= 30
+    assert ys[-1] < ys[0] - 20  # SVG y grows downwards: the line climbs with the RSS
+    assert "Memory per step: RSS max" in dom
