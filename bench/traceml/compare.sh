@@ -5,7 +5,9 @@
 # the other, so the machine's load falls on all three alike. Prints, per tool, the median
 # and spread (min..max) of the command's wall time and of its CPU time (user+sys of the
 # whole process tree), the largest process's peak RSS, and each tool's own step breakdown
-# (mean per training step) from its last round. Not part of `make test` or `make bench`.
+# (mean per training step) from its last round, and stepwatch's modules table from one more,
+# untimed pass (bench/traceml/modules_pass.py: `stepwatch run` has no --modules yet). Not
+# part of `make test` or `make bench`.
 #
 # Needs: a venv with stepwatch (SW_VENV, default build/venv) and one with traceml-ai, kept
 # apart (TRACEML_VENV, default /work/peers/traceml/venv), both with torch 2.13 and Lightning:
@@ -23,6 +25,8 @@ OUT=${OUT:-$ROOT/build/bench/traceml}
 for need in "$SW_VENV/bin/python" "$TRACEML_VENV/bin/traceml" "$SW_CMD"; do
     [ -x "$need" ] || { echo "compare.sh: $need missing (see the header)" >&2; exit 1; }
 done
+# SUMMARY_ONLY=1: print the summary of the runs already in $OUT
+if [ -z "${SUMMARY_ONLY:-}" ]; then
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 # run TOOL ROUND: the script under TOOL in its own directory; /usr/bin/time writes the wall
@@ -47,6 +51,10 @@ for round in $(seq 1 "$ROUNDS"); do
         echo "round $round $tool: $(cat "$OUT/$tool-$round/time")" >&2
     done
 done
+
+mkdir -p "$OUT/modules" && (cd "$OUT/modules" && "$SW_VENV/bin/python" \
+    "$ROOT/bench/traceml/modules_pass.py" "$SCRIPT" "$OUT/modules/run.db" >out 2>&1)
+fi
 
 "$SW_VENV/bin/python" - "$OUT" "$ROUNDS" <<'EOF'
 import glob, json, os, sqlite3, statistics, sys
@@ -74,9 +82,29 @@ for tool in ("bare", "stepwatch", "traceml"):
           f"({min(ratio):.2f}..{max(ratio):.2f}) | {spread(cpu)} | "
           f"x{statistics.median(cratio):.2f} | {spread(rss)} |")
 
-print("\n## stepwatch's report (last round), train steps\n")
-print(open(f"{out}/stepwatch-{rounds}/report.txt").read())
-print("## TraceML's summary (last round)\n")
-summary = glob.glob(f"{out}/traceml-{rounds}/logs/*/final_summary.txt")
-print(open(summary[0]).read() if summary else "(no final_summary.txt)")
+import stepwatch
+steps = [s for s in stepwatch.load_steps(f"{out}/stepwatch-{rounds}/run.db")
+         if s["phase"] == "train"]
+print(f"\n## stepwatch, last round: mean per train step over {len(steps)} steps (ms)\n")
+for k in ("duration", "data", "forward", "loss", "backward", "optimizer", "zero_grad",
+          "callback", "other"):
+    print(f"- {k}: {statistics.mean(s[k + '_ns'] for s in steps) / 1e6:.3f}")
+copies = [r for r in stepwatch.load(f"{out}/stepwatch-{rounds}/run.db").records("train")
+          if r["action"] == "h2d_copy"]
+if copies:
+    print(f"- h2d_copy (in data): {copies[0]['mean_ns'] / 1e6:.3f}")
+db = sqlite3.connect(f"{out}/stepwatch-{rounds}/run.db")
+rss = db.execute("SELECT max(mem_rss_max) FROM ranks").fetchone()[0]
+print(f"- peak RSS (per-step samples): {rss / 2**20:.0f} MiB" if rss else "- no RSS recorded")
+print("\n## stepwatch's modules table (untimed pass, every step sampled)\n")
+text = open(f"{out}/modules/out").read()
+print(text[text.find("Modules ("):] if "Modules (" in text else "(no modules table)")
+print("## TraceML, last round\n")
+summary = glob.glob(f"{out}/traceml-{rounds}/logs/*/final_summary.json")
+if summary:
+    ev = json.load(open(summary[0]))["primary_diagnosis"]["evidence"]
+    print(json.dumps(ev, indent=1))
+    print(open(summary[0].replace(".json", ".txt")).read())
+else:
+    print("(no final_summary.json)")
 EOF
