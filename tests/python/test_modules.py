@@ -350,3 +350,24 @@ def test_stepwatch_run_modules_passes_it_on(tmp_path, build_dir):
                           sys.executable, str(script)], capture_output=True, text=True,
                          cwd=tmp_path)
     assert bad.returncode == 2 and "--modules takes a step interval" in bad.stderr
+
+
+def test_html_report_draws_the_modules_table(tmp_path):
+    import shutil
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    run, page = tmp_path / "run.sw", tmp_path / "report.html"
+    prof = stepwatch.Profiler(modules=1, run_file=str(run))
+    train(prof, torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softsign()), 2, width=4)
+    prof.close()
+    stepwatch.html(str(run), str(page))
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--window-size=1400,3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert 'data-rendered="1"' in dom
+    table = dom[dom.index('data-table="modules"'):]
+    table = table[:table.index("</table>")]
+    assert "Softsign" in table and "(model)" in table and "80 B" in table  # Linear(4, 4)
