@@ -105,7 +105,8 @@ enum {
 
 /* Each action belongs to one category (see DESIGN.md's vocabulary). sw_action gives it the
  * category its name says: "data", "forward", "loss", "backward", "optimizer", "zero_grad",
- * names starting with "callback:", and everything else is "other". A front end whose
+ * names starting with "callback:", "h2d_copy" (the copy of the batch to the device, a part
+ * of its data: category data), and everything else is "other". A front end whose
  * framework has names of its own ("[Strategy]DDPStrategy.backward") keeps them and gives
  * the category explicitly (sw_action_with_category). Per-step breakdowns use the categories:
  * a span with a category gives it its own time, that is its duration less the time of the
@@ -225,6 +226,11 @@ SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
  * events meanwhile are counted as dropped). *path (if path is not NULL) gets the file's path
  * after {rank}/{pid} expansion, or NULL; valid until sw_profiler_free. Thread-safe. */
 SW_API int sw_profiler_run_file(sw_profiler *p, const char **path);
+/* Why p's run file is not written now, as the line on stderr said it: the file and the cause
+ * ("run.db: cannot make its thread's wake-up pipe: Too many open files"); "" while it is
+ * written or when p writes none. Copied into buf (size bytes, NUL included); returns buf.
+ * Thread-safe. */
+SW_API char *sw_profiler_run_file_error(sw_profiler *p, char *buf, size_t size);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as
  * misuse in the run file's last snapshot). No other thread may use p during or after this
