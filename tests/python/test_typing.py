@@ -193,7 +193,7 @@ from stepwatch.lightning import AdvancedProfiler, Profiler, SimpleProfiler, Time
 
 def lightning(path: str) -> Trainer:
     prof = Profiler(dirpath=".", filename="perf", format="markdown", warmup_steps=1,
-                    run_file=path, profiler=stepwatch.Profiler(live=False), keep_durations=10)
+                    run_file=path, keep_durations=10, modules=10)
     simple: Profiler = SimpleProfiler(extended=False)
     rows = prof.records("train")
     durations: list[float] = list(prof.recorded_durations.get("x", []))
@@ -222,6 +222,7 @@ def ignite(engine: Engine, out: str) -> str:
 def fastai() -> list[object]:
     return [ThroughputCallback(rolling_average=5, logger_callback=["wandb", "csv_logger"],
                                profiler=stepwatch.Profiler(live=False), extras=True),
+            ThroughputCallback(modules=True),
             ThroughputPostCallback(), SimpleProfilerCallback(plain=True),
             SimpleProfilerPostCallback(), DeviceStatsCallback(every=10),
             ProfileMode.Simple, ProfileMode("throughput")]
