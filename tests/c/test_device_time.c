@@ -372,7 +372,9 @@ static void test_reports_and_run_file(void **state) {
     assert_non_null(strstr(lightning, "Device time (GPU events, per call):"));
     free(lightning);
     char *csv = report_of(s, SW_FORMAT_CSV);
-    assert_non_null(strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s\n"));
+    /* the device columns, then the memory per step's (the RSS is on by default) */
+    assert_non_null(
+        strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s,rss_max_bytes,"));
     assert_non_null(strstr(csv, "\nforward,train,forward,6,"));
     free(csv);
     char *json = report_of(s, SW_FORMAT_JSON);
