@@ -79,21 +79,53 @@ static void tell_watcher(module_state *st, PyObject *made) {
     Py_DECREF(callback);
 }
 
+/* Profiler(modules=True or k): per-module time and memory, every k-th step
+ * (stepwatch/_modules.py installs the hooks of _modules.c). */
+static int attach_modules(ProfilerObject *self, PyObject *modules) {
+    int on = PyObject_IsTrue(modules);
+    if (on <= 0)
+        return on;
+    PyObject *helper = PyImport_ImportModule("stepwatch._modules");
+    if (helper == NULL)
+        return -1;
+    self->modules = PyObject_CallMethod(helper, "attach", "OO", (PyObject *)self, modules);
+    Py_DECREF(helper);
+    return self->modules ? 0 : -1;
+}
+
+/* The modules' last flush and their hooks off, before the profiler goes: never raises. */
+static void detach_modules(ProfilerObject *self) {
+    PyObject *modules = self->modules;
+    if (modules == NULL)
+        return;
+    self->modules = NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallMethod(modules, "close", NULL);
+    if (r == NULL)
+        PyErr_WriteUnraisable(modules);
+    Py_XDECREF(r);
+    Py_DECREF(modules);
+    PyErr_Restore(type, value, tb);
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name",        "warmup_steps",  "run_file",   "timeline",
-                             "max_depth",   "rank",          "world_size", "command",
-                             "enabled",     "ring_capacity", "on_full",    "functions",
-                             "builtins",    "live",          "local_rank", "device_stats",
-                             "device_time", "clock",         NULL};
+    static char *kwlist[] = {
+        "name",       "warmup_steps", "run_file",   "timeline",      "max_depth",   "rank",
+        "world_size", "command",      "enabled",    "ring_capacity", "on_full",     "functions",
+        "builtins",   "live",         "local_rank", "device_stats",  "device_time", "clock",
+        "memory",     "modules",      NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop", *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
-             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist, &name, &warmup_obj, &run_file,
-            &timeline, &depth_obj, &rank, &world_size, &command, &enabled, &ring_obj, &on_full,
-            &functions, &builtins, &live, &local_rank, &device_stats, &device_time, &clock))
+             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL,
+             *memory_obj = Py_None, *modules = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzOO:Profiler", kwlist, &name,
+                                     &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
+                                     &world_size, &command, &enabled, &ring_obj, &on_full,
+                                     &functions, &builtins, &live, &local_rank, &device_stats,
+                                     &device_time, &clock, &memory_obj, &modules))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
     if ((warmup_obj &&
@@ -111,6 +143,12 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     else if (clock != NULL)
         return PyErr_Format(PyExc_ValueError,
                             "Profiler: clock must be None, 'monotonic' or 'tsc', not '%s'", clock);
+    /* memory=None: on unless `stepwatch run --no-step-memory` said no (STEPWATCH_STEP_MEMORY=0). */
+    const char *memory_env = getenv("STEPWATCH_STEP_MEMORY");
+    int memory = memory_obj == Py_None ? memory_env == NULL || strcmp(memory_env, "0") != 0
+                                       : PyObject_IsTrue(memory_obj);
+    if (memory < 0)
+        return NULL;
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
         return NULL;
@@ -133,7 +171,9 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     self->phases = PyDict_New();
     self->counters = PyDict_New();
     self->name = PyUnicode_FromString(name ? name : "stepwatch");
-    if (!self->actions || !self->phases || !self->counters || !self->name) {
+    self->memory = memory ? sw_py_memory_new() : NULL;
+    if (!self->actions || !self->phases || !self->counters || !self->name ||
+        (memory && !self->memory)) {
         Py_DECREF(self);
         return NULL;
     }
@@ -151,6 +191,9 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
     opts.clock = clock_kind;
+    opts.step_memory = !memory                 ? SW_STEP_MEMORY_OFF
+                       : memory_obj == Py_None ? SW_STEP_MEMORY_AUTO
+                                               : SW_STEP_MEMORY_ON;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
         rc = sw_profiler_new(&opts, &self->p);
@@ -166,6 +209,10 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
+    if (attach_modules(self, modules) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     sync_run_file_owner();
     tell_watcher(st, (PyObject *)self);
     return (PyObject *)self;
@@ -176,17 +223,22 @@ static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->actions);
     Py_VISIT(self->phases);
     Py_VISIT(self->counters);
-    return 0;
+    Py_VISIT(self->modules);
+    return sw_py_memory_traverse(self->memory, visit, arg);
 }
 
 static int Profiler_clear(ProfilerObject *self) {
     Py_CLEAR(self->actions);
     Py_CLEAR(self->phases);
     Py_CLEAR(self->counters);
+    Py_CLEAR(self->modules);
+    sw_py_memory_free(self->memory);
+    self->memory = NULL;
     return 0;
 }
 
 static void profiler_close(ProfilerObject *self) {
+    detach_modules(self);
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     sw_profiler *p = self->p;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
@@ -411,8 +463,7 @@ static PyObject *Profiler_step_begin(ProfilerObject *self, PyObject *const *args
 }
 
 static PyObject *Profiler_step_end(ProfilerObject *self, PyObject *unused) {
-    if (self->p)
-        sw_step_end(self->p);
+    sw_py_step_end(self, 0);
     Py_RETURN_NONE;
 }
 
@@ -700,7 +751,7 @@ static PyType_Slot Profiler_slots[] = {
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, "
      "rank=0, world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop', "
      "functions=None, builtins=False, live=None, local_rank=0, device_stats=False, "
-     "device_time=False, clock=None)\n--\n\n"
+     "device_time=False, clock=None, memory=None, modules=False)\n--\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -714,10 +765,16 @@ static PyType_Slot Profiler_slots[] = {
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
      "each phase from torch.cuda.Event, never synchronizing (docs/device.md).\n"
+     "memory: memory per step, the RSS and (once torch has initialized CUDA) the CUDA\n"
+     "allocator's allocated, peak and reserved bytes; None = on unless\n"
+     "STEPWATCH_STEP_MEMORY=0 (docs/python.md, Memory per step).\n"
      "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), "
      "'monotonic', or 'tsc':\n"
      "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"
-     "said on stderr); stepwatch.clock_in_use() tells which."},
+     "said on stderr); stepwatch.clock_in_use() tells which.\n"
+     "modules: True (every 10th step) or a step interval k: the forward and backward time\n"
+     "of each nn.Module, self and cumulative, and its memory, every k-th step; the module\n"
+     "an out-of-memory error comes from is named (docs/python.md)."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

@@ -33,6 +33,9 @@
  *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
  *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
  *   _live.c       Live: the live status line's figures (sw_live_*)
+ *   _memory.c     memory per step: torch's CUDA allocator, read at each step's end
+ *   _modules.c    Modules: per-module time and memory, and the module an OOM came from
+ *                 (Profiler(modules=True); stepwatch/_modules.py installs its hooks)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -68,6 +71,9 @@ typedef struct {
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
+    PyTypeObject *modules_type;
+    PyTypeObject *modules_hook_type;
+    PyTypeObject *node_hook_type;
     PyObject *error;           /* stepwatch.Error */
     PyObject *update_wrapper;  /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;      /* the interned string "shape", for batch_size() */
@@ -103,12 +109,16 @@ extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
 extern PyType_Spec sw_py_scope_spec;
 extern PyType_Spec sw_py_intervals_spec;  /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
+extern PyType_Spec sw_py_modules_spec;    /* _modules.c */
+extern PyType_Spec sw_py_modules_hook_spec;
+extern PyType_Spec sw_py_node_hook_spec;
 
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct sw_py_funcs sw_py_funcs; /* _funcprof.c */
+typedef struct sw_py_funcs sw_py_funcs;   /* _funcprof.c */
+typedef struct sw_py_memory sw_py_memory; /* _memory.c */
 
 typedef struct {
     PyObject_HEAD sw_profiler *p; /* NULL once closed */
@@ -120,6 +130,8 @@ typedef struct {
     PyObject *name;               /* the run name, for repr */
     PyObject *weakrefs;           /* weak references to it (its device samplers hold one) */
     const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
+    sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
+    PyObject *modules; /* Profiler(modules=...): stepwatch._modules' ModuleTimes, or NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -156,6 +168,21 @@ PyObject *sw_py_action_record(ActionObject *action, PyObject *const *args, Py_ss
 /* Make owner's (Action's, Phase's) __enter__ and __exit__ Prebound descriptors (module
  * exec). */
 int sw_py_add_prebound(PyTypeObject *prebound_type, PyTypeObject *owner);
+
+/* ------------------------------------------------------------------------------------------
+ * _memory.c: memory per step (torch's CUDA allocator, read without a synchronization)
+ * ---------------------------------------------------------------------------------------- */
+
+/* The allocator's reader of a profiler (Profiler(memory=True)); NULL with an exception. */
+sw_py_memory *sw_py_memory_new(void);
+void sw_py_memory_free(sw_py_memory *m); /* NULL is fine */
+int sw_py_memory_traverse(sw_py_memory *m, visitproc visit, void *arg);
+/* The open step's allocator figures into the core (sw_step_memory) when torch has
+ * initialized CUDA; nothing otherwise. Never raises (a failure turns it off, with a note). */
+void sw_py_step_memory(sw_py_memory *m, sw_profiler *p);
+/* End owner's open step at end_ns (0: now) with its memory: how every front end of the
+ * extension ends a step. Keeps a pending exception as it was. */
+void sw_py_step_end(ProfilerObject *owner, uint64_t end_ns);
 
 /* ------------------------------------------------------------------------------------------
  * _snapshot.c: Snapshot objects (Profiler.snapshot() and load() make them)

@@ -10,6 +10,7 @@
  *   recorder_watch.c     the watchers (sw_watch, sw__hook)
  *   recorder_sinks.c     attach and find sinks; drain the event rings
  *   recorder_notes.c     sw_set_note
+ *   recorder_modules.c   sw_set_modules
  *   recorder_snapshot.c  sw_snapshot_take
  *   recorder_access.c    accessors for the layers above (core.h), thread names
  *   recorder_process.c   every live profiler in the process: fork and exit hooks
@@ -81,6 +82,8 @@ typedef struct sw__thread {
     uint32_t phase_depth;
     int step_open;
     uint64_t step_category_ns[SW_CAT_COUNT];
+    int step_has_allocator; /* sw_step_memory was called in the open step */
+    uint64_t step_allocated, step_peak_allocated, step_reserved;
     sw__ring ring;
 } sw__thread;
 
@@ -121,6 +124,9 @@ struct sw_profiler {
     char *note_keys[SW_MAX_NOTES];
     char *note_values[SW_MAX_NOTES];
     uint32_t nnotes;
+    /* sw_set_modules' table (rows and their strings owned), under lock. */
+    sw_module_row *modules;
+    size_t nmodules;
 
     /* Process-wide training state, written by the thread that marks steps and phases. */
     _Atomic uint32_t current_phase;
@@ -130,6 +136,13 @@ struct sw_profiler {
     _Atomic int in_warmup;
     _Atomic uint64_t samples_done;
     _Atomic uint64_t phase_steps[SW__MAX_PHASES];
+
+    /* Memory per step: the RSS reader the layers above set (sw__step_rss_set; NULL = none),
+     * and the figures of sw_memory_summary, kept as steps end (relaxed atomics). */
+    _Atomic(sw__rss_fn) rss_fn;
+    _Atomic uint64_t mem_rss_steps, mem_rss_max, mem_rss_last;
+    _Atomic uint64_t mem_alloc_steps, mem_peak_max, mem_alloc_last, mem_reserved_max,
+        mem_reserved_last;
 
     sw__thread *threads;
     uint32_t threads_seen;
@@ -179,6 +192,11 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
 /* Intern an action name; a new name gets category cat, an existing one keeps its own. */
 sw_id sw__action_intern_locked(sw_profiler *p, const char *name, sw_category cat);
 sw_phase sw__phase_intern_locked(sw_profiler *p, const char *name);
+
+/* ---- recorder_modules.c ---- */
+
+/* Free a module table made by sw_set_modules (rows and their strings). */
+void sw__modules_free(sw_module_row *rows, size_t n);
 
 /* ---- recorder_process.c ---- */
 

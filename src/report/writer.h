@@ -115,6 +115,28 @@ void sw__md_put_cell(FILE *out, const char *clean);
  * show as themselves. The one markdown rule: every markdown writer uses it. */
 void sw__md_put_text(FILE *out, const char *raw);
 
+/* ---- Ignite's cells (ignite_layout.c; the layouts are public: sw_ignite_write_*) ---- */
+
+/* Ignite's title box and column line, the start of BasicTimeProfiler.print_results. */
+void sw__ignite_put_title(FILE *out);
+/* BasicTimeProfiler's stats cell: "total | min/index | max/index | mean | std" (seconds, 5
+ * decimals; an index below 0 is "-"), the total alone for one call, "not yet triggered" for
+ * none. */
+void sw__ignite_stats_cell(const sw_stats *st, char *buf, size_t size);
+/* Seconds as HandlersTimeProfiler prints them: Python's str(round(seconds, 5)). */
+void sw__ignite_round5(double seconds, char *buf, size_t size);
+/* The cells of one HandlersTimeProfiler row (Ignite's compute_basic_stats): "not triggered"
+ * and "None" for no calls, std "None" for one. */
+typedef struct sw__ignite_cells {
+    char total[32], min[32], min_index[24], max[32], max_index[24], mean[32], std[32];
+} sw__ignite_cells;
+void sw__ignite_row_cells(const sw_stats *st, sw__ignite_cells *c);
+/* HandlersTimeProfiler's line under its table: "<handler> took total <total>s [min/index:
+ * <min>s/<min_index>, max/index: ..., mean: <mean>s, std: <std>s]". */
+void sw__ignite_put_summary(FILE *out, const sw_ignite_row *r);
+/* The sw_ignite_row of cells c under handler and event. */
+sw_ignite_row sw__ignite_row_of(const char *handler, const char *event, const sw__ignite_cells *c);
+
 /* ---- device time beside host time (device_rows.c) ---- */
 
 /* The device time of row r (the counters "device:<phase>/<action>" the device layer
@@ -129,5 +151,16 @@ int sw__device_phase_time(const char *name);
 /* The text formats' last section: host and device time side by side per phase and action,
  * as a markdown table when markdown is nonzero. */
 void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
+
+/* ---- the modules table (module_rows.c) ---- */
+
+/* The snapshot's module rows, most self time (forward + backward) first: *out is malloc'ed
+ * (free it); the count, or -1 when out of memory. */
+long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out);
+/* Bytes in binary units ("1.50 MiB"); "-" for a negative (unknown) count. */
+void sw__format_bytes(int64_t bytes, char *out, size_t size);
+/* The text formats' "Modules" section (the top 20 by self time), as a markdown table when
+ * markdown is nonzero. Nothing when the snapshot has no modules. */
+void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown);
 
 #endif /* SW_REPORT_WRITER_H */

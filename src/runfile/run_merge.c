@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 static const char *const TABLES[] = {
-    "ranks",          "names",    "aggregates",  "counter_summaries",
-    "steps",          "counters", "span_chunks", "functions",
-    "function_nodes", "notes",    "threads",     "rank_rounds"};
+    "ranks",    "names",       "aggregates", "counter_summaries", "steps",
+    "counters", "span_chunks", "functions",  "function_nodes",    "notes",
+    "threads",  "rank_rounds", "modules"};
 
 /* A run file reads whole: it opens (its schema checked), and its snapshot and step records
  * read. What every reader of the merged file will do, done before anything is written. */

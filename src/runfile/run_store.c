@@ -56,7 +56,8 @@ int sw__store_create(const char *path, sw__store **out) {
         rc = sw__sql_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     }
     if (rc == 0)
-        rc = prepare(st->db, "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        rc = prepare(st->db,
+                     "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      &st->step);
     if (rc == 0)
         rc = prepare(st->db, "INSERT INTO span_chunks VALUES(?,?,?,?,?)", &st->span_chunk);
@@ -306,6 +307,30 @@ static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
     return rc;
 }
 
+static int write_modules(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->nmodules; i++) {
+        const sw_module_row *m = &snap->modules[i];
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, m->path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, m->kind, -1, SQLITE_STATIC);
+        const uint64_t counts[] = {m->forward_calls,  m->forward_ns,  m->forward_self_ns,
+                                   m->backward_calls, m->backward_ns, m->backward_self_ns};
+        int col = 5;
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+            sqlite3_bind_int64(q, col++, (sqlite3_int64)counts[k]);
+        const int64_t bytes[] = {m->activation_bytes, m->param_bytes, m->grad_bytes,
+                                 m->optimizer_bytes};
+        for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++)
+            sqlite3_bind_int64(q, col++, bytes[k]);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                         const char *end_reason) {
     sqlite3_stmt *q = NULL;
@@ -314,16 +339,22 @@ static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int co
                      " dropped_events=?, misuse_end_without_begin=?, misuse_mismatched_end=?,"
                      " misuse_depth_overflow=?, misuse_bad_id=?, misuse_phase_mismatch=?,"
                      " misuse_step_overlap=?, misuse_bad_record=?, misuse_open_at_snapshot=?,"
+                     " mem_rss_steps=?, mem_rss_max=?, mem_rss_last=?, mem_allocator_steps=?,"
+                     " mem_peak_allocated_max=?, mem_allocated_last=?, mem_reserved_max=?,"
+                     " mem_reserved_last=?,"
                      " complete=?, end_reason=?, updated_unix_ns=? WHERE rank=?",
                      &q);
     if (rc != 0)
         return rc;
     const sw_misuse *m = &snap->misuse;
-    const uint64_t values[] = {snap->elapsed_ns,   snap->wall_ns,        snap->steps,
-                               snap->threads,      snap->dropped_events, m->end_without_begin,
-                               m->mismatched_end,  m->depth_overflow,    m->bad_id,
-                               m->phase_mismatch,  m->step_overlap,      m->bad_record,
-                               m->open_at_snapshot};
+    const sw_memory_summary *mem = &snap->memory;
+    const uint64_t values[] = {snap->elapsed_ns,    snap->wall_ns,        snap->steps,
+                               snap->threads,       snap->dropped_events, m->end_without_begin,
+                               m->mismatched_end,   m->depth_overflow,    m->bad_id,
+                               m->phase_mismatch,   m->step_overlap,      m->bad_record,
+                               m->open_at_snapshot, mem->rss_steps,       mem->rss_max,
+                               mem->rss_last,       mem->allocator_steps, mem->peak_allocated_max,
+                               mem->allocated_last, mem->reserved_max,    mem->reserved_last};
     int col = 1;
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
         sqlite3_bind_int64(q, col++, (sqlite3_int64)values[i]);
@@ -344,11 +375,11 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
                              const char *end_reason) {
     if (st == NULL || snap == NULL)
         return SW_EINVAL;
-    char sql[200];
+    char sql[240];
     snprintf(sql, sizeof sql,
              "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;"
-             "DELETE FROM notes WHERE rank=%d;",
-             rank, rank, rank);
+             "DELETE FROM notes WHERE rank=%d; DELETE FROM modules WHERE rank=%d;",
+             rank, rank, rank, rank);
     int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
@@ -356,6 +387,8 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
         rc = write_counter_summaries(st, rank, snap);
     if (rc == 0)
         rc = write_notes(st, rank, snap);
+    if (rc == 0)
+        rc = write_modules(st, rank, snap);
     if (rc == 0)
         rc = write_totals(st, rank, snap, complete, end_reason);
     return rc;
@@ -373,6 +406,19 @@ int sw__store_add_step(sw__store *st, int rank, const sw_step_record *r) {
     sqlite3_bind_int64(q, 8, (sqlite3_int64)r->duration_ns);
     for (int c = 0; c < SW_CAT_COUNT; c++)
         sqlite3_bind_int64(q, 9 + c, (sqlite3_int64)r->category_ns[c]);
+    /* Memory not measured is NULL, never 0: 0 bytes allocated is a reading. */
+    int col = 9 + SW_CAT_COUNT;
+    if (r->rss_bytes != 0)
+        sqlite3_bind_int64(q, col, (sqlite3_int64)r->rss_bytes);
+    else
+        sqlite3_bind_null(q, col);
+    const uint64_t allocator[] = {r->allocated_bytes, r->peak_allocated_bytes, r->reserved_bytes};
+    for (int k = 0; k < 3; k++) {
+        if (r->has_allocator)
+            sqlite3_bind_int64(q, col + 1 + k, (sqlite3_int64)allocator[k]);
+        else
+            sqlite3_bind_null(q, col + 1 + k);
+    }
     return step_reset(q);
 }
 
