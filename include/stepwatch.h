@@ -225,6 +225,11 @@ SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
  * events meanwhile are counted as dropped). *path (if path is not NULL) gets the file's path
  * after {rank}/{pid} expansion, or NULL; valid until sw_profiler_free. Thread-safe. */
 SW_API int sw_profiler_run_file(sw_profiler *p, const char **path);
+/* Why p's run file is not written now, as the line on stderr said it: the file and the cause
+ * ("run.db: cannot make its thread's wake-up pipe: Too many open files"); "" while it is
+ * written or when p writes none. Copied into buf (size bytes, NUL included); returns buf.
+ * Thread-safe. */
+SW_API char *sw_profiler_run_file_error(sw_profiler *p, char *buf, size_t size);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as
  * misuse in the run file's last snapshot). No other thread may use p during or after this

@@ -618,7 +618,11 @@ static PyObject *Profiler_get_run_file_error(ProfilerObject *self, void *closure
     int rc = self->p ? sw_profiler_run_file(self->p, NULL) : SW_ENOTFOUND;
     if (rc == 0 || rc == SW_ENOTFOUND)
         Py_RETURN_NONE;
-    return PyUnicode_FromString(sw_strerror(rc));
+    char why[640]; /* the file and the cause, as said on stderr */
+    const char *text = sw_profiler_run_file_error(self->p, why, sizeof why);
+    if (text[0] == '\0')
+        text = sw_strerror(rc);
+    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
 }
 
 static PyObject *Profiler_repr(ProfilerObject *self) {

@@ -330,6 +330,9 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused);
 /* Raise the Python exception for a negative SW_E* code (MemoryError, ValueError, else
  * stepwatch.Error with .code and .name). `what` names the failed call. Returns NULL. */
 PyObject *sw_py_raise(module_state *st, int rc, const char *what);
+/* stepwatch.Error (SW_EIO) for a write to path that failed with errno err (0: EIO): "what:
+ * cannot write path: No space left on device". NULL. */
+PyObject *sw_py_raise_write(module_state *st, const char *what, const char *path, int err);
 
 /* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
 int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);

@@ -479,6 +479,32 @@ static void json_ranks(FILE *out, const html_ctx *h) {
     fputs("}", out);
 }
 
+/* The module table (sw_set_modules): every module, in the report's order (most self time
+ * first); the page's table sorts on any column. Unknown byte counts are null. */
+static void json_modules(FILE *out, const sw_snapshot *s) {
+    fputs("\"modules\": [", out);
+    for (size_t i = 0; i < s->nmodules; i++) {
+        const sw_module_row *m = &s->modules[i];
+        fputs(i ? ",\n{" : "{", out);
+        kv_str(out, "path", m->path[0] ? m->path : "(model)", 1);
+        kv_str(out, "class", m->kind, 1);
+        kv_num(out, "forward_calls", (double)m->forward_calls, 1);
+        kv_num(out, "forward_self", (double)m->forward_self_ns, 1);
+        kv_num(out, "forward_total", (double)m->forward_ns, 1);
+        kv_num(out, "backward_calls", (double)m->backward_calls, 1);
+        kv_num(out, "backward_self", (double)m->backward_self_ns, 1);
+        kv_num(out, "backward_total", (double)m->backward_ns, 1);
+        kv_num(out, "self", (double)(m->forward_self_ns + m->backward_self_ns), 1);
+        const int64_t bytes[] = {m->param_bytes, m->grad_bytes, m->optimizer_bytes,
+                                 m->activation_bytes};
+        static const char *const names[] = {"params", "grads", "optimizer", "activations"};
+        for (int k = 0; k < 4; k++)
+            kv_num(out, names[k], bytes[k] < 0 ? NAN : (double)bytes[k], k < 3);
+        fputc('}', out);
+    }
+    fputs("]", out);
+}
+
 /* The run's notes (sw_set_note): the step rule, what could not be separated, ... */
 static void json_notes(FILE *out, const sw_snapshot *s) {
     fputs("\"notes\": [", out);
@@ -543,6 +569,8 @@ static int json_document(const sw__input *in, FILE *out) {
         json_ranks(out, &h);
         fputs(",\n", out);
         json_notes(out, s);
+        fputs(",\n", out);
+        json_modules(out, s);
         fputs(",\n", out);
         rc = sw__html_json_flames(out, in->functions);
     }

@@ -43,9 +43,10 @@ int sw__store_create(const char *path, sw__store **out) {
         rc = sw__sqlite_rc(
             sqlite3_open_v2(real, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
     free(real);
+    char why[400];
     if (rc != 0 && st->db != NULL) { /* "unable to open database file" alone names no cause */
-        sw__error(rc, "%s: SQLite cannot open it: %s (%s)", path, sqlite3_errmsg(st->db),
-                  strerror(sqlite3_system_errno(st->db)));
+        sw__error(rc, "%s: SQLite cannot open it: %s", path,
+                  sw__sql_cause(st->db, why, sizeof why));
         said = 1;
     }
     if (rc == 0) {
@@ -66,8 +67,8 @@ int sw__store_create(const char *path, sw__store **out) {
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
     if (rc != 0) {
-        if (!said)
-            sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
+        if (!said) /* its WAL cannot be made: out of descriptors, no room, ... */
+            sw__error(rc, "%s: %s", path, sw__sql_cause(st->db, why, sizeof why));
         close_connection(st, 0);
         sw__run_file_remove(path); /* ours: created above, still locked */
         sw__store_forget(st);

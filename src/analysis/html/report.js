@@ -698,6 +698,28 @@
       s.appendChild(el("p", { "class": "note" }, "No counters recorded."));
     }
 
+    /* Per-module time and memory (Profiler(modules=...)): every module, most self time first. */
+    if (D.modules && D.modules.length) {
+      s = section(P + "Modules", parent);
+      var every = (D.notes.filter(function (n) { return n[0] === "modules_every"; })[0] || [])[1];
+      var sampled = (D.notes.filter(function (n) { return n[0] === "modules_sampled_steps"; })[0] || [])[1];
+      s.appendChild(el("p", { "class": "note" }, "Host time summed over the sampled steps (every " +
+        (every || "?") + " step(s): " + (sampled || "?") + " sampled); total includes submodules, self does not."));
+      var bytes = function (v) {
+        if (v === null || v === undefined || isNaN(v)) return "-";
+        var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+        while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+        return (i ? v.toFixed(v < 10 ? 2 : 1) : v) + " " + u[i];
+      };
+      s.appendChild(table(D.modules.slice(), [["Module", "path", id, true], ["Class", "class", id, true, true],
+        ["Self", "self", fmtDur], ["Fwd self", "forward_self", fmtDur], ["Fwd total", "forward_total", fmtDur],
+        ["Bwd self", "backward_self", fmtDur], ["Bwd total", "backward_total", fmtDur],
+        ["Forwards", "forward_calls", fmtCount, false, true], ["Backwards", "backward_calls", fmtCount, false, true],
+        ["Params", "params", bytes, false, true], ["Grads", "grads", bytes, false, true],
+        ["Optim state", "optimizer", bytes, false, true], ["Activations", "activations", bytes, false, true]],
+        "modules"));
+    }
+
     if (D.notes.length) {
       s = section(P + "Notes", parent);
       var dl = el("dl", { "class": "notes" });
