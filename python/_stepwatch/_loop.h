@@ -49,7 +49,10 @@ typedef struct {
     int startup;  /* a loader's start-up, not a batch */
     int iterator; /* its iterator's slot in LoopObject.iterators */
     uint32_t batch_size;
-    const void *key; /* the batch's first array-like (identity only, never dereferenced) */
+    PyObject *key; /* a weak reference to the batch's first array-like (NULL: it has none or
+                      takes no weak reference): identity only, and once the batch is freed
+                      (a loop that gives the forward a copy) its address, reused by a new
+                      object, matches nothing */
     uint64_t start, end;
 } queued_batch;
 
@@ -165,6 +168,7 @@ void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p);
  * The batches fetched and not consumed yet (_loop_batches.c)
  * ---------------------------------------------------------------------------------------- */
 
+/* Holds b; the queue owns its key from then on. */
 void sw_py_loop_enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b);
 /* The latest held batch a call is given as fetched (inputs: its arguments), or -1. */
 int sw_py_loop_matched_input(const LoopObject *loop, PyObject *const *inputs, Py_ssize_t n);

@@ -256,9 +256,15 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
                            slot,       start, end};
         sw_py_loop_settle(loop, p, &e);
     } else if (batch != NULL) { /* held until a forward consumes it */
-        queued_batch b = {
-            0,     slot, sw_py_batch_size(batch, loop->shape), sw_py_batch_leaf(batch, loop->shape),
-            start, end};
+        PyObject *leaf = sw_py_batch_leaf(batch, loop->shape);
+        queued_batch b = {0,
+                          slot,
+                          sw_py_batch_size(batch, loop->shape),
+                          leaf == NULL ? NULL : PyWeakref_NewRef(leaf, NULL),
+                          start,
+                          end};
+        if (leaf != NULL && b.key == NULL)
+            PyErr_Clear(); /* not weakly referable (a number): only consumed in order */
         sw_py_loop_enqueue(loop, p, &b);
     }
     loop->may_consume = 1;
