@@ -7,7 +7,8 @@
  * stepwatch.torchrun ARGS", which does the same in every worker. Any other program gets the
  * run file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
- * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME) for a program built with stepwatch.
+ * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME; --no-step-memory: STEPWATCH_STEP_MEMORY=0)
+ * for a program built with stepwatch.
  * At the end it names the run files the program wrote ({rank} expanded), or says that none
  * was written.
  * The exit status is the program's (128 + N when killed by signal N).
@@ -44,7 +45,7 @@ static const char HELP[] =
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
-    "                    events buffered per thread (default 65536, 112 bytes each)\n"
+    "                    events buffered per thread (default 65536, 152 bytes each)\n"
     "      --functions A,B  profile the Python functions called inside these actions\n"
     "                    (data, forward, ...): cProfile tables per action in the report\n"
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"
@@ -52,6 +53,7 @@ static const char HELP[] =
     "      --no-live     no live status line (by default: when stderr is a terminal)\n"
     "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
     "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
+    "      --no-step-memory  no memory per step (RSS; torch's CUDA allocator in Python)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -269,7 +271,7 @@ typedef struct run_options {
     const char *run_file;
     const char *format, *output, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
     const char *python_flag, *python_what; /* -m MODULE or -c CODE */
-    int timeline, builtins, device_time;
+    int timeline, builtins, device_time, no_step_memory;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
 } run_options;
 
@@ -284,7 +286,8 @@ enum {
     OPT_LIVE,
     OPT_NO_LIVE,
     OPT_DEVICE_STATS,
-    OPT_DEVICE_TIME
+    OPT_DEVICE_TIME,
+    OPT_NO_STEP_MEMORY
 };
 
 /* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
@@ -374,6 +377,9 @@ static int run_option(run_options *o, int opt, char *arg) {
     case OPT_DEVICE_TIME:
         o->device_time = 1;
         return SWCLI_NEXT;
+    case OPT_NO_STEP_MEMORY:
+        o->no_step_memory = 1;
+        return SWCLI_NEXT;
     default:
         return swcli_option(&o->args, opt, arg);
     }
@@ -397,6 +403,7 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
         {"no-live", no_argument, NULL, OPT_NO_LIVE},
         {"device-stats", optional_argument, NULL, OPT_DEVICE_STATS},
         {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
+        {"no-step-memory", no_argument, NULL, OPT_NO_STEP_MEMORY},
         SWCLI_OPTION_HELP,
         SWCLI_OPTION_END};
     *o = (run_options){.args = {.command = "run", .help = HELP}, .run_file = "stepwatch-{rank}.db"};
@@ -429,7 +436,8 @@ static void run_environment(const run_options *o, const char *path) {
                 {"STEPWATCH_FUNCTION_BUILTINS", o->builtins ? "1" : NULL},
                 {"STEPWATCH_LIVE", o->live},
                 {"STEPWATCH_DEVICE_STATS", o->device_stats[0] ? o->device_stats : NULL},
-                {"STEPWATCH_DEVICE_TIME", o->device_time ? "1" : NULL}};
+                {"STEPWATCH_DEVICE_TIME", o->device_time ? "1" : NULL},
+                {"STEPWATCH_STEP_MEMORY", o->no_step_memory ? "0" : NULL}};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         if (vars[i].value != NULL)
             setenv(vars[i].name, vars[i].value, 1);

@@ -138,7 +138,7 @@ typedef enum sw_full_policy {
     SW_FULL_BLOCK = 1 /* wait for the flusher (never drops, may slow training) */
 } sw_full_policy;
 
-/* The largest ring_capacity: 4,194,304 events, about 470 MB per recording thread. */
+/* The largest ring_capacity: 4,194,304 events, about 640 MB per recording thread. */
 #define SW_MAX_RING_CAPACITY (1u << 22)
 
 /* The live status line (stepwatch/live.h): one line at the bottom of the terminal while the
@@ -162,6 +162,18 @@ typedef enum sw_clock_kind {
                                invariant: CLOCK_MONOTONIC, said once on stderr */
 } sw_clock_kind;
 
+/* Memory per step (sw_options.step_memory): the resident set (RSS) at each step's end, read
+ * from /proc/self/statm by the profiler itself, at most every SW_STEP_RSS_EVERY_MS (a read is
+ * a system call of a few microseconds; a step that ends sooner after the last read carries
+ * that reading). Allocator figures come from the front end (sw_step_memory). */
+typedef enum sw_step_memory_mode {
+    SW_STEP_MEMORY_AUTO = 0, /* default: on, unless STEPWATCH_STEP_MEMORY=0 in the
+                                environment (`stepwatch run --no-step-memory`) */
+    SW_STEP_MEMORY_ON = 1,
+    SW_STEP_MEMORY_OFF = 2 /* no RSS per step (sw_step_memory still records what it is given) */
+} sw_step_memory_mode;
+#define SW_STEP_RSS_EVERY_MS 10
+
 typedef struct sw_options {
     const char *name;           /* run name shown in reports; NULL = "stepwatch" */
     uint32_t warmup_steps;      /* first N steps of each phase kept out of statistics; 0 = none */
@@ -174,7 +186,7 @@ typedef struct sw_options {
                                 STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;               /* nonzero: keep every span for the run file (Chrome trace) */
     uint32_t ring_capacity;     /* events buffered per thread for the run file; 0 = 65536;
-                                at most SW_MAX_RING_CAPACITY (112 bytes an event) */
+                                at most SW_MAX_RING_CAPACITY (152 bytes an event) */
     sw_full_policy on_full;     /* when the flusher cannot keep up */
     uint32_t flush_interval_ms; /* run file flush period; 0 = 200 */
     int no_signal_handlers;   /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
@@ -192,6 +204,8 @@ typedef struct sw_options {
                                 else 0 */
     sw_live_mode live;        /* the live status line on stderr */
     sw_clock_kind clock;      /* the profiler clock (sw_clock_kind); SW_EINVAL for another value */
+    sw_step_memory_mode step_memory; /* RSS per step (sw_step_memory_mode); SW_EINVAL for
+                                        another value */
 } sw_options;
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
@@ -343,6 +357,14 @@ SW_API void sw_step_end(sw_profiler *p);
  * event. Spans that ended after end_ns are still counted in the step's breakdown; an end_ns
  * before the step's start ends it at its start. */
 SW_API void sw_step_end_at(sw_profiler *p, uint64_t end_ns);
+/* The memory of the current step as the caller's allocator counts it (the Python front ends
+ * pass torch's CUDA caching allocator's): bytes allocated at the step's end, the most
+ * allocated at any moment of the step, and bytes reserved (held from the device) at its end.
+ * Kept in the step's record (sw_step_record) and the snapshot's sw_memory_summary when the
+ * step ends on this thread; a step without the call has no allocator figures. Call it just
+ * before sw_step_end, on the step's thread. No lock, no allocation; nothing outside a step. */
+SW_API void sw_step_memory(sw_profiler *p, uint64_t allocated, uint64_t peak_allocated,
+                           uint64_t reserved);
 /* Steps begun so far in the whole run (all phases), and the current step's global index
  * (-1 outside a step). */
 SW_API uint64_t sw_step_count(const sw_profiler *p);
@@ -537,6 +559,17 @@ typedef struct sw_note {
     const char *value;
 } sw_note;
 
+/* Memory over the steps (sw_step_memory_mode, sw_step_memory), in bytes; each part only when
+ * rss_steps / allocator_steps is nonzero. "last" is the step that ended last. */
+typedef struct sw_memory_summary {
+    uint64_t rss_steps; /* steps with an RSS reading */
+    uint64_t rss_max, rss_last;
+    uint64_t allocator_steps;    /* steps with allocator figures */
+    uint64_t peak_allocated_max; /* the largest step peak */
+    uint64_t allocated_last;
+    uint64_t reserved_max, reserved_last;
+} sw_memory_summary;
+
 typedef struct sw_snapshot {
     const char *name; /* run name */
     const char *host;
@@ -562,6 +595,7 @@ typedef struct sw_snapshot {
                                    a merged file has every rank's (the lowest rank's value
                                    where ranks differ) */
     sw_note *notes;
+    sw_memory_summary memory; /* memory per step, summed up (all ranks: the largest of each) */
 } sw_snapshot;
 
 /* Take a snapshot of everything recorded so far (all threads). Caller frees with
@@ -624,6 +658,39 @@ SW_API char *sw_format_duration(double ns, char *buf, size_t size);
  * and returns buf. stepwatch.fastai's report calls it too. */
 SW_API char *sw_format_scale_time(double seconds, char *buf, size_t size);
 
+/* Ignite's two print_results layouts, written from cells the caller formatted: the one
+ * writer of both the C engine's views (sw_engine_print_basic, sw_engine_print_handlers) and
+ * stepwatch.ignite's print_results, so neither drifts from Ignite. Cells are written as
+ * given (UTF-8; columns are padded by code points, as Python's str.format pads). */
+typedef struct sw_ignite_event {
+    const char *event;    /* "EPOCH_STARTED" */
+    const char *handlers; /* its handlers as Ignite lists them: "['log', 'save']" */
+    const char *stats;    /* "total | min/index | max/index | mean | std", or the total alone,
+                             or "not yet triggered" */
+} sw_ignite_event;
+/* BasicTimeProfiler.print_results' text: the title box, "Processing function:" and its
+ * stats, "Dataflow:" and its stats, "Event handlers:" and their total, then per event
+ * "- Events.<event>: <handlers>" and its stats. Ignite lists six events: STARTED,
+ * EPOCH_STARTED, ITERATION_STARTED, ITERATION_COMPLETED, EPOCH_COMPLETED, COMPLETED.
+ * The text ends with one line feed (Ignite's print adds a second). 0, SW_EINVAL (NULL
+ * argument or cell), SW_EIO (a write error). */
+SW_API int sw_ignite_write_basic(FILE *out, const char *processing, const char *dataflow,
+                                 const char *handlers_total, const sw_ignite_event *events,
+                                 size_t nevents);
+/* One row of HandlersTimeProfiler.get_results, as cells: Ignite's (min, index) and (max,
+ * index) pairs are min/min_index and max/max_index (index NULL: the cell alone, as in the
+ * Total row's ""). */
+typedef struct sw_ignite_row {
+    const char *handler, *event, *total, *min, *min_index, *max, *max_index, *mean, *std;
+} sw_ignite_row;
+/* HandlersTimeProfiler.print_results' text from get_results' rows: rows[0..n-3) one per
+ * handler, then the "Total" row, then the "Processing" and "Dataflow" rows (n >= 3): the
+ * table (the two name columns 4 wider than their longest cell in any row, the others 14,
+ * two spaces between) and a "<name> took total ..s [min/index: ..s/.., ...]" line for each
+ * of the last two. Starts and ends with a line feed (Ignite's print adds a second). 0,
+ * SW_EINVAL (NULL, n < 3), SW_EIO. */
+SW_API int sw_ignite_write_handlers(FILE *out, const sw_ignite_row *rows, size_t n);
+
 /* ------------------------------------------------------------------------------------------
  * Per-step and per-span records (what the run file stores, one row each)
  * ---------------------------------------------------------------------------------------- */
@@ -639,6 +706,11 @@ typedef struct sw_step_record {
     uint64_t category_ns[SW_CAT_COUNT]; /* the own time of the spans of each category on the
                                            step's thread (see sw_category); SW_CAT_OTHER =
                                            the rest of the step */
+    uint64_t rss_bytes; /* resident set at the step's end (sw_step_memory_mode); 0 = not read */
+    int has_allocator;  /* nonzero: the next three are the allocator's (sw_step_memory) */
+    uint64_t allocated_bytes;      /* at the step's end */
+    uint64_t peak_allocated_bytes; /* the most at any moment of the step */
+    uint64_t reserved_bytes;       /* at the step's end */
 } sw_step_record;
 
 typedef struct sw_span_record {

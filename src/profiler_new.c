@@ -17,6 +17,7 @@
  * owner. A path with "{pid}" in it gives every process a file of its own instead.
  */
 #include "core/core.h"
+#include "device/device.h"
 #include "live/status_line.h"
 #include "runfile/journal.h"
 
@@ -69,6 +70,15 @@ static void attach_device(sw_profiler *p, const sw_options *o) {
         sw_device_stats_start(p, o->device_stats_ms);
     if (o->device_time)
         sw_device_time_cuda(p, NULL);
+}
+
+/* RSS per step (sw_step_memory_mode): on unless the options or the environment say no. */
+static void attach_step_memory(sw_profiler *p, const sw_options *o) {
+    const char *env = getenv("STEPWATCH_STEP_MEMORY");
+    int off = o->step_memory == SW_STEP_MEMORY_OFF ||
+              (o->step_memory == SW_STEP_MEMORY_AUTO && env != NULL && strcmp(env, "0") == 0);
+    if (!off)
+        sw__step_rss_set(p, sw__step_rss);
 }
 
 /* The environment's run file if this profiler is the one to take it (see above), claimed
@@ -146,6 +156,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
         free(path);
         add_to_run_list(*out);
     }
+    attach_step_memory(*out, &o);
     /* After the run file: closed first, so the device's last samples land in it. */
     attach_device(*out, &o);
     /* The live status line, when asked for or when stderr is a terminal (never an error). */

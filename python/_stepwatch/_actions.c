@@ -447,9 +447,7 @@ static PyObject *Step_enter(StepObject *self, PyObject *unused) {
 }
 
 static PyObject *Step_exit(StepObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    sw_profiler *p = self->owner->p;
-    if (p)
-        sw_step_end(p);
+    sw_py_step_end(self->owner, 0);
     Py_RETURN_FALSE;
 }
 

@@ -88,7 +88,7 @@ static sw_profiler *core_of(FitMarksObject *self) {
 static void end_core_step(FitMarksObject *self) {
     sw_profiler *p = core_of(self);
     if (self->step_open && p != NULL)
-        sw_step_end(p);
+        sw_py_step_end(self->owner, 0);
     self->step_open = 0;
 }
 
@@ -133,7 +133,7 @@ static PyObject *FitMarks_before_batch(FitMarksObject *self, PyObject *unused) {
     sw_profiler *p = core_of(self);
     if (p != NULL) {
         if (self->step_open) /* no before_draw came: a loop that calls one_batch itself */
-            sw_step_end(p);
+            sw_py_step_end(self->owner, 0);
         sw_step_begin_at(p, bs, start);
         self->step_open = 1;
     }

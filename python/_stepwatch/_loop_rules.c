@@ -137,7 +137,7 @@ static void close_step(LoopObject *loop, sw_profiler *p, uint64_t end) {
         return;
     if (end == 0)
         end = sw_now_ns();
-    sw_step_end_at(p, end);
+    sw_py_step_end(loop->owner, end);
     loop->steps++;
     loop->steps_with_batch += loop->step_fetches > 0;
     loop->steps_with_forward += loop->step_forwards > 0;

@@ -102,9 +102,9 @@ static uint64_t state_count(PyObject *state, PyObject *name) {
  * The marks
  * ---------------------------------------------------------------------------------------- */
 
-static void marks_step_end(MarksObject *self, sw_profiler *p) {
+static void marks_step_end(MarksObject *self) {
     if (self->step_open) {
-        sw_step_end(p);
+        sw_py_step_end(self->owner, 0);
         self->step_open = 0;
     }
 }
@@ -120,7 +120,7 @@ static void marks_fetch_end(MarksObject *self, PyObject *engine) {
         return;
     uint64_t start = self->fetch_start != 0 && self->fetch_start <= now ? self->fetch_start : now;
     self->fetch_start = 0;
-    marks_step_end(self, p); /* the previous iteration did not finish (terminated, raised) */
+    marks_step_end(self); /* the previous iteration did not finish (terminated, raised) */
     uint32_t size = 0;
     PyObject *state = engine_state(self, engine);
     if (state != NULL) {
@@ -202,7 +202,7 @@ static void marks_iteration_end(MarksObject *self, PyObject *engine) {
     self->rows[self->next] = self->row;
     self->next = (self->next + 1) % self->capacity;
     memset(&self->row, 0, sizeof self->row);
-    marks_step_end(self, p);
+    marks_step_end(self);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ static PyObject *Marks_iteration_end(MarksObject *self, PyObject *engine) {
 static PyObject *Marks_close(MarksObject *self, PyObject *unused) {
     sw_profiler *p = self->owner->p;
     if (p != NULL)
-        marks_step_end(self, p);
+        marks_step_end(self);
     self->fetch_start = self->work_start = 0;
     memset(self->slot_start, 0, sizeof self->slot_start);
     memset(self->slot_pending, 0, sizeof self->slot_pending);

@@ -84,16 +84,18 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                              "max_depth",   "rank",          "world_size", "command",
                              "enabled",     "ring_capacity", "on_full",    "functions",
                              "builtins",    "live",          "local_rank", "device_stats",
-                             "device_time", "clock",         NULL};
+                             "device_time", "clock",         "memory",     NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop", *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
-             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "|zOzpOiizpOsOpOiOOz:Profiler", kwlist, &name, &warmup_obj, &run_file,
-            &timeline, &depth_obj, &rank, &world_size, &command, &enabled, &ring_obj, &on_full,
-            &functions, &builtins, &live, &local_rank, &device_stats, &device_time, &clock))
+             *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL,
+             *memory_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzO:Profiler", kwlist, &name,
+                                     &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
+                                     &world_size, &command, &enabled, &ring_obj, &on_full,
+                                     &functions, &builtins, &live, &local_rank, &device_stats,
+                                     &device_time, &clock, &memory_obj))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
     if ((warmup_obj &&
@@ -111,6 +113,12 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     else if (clock != NULL)
         return PyErr_Format(PyExc_ValueError,
                             "Profiler: clock must be None, 'monotonic' or 'tsc', not '%s'", clock);
+    /* memory=None: on unless `stepwatch run --no-step-memory` said no (STEPWATCH_STEP_MEMORY=0). */
+    const char *memory_env = getenv("STEPWATCH_STEP_MEMORY");
+    int memory = memory_obj == Py_None ? memory_env == NULL || strcmp(memory_env, "0") != 0
+                                       : PyObject_IsTrue(memory_obj);
+    if (memory < 0)
+        return NULL;
     int live_on = live == Py_None ? 0 : PyObject_IsTrue(live);
     if (live_on < 0)
         return NULL;
@@ -133,7 +141,9 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     self->phases = PyDict_New();
     self->counters = PyDict_New();
     self->name = PyUnicode_FromString(name ? name : "stepwatch");
-    if (!self->actions || !self->phases || !self->counters || !self->name) {
+    self->memory = memory ? sw_py_memory_new() : NULL;
+    if (!self->actions || !self->phases || !self->counters || !self->name ||
+        (memory && !self->memory)) {
         Py_DECREF(self);
         return NULL;
     }
@@ -151,6 +161,9 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     opts.on_full = block ? SW_FULL_BLOCK : SW_FULL_DROP;
     opts.live = live == Py_None ? SW_LIVE_AUTO : live_on ? SW_LIVE_ON : SW_LIVE_OFF;
     opts.clock = clock_kind;
+    opts.step_memory = !memory                 ? SW_STEP_MEMORY_OFF
+                       : memory_obj == Py_None ? SW_STEP_MEMORY_AUTO
+                                               : SW_STEP_MEMORY_ON;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* opening a run file touches the disk */
         rc = sw_profiler_new(&opts, &self->p);
@@ -176,13 +189,15 @@ static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->actions);
     Py_VISIT(self->phases);
     Py_VISIT(self->counters);
-    return 0;
+    return sw_py_memory_traverse(self->memory, visit, arg);
 }
 
 static int Profiler_clear(ProfilerObject *self) {
     Py_CLEAR(self->actions);
     Py_CLEAR(self->phases);
     Py_CLEAR(self->counters);
+    sw_py_memory_free(self->memory);
+    self->memory = NULL;
     return 0;
 }
 
@@ -411,8 +426,7 @@ static PyObject *Profiler_step_begin(ProfilerObject *self, PyObject *const *args
 }
 
 static PyObject *Profiler_step_end(ProfilerObject *self, PyObject *unused) {
-    if (self->p)
-        sw_step_end(self->p);
+    sw_py_step_end(self, 0);
     Py_RETURN_NONE;
 }
 
@@ -714,6 +728,9 @@ static PyType_Slot Profiler_slots[] = {
      "device_stats: True (every 0.5 s) or an interval in seconds: sample CPU, memory, GPUs\n"
      "(NVML) and torch's CUDA allocator into counters. device_time: True: the GPU time of\n"
      "each phase from torch.cuda.Event, never synchronizing (docs/device.md).\n"
+     "memory: memory per step, the RSS and (once torch has initialized CUDA) the CUDA\n"
+     "allocator's allocated, peak and reserved bytes; None = on unless\n"
+     "STEPWATCH_STEP_MEMORY=0 (docs/python.md, Memory per step).\n"
      "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), "
      "'monotonic', or 'tsc':\n"
      "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"

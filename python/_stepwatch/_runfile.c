@@ -79,6 +79,23 @@ static int collect_step(void *ctx, int rank, const sw_step_record *r) {
             return -1;
         }
     }
+    /* Memory in bytes; None where it was not measured. */
+    const struct {
+        const char *key;
+        uint64_t value;
+        int known;
+    } memory[] = {{"rss_bytes", r->rss_bytes, r->rss_bytes != 0},
+                  {"allocated_bytes", r->allocated_bytes, r->has_allocator},
+                  {"peak_allocated_bytes", r->peak_allocated_bytes, r->has_allocator},
+                  {"reserved_bytes", r->reserved_bytes, r->has_allocator}};
+    for (size_t i = 0; i < sizeof memory / sizeof *memory; i++) {
+        PyObject *v = memory[i].known ? PyLong_FromUnsignedLongLong(memory[i].value)
+                                      : Py_NewRef(Py_None);
+        if (sw_py_dict_put(d, memory[i].key, v) < 0) {
+            Py_DECREF(d);
+            return -1;
+        }
+    }
     int rc = PyList_Append(c->list, d);
     Py_DECREF(d);
     return rc < 0 ? -1 : 0;

@@ -143,6 +143,33 @@ static PyObject *misuse_dict(const sw_misuse *m) {
     return d;
 }
 
+/* sw_memory_summary as a dict, bytes; a part not measured (no step with it) is None. */
+static PyObject *memory_dict(const sw_memory_summary *m) {
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    const struct {
+        const char *key;
+        uint64_t value, steps;
+    } items[] = {{"rss_steps", m->rss_steps, 1},
+                 {"rss_max", m->rss_max, m->rss_steps},
+                 {"rss_last", m->rss_last, m->rss_steps},
+                 {"allocator_steps", m->allocator_steps, 1},
+                 {"peak_allocated_max", m->peak_allocated_max, m->allocator_steps},
+                 {"allocated_last", m->allocated_last, m->allocator_steps},
+                 {"reserved_max", m->reserved_max, m->allocator_steps},
+                 {"reserved_last", m->reserved_last, m->allocator_steps}};
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        PyObject *v = items[i].steps ? PyLong_FromUnsignedLongLong(items[i].value)
+                                     : Py_NewRef(Py_None);
+        if (sw_py_dict_put(d, items[i].key, v) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
 static PyObject *counters_list(const sw_snapshot *s) {
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list && i < s->ncounters; i++) {
@@ -188,6 +215,7 @@ static PyObject *snapshot_info(const sw_snapshot *s) {
              sw_py_dict_put(d, "dropped_events", PyLong_FromUnsignedLongLong(s->dropped_events)) ==
                  0 &&
              sw_py_dict_put(d, "misuse", misuse_dict(&s->misuse)) == 0 &&
+             sw_py_dict_put(d, "memory", memory_dict(&s->memory)) == 0 &&
              sw_py_dict_put(d, "counters", counters_list(s)) == 0 &&
              sw_py_dict_put(d, "notes", notes_dict(s)) == 0;
     if (!ok) {
@@ -245,7 +273,7 @@ static PyMethodDef Snapshot_methods[] = {
      "over phases. pandas.DataFrame(records) loads it."},
     {"info", (PyCFunction)Snapshot_info, METH_NOARGS,
      "info($self, /)\n--\n\n"
-     "-> dict: run metadata, steps, misuse counts, counters, notes."},
+     "-> dict: run metadata, steps, misuse counts, memory, counters, notes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -239,7 +239,7 @@ static void keep_duration(SpansObject *self, entry *e, uint64_t ns) {
 
 static void close_step(SpansObject *self, sw_profiler *p) {
     if (self->step_open) {
-        sw_step_end(p);
+        sw_py_step_end(self->owner, 0);
         self->step_open = 0;
     }
     if (self->phase != SW_PHASE_NONE) {
@@ -252,7 +252,7 @@ static void structure_start(SpansObject *self, sw_profiler *p, const entry *e) {
     switch (e->role) {
     case ROLE_STEP:
         if (self->step_open) {
-            sw_step_end(p);
+            sw_py_step_end(self->owner, 0);
             self->step_open = 0;
         }
         if (self->phase != e->phase) {

@@ -33,6 +33,7 @@
  *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
  *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
  *   _live.c       Live: the live status line's figures (sw_live_*)
+ *   _memory.c     memory per step: torch's CUDA allocator, read at each step's end
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -108,7 +109,8 @@ extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct sw_py_funcs sw_py_funcs; /* _funcprof.c */
+typedef struct sw_py_funcs sw_py_funcs;   /* _funcprof.c */
+typedef struct sw_py_memory sw_py_memory; /* _memory.c */
 
 typedef struct {
     PyObject_HEAD sw_profiler *p; /* NULL once closed */
@@ -120,6 +122,7 @@ typedef struct {
     PyObject *name;               /* the run name, for repr */
     PyObject *weakrefs;           /* weak references to it (its device samplers hold one) */
     const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
+    sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -156,6 +159,21 @@ PyObject *sw_py_action_record(ActionObject *action, PyObject *const *args, Py_ss
 /* Make owner's (Action's, Phase's) __enter__ and __exit__ Prebound descriptors (module
  * exec). */
 int sw_py_add_prebound(PyTypeObject *prebound_type, PyTypeObject *owner);
+
+/* ------------------------------------------------------------------------------------------
+ * _memory.c: memory per step (torch's CUDA allocator, read without a synchronization)
+ * ---------------------------------------------------------------------------------------- */
+
+/* The allocator's reader of a profiler (Profiler(memory=True)); NULL with an exception. */
+sw_py_memory *sw_py_memory_new(void);
+void sw_py_memory_free(sw_py_memory *m); /* NULL is fine */
+int sw_py_memory_traverse(sw_py_memory *m, visitproc visit, void *arg);
+/* The open step's allocator figures into the core (sw_step_memory) when torch has
+ * initialized CUDA; nothing otherwise. Never raises (a failure turns it off, with a note). */
+void sw_py_step_memory(sw_py_memory *m, sw_profiler *p);
+/* End owner's open step at end_ns (0: now) with its memory: how every front end of the
+ * extension ends a step. Keeps a pending exception as it was. */
+void sw_py_step_end(ProfilerObject *owner, uint64_t end_ns);
 
 /* ------------------------------------------------------------------------------------------
  * _snapshot.c: Snapshot objects (Profiler.snapshot() and load() make them)

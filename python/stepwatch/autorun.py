@@ -28,6 +28,7 @@ Options (each also read from the environment, for the C command to pass on):
   --device-stats[=S]  sample CPU, memory, GPUs and torch's CUDA allocator every S seconds
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
+  --no-step-memory  no memory per step: RSS, torch's CUDA allocator (STEPWATCH_STEP_MEMORY=0)
 
 Under torch.distributed (torchrun) every rank keeps its run file and rank 0 alone prints,
 its report followed by the cross-rank view (stepwatch.distributed; STEPWATCH_AGGREGATE_EVERY,
@@ -85,6 +86,8 @@ def _parser():
                     default=_device_stats_env(env("STEPWATCH_DEVICE_STATS", "")))
     ap.add_argument("--device-time", action="store_true",
                     default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
+    ap.add_argument("--no-step-memory", dest="step_memory", action="store_false",
+                    default=env("STEPWATCH_STEP_MEMORY", "") != "0")
     return ap
 
 
@@ -243,7 +246,7 @@ def main(argv=None):
                               ring_capacity=args.ring_capacity, functions=functions,
                               builtins=args.builtins, live=args.live,
                               device_stats=args.device_stats or False,
-                              device_time=args.device_time)
+                              device_time=args.device_time, memory=args.step_memory)
     stepwatch.set_profiler(prof)
     run = _Run(prof, args.forward)
     run.instrument()

@@ -490,18 +490,13 @@ class BasicTimeProfiler(_Base):
         stats = results["event_handlers_stats"]
         others = {k: odict_to_str(v) if isinstance(v, dict) else to_str(v)
                   for k, v in stats.items()}
-        names = collections.defaultdict(list, results["event_handlers_names"])
-        lines = ["", " ----------------------------------------------------",
-                 "| Time profiling stats (in seconds):                 |",
-                 " ----------------------------------------------------",
-                 "total  |  min/index  |  max/index  |  mean  |  std", "",
-                 "Processing function:", odict_to_str(results["processing_stats"]), "",
-                 "Dataflow:", odict_to_str(results["dataflow_stats"]), "",
-                 "Event handlers:", others["total_time"]]
-        for event in ("STARTED", "EPOCH_STARTED", "ITERATION_STARTED", "ITERATION_COMPLETED",
-                      "EPOCH_COMPLETED", "COMPLETED"):
-            lines += ["", f"- Events.{event}: {names[event + '_names']}", others[event]]
-        text = "\n".join(lines) + "\n"
+        names = results["event_handlers_names"]
+        events = [(event, str(names.get(event + "_names", [])), others[event])
+                  for event in ("STARTED", "EPOCH_STARTED", "ITERATION_STARTED",
+                                "ITERATION_COMPLETED", "EPOCH_COMPLETED", "COMPLETED")]
+        text = _sw._stepwatch.ignite_basic_text(odict_to_str(results["processing_stats"]),
+                                                odict_to_str(results["dataflow_stats"]),
+                                                others["total_time"], events)
         print(text)
         return text
 
@@ -611,22 +606,18 @@ class HandlersTimeProfiler(_Base):
     @staticmethod
     def print_results(results):
         """Print in Ignite's table layout; returns the text too."""
-        results = [list(r) for r in results]
-        hw = max(len(str(r[0])) for r in results) + 4
-        ew = max(len(str(r[1])) for r in results) + 4
-        fmt = f"{{:<{hw}}}  {{:<{ew}}}  " + "  ".join(["{:>14}"] * 5) + "  "
-        sep = "-" * hw + "  " + "-" * ew + "  " + "  ".join(["-" * 14] * 5) + "  "
-        lines = ["", sep, fmt.format("Handler", "Event Name", "Total(s)", "Min(s)/IDX",
-                                     "Max(s)/IDX", "Mean(s)", "Std(s)"), sep]
-        for row in results[:-3]:
-            row[3] = "{}/{}".format(*row[3])
-            row[4] = "{}/{}".format(*row[4])
-            lines.append(fmt.format(*map(str, row)))
-        lines += [sep, fmt.format(*map(str, results[-3])), sep]
-        for row in results[-2:]:
-            lines.append("{} took total {}s [min/index: {}s/{}, max/index: {}s/{}, mean: {}s, "
-                         "std: {}s]".format(row[0], row[2], *row[3], *row[4], row[5], row[6]))
-        text = "\n".join(lines) + "\n"
+        def cells(row, pairs):
+            """A row's 9 str cells; (value, index) pairs split in two (an index None: the
+            Total row's cells, written alone)."""
+            row = list(row)
+            lo, hi = (row[3], row[4]) if pairs else ((row[3], None), (row[4], None))
+            return (str(row[0]), str(row[1]), str(row[2]), str(lo[0]),
+                    None if lo[1] is None else str(lo[1]), str(hi[0]),
+                    None if hi[1] is None else str(hi[1]), str(row[5]), str(row[6]))
+
+        n = len(results)
+        text = _sw._stepwatch.ignite_handlers_text(
+            [cells(row, i != n - 3) for i, row in enumerate(results)])
         print(text)
         return text
 

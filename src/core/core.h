@@ -71,6 +71,14 @@ int sw__in_warmup(const sw_profiler *p);
 int sw__hook_set(sw_profiler *p, sw_watch_fn fn, void *ctx);
 int sw__hook_watch(sw_profiler *p, sw_id id, int on);
 
+/* The resident set size in bytes at now_ns (the step's end on the sw_now_ns clock): the
+ * device layer's /proc reader, which may hand back its last reading when it read lately; 0
+ * when it cannot tell. Called on the thread that ends a step. */
+typedef uint64_t (*sw__rss_fn)(uint64_t now_ns);
+/* Read the RSS at every step's end with fn (NULL: stop) into sw_step_record.rss_bytes and the
+ * snapshot's memory summary (src/profiler_new.c sets it unless the options say no). */
+void sw__step_rss_set(sw_profiler *p, sw__rss_fn fn);
+
 /* Thread names (sw_thread_name; the system's name of a thread when it first records): a
  * counter that every naming bumps, and a visit of the names set since the counter was
  * `since` (0: every name), by thread number, under the profiler's lock (fn never calls back

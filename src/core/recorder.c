@@ -541,6 +541,7 @@ void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     atomic_store_explicit(&p->in_warmup, in_phase < p->opts.warmup_steps, memory_order_relaxed);
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
+    t->step_has_allocator = 0;
     t->step_open = 1;
     uint64_t now = sw__clock_ns();
     push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
@@ -553,6 +554,48 @@ void sw_step_set_batch_size(sw_profiler *p, uint32_t batch_size) {
 
 void sw_step_end(sw_profiler *p) {
     sw_step_end_at(p, 0);
+}
+
+void sw_step_memory(sw_profiler *p, uint64_t allocated, uint64_t peak_allocated,
+                    uint64_t reserved) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t == NULL || !t->step_open)
+        return;
+    t->step_has_allocator = 1;
+    t->step_allocated = allocated;
+    /* The allocator's peak since its last reset may predate the step's figures: never below
+     * what is allocated now. */
+    t->step_peak_allocated = peak_allocated > allocated ? peak_allocated : allocated;
+    t->step_reserved = reserved;
+}
+
+/* *max = value if it is larger. Steps of several threads may end at once: a lost race only
+ * delays a new maximum to the next step, so plain relaxed compare-and-swap is enough. */
+static void store_max(_Atomic uint64_t *max, uint64_t value) {
+    uint64_t seen = atomic_load_explicit(max, memory_order_relaxed);
+    while (value > seen && !atomic_compare_exchange_weak_explicit(
+                               max, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* The step's memory into its record and the profiler's summary (sw_memory_summary). */
+static void step_memory(sw_profiler *p, sw__thread *t, uint64_t now, uint64_t *rss) {
+    sw__rss_fn rss_fn = atomic_load_explicit(&p->rss_fn, memory_order_acquire);
+    *rss = rss_fn ? rss_fn(now) : 0;
+    if (*rss != 0) {
+        atomic_fetch_add_explicit(&p->mem_rss_steps, 1, memory_order_relaxed);
+        store_max(&p->mem_rss_max, *rss);
+        atomic_store_explicit(&p->mem_rss_last, *rss, memory_order_relaxed);
+    }
+    if (t->step_has_allocator) {
+        atomic_fetch_add_explicit(&p->mem_alloc_steps, 1, memory_order_relaxed);
+        store_max(&p->mem_peak_max, t->step_peak_allocated);
+        store_max(&p->mem_reserved_max, t->step_reserved);
+        atomic_store_explicit(&p->mem_alloc_last, t->step_allocated, memory_order_relaxed);
+        atomic_store_explicit(&p->mem_reserved_last, t->step_reserved, memory_order_relaxed);
+    }
 }
 
 void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
@@ -574,6 +617,9 @@ void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
     uint64_t duration = end_span(p, t, p->step_action, now);
     uint64_t start = now - duration; /* 0 duration: no step frame (it overflowed max_depth) */
     uint32_t batch = atomic_load_explicit(&p->batch_size, memory_order_relaxed);
+    uint64_t rss = 0;
+    if (duration > 0)
+        step_memory(p, t, now, &rss);
     if (atomic_load_explicit(&p->events_on, memory_order_relaxed) && duration > 0) {
         sw__event *ev = ring_reserve(p, t);
         if (ev) {
@@ -592,6 +638,11 @@ void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
                 accounted += t->step_category_ns[c];
             }
             s->category_ns[SW_CAT_OTHER] = duration > accounted ? duration - accounted : 0;
+            s->rss_bytes = rss;
+            s->has_allocator = t->step_has_allocator;
+            s->allocated_bytes = t->step_has_allocator ? t->step_allocated : 0;
+            s->peak_allocated_bytes = t->step_has_allocator ? t->step_peak_allocated : 0;
+            s->reserved_bytes = t->step_has_allocator ? t->step_reserved : 0;
             ring_commit(t);
         }
     }

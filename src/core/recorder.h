@@ -81,6 +81,8 @@ typedef struct sw__thread {
     uint32_t phase_depth;
     int step_open;
     uint64_t step_category_ns[SW_CAT_COUNT];
+    int step_has_allocator; /* sw_step_memory was called in the open step */
+    uint64_t step_allocated, step_peak_allocated, step_reserved;
     sw__ring ring;
 } sw__thread;
 
@@ -130,6 +132,13 @@ struct sw_profiler {
     _Atomic int in_warmup;
     _Atomic uint64_t samples_done;
     _Atomic uint64_t phase_steps[SW__MAX_PHASES];
+
+    /* Memory per step: the RSS reader the layers above set (sw__step_rss_set; NULL = none),
+     * and the figures of sw_memory_summary, kept as steps end (relaxed atomics). */
+    _Atomic(sw__rss_fn) rss_fn;
+    _Atomic uint64_t mem_rss_steps, mem_rss_max, mem_rss_last;
+    _Atomic uint64_t mem_alloc_steps, mem_peak_max, mem_alloc_last, mem_reserved_max,
+        mem_reserved_last;
 
     sw__thread *threads;
     uint32_t threads_seen;

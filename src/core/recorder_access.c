@@ -42,6 +42,11 @@ int sw__in_warmup(const sw_profiler *p) {
     return atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
 }
 
+void sw__step_rss_set(sw_profiler *p, sw__rss_fn fn) {
+    if (p != NULL)
+        atomic_store_explicit(&p->rss_fn, fn, memory_order_release);
+}
+
 uint32_t sw__thread_names(sw_profiler *p, uint32_t since, uint32_t *changed, sw__thread_name_fn fn,
                           void *ctx) {
     pthread_mutex_lock(&p->lock);

@@ -66,7 +66,9 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     if (opts->ring_capacity > SW_MAX_RING_CAPACITY ||
         (opts->on_full != SW_FULL_DROP && opts->on_full != SW_FULL_BLOCK) ||
         (opts->clock != SW_CLOCK_AUTO && opts->clock != SW_CLOCK_MONOTONIC &&
-         opts->clock != SW_CLOCK_TSC))
+         opts->clock != SW_CLOCK_TSC) ||
+        (opts->step_memory != SW_STEP_MEMORY_AUTO && opts->step_memory != SW_STEP_MEMORY_ON &&
+         opts->step_memory != SW_STEP_MEMORY_OFF))
         return SW_EINVAL;
     choose_clock(opts->clock);
     sw_profiler *p = calloc(1, sizeof *p);

@@ -149,5 +149,10 @@ static void reset_after_fork(sw_profiler *p) {
     atomic_store(&p->events_dropped, 0);
     atomic_store(&p->ring_no_memory, 0);
     atomic_store(&p->drops_said, 0);
+    _Atomic uint64_t *memory[] = {&p->mem_rss_steps,    &p->mem_rss_max,      &p->mem_rss_last,
+                                  &p->mem_alloc_steps,  &p->mem_peak_max,     &p->mem_alloc_last,
+                                  &p->mem_reserved_max, &p->mem_reserved_last};
+    for (size_t i = 0; i < sizeof memory / sizeof *memory; i++)
+        atomic_store(memory[i], 0);
     p->origin_ns = sw__clock_ns();
 }

@@ -78,6 +78,14 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
                                 .phase_mismatch = atomic_load(&p->misuse_phase_mismatch),
                                 .step_overlap = atomic_load(&p->misuse_step_overlap),
                                 .bad_record = atomic_load(&p->misuse_bad_record)};
+        s->memory = (sw_memory_summary){.rss_steps = atomic_load(&p->mem_rss_steps),
+                                        .rss_max = atomic_load(&p->mem_rss_max),
+                                        .rss_last = atomic_load(&p->mem_rss_last),
+                                        .allocator_steps = atomic_load(&p->mem_alloc_steps),
+                                        .peak_allocated_max = atomic_load(&p->mem_peak_max),
+                                        .allocated_last = atomic_load(&p->mem_alloc_last),
+                                        .reserved_max = atomic_load(&p->mem_reserved_max),
+                                        .reserved_last = atomic_load(&p->mem_reserved_last)};
     }
     pthread_mutex_lock(&p->lock);
     uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);

@@ -23,6 +23,11 @@ typedef struct sw__proc_mark {
  * SW_EUNSUPPORTED when /proc/stat cannot be read at all. */
 int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out);
 
+/* The resident set in bytes at a step's end (the core's sw__rss_fn, set by sw_profiler_new):
+ * read from /proc/self/statm at most every SW_STEP_RSS_EVERY_MS, else the last reading; 0
+ * when it cannot be read. Thread-safe, no allocation. */
+uint64_t sw__step_rss(uint64_t now_ns);
+
 /* ---- NVML, loaded with dlopen (nvml.c) ---- */
 
 typedef struct sw__nvml sw__nvml;

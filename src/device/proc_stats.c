@@ -18,6 +18,7 @@
 #include "device.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,6 +53,16 @@ static double field(const char *text, const char *key) {
             line++;
     }
     return -1;
+}
+
+/* The resident set in bytes from /proc/self/statm's text ("size resident shared ...", in
+ * pages); 0 when it does not read as that. */
+static uint64_t statm_rss(const char *text) {
+    const char *second = strchr(text, ' ');
+    if (second == NULL || second[1] < '0' || second[1] > '9')
+        return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    return strtoull(second + 1, NULL, 10) * (uint64_t)(page > 0 ? page : 4096);
 }
 
 static uint64_t clock_ns(clockid_t id) {
@@ -112,11 +123,10 @@ int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out) {
             out->swap_percent = percent(swap_total - swap_free, swap_total);
     }
     out->rss_bytes = out->peak_rss_bytes = -1;
-    long page = sysconf(_SC_PAGESIZE);
     if (read_file("/proc/self/statm", buf, sizeof buf) > 0) {
-        char *second = strchr(buf, ' ');
-        if (second)
-            out->rss_bytes = strtod(second + 1, NULL) * (double)page;
+        uint64_t rss = statm_rss(buf);
+        if (rss != 0)
+            out->rss_bytes = (double)rss;
     }
     if (read_file("/proc/self/status", buf, sizeof buf) > 0) {
         double hwm_kb = field(buf, "VmHWM:");
@@ -124,4 +134,59 @@ int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out) {
             out->peak_rss_bytes = hwm_kb * 1024.0;
     }
     return 0;
+}
+
+/* ---- the resident set at a step's end (the core's sw__rss_fn) ---- */
+
+/* A read of /proc/self/statm is a system call of a few microseconds (4.7 us with pread on an
+ * open descriptor, 24 us with open/read/close on the 2-core VM of docs/python.md's figures):
+ * too much for every step of a sub-millisecond loop. So a step reads it only when the last
+ * reading is SW_STEP_RSS_EVERY_MS old, through a descriptor kept open; the steps between
+ * carry the last reading. The descriptor belongs to the process that opened it: /proc/self
+ * was resolved at open, so a fork child (another pid) opens its own. */
+static _Atomic int rss_fd = -1;
+static _Atomic long rss_pid;
+static _Atomic uint64_t rss_read_ns, rss_last;
+
+/* A descriptor on this process's statm, or -1. */
+static int rss_descriptor(void) {
+    long pid = (long)getpid();
+    int fd = atomic_load(&rss_fd);
+    if (fd >= 0 && atomic_load(&rss_pid) == pid)
+        return fd;
+    int mine = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (mine < 0)
+        return -1;
+    /* Another thread may open one at the same moment: one wins, the other closes its own. */
+    if (atomic_compare_exchange_strong(&rss_fd, &fd, mine)) {
+        atomic_store(&rss_pid, pid);
+        if (fd >= 0)
+            close(fd); /* the parent's, inherited through fork */
+        return mine;
+    }
+    close(mine);
+    return fd;
+}
+
+uint64_t sw__step_rss(uint64_t now_ns) {
+    uint64_t last = atomic_load_explicit(&rss_last, memory_order_relaxed);
+    uint64_t read_ns = atomic_load_explicit(&rss_read_ns, memory_order_relaxed);
+    if (last != 0 && now_ns >= read_ns && now_ns - read_ns < SW_STEP_RSS_EVERY_MS * 1000000ull)
+        return last;
+    atomic_store_explicit(&rss_read_ns, now_ns, memory_order_relaxed);
+    int fd = rss_descriptor();
+    char buf[128];
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) {
+        /* The program closed the descriptor under us (or /proc is gone): open it again next
+         * time; until then the last reading stands. */
+        if (fd >= 0 && atomic_compare_exchange_strong(&rss_fd, &fd, -1))
+            close(fd);
+        return last;
+    }
+    buf[n] = '\0';
+    uint64_t rss = statm_rss(buf);
+    if (rss != 0)
+        atomic_store_explicit(&rss_last, rss, memory_order_relaxed);
+    return rss != 0 ? rss : last;
 }

@@ -1,12 +1,17 @@
 /*
  * engine_views.c — the engine's timing as Ignite and fastxtend users know it:
  * BasicTimeProfiler.print_results, HandlersTimeProfiler.print_results and
- * show_training_loop. The figures come from the engine's own sw_stats (seconds printed
- * with 5 decimals, as Ignite rounds them).
+ * show_training_loop. The figures come from the engine's own sw_stats, made into Ignite's
+ * cells and written by Ignite's layouts (src/report/ignite_layout.c, which stepwatch.ignite
+ * writes through too); what the C engine has beyond Ignite (the batch fetch events, the
+ * validation loop) comes after Ignite's layout.
  */
 #include "engine_internal.h"
 
+#include "report/writer.h"
+
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double sw__s(double ns) {
@@ -30,164 +35,146 @@ static void sw__print_handler_list(FILE *out, const sw_engine *e, sw_event ev, i
     fputc(']', out);
 }
 
-/* "total | min/index | max/index | mean | std", or only the total for one-off events. */
-static void sw__print_stats_line(FILE *out, const sw_stats *s, int total_only) {
-    if (total_only || s->count == 0) {
-        fprintf(out, "%.5f\n", sw__s((double)s->total_ns));
-        return;
+/* ev's handlers as Ignite lists them ("['a', 'b']"), malloc'ed; NULL when out of memory. */
+static char *sw__handler_list(const sw_engine *e, sw_event ev) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    if (f == NULL)
+        return NULL;
+    sw__print_handler_list(f, e, ev, 1);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
     }
-    fprintf(out, "%.5f | %.5f/%" PRId64 " | %.5f/%" PRId64 " | %.5f | %.5f\n",
-            sw__s((double)s->total_ns), sw__s((double)s->min_ns), s->min_step,
-            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns), sw__s(sw_stats_stddev(s)));
+    return text;
 }
 
-/* Events in the order Ignite's BasicTimeProfiler prints them (GET_BATCH added: Ignite
- * measures them too and writes them to its CSV). */
+/* Ignite's six events first (its layout), then the ones the C engine adds after it: the
+ * batch fetch (Ignite times it too and writes it to its CSV) and, when there was one, the
+ * validation loop's start and end. */
 static const sw_event sw__basic_events[] = {
     SW_EVENT_STARTED,
     SW_EVENT_EPOCH_STARTED,
-    SW_EVENT_GET_BATCH_STARTED,
-    SW_EVENT_GET_BATCH_COMPLETED,
     SW_EVENT_ITERATION_STARTED,
     SW_EVENT_ITERATION_COMPLETED,
-    SW_EVENT_VALIDATION_STARTED,
-    SW_EVENT_VALIDATION_COMPLETED,
     SW_EVENT_EPOCH_COMPLETED,
     SW_EVENT_COMPLETED,
+    SW_EVENT_GET_BATCH_STARTED,
+    SW_EVENT_GET_BATCH_COMPLETED,
+    SW_EVENT_VALIDATION_STARTED,
+    SW_EVENT_VALIDATION_COMPLETED,
 };
+enum { SW__BASIC_EVENTS = sizeof sw__basic_events / sizeof sw__basic_events[0] };
+
+/* The C engine's validation loop (in Ignite a separate evaluator engine), after Ignite's
+ * layout: its processing, dataflow and batch events, blocks as in that layout. */
+static int sw__print_valid_blocks(const sw_engine *e, FILE *out) {
+    char cell[256];
+    sw__ignite_stats_cell(&e->measure[SW_MEASURE_VALID_PROCESSING], cell, sizeof cell);
+    fprintf(out, "\nValidation processing function:\n%s\n", cell);
+    sw__ignite_stats_cell(&e->measure[SW_MEASURE_VALID_DATAFLOW], cell, sizeof cell);
+    fprintf(out, "\nValidation dataflow:\n%s\n", cell);
+    static const sw_event batch_events[] = {
+        SW_EVENT_GET_BATCH_STARTED,
+        SW_EVENT_GET_BATCH_COMPLETED,
+        SW_EVENT_ITERATION_STARTED,
+        SW_EVENT_ITERATION_COMPLETED,
+    };
+    for (size_t k = 0; k < 4; k++) {
+        char *names = sw__handler_list(e, batch_events[k]);
+        if (names == NULL)
+            return SW_ENOMEM;
+        sw__ignite_stats_cell(&e->event_stats[0][batch_events[k]], cell, sizeof cell);
+        fprintf(out, "\n- Validation Events.%s: %s\n%s\n", sw_event_name(batch_events[k]), names,
+                cell);
+        free(names);
+    }
+    return 0;
+}
 
 int sw_engine_print_basic(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
-    fputs("\n ----------------------------------------------------\n"
-          "| Time profiling stats (in seconds):                 |\n"
-          " ----------------------------------------------------\n"
-          "total  |  min/index  |  max/index  |  mean  |  std\n\n",
-          out);
-    fputs("Processing function:\n", out);
-    sw__print_stats_line(out, &e->measure[SW_MEASURE_PROCESSING], 0);
-    fputs("\nDataflow:\n", out);
-    sw__print_stats_line(out, &e->measure[SW_MEASURE_DATAFLOW], 0);
-
+    char processing[256], dataflow[256], total_cell[32];
+    sw__ignite_stats_cell(&e->measure[SW_MEASURE_PROCESSING], processing, sizeof processing);
+    sw__ignite_stats_cell(&e->measure[SW_MEASURE_DATAFLOW], dataflow, sizeof dataflow);
     uint64_t total = 0;
     for (int i = 0; i < SW_EVENT_COUNT; i++)
         total += e->event_stats[1][i].total_ns;
-    fprintf(out, "\nEvent handlers:\n%.5f\n", sw__s((double)total));
-    for (size_t k = 0; k < sizeof sw__basic_events / sizeof sw__basic_events[0]; k++) {
+    snprintf(total_cell, sizeof total_cell, "%.5f", sw__s((double)total));
+
+    sw_ignite_event events[SW__BASIC_EVENTS];
+    char stats[SW__BASIC_EVENTS][256];
+    size_t n = 0;
+    int rc = 0;
+    for (size_t k = 0; k < SW__BASIC_EVENTS; k++) {
         sw_event ev = sw__basic_events[k];
         const sw_stats *s = &e->event_stats[1][ev];
         if ((ev == SW_EVENT_VALIDATION_STARTED || ev == SW_EVENT_VALIDATION_COMPLETED) &&
             s->count == 0)
-            continue; /* no validation loop: keep Ignite's list */
-        fprintf(out, "\n- Events.%s: ", sw_event_name(ev));
-        sw__print_handler_list(out, e, ev, 1);
-        fputc('\n', out);
-        sw__print_stats_line(out, s, ev == SW_EVENT_STARTED || ev == SW_EVENT_COMPLETED);
+            continue; /* no validation loop */
+        sw__ignite_stats_cell(s, stats[n], sizeof stats[n]);
+        events[n] = (sw_ignite_event){sw_event_name(ev), sw__handler_list(e, ev), stats[n]};
+        if (events[n++].handlers == NULL)
+            rc = SW_ENOMEM;
     }
-
-    /* The validation loop (in Ignite a separate evaluator engine). */
-    if (e->measure[SW_MEASURE_VALID_EPOCH].count > 0) {
-        fputs("\nValidation processing function:\n", out);
-        sw__print_stats_line(out, &e->measure[SW_MEASURE_VALID_PROCESSING], 0);
-        fputs("\nValidation dataflow:\n", out);
-        sw__print_stats_line(out, &e->measure[SW_MEASURE_VALID_DATAFLOW], 0);
-        static const sw_event batch_events[] = {
-            SW_EVENT_GET_BATCH_STARTED,
-            SW_EVENT_GET_BATCH_COMPLETED,
-            SW_EVENT_ITERATION_STARTED,
-            SW_EVENT_ITERATION_COMPLETED,
-        };
-        for (size_t k = 0; k < 4; k++) {
-            const sw_stats *s = &e->event_stats[0][batch_events[k]];
-            fprintf(out, "\n- Validation Events.%s: ", sw_event_name(batch_events[k]));
-            sw__print_handler_list(out, e, batch_events[k], 1);
-            fputc('\n', out);
-            sw__print_stats_line(out, s, 0);
-        }
-    }
-    fputc('\n', out);
+    if (rc == 0)
+        rc = sw_ignite_write_basic(out, processing, dataflow, total_cell, events, n);
+    for (size_t k = 0; k < n; k++)
+        free((char *)events[k].handlers);
+    if (rc == 0 && e->measure[SW_MEASURE_VALID_EPOCH].count > 0)
+        rc = sw__print_valid_blocks(e, out);
+    if (rc != 0)
+        return rc;
+    fputc('\n', out); /* the line Ignite's print adds */
     return ferror(out) ? SW_EIO : 0;
 }
 
-/* "Processing took total 48.99836s [min/index: ..., max/index: ..., mean: ..s, std: ..s]" */
-static void sw__print_summary(FILE *out, const char *what, const sw_stats *s) {
-    fprintf(out,
-            "%s took total %.5fs [min/index: %.5fs/%" PRId64 ", max/index: %.5fs/%" PRId64
-            ", mean: %.5fs, std: %.5fs]\n",
-            what, sw__s((double)s->total_ns), sw__s((double)s->min_ns), s->min_step,
-            sw__s((double)s->max_ns), s->max_step, sw__s(s->mean_ns), sw__s(sw_stats_stddev(s)));
-}
-
-static void sw__print_sep(FILE *out, const int *widths, int ncols) {
-    for (int c = 0; c < ncols; c++) {
-        for (int i = 0; i < widths[c]; i++)
-            fputc('-', out);
-        fputs("  ", out);
-    }
-    fputc('\n', out);
-}
-
-/* One row; the first two columns left-aligned, the rest right-aligned (as Ignite). */
-static void sw__print_row(FILE *out, const int *widths, const char *const *cells) {
-    for (int c = 0; c < 7; c++)
-        fprintf(out, c < 2 ? "%-*s  " : "%*s  ", widths[c], cells[c]);
-    fputc('\n', out);
+/* A measure's row under the handlers table: "Processing", "None", its cells. */
+static sw_ignite_row sw__measure_row(const sw_engine *e, int measure, const char *label,
+                                     sw__ignite_cells *c) {
+    sw__ignite_row_cells(&e->measure[measure], c);
+    return sw__ignite_row_of(label, "None", c);
 }
 
 int sw_engine_print_handlers(const sw_engine *e, FILE *out) {
     if (!e || !out)
         return SW_EINVAL;
-    /* Ignite: the name columns are 4 wider than their longest entry, numbers 14 wide. */
-    int widths[7] = {(int)strlen("Handler") + 4, (int)strlen("Event Name") + 4, 14, 14, 14, 14, 14};
-    for (int i = 0; i < e->nhandlers; i++) {
-        int n = (int)strlen(e->handlers[i].name) + 4;
-        int m = (int)strlen(sw_event_name(e->handlers[i].event)) + 4;
-        if (n > widths[0])
-            widths[0] = n;
-        if (m > widths[1])
-            widths[1] = m;
+    size_t n = (size_t)e->nhandlers + 3;
+    sw_ignite_row *rows = calloc(n, sizeof *rows);
+    sw__ignite_cells *cells = calloc(n, sizeof *cells);
+    if (!rows || !cells) {
+        free(rows);
+        free(cells);
+        return SW_ENOMEM;
     }
-    static const char *const headers[7] = {"Handler",    "Event Name", "Total(s)", "Min(s)/IDX",
-                                           "Max(s)/IDX", "Mean(s)",    "Std(s)"};
-    fputc('\n', out);
-    sw__print_sep(out, widths, 7);
-    sw__print_row(out, widths, headers);
-    sw__print_sep(out, widths, 7);
     uint64_t total = 0;
     for (int i = 0; i < e->nhandlers; i++) {
         const sw__handler *h = &e->handlers[i];
-        const sw_stats *s = &h->stats;
-        char tot[32], mn[48], mx[48], mean[32], sd[32];
-        snprintf(tot, sizeof tot, "%.5f", sw__s((double)s->total_ns));
-        if (s->count > 0) {
-            snprintf(mn, sizeof mn, "%.5f/%" PRId64, sw__s((double)s->min_ns), s->min_step);
-            snprintf(mx, sizeof mx, "%.5f/%" PRId64, sw__s((double)s->max_ns), s->max_step);
-            snprintf(mean, sizeof mean, "%.5f", sw__s(s->mean_ns));
-        } else {
-            snprintf(mn, sizeof mn, "None");
-            snprintf(mx, sizeof mx, "None");
-            snprintf(mean, sizeof mean, "None");
-        }
-        if (s->count > 1)
-            snprintf(sd, sizeof sd, "%.5f", sw__s(sw_stats_stddev(s)));
-        else
-            snprintf(sd, sizeof sd, "None");
-        const char *cells[7] = {h->name, sw_event_name(h->event), tot, mn, mx, mean, sd};
-        sw__print_row(out, widths, cells);
-        total += s->total_ns;
+        sw__ignite_row_cells(&h->stats, &cells[i]);
+        rows[i] = sw__ignite_row_of(h->name, sw_event_name(h->event), &cells[i]);
+        total += h->stats.total_ns;
     }
-    sw__print_sep(out, widths, 7);
-    char tot[32];
-    snprintf(tot, sizeof tot, "%.5f", sw__s((double)total));
-    const char *cells[7] = {"Total", "", tot, "", "", "", ""};
-    sw__print_row(out, widths, cells);
-    sw__print_sep(out, widths, 7);
-    sw__print_summary(out, "Processing", &e->measure[SW_MEASURE_PROCESSING]);
-    sw__print_summary(out, "Dataflow", &e->measure[SW_MEASURE_DATAFLOW]);
-    if (e->measure[SW_MEASURE_VALID_EPOCH].count > 0) {
-        sw__print_summary(out, "Validation processing", &e->measure[SW_MEASURE_VALID_PROCESSING]);
-        sw__print_summary(out, "Validation dataflow", &e->measure[SW_MEASURE_VALID_DATAFLOW]);
+    size_t k = (size_t)e->nhandlers;
+    sw__ignite_round5(sw__s((double)total), cells[k].total, sizeof cells[k].total);
+    rows[k] = (sw_ignite_row){"Total", "", cells[k].total, "", NULL, "", NULL, "", ""};
+    rows[k + 1] = sw__measure_row(e, SW_MEASURE_PROCESSING, "Processing", &cells[k + 1]);
+    rows[k + 2] = sw__measure_row(e, SW_MEASURE_DATAFLOW, "Dataflow", &cells[k + 2]);
+    int rc = sw_ignite_write_handlers(out, rows, n);
+    if (rc == 0 && e->measure[SW_MEASURE_VALID_EPOCH].count > 0) {
+        /* the C engine's validation loop, after Ignite's layout */
+        sw_ignite_row r = sw__measure_row(e, SW_MEASURE_VALID_PROCESSING, "Validation processing",
+                                          &cells[k]);
+        sw__ignite_put_summary(out, &r);
+        r = sw__measure_row(e, SW_MEASURE_VALID_DATAFLOW, "Validation dataflow", &cells[k]);
+        sw__ignite_put_summary(out, &r);
     }
+    free(rows);
+    free(cells);
+    if (rc != 0)
+        return rc;
+    fputc('\n', out); /* the line Ignite's print adds */
     return ferror(out) ? SW_EIO : 0;
 }
 

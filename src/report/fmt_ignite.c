@@ -11,26 +11,12 @@
  */
 #include "writer.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 
-static void put_index(FILE *out, int64_t step) {
-    if (step < 0)
-        fputs("-", out);
-    else
-        fprintf(out, "%" PRId64, step);
-}
-
 static void put_stats(FILE *out, const sw_stats *st) {
-    fprintf(out, "%.5f", (double)st->total_ns / 1e9);
-    if (st->count > 1) {
-        fprintf(out, " | %.5f/", (double)st->min_ns / 1e9);
-        put_index(out, st->min_step);
-        fprintf(out, " | %.5f/", (double)st->max_ns / 1e9);
-        put_index(out, st->max_step);
-        fprintf(out, " | %.5f | %.5f", st->mean_ns / 1e9, sw_stats_stddev(st) / 1e9);
-    }
-    fputc('\n', out);
+    char cell[256];
+    sw__ignite_stats_cell(st, cell, sizeof cell);
+    fprintf(out, "%s\n", cell);
 }
 
 static int write_ignite(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
@@ -39,12 +25,7 @@ static int write_ignite(const sw_snapshot *s, FILE *out, const sw_write_options 
     long n = sw__rows_select(s, 1, &rows);
     if (n < 0)
         return SW_ENOMEM;
-    fputs("\n"
-          " ----------------------------------------------------\n"
-          "| Time profiling stats (in seconds):                 |\n"
-          " ----------------------------------------------------\n"
-          "total  |  min/index  |  max/index  |  mean  |  std\n",
-          out);
+    sw__ignite_put_title(out);
     char name[SW__LABEL_MAX];
     uint64_t handlers_ns = 0;
     int handlers = 0;

@@ -115,6 +115,28 @@ void sw__md_put_cell(FILE *out, const char *clean);
  * show as themselves. The one markdown rule: every markdown writer uses it. */
 void sw__md_put_text(FILE *out, const char *raw);
 
+/* ---- Ignite's cells (ignite_layout.c; the layouts are public: sw_ignite_write_*) ---- */
+
+/* Ignite's title box and column line, the start of BasicTimeProfiler.print_results. */
+void sw__ignite_put_title(FILE *out);
+/* BasicTimeProfiler's stats cell: "total | min/index | max/index | mean | std" (seconds, 5
+ * decimals; an index below 0 is "-"), the total alone for one call, "not yet triggered" for
+ * none. */
+void sw__ignite_stats_cell(const sw_stats *st, char *buf, size_t size);
+/* Seconds as HandlersTimeProfiler prints them: Python's str(round(seconds, 5)). */
+void sw__ignite_round5(double seconds, char *buf, size_t size);
+/* The cells of one HandlersTimeProfiler row (Ignite's compute_basic_stats): "not triggered"
+ * and "None" for no calls, std "None" for one. */
+typedef struct sw__ignite_cells {
+    char total[32], min[32], min_index[24], max[32], max_index[24], mean[32], std[32];
+} sw__ignite_cells;
+void sw__ignite_row_cells(const sw_stats *st, sw__ignite_cells *c);
+/* HandlersTimeProfiler's line under its table: "<handler> took total <total>s [min/index:
+ * <min>s/<min_index>, max/index: ..., mean: <mean>s, std: <std>s]". */
+void sw__ignite_put_summary(FILE *out, const sw_ignite_row *r);
+/* The sw_ignite_row of cells c under handler and event. */
+sw_ignite_row sw__ignite_row_of(const char *handler, const char *event, const sw__ignite_cells *c);
+
 /* ---- device time beside host time (device_rows.c) ---- */
 
 /* The device time of row r (the counters "device:<phase>/<action>" the device layer

@@ -356,7 +356,9 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
         "SELECT name, host, command, pid, rank, world_size, start_unix_ns, elapsed_ns,"
         " wall_ns, steps, warmup_steps, threads, dropped_events, misuse_end_without_begin,"
         " misuse_mismatched_end, misuse_depth_overflow, misuse_bad_id, misuse_phase_mismatch,"
-        " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot, local_rank"
+        " misuse_step_overlap, misuse_bad_record, misuse_open_at_snapshot, local_rank,"
+        " mem_rss_steps, mem_rss_max, mem_rss_last, mem_allocator_steps,"
+        " mem_peak_allocated_max, mem_allocated_last, mem_reserved_max, mem_reserved_last"
         " FROM ranks WHERE rank = ?",
         rank, &q);
     if (rc != 0)
@@ -383,6 +385,12 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
         for (int i = 0; i < 8; i++)
             *misuse[i] = (uint64_t)sqlite3_column_int64(q, 13 + i);
         s->local_rank = sqlite3_column_int(q, 21);
+        uint64_t *memory[] = {&s->memory.rss_steps,          &s->memory.rss_max,
+                              &s->memory.rss_last,           &s->memory.allocator_steps,
+                              &s->memory.peak_allocated_max, &s->memory.allocated_last,
+                              &s->memory.reserved_max,       &s->memory.reserved_last};
+        for (int i = 0; i < 8; i++)
+            *memory[i] = (uint64_t)sqlite3_column_int64(q, 22 + i);
         rc = 0;
     } else {
         rc = step == SQLITE_DONE ? SW_ENOTFOUND : sw__sqlite_rc(step);
@@ -572,6 +580,16 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
     uint64_t *from = (uint64_t *)&one->misuse, *to = (uint64_t *)&all->misuse;
     for (size_t k = 0; k < sizeof one->misuse / sizeof(uint64_t); k++)
         to[k] += from[k];
+    /* Memory: the steps add up; every figure is the largest rank's (the rank that runs out
+     * first is the one to watch). */
+    const uint64_t *mem_from = (const uint64_t *)&one->memory;
+    uint64_t *mem_to = (uint64_t *)&all->memory;
+    for (size_t k = 0; k < sizeof one->memory / sizeof(uint64_t); k++) {
+        int steps = k == 0 || &mem_to[k] == &all->memory.allocator_steps;
+        mem_to[k] = steps                     ? mem_to[k] + mem_from[k]
+                    : mem_from[k] > mem_to[k] ? mem_from[k]
+                                              : mem_to[k];
+    }
     all->steps += one->steps;
     all->threads += one->threads;
     all->dropped_events += one->dropped_events;
@@ -720,7 +738,8 @@ int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     int rc = prepare_ranked(run,
                             "SELECT rank, step, phase, batch_size, warmup, thread, start_ns,"
                             " duration_ns, data_ns, forward_ns, loss_ns, backward_ns,"
-                            " optimizer_ns, zero_grad_ns, callback_ns, other_ns FROM steps",
+                            " optimizer_ns, zero_grad_ns, callback_ns, other_ns, rss_bytes,"
+                            " allocated_bytes, peak_allocated_bytes, reserved_bytes FROM steps",
                             rank >= 0 ? "step" : "start_ns, rank", rank, &q);
     int step;
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
@@ -733,6 +752,12 @@ int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
                             .duration_ns = (uint64_t)sqlite3_column_int64(q, 7)};
         for (int c = 0; c < SW_CAT_COUNT; c++)
             r.category_ns[c] = (uint64_t)sqlite3_column_int64(q, 8 + c);
+        int col = 8 + SW_CAT_COUNT; /* memory: NULL where it was not measured */
+        r.rss_bytes = (uint64_t)sqlite3_column_int64(q, col);
+        r.has_allocator = sqlite3_column_type(q, col + 1) != SQLITE_NULL;
+        r.allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 1);
+        r.peak_allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 2);
+        r.reserved_bytes = (uint64_t)sqlite3_column_int64(q, col + 3);
         rc = fn(ctx, sqlite3_column_int(q, 0), &r);
         if (rc != 0) {
             sqlite3_finalize(q);

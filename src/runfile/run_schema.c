@@ -7,8 +7,9 @@
 
 #include <stdio.h>
 
-/* The schema, version 4 (2: function profiles; 3: notes; 4: local rank, clock offset,
- * thread names, cross-rank aggregations). Every table has a rank column so rank files merge
+/* The schema, version 5 (2: function profiles; 3: notes; 4: local rank, clock offset,
+ * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
+ * ranks). Every table has a rank column so rank files merge
  * by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
@@ -23,7 +24,11 @@ static const char SCHEMA_SQL[] =
     " misuse_phase_mismatch INTEGER DEFAULT 0, misuse_step_overlap INTEGER DEFAULT 0,"
     " misuse_bad_record INTEGER DEFAULT 0, misuse_open_at_snapshot INTEGER DEFAULT 0,"
     " complete INTEGER DEFAULT 0, end_reason TEXT, updated_unix_ns INTEGER,"
-    " local_rank INTEGER DEFAULT 0, clock_offset_ns INTEGER DEFAULT 0);"
+    " local_rank INTEGER DEFAULT 0, clock_offset_ns INTEGER DEFAULT 0,"
+    " mem_rss_steps INTEGER DEFAULT 0, mem_rss_max INTEGER DEFAULT 0,"
+    " mem_rss_last INTEGER DEFAULT 0, mem_allocator_steps INTEGER DEFAULT 0,"
+    " mem_peak_allocated_max INTEGER DEFAULT 0, mem_allocated_last INTEGER DEFAULT 0,"
+    " mem_reserved_max INTEGER DEFAULT 0, mem_reserved_last INTEGER DEFAULT 0);"
     "CREATE TABLE names(rank INTEGER, kind TEXT, id INTEGER, name TEXT,"
     " PRIMARY KEY(rank, kind, id)) WITHOUT ROWID;"
     "CREATE VIEW actions AS SELECT rank, id, name FROM names WHERE kind = 'action';"
@@ -43,7 +48,8 @@ static const char SCHEMA_SQL[] =
     " warmup INTEGER, thread INTEGER, start_ns INTEGER, duration_ns INTEGER,"
     " data_ns INTEGER, forward_ns INTEGER, loss_ns INTEGER, backward_ns INTEGER,"
     " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER, other_ns INTEGER,"
-    " PRIMARY KEY(rank, step)) WITHOUT ROWID;"
+    " rss_bytes INTEGER, allocated_bytes INTEGER, peak_allocated_bytes INTEGER,"
+    " reserved_bytes INTEGER, PRIMARY KEY(rank, step)) WITHOUT ROWID;"
     "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
     " value REAL);"
     "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"

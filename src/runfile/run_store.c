@@ -56,7 +56,8 @@ int sw__store_create(const char *path, sw__store **out) {
         rc = sw__sql_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     }
     if (rc == 0)
-        rc = prepare(st->db, "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        rc = prepare(st->db,
+                     "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      &st->step);
     if (rc == 0)
         rc = prepare(st->db, "INSERT INTO span_chunks VALUES(?,?,?,?,?)", &st->span_chunk);
@@ -314,16 +315,22 @@ static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int co
                      " dropped_events=?, misuse_end_without_begin=?, misuse_mismatched_end=?,"
                      " misuse_depth_overflow=?, misuse_bad_id=?, misuse_phase_mismatch=?,"
                      " misuse_step_overlap=?, misuse_bad_record=?, misuse_open_at_snapshot=?,"
+                     " mem_rss_steps=?, mem_rss_max=?, mem_rss_last=?, mem_allocator_steps=?,"
+                     " mem_peak_allocated_max=?, mem_allocated_last=?, mem_reserved_max=?,"
+                     " mem_reserved_last=?,"
                      " complete=?, end_reason=?, updated_unix_ns=? WHERE rank=?",
                      &q);
     if (rc != 0)
         return rc;
     const sw_misuse *m = &snap->misuse;
-    const uint64_t values[] = {snap->elapsed_ns,   snap->wall_ns,        snap->steps,
-                               snap->threads,      snap->dropped_events, m->end_without_begin,
-                               m->mismatched_end,  m->depth_overflow,    m->bad_id,
-                               m->phase_mismatch,  m->step_overlap,      m->bad_record,
-                               m->open_at_snapshot};
+    const sw_memory_summary *mem = &snap->memory;
+    const uint64_t values[] = {snap->elapsed_ns,    snap->wall_ns,        snap->steps,
+                               snap->threads,       snap->dropped_events, m->end_without_begin,
+                               m->mismatched_end,   m->depth_overflow,    m->bad_id,
+                               m->phase_mismatch,   m->step_overlap,      m->bad_record,
+                               m->open_at_snapshot, mem->rss_steps,       mem->rss_max,
+                               mem->rss_last,       mem->allocator_steps, mem->peak_allocated_max,
+                               mem->allocated_last, mem->reserved_max,    mem->reserved_last};
     int col = 1;
     for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
         sqlite3_bind_int64(q, col++, (sqlite3_int64)values[i]);
@@ -373,6 +380,19 @@ int sw__store_add_step(sw__store *st, int rank, const sw_step_record *r) {
     sqlite3_bind_int64(q, 8, (sqlite3_int64)r->duration_ns);
     for (int c = 0; c < SW_CAT_COUNT; c++)
         sqlite3_bind_int64(q, 9 + c, (sqlite3_int64)r->category_ns[c]);
+    /* Memory not measured is NULL, never 0: 0 bytes allocated is a reading. */
+    int col = 9 + SW_CAT_COUNT;
+    if (r->rss_bytes != 0)
+        sqlite3_bind_int64(q, col, (sqlite3_int64)r->rss_bytes);
+    else
+        sqlite3_bind_null(q, col);
+    const uint64_t allocator[] = {r->allocated_bytes, r->peak_allocated_bytes, r->reserved_bytes};
+    for (int k = 0; k < 3; k++) {
+        if (r->has_allocator)
+            sqlite3_bind_int64(q, col + 1 + k, (sqlite3_int64)allocator[k]);
+        else
+            sqlite3_bind_null(q, col + 1 + k);
+    }
     return step_reset(q);
 }
 

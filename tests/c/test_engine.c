@@ -501,7 +501,9 @@ static void test_csv_streamed(void **state) {
     sw_engine_free(bad);
 }
 
-static char *capture(int (*fn)(const sw_engine *, FILE *), const sw_engine *e) {
+/* not inlined: GCC 12 then takes the returned buffer for the local pointer (-Wdangling-pointer) */
+__attribute__((noinline)) static char *capture(int (*fn)(const sw_engine *, FILE *),
+                                               const sw_engine *e) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -581,6 +583,8 @@ static void test_handlers_csv(void **state) {
     sw_engine_free(e);
 }
 
+#define DASHES "------------------------------------------------------------"
+
 static void test_views(void **state) {
     counting_source ts, vs;
     sw_data_source td = source_of(&ts, 4, 1), vd = source_of(&vs, 2, 1);
@@ -605,6 +609,17 @@ static void test_views(void **state) {
     assert_non_null(strstr(basic, "- Events.EPOCH_COMPLETED: ['sleepy']\n"));
     assert_non_null(strstr(basic, "- Events.ITERATION_COMPLETED: ['every_other']\n"));
     assert_non_null(strstr(basic, "Validation processing function:"));
+    /* Ignite's six events in Ignite's layout (sw_ignite_write_basic), the C engine's own
+     * blocks after them; STARTED fired once: its total alone. */
+    const char *completed = strstr(basic, "\n- Events.COMPLETED: []\n");
+    assert_non_null(completed);
+    assert_true(strstr(basic, "- Events.ITERATION_COMPLETED:") < completed);
+    assert_true(strstr(basic, "- Events.GET_BATCH_STARTED:") > completed);
+    assert_true(strstr(basic, "Validation processing function:") > completed);
+    const char *started = strstr(basic, "- Events.STARTED: []\n");
+    assert_non_null(started);
+    const char *line = strchr(started, '\n') + 1;
+    assert_int_equal(line[strcspn(line, "\n|")], '\n');
     free(basic);
 
     char *handlers = capture(sw_engine_print_handlers, e);
@@ -613,6 +628,18 @@ static void test_views(void **state) {
     assert_non_null(strstr(handlers, "EPOCH_COMPLETED"));
     assert_non_null(strstr(handlers, "Processing took total"));
     assert_non_null(strstr(handlers, "Dataflow took total"));
+    /* Ignite's widths: the name columns 4 wider than their longest cell in any row
+     * ("every_other" 11, "ITERATION_COMPLETED" 19), the header words not counted; the Total
+     * row between rules; Python's str(round(x, 5)) for the numbers. */
+    char rule[128];
+    snprintf(rule, sizeof rule, "\n%.15s  %.23s  %.14s  ", DASHES, DASHES, DASHES);
+    assert_non_null(strstr(handlers, rule));
+    assert_non_null(strstr(handlers, "\nevery_other      ITERATION_COMPLETED      "));
+    assert_non_null(strstr(handlers, "\nTotal"
+                                     "                                     "));
+    assert_non_null(strstr(handlers, "\nValidation processing took total"));
+    assert_true(strstr(handlers, "Dataflow took total") <
+                strstr(handlers, "Validation processing"));
     free(handlers);
     /* every_other ran on train iterations 2, 4 of both epochs and on valid iteration 2 of
      * both epochs: 6 of 12 firings. */

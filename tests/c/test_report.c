@@ -1,7 +1,8 @@
 /*
  * test_report.c — the report writers on a hand-built snapshot: a golden file per format,
  * the terminal-width rules, empty snapshots, bad arguments, write errors, CSV shape,
- * sw_format_parse/name, sw_format_duration and sw_format_scale_time.
+ * sw_format_parse/name, sw_format_duration, sw_format_scale_time and Ignite's layouts
+ * (sw_ignite_write_*).
  *
  * Golden files: tests/golden/report_*. Regenerate with SW_UPDATE_GOLDEN=1 and review the
  * diff. The JSON and CSV outputs are also written under $SW_BUILD_DIR/report_out/ where
@@ -710,6 +711,61 @@ static void test_format_scale_time(void **state) {
     assert_null(sw_format_scale_time(1, NULL, 8));
 }
 
+/* ---- sw_ignite_write_*: Ignite's print_results layouts from cells (their texts against
+ * Ignite's own print_results: tests/python/test_ignite.py) ---- */
+
+static char *ignite_text(int (*write)(FILE *, const sw_ignite_row *, size_t),
+                         const sw_ignite_row *rows, size_t n, int *rc) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    *rc = write(f, rows, n);
+    fclose(f);
+    return buf;
+}
+
+static void test_ignite_layouts(void **state) {
+    (void)state;
+    /* A name column is 4 wider than its longest cell in any row, in code points: 14 for
+     * "Processing", 13 for "COMPLETED"; "\u03bbmbda" (5 code points, 6 bytes) gets 9
+     * spaces of padding. */
+    sw_ignite_row rows[] = {
+        {"\xce\xbbmbda", "COMPLETED", "0.5", "0.5", "0", "0.5", "0", "0.5", "None"},
+        {"Total", "", "0.5", "", NULL, "", NULL, "", ""},
+        {"Processing", "None", "1.0", "0.1", "3", "0.5", "0", "0.25", "0.1"},
+        {"Dataflow", "None", "not triggered", "None", "None", "None", "None", "None", "None"},
+    };
+    int rc;
+    char *text = ignite_text(sw_ignite_write_handlers, rows, 4, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "\n--------------  -------------  --------------  "));
+    assert_non_null(
+        strstr(text, "\n\xce\xbbmbda           COMPLETED                 0.5           0.5/0"));
+    assert_non_null(strstr(text, "\nProcessing took total 1.0s [min/index: 0.1s/3, max/index: "
+                                 "0.5s/0, mean: 0.25s, std: 0.1s]\n"));
+    free(text);
+    /* Ignite's rows end with Total, Processing and Dataflow: fewer is refused, as are NULL
+     * cells (an index may be NULL). */
+    free(ignite_text(sw_ignite_write_handlers, rows, 2, &rc));
+    assert_int_equal(rc, SW_EINVAL);
+    rows[0].mean = NULL;
+    free(ignite_text(sw_ignite_write_handlers, rows, 4, &rc));
+    assert_int_equal(rc, SW_EINVAL);
+    assert_int_equal(sw_ignite_write_handlers(NULL, rows, 4), SW_EINVAL);
+
+    sw_ignite_event ev[] = {{"STARTED", "[]", "0.00001"},
+                            {"COMPLETED", "['a']", "not yet triggered"}};
+    assert_int_equal(sw_ignite_write_basic(stdout, "p", NULL, "t", ev, 2), SW_EINVAL);
+    ev[1].handlers = NULL;
+    assert_int_equal(sw_ignite_write_basic(stdout, "p", "d", "t", ev, 2), SW_EINVAL);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) { /* a write error is SW_EIO */
+        setvbuf(full, NULL, _IONBF, 0);
+        assert_int_equal(sw_ignite_write_basic(full, "p", "d", "t", ev, 1), SW_EIO);
+        fclose(full);
+    }
+}
+
 static int setup(void **state) {
     fixture *f = malloc(sizeof *f);
     if (f == NULL)
@@ -744,6 +800,7 @@ int main(void) {
         cmocka_unit_test(test_format_parse),
         cmocka_unit_test(test_format_duration),
         cmocka_unit_test(test_format_scale_time),
+        cmocka_unit_test(test_ignite_layouts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

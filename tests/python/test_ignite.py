@@ -1,4 +1,5 @@
 """stepwatch.ignite: Ignite's BasicTimeProfiler / HandlersTimeProfiler API on the C core."""
+import copy
 import csv
 import logging
 import time
@@ -149,6 +150,60 @@ def test_handlers_profiler(sleepy, tmp_path):
     assert all(not hasattr(h, "_profiler_original")
                for e in eng._event_handlers for (h, _, _) in eng._event_handlers[e])
     assert calls["it"] == 6
+
+
+def ignite_prints(print_results, results, capsys):
+    """What print_results prints (stdout), and what it returns."""
+    capsys.readouterr()
+    returned = print_results(copy.deepcopy(results))
+    return capsys.readouterr().out, returned
+
+
+def test_print_results_are_ignites_text(sleepy, capsys):
+    """Both print_results write through the C layouts (sw_ignite_write_*), which the C
+    engine's views use too: what they print is what Ignite's own print_results prints for the
+    same results, character for character, on a real run and on cells Ignite writes in
+    unusual ways (names wider than the headers, non-ASCII names padded by code points,
+    "not triggered", values under 1e-4 in scientific form)."""
+    from ignite.handlers.time_profilers import BasicTimeProfiler as IgniteBasic
+    from ignite.handlers.time_profilers import HandlersTimeProfiler as IgniteHandlers
+
+    ds = sleepy(4, sleep_s=0.001)
+    eng, _ = engine_with_handlers()
+    basic, handlers = BasicTimeProfiler(), HandlersTimeProfiler()
+    basic.attach(eng)
+    handlers.attach(eng)
+    eng.run(DataLoader(ds, batch_size=None), max_epochs=2)
+
+    res = basic.get_results()
+    ours, returned = ignite_prints(BasicTimeProfiler.print_results, res, capsys)
+    theirs, theirs_returned = ignite_prints(IgniteBasic.print_results, res, capsys)
+    assert ours == theirs and returned == theirs_returned
+    assert "engine_with_handlers.<locals>.log_epoch" in ours and "Event handlers:" in ours
+
+    rows = handlers.get_results()
+    ours, _ = ignite_prints(HandlersTimeProfiler.print_results, rows, capsys)
+    theirs, _ = ignite_prints(IgniteHandlers.print_results, rows, capsys)
+    assert ours == theirs
+    assert "Dataflow took total" in ours
+
+    odd = [["\u03bb.h\u00e9ndler", "EPOCH_COMPLETED", 0.00001, (0.00001, 0), (0.00002, 1),
+            0.00002, "None"],
+           ["a.much_longer_handler_name_than_the_header", "ITERATION_COMPLETED",
+            "not triggered", ("None", "None"), ("None", "None"), "None", "None"],
+           ["Total", "", 12.5, "", "", "", ""],
+           ["Processing", "None", 1.25, (0.1, 3), (0.5, 0), 0.25, 0.12346],
+           ["Dataflow", "None", "not triggered", ("None", "None"), ("None", "None"), "None",
+            "None"]]
+    ours, _ = ignite_prints(HandlersTimeProfiler.print_results, odd, capsys)
+    theirs, _ = ignite_prints(IgniteHandlers.print_results, odd, capsys)
+    assert ours == theirs
+    assert "1e-05/0" in ours and "\u03bb.h\u00e9ndler  " in ours
+    # rows that are not Ignite's are refused, naming what is wrong
+    with pytest.raises(ValueError, match="Total, Processing and Dataflow"):
+        HandlersTimeProfiler.print_results(odd[:2])
+    with pytest.raises(TypeError, match="9-tuple"):
+        stepwatch._stepwatch.ignite_handlers_text([("a",)] * 3)
 
 
 def stepwatch_handlers(eng):
