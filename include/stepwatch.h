@@ -225,6 +225,11 @@ SW_API int sw_profiler_new(const sw_options *opts, sw_profiler **out);
  * events meanwhile are counted as dropped). *path (if path is not NULL) gets the file's path
  * after {rank}/{pid} expansion, or NULL; valid until sw_profiler_free. Thread-safe. */
 SW_API int sw_profiler_run_file(sw_profiler *p, const char **path);
+/* Why p's run file is not written now, as the line on stderr said it: the file and the cause
+ * ("run.db: cannot make its thread's wake-up pipe: Too many open files"); "" while it is
+ * written or when p writes none. Copied into buf (size bytes, NUL included); returns buf.
+ * Thread-safe. */
+SW_API char *sw_profiler_run_file_error(sw_profiler *p, char *buf, size_t size);
 
 /* Complete the run file (if any) and free everything. Open spans are discarded (counted as
  * misuse in the run file's last snapshot). No other thread may use p during or after this
@@ -398,6 +403,35 @@ SW_API void sw_counter(sw_profiler *p, sw_id counter, double value);
  * (NULL p or key, an empty or too long key), SW_ELIMIT (SW_MAX_NOTES keys already) or
  * SW_ENOMEM. */
 SW_API int sw_set_note(sw_profiler *p, const char *key, const char *value);
+
+/* ------------------------------------------------------------------------------------------
+ * Modules: per-module time and memory of a PyTorch model (Python: Profiler(modules=True),
+ * docs/python.md "Per-module time and memory"). The front end measures; the profiler keeps
+ * its latest table for snapshots, the run file and every report. Times are the sums over the
+ * sampled steps (the notes "modules_every" and "modules_sampled_steps" say which).
+ * ---------------------------------------------------------------------------------------- */
+
+#define SW_MAX_MODULES 4096 /* rows one table keeps (sw_set_modules cuts the rest) */
+
+typedef struct sw_module_row {
+    const char *path; /* from named_modules: "encoder.layers.3.attn"; "" for the model */
+    const char *kind; /* its class name: "MultiheadAttention" */
+    uint64_t forward_calls;
+    uint64_t forward_ns;      /* cumulative: its submodules included */
+    uint64_t forward_self_ns; /* outside its submodules */
+    uint64_t backward_calls;
+    uint64_t backward_ns;
+    uint64_t backward_self_ns;
+    int64_t activation_bytes; /* largest allocator growth over one forward; -1 unknown (CPU) */
+    int64_t param_bytes;      /* parameters, its submodules' included; -1 unknown */
+    int64_t grad_bytes;       /* their .grad tensors */
+    int64_t optimizer_bytes;  /* the optimizer's state of its parameters */
+} sw_module_row;
+
+/* Replace p's module table with n rows (copied, at most SW_MAX_MODULES). Takes a lock: call
+ * it once per sampled step or less. 0, SW_EINVAL (NULL p, or NULL rows with n > 0, or a row
+ * without a path or kind) or SW_ENOMEM. */
+SW_API int sw_set_modules(sw_profiler *p, const sw_module_row *rows, size_t n);
 
 /* ------------------------------------------------------------------------------------------
  * Convenience macros. Each call site caches its action id; -DSW_DISABLE removes them.
@@ -596,6 +630,8 @@ typedef struct sw_snapshot {
                                    where ranks differ) */
     sw_note *notes;
     sw_memory_summary memory; /* memory per step, summed up (all ranks: the largest of each) */
+    size_t nmodules;          /* sw_set_modules' table; a merged file's ranks summed by path */
+    sw_module_row *modules;
 } sw_snapshot;
 
 /* Take a snapshot of everything recorded so far (all threads). Caller frees with

@@ -66,8 +66,18 @@ static void device_options_from_env(sw_options *o) {
 /* The device sinks the options ask for. They never fail the profiler: without NVML or a
  * CUDA runtime the device layer says why once and the run goes on without that part. */
 static void attach_device(sw_profiler *p, const sw_options *o) {
-    if (o->device_stats)
-        sw_device_stats_start(p, o->device_stats_ms);
+    /* Never an error of the profiler's: said once, and training goes on without them (the
+     * run file's sentence, if any, stays the one sw_last_error gives). */
+    if (o->device_stats) {
+        char kept[640];
+        snprintf(kept, sizeof kept, "%s", sw_last_error());
+        sw__error_clear();
+        int rc = sw_device_stats_start(p, o->device_stats_ms);
+        if (rc != 0)
+            sw__warn("device statistics not sampled: %s",
+                     sw_last_error()[0] ? sw_last_error() : sw_strerror(rc));
+        sw__error(0, "%s", kept);
+    }
     if (o->device_time)
         sw_device_time_cuda(p, NULL);
 }

@@ -6,6 +6,7 @@
  */
 #include "_stepwatch.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 /* ---- writing a file from a run: html() and export_chrome() ---- */
@@ -29,21 +30,28 @@ static PyObject *write_runs_to(module_state *st, PyObject *const *runs, int nrun
             Py_DECREF(out_path);
             return NULL;
         }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS /* reads every step (and span) of the run files */
+    int rc, write_errno = -1; /* >= 0: the stream failed (errno then, 0 unknown) */
+    Py_BEGIN_ALLOW_THREADS    /* reads every step (and span) of the run files */
         sw_output *o = NULL;
     rc = sw_output_open(PyBytes_AS_STRING(out_path), &o);
     if (rc == 0) {
-        rc = nruns == 2 ? pair(run[0], run[1], sw_output_stream(o))
-                        : writer(run[0], sw_output_stream(o));
+        FILE *f = sw_output_stream(o);
+        errno = 0;
+        rc = nruns == 2 ? pair(run[0], run[1], f) : writer(run[0], f);
+        if (rc != 0 && ferror(f)) /* a full disk: named with the path, as the commit would */
+            write_errno = errno;
         if (rc == 0)
             rc = sw_output_commit(o);
         else
             sw_output_abort(o);
     }
     Py_END_ALLOW_THREADS for (int i = nruns - 1; i >= 0; i--) sw_run_close(run[i]);
+    PyObject *result = rc == 0 ? Py_NewRef(Py_None)
+                       : write_errno >= 0
+                           ? sw_py_raise_write(st, who, PyBytes_AS_STRING(out_path), write_errno)
+                           : sw_py_raise(st, rc, who);
     Py_DECREF(out_path);
-    return rc == 0 ? Py_NewRef(Py_None) : sw_py_raise(st, rc, who);
+    return result;
 }
 
 /* who(run, path) with one run file. */

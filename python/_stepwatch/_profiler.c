@@ -79,23 +79,53 @@ static void tell_watcher(module_state *st, PyObject *made) {
     Py_DECREF(callback);
 }
 
+/* Profiler(modules=True or k): per-module time and memory, every k-th step
+ * (stepwatch/_modules.py installs the hooks of _modules.c). */
+static int attach_modules(ProfilerObject *self, PyObject *modules) {
+    int on = PyObject_IsTrue(modules);
+    if (on <= 0)
+        return on;
+    PyObject *helper = PyImport_ImportModule("stepwatch._modules");
+    if (helper == NULL)
+        return -1;
+    self->modules = PyObject_CallMethod(helper, "attach", "OO", (PyObject *)self, modules);
+    Py_DECREF(helper);
+    return self->modules ? 0 : -1;
+}
+
+/* The modules' last flush and their hooks off, before the profiler goes: never raises. */
+static void detach_modules(ProfilerObject *self) {
+    PyObject *modules = self->modules;
+    if (modules == NULL)
+        return;
+    self->modules = NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *r = PyObject_CallMethod(modules, "close", NULL);
+    if (r == NULL)
+        PyErr_WriteUnraisable(modules);
+    Py_XDECREF(r);
+    Py_DECREF(modules);
+    PyErr_Restore(type, value, tb);
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"name",        "warmup_steps",  "run_file",   "timeline",
-                             "max_depth",   "rank",          "world_size", "command",
-                             "enabled",     "ring_capacity", "on_full",    "functions",
-                             "builtins",    "live",          "local_rank", "device_stats",
-                             "device_time", "clock",         "memory",     NULL};
+    static char *kwlist[] = {
+        "name",       "warmup_steps", "run_file",   "timeline",      "max_depth",   "rank",
+        "world_size", "command",      "enabled",    "ring_capacity", "on_full",     "functions",
+        "builtins",   "live",         "local_rank", "device_stats",  "device_time", "clock",
+        "memory",     "modules",      NULL};
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop", *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL,
-             *memory_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzO:Profiler", kwlist, &name,
+             *memory_obj = Py_None, *modules = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzOO:Profiler", kwlist, &name,
                                      &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
                                      &world_size, &command, &enabled, &ring_obj, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time, &clock, &memory_obj))
+                                     &device_time, &clock, &memory_obj, &modules))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
     if ((warmup_obj &&
@@ -179,6 +209,10 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
+    if (attach_modules(self, modules) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     sync_run_file_owner();
     tell_watcher(st, (PyObject *)self);
     return (PyObject *)self;
@@ -189,6 +223,7 @@ static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->actions);
     Py_VISIT(self->phases);
     Py_VISIT(self->counters);
+    Py_VISIT(self->modules);
     return sw_py_memory_traverse(self->memory, visit, arg);
 }
 
@@ -196,12 +231,14 @@ static int Profiler_clear(ProfilerObject *self) {
     Py_CLEAR(self->actions);
     Py_CLEAR(self->phases);
     Py_CLEAR(self->counters);
+    Py_CLEAR(self->modules);
     sw_py_memory_free(self->memory);
     self->memory = NULL;
     return 0;
 }
 
 static void profiler_close(ProfilerObject *self) {
+    detach_modules(self);
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     sw_profiler *p = self->p;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
@@ -581,7 +618,11 @@ static PyObject *Profiler_get_run_file_error(ProfilerObject *self, void *closure
     int rc = self->p ? sw_profiler_run_file(self->p, NULL) : SW_ENOTFOUND;
     if (rc == 0 || rc == SW_ENOTFOUND)
         Py_RETURN_NONE;
-    return PyUnicode_FromString(sw_strerror(rc));
+    char why[640]; /* the file and the cause, as said on stderr */
+    const char *text = sw_profiler_run_file_error(self->p, why, sizeof why);
+    if (text[0] == '\0')
+        text = sw_strerror(rc);
+    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
 }
 
 static PyObject *Profiler_repr(ProfilerObject *self) {
@@ -714,7 +755,7 @@ static PyType_Slot Profiler_slots[] = {
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, "
      "rank=0, world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop', "
      "functions=None, builtins=False, live=None, local_rank=0, device_stats=False, "
-     "device_time=False, clock=None)\n--\n\n"
+     "device_time=False, clock=None, memory=None, modules=False)\n--\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -734,7 +775,10 @@ static PyType_Slot Profiler_slots[] = {
      "clock: None (SW_CLOCK in the environment, else CLOCK_MONOTONIC), "
      "'monotonic', or 'tsc':\n"
      "the x86-64 time-stamp counter where invariant, for the whole process (else monotonic,\n"
-     "said on stderr); stepwatch.clock_in_use() tells which."},
+     "said on stderr); stepwatch.clock_in_use() tells which.\n"
+     "modules: True (every 10th step) or a step interval k: the forward and backward time\n"
+     "of each nn.Module, self and cumulative, and its memory, every k-th step; the module\n"
+     "an out-of-memory error comes from is named (docs/python.md)."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

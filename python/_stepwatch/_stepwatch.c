@@ -349,6 +349,9 @@ static int module_exec(PyObject *module) {
         add_type(module, &sw_py_intervals_spec, &st->intervals_type) < 0 ||
         add_type(module, &sw_py_fire_event_spec, &st->fire_event_type) < 0 ||
         add_type(module, &sw_py_live_spec, &st->live_type) < 0 ||
+        add_type(module, &sw_py_modules_spec, &st->modules_type) < 0 ||
+        add_type(module, &sw_py_modules_hook_spec, &st->modules_hook_type) < 0 ||
+        add_type(module, &sw_py_node_hook_spec, &st->node_hook_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->action_type) < 0 ||
         sw_py_add_prebound(st->prebound_type, st->phase_type) < 0)
         return -1;
@@ -387,6 +390,9 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->timer_type);
     Py_VISIT(st->loop_type);
     Py_VISIT(st->hook_type);
+    Py_VISIT(st->modules_type);
+    Py_VISIT(st->modules_hook_type);
+    Py_VISIT(st->node_hook_type);
     Py_VISIT(st->marks_type);
     Py_VISIT(st->fitmarks_type);
     Py_VISIT(st->handler_timer_type);
@@ -414,6 +420,9 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->timer_type);
     Py_CLEAR(st->loop_type);
     Py_CLEAR(st->hook_type);
+    Py_CLEAR(st->modules_type);
+    Py_CLEAR(st->modules_hook_type);
+    Py_CLEAR(st->node_hook_type);
     Py_CLEAR(st->marks_type);
     Py_CLEAR(st->fitmarks_type);
     Py_CLEAR(st->handler_timer_type);

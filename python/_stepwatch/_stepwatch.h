@@ -34,6 +34,8 @@
  *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
  *   _live.c       Live: the live status line's figures (sw_live_*)
  *   _memory.c     memory per step: torch's CUDA allocator, read at each step's end
+ *   _modules.c    Modules: per-module time and memory, and the module an OOM came from
+ *                 (Profiler(modules=True); stepwatch/_modules.py installs its hooks)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -69,6 +71,9 @@ typedef struct {
     PyTypeObject *intervals_type;
     PyTypeObject *fire_event_type;
     PyTypeObject *live_type;
+    PyTypeObject *modules_type;
+    PyTypeObject *modules_hook_type;
+    PyTypeObject *node_hook_type;
     PyObject *error;           /* stepwatch.Error */
     PyObject *update_wrapper;  /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;      /* the interned string "shape", for batch_size() */
@@ -104,6 +109,9 @@ extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
 extern PyType_Spec sw_py_scope_spec;
 extern PyType_Spec sw_py_intervals_spec;  /* _intervals.c */
 extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
+extern PyType_Spec sw_py_modules_spec;    /* _modules.c */
+extern PyType_Spec sw_py_modules_hook_spec;
+extern PyType_Spec sw_py_node_hook_spec;
 
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
@@ -123,6 +131,7 @@ typedef struct {
     PyObject *weakrefs;           /* weak references to it (its device samplers hold one) */
     const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
     sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
+    PyObject *modules; /* Profiler(modules=...): stepwatch._modules' ModuleTimes, or NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -318,6 +327,9 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused);
 /* Raise the Python exception for a negative SW_E* code (MemoryError, ValueError, else
  * stepwatch.Error with .code and .name). `what` names the failed call. Returns NULL. */
 PyObject *sw_py_raise(module_state *st, int rc, const char *what);
+/* stepwatch.Error (SW_EIO) for a write to path that failed with errno err (0: EIO): "what:
+ * cannot write path: No space left on device". NULL. */
+PyObject *sw_py_raise_write(module_state *st, const char *what, const char *path, int err);
 
 /* A batch size argument: a non-negative int that fits 32 bits; else -1 and ValueError. */
 int sw_py_parse_batch_size(PyObject *obj, uint32_t *out);

@@ -4,17 +4,11 @@
  */
 #include "_stepwatch.h"
 
+#include <errno.h>
 #include <string.h>
 
-/* Raise the Python exception for a negative SW_E* code. `what` names the failed call. */
-PyObject *sw_py_raise(module_state *st, int rc, const char *what) {
-    if (rc == SW_ENOMEM)
-        return PyErr_NoMemory();
-    if (rc == SW_EINVAL)
-        return PyErr_Format(PyExc_ValueError, "%s: %s", what, sw_strerror(rc));
-    /* The library's sentence names the file or name at fault and the cause, when it has one. */
-    const char *why = *sw_last_error() ? sw_last_error() : sw_strerror(rc);
-    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, why);
+/* stepwatch.Error(msg) with .code rc and .name. */
+static PyObject *raise_error(module_state *st, int rc, PyObject *msg) {
     if (!msg)
         return NULL;
     PyObject *exc = PyObject_CallOneArg(st->error, msg);
@@ -30,6 +24,23 @@ PyObject *sw_py_raise(module_state *st, int rc, const char *what) {
     Py_XDECREF(name);
     Py_DECREF(exc);
     return NULL;
+}
+
+/* Raise the Python exception for a negative SW_E* code. `what` names the failed call. */
+PyObject *sw_py_raise(module_state *st, int rc, const char *what) {
+    if (rc == SW_ENOMEM)
+        return PyErr_NoMemory();
+    if (rc == SW_EINVAL)
+        return PyErr_Format(PyExc_ValueError, "%s: %s", what, sw_strerror(rc));
+    /* The library's sentence names the file or name at fault and the cause, when it has one. */
+    const char *why = *sw_last_error() ? sw_last_error() : sw_strerror(rc);
+    return raise_error(st, rc, PyUnicode_FromFormat("%s: %s", what, why));
+}
+
+PyObject *sw_py_raise_write(module_state *st, const char *what, const char *path, int err) {
+    return raise_error(
+        st, SW_EIO,
+        PyUnicode_FromFormat("%s: cannot write %s: %s", what, path, strerror(err ? err : EIO)));
 }
 
 /* A batch size argument: a non-negative int that fits 32 bits. */
@@ -181,7 +192,14 @@ PyObject *sw_py_text_of(module_state *st, sw_py_writer write, void *ctx, const c
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a diagnosis reads every step of a run file */
         rc = write(ctx, f);
-    Py_END_ALLOW_THREADS if (fclose(f) != 0 && rc == 0) rc = SW_EIO;
+    Py_END_ALLOW_THREADS
+        /* A stream in memory fails only for want of memory: said so, not "input/output
+         * error" (a run file's read error keeps its own code and sentence). */
+        int in_memory_failed = ferror(f);
+    if (fclose(f) != 0)
+        in_memory_failed = 1;
+    if (in_memory_failed && (rc == 0 || rc == SW_EIO))
+        rc = SW_ENOMEM;
     PyObject *text = rc == 0 ? PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "replace")
                              : sw_py_raise(st, rc, what);
     free(buf);

@@ -103,6 +103,9 @@ int sw__snapshot_add_counter(sw_snapshot *s, const sw_counter_summary *counter);
 /* Append note key = value (copied) unless s has key already (the first value stays). 0 or
  * SW_ENOMEM. */
 int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value);
+/* Add module row (strings copied); a row of the same path already in s gets its calls and
+ * times added and the largest of each byte count (ranks merged). 0 or SW_ENOMEM. */
+int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row);
 /* After the per-phase rows: append one roll-up row per action (phase SW_PHASE_ALL, phase name
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);
@@ -112,6 +115,10 @@ int sw__snapshot_finish(sw_snapshot *s);
 /* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",
  * path, strerror(errno));`. */
 int sw__error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Make this thread's sentence for error rc name path: "path: <the sentence>" when it does not
+ * name it yet ("path: input/output error" when there is none: never a bare code). Returns
+ * rc (0 leaves everything as it is). */
+int sw__error_about(int rc, const char *path);
 /* Forget it: the calls that set it clear it when they begin. */
 void sw__error_clear(void);
 
@@ -149,9 +156,11 @@ typedef struct sw__ticker {
 } sw__ticker;
 
 /* Open the wake pipe, before anything can wake the ticker (a signal handler may be given
- * wake[1]): 0, or -1 and errno. */
+ * wake[1]): 0, or SW_EIO/SW_ENOMEM with the sentence saying why ("cannot make its thread's
+ * wake-up pipe: Too many open files"; the caller adds what it is, sw__error_about). */
 int sw__ticker_open(sw__ticker *t);
-/* Start the thread (every signal blocked on it). 0 or SW_ENOMEM. */
+/* Start the thread (every signal blocked on it). 0, or SW_EIO/SW_ENOMEM with the sentence
+ * saying why ("cannot start its thread: Resource temporarily unavailable"). */
 int sw__ticker_start(sw__ticker *t, int period_ms, int (*tick)(void *ctx), void *ctx);
 /* Run the tick now rather than at the next period: never blocks, async-signal-safe. */
 void sw__ticker_wake(sw__ticker *t);

@@ -70,6 +70,14 @@ void sw__error_clear(void) {
     last_error[0] = '\0';
 }
 
+int sw__error_about(int rc, const char *path) {
+    if (rc == 0 || path == NULL || (last_error[0] != '\0' && strstr(last_error, path) != NULL))
+        return rc;
+    char why[sizeof last_error];
+    snprintf(why, sizeof why, "%s", last_error[0] != '\0' ? last_error : sw_strerror(rc));
+    return sw__error(rc, "%s: %s", path, why);
+}
+
 int sw__error(int rc, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -10,6 +10,7 @@
  *   recorder_watch.c     the watchers (sw_watch, sw__hook)
  *   recorder_sinks.c     attach and find sinks; drain the event rings
  *   recorder_notes.c     sw_set_note
+ *   recorder_modules.c   sw_set_modules
  *   recorder_snapshot.c  sw_snapshot_take
  *   recorder_access.c    accessors for the layers above (core.h), thread names
  *   recorder_process.c   every live profiler in the process: fork and exit hooks
@@ -123,6 +124,9 @@ struct sw_profiler {
     char *note_keys[SW_MAX_NOTES];
     char *note_values[SW_MAX_NOTES];
     uint32_t nnotes;
+    /* sw_set_modules' table (rows and their strings owned), under lock. */
+    sw_module_row *modules;
+    size_t nmodules;
 
     /* Process-wide training state, written by the thread that marks steps and phases. */
     _Atomic uint32_t current_phase;
@@ -188,6 +192,11 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
 /* Intern an action name; a new name gets category cat, an existing one keeps its own. */
 sw_id sw__action_intern_locked(sw_profiler *p, const char *name, sw_category cat);
 sw_phase sw__phase_intern_locked(sw_profiler *p, const char *name);
+
+/* ---- recorder_modules.c ---- */
+
+/* Free a module table made by sw_set_modules (rows and their strings). */
+void sw__modules_free(sw_module_row *rows, size_t n);
 
 /* ---- recorder_process.c ---- */
 

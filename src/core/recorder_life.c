@@ -166,6 +166,7 @@ void sw_profiler_free(sw_profiler *p) {
         free(p->note_keys[i]);
         free(p->note_values[i]);
     }
+    sw__modules_free(p->modules, p->nmodules);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->counter_lock);
     free((char *)p->opts.name);

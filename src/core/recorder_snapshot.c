@@ -120,6 +120,8 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
     }
     for (uint32_t i = 0; rc == 0 && i < p->nnotes; i++)
         rc = sw__snapshot_set_note(s, p->note_keys[i], p->note_values[i]);
+    for (size_t i = 0; rc == 0 && i < p->nmodules; i++)
+        rc = sw__snapshot_add_module(s, &p->modules[i]);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_lock(&p->counter_lock);
     for (uint32_t i = 0; rc == 0 && i < atomic_load(&p->ncounter); i++) {

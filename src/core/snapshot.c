@@ -12,7 +12,7 @@ typedef struct sw__snapshot_owned {
     sw_snapshot pub;
     char **strings;
     size_t nstrings, strings_cap;
-    size_t rows_cap, counters_cap, notes_cap;
+    size_t rows_cap, counters_cap, notes_cap, modules_cap;
 } sw__snapshot_owned;
 
 static sw__snapshot_owned *owned_of(sw_snapshot *s) {
@@ -82,6 +82,40 @@ int sw__snapshot_set_note(sw_snapshot *s, const char *key, const char *value) {
     return 0;
 }
 
+static int64_t larger(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
+int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row) {
+    for (size_t i = 0; i < s->nmodules; i++) {
+        sw_module_row *m = &s->modules[i];
+        if (strcmp(m->path, row->path) != 0)
+            continue;
+        m->forward_calls += row->forward_calls;
+        m->forward_ns += row->forward_ns;
+        m->forward_self_ns += row->forward_self_ns;
+        m->backward_calls += row->backward_calls;
+        m->backward_ns += row->backward_ns;
+        m->backward_self_ns += row->backward_self_ns;
+        m->activation_bytes = larger(m->activation_bytes, row->activation_bytes);
+        m->param_bytes = larger(m->param_bytes, row->param_bytes);
+        m->grad_bytes = larger(m->grad_bytes, row->grad_bytes);
+        m->optimizer_bytes = larger(m->optimizer_bytes, row->optimizer_bytes);
+        return 0;
+    }
+    sw__snapshot_owned *o = owned_of(s);
+    if (sw__grow(&s->modules, sizeof *s->modules, &o->modules_cap, s->nmodules + 1, 32) != 0)
+        return SW_ENOMEM;
+    sw_module_row *copy = &s->modules[s->nmodules];
+    *copy = *row;
+    copy->path = sw__snapshot_string(s, row->path ? row->path : "");
+    copy->kind = sw__snapshot_string(s, row->kind ? row->kind : "");
+    if (copy->path == NULL || copy->kind == NULL)
+        return SW_ENOMEM;
+    s->nmodules++;
+    return 0;
+}
+
 const char *sw_snapshot_note(const sw_snapshot *s, const char *key) {
     if (s == NULL || key == NULL)
         return NULL;
@@ -147,5 +181,6 @@ void sw_snapshot_free(sw_snapshot *s) {
     free(s->rows);
     free(s->counters);
     free(s->notes);
+    free(s->modules);
     free(o);
 }

@@ -14,13 +14,18 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 int sw__ticker_open(sw__ticker *t) {
     t->wake[0] = t->wake[1] = -1;
     t->running = 0;
     atomic_init(&t->stop, 0);
-    return pipe2(t->wake, O_NONBLOCK | O_CLOEXEC);
+    if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) == 0)
+        return 0;
+    t->wake[0] = t->wake[1] = -1;
+    return sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO,
+                     "cannot make its thread's wake-up pipe: %s", strerror(errno));
 }
 
 static void *ticker_main(void *arg) {
@@ -46,10 +51,9 @@ int sw__ticker_start(sw__ticker *t, int period_ms, int (*tick)(void *ctx), void 
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int err = pthread_create(&t->thread, NULL, ticker_main, t);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0) {
-        errno = err; /* for the caller's sentence: EAGAIN under `ulimit -u` */
-        return err == ENOMEM ? SW_ENOMEM : SW_EIO;
-    }
+    if (err != 0) /* EAGAIN under `ulimit -u` or a cgroup's pids.max: said as such */
+        return sw__error(err == ENOMEM ? SW_ENOMEM : SW_EIO, "cannot start its thread: %s",
+                         strerror(err));
     t->running = 1;
     return 0;
 }

@@ -144,7 +144,7 @@ int sw_device_stats_start(sw_profiler *p, uint32_t interval_ms) {
     s->p = p;
     s->interval_ms = interval_ms ? interval_ms : 500;
     pthread_mutex_init(&s->source_lock, NULL);
-    int rc = sw__ticker_open(&s->ticker) == 0 ? 0 : SW_ENOMEM;
+    int rc = sw__ticker_open(&s->ticker); /* out of descriptors: said, not "out of memory" */
     if (rc == 0)
         rc = sw_device_reader_new(1, &s->reader);
     if (rc == 0 && sw_device_gpu_error(s->reader))

@@ -14,6 +14,8 @@
  */
 #include "engine_internal.h"
 
+#include <errno.h>
+
 #include <inttypes.h>
 #include <string.h>
 
@@ -40,6 +42,7 @@ static void sw__csv_num(char *out, double seconds) {
 
 int sw__csv_open(sw__csv *c, const char *path) {
     memset(c, 0, sizeof *c);
+    c->path = path;
     /* Rows are appended and two columns rewritten in place later: the stream of a regular
      * file is opened "w+"; the file replaces the old one only when complete. */
     int rc = sw_output_open(path, &c->out);
@@ -47,10 +50,11 @@ int sw__csv_open(sw__csv *c, const char *path) {
         return rc;
     c->file = sw_output_stream(c->out);
     if (fputs(sw__csv_header, c->file) == EOF) {
+        int err = errno ? errno : EIO;
         sw_output_abort(c->out);
         c->out = NULL;
         c->file = NULL;
-        return SW_EIO;
+        return sw__error(SW_EIO, "%s: cannot write: %s", path, strerror(err));
     }
     c->header_len = (long)(sizeof sw__csv_header - 1);
     return 0;
@@ -82,7 +86,7 @@ void sw__csv_row(sw__csv *c, const sw_engine *e, double processing_s, double dat
     row[n++] = '\n';
     if (n != SW__CSV_ROW_LEN || fseek(c->file, 0, SEEK_END) != 0 ||
         fwrite(row, 1, (size_t)n, c->file) != (size_t)n) {
-        c->failed = 1;
+        c->failed = errno ? errno : EIO;
         return;
     }
     c->rows++;
@@ -97,7 +101,7 @@ static void sw__csv_patch(sw__csv *c, uint64_t first, int col, double seconds) {
         long off = c->header_len + (long)r * SW__CSV_ROW_LEN + col_off;
         if (fseek(c->file, off, SEEK_SET) != 0 ||
             fwrite(num, 1, SW__CSV_NUM_W, c->file) != SW__CSV_NUM_W)
-            c->failed = 1;
+            c->failed = errno ? errno : EIO;
     }
 }
 
@@ -116,7 +120,8 @@ int sw__csv_close(sw__csv *c, double completed_s) {
     int rc = 0;
     if (c->failed) {
         sw_output_abort(c->out); /* the old file, if any, stays */
-        rc = SW_EIO;
+        rc = sw__error(SW_EIO, "%s: cannot write: %s; the file was not replaced", c->path,
+                       strerror(c->failed));
     } else {
         rc = sw_output_commit(c->out);
     }

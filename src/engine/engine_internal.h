@@ -46,7 +46,8 @@ typedef struct sw__csv {
     long header_len;
     uint64_t rows;
     uint64_t epoch_first_row; /* first row of the current epoch */
-    int failed;               /* a write failed: stop writing, report at the end */
+    int failed;               /* a write failed (its errno): stop writing, say why at the end */
+    const char *path;         /* the engine's csv_path, for that sentence */
 } sw__csv;
 
 struct sw_engine {

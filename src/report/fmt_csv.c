@@ -36,11 +36,41 @@ static void put_device(FILE *out, const sw_snapshot *s, const sw_row *r) {
         fputs(",,,,", out);
 }
 
+/* The module rows (module_rows.c): one line per module and pass ("forward", "backward"),
+ * category "module", with the count, total and self time; the columns of action rows that
+ * do not apply are empty, the module columns at the end are filled. */
+static void put_modules(FILE *out, const sw_snapshot *s, int device) {
+    for (size_t i = 0; i < s->nmodules; i++) {
+        const sw_module_row *m = &s->modules[i];
+        for (int pass = 0; pass < 2; pass++) {
+            uint64_t calls = pass ? m->backward_calls : m->forward_calls;
+            uint64_t total = pass ? m->backward_ns : m->forward_ns;
+            if (pass && calls == 0)
+                continue;
+            sw__csv_put_text(out, m->path[0] ? m->path : "(model)");
+            fputs(pass ? ",backward,module" : ",forward,module", out);
+            fprintf(out, ",%" PRIu64, calls);
+            put_seconds(out, total);
+            put_seconds(out, pass ? m->backward_self_ns : m->forward_self_ns);
+            put_fseconds(out, calls ? (double)total / (double)calls : 0);
+            fputs(",,,,,,,,,,,,,,,", out); /* std_s .. warmup_mean_s */
+            if (device)
+                fputs(",,,,", out);
+            fputc(',', out);
+            sw__csv_put_text(out, m->kind);
+            fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", m->param_bytes,
+                    m->grad_bytes, m->optimizer_bytes, m->activation_bytes);
+        }
+    }
+}
+
 static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
     (void)opts;
     int device = sw__device_any(s);
-    fprintf(out, "%s%s\n", header,
-            device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "");
+    int modules = s->nmodules > 0;
+    fprintf(out, "%s%s%s\n", header,
+            device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "",
+            modules ? ",module_class,param_bytes,grad_bytes,optimizer_bytes,activation_bytes" : "");
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -80,8 +110,11 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
         put_fseconds(out, r->warmup.count ? r->warmup.mean_ns : 0);
         if (device)
             put_device(out, s, r);
+        if (modules)
+            fputs(",,,,,", out);
         fputc('\n', out);
     }
+    put_modules(out, s, device);
     return 0;
 }
 

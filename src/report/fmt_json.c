@@ -6,6 +6,8 @@
  */
 #include "writer.h"
 
+#include <stdlib.h>
+
 #include "json_out.h"
 
 static void put_stats(sw__jw *w, const sw_stats *st) {
@@ -103,6 +105,38 @@ static void put_misuse(sw__jw *w, const sw_misuse *m) {
     sw__jw_object_end(w);
 }
 
+/* The module table, when there is one: the sampling notes and every row. */
+static void put_modules(sw__jw *w, const sw_snapshot *s) {
+    sw__jw_key(w, "modules");
+    sw__jw_object_begin(w);
+    const char *every = sw_snapshot_note(s, "modules_every");
+    const char *steps = sw_snapshot_note(s, "modules_sampled_steps");
+    sw__jw_kv_uint(w, "every", every ? strtoull(every, NULL, 10) : 0);
+    sw__jw_kv_uint(w, "sampled_steps", steps ? strtoull(steps, NULL, 10) : 0);
+    sw__jw_kv_string(w, "clock", sw_snapshot_note(s, "modules_clock"));
+    sw__jw_key(w, "rows");
+    sw__jw_array_begin(w);
+    for (size_t i = 0; i < s->nmodules; i++) {
+        const sw_module_row *m = &s->modules[i];
+        sw__jw_object_begin(w);
+        sw__jw_kv_string(w, "path", m->path);
+        sw__jw_kv_string(w, "class", m->kind);
+        sw__jw_kv_uint(w, "forward_calls", m->forward_calls);
+        sw__jw_kv_uint(w, "forward_ns", m->forward_ns);
+        sw__jw_kv_uint(w, "forward_self_ns", m->forward_self_ns);
+        sw__jw_kv_uint(w, "backward_calls", m->backward_calls);
+        sw__jw_kv_uint(w, "backward_ns", m->backward_ns);
+        sw__jw_kv_uint(w, "backward_self_ns", m->backward_self_ns);
+        sw__jw_kv_int(w, "param_bytes", m->param_bytes);
+        sw__jw_kv_int(w, "grad_bytes", m->grad_bytes);
+        sw__jw_kv_int(w, "optimizer_bytes", m->optimizer_bytes);
+        sw__jw_kv_int(w, "activation_bytes", m->activation_bytes);
+        sw__jw_object_end(w);
+    }
+    sw__jw_array_end(w);
+    sw__jw_object_end(w);
+}
+
 static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *opts) {
     (void)opts;
     sw__jw w;
@@ -150,6 +184,8 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
             sw__jw_kv_string(&w, s->notes[i].key, s->notes[i].value);
         sw__jw_object_end(&w);
     }
+    if (s->nmodules > 0) /* likewise */
+        put_modules(&w, s);
     sw__jw_object_end(&w);
     return sw__jw_finish(&w);
 }

@@ -57,6 +57,8 @@ int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
         rc = w->write(s, out, opts ? opts : &defaults);
     if (rc == 0 && !w->machine && s->nrows > 0 && sw__device_any(s))
         sw__put_device_section(s, out, fmt == SW_FORMAT_MARKDOWN);
+    if (rc == 0 && !w->machine && s->nrows > 0)
+        sw__put_modules_section(s, out, fmt == SW_FORMAT_MARKDOWN);
     /* Writers print through stdio; a failed write (full disk, closed pipe) shows in the
      * stream's error flag once the buffer is flushed. */
     if (fflush(out) != 0 || ferror(out))

@@ -152,4 +152,15 @@ int sw__device_phase_time(const char *name);
  * as a markdown table when markdown is nonzero. */
 void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
 
+/* ---- the modules table (module_rows.c) ---- */
+
+/* The snapshot's module rows, most self time (forward + backward) first: *out is malloc'ed
+ * (free it); the count, or -1 when out of memory. */
+long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out);
+/* Bytes in binary units ("1.50 MiB"); "-" for a negative (unknown) count. */
+void sw__format_bytes(int64_t bytes, char *out, size_t size);
+/* The text formats' "Modules" section (the top 20 by self time), as a markdown table when
+ * markdown is nonzero. Nothing when the snapshot has no modules. */
+void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown);
+
 #endif /* SW_REPORT_WRITER_H */

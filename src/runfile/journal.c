@@ -59,6 +59,8 @@ typedef struct sw__journal {
     uint64_t lost_at_failure;  /* lost_events when the current failure began */
     int failing;               /* the last flush failed (warned; waiting to resume) */
     char cause[256];           /* why the last write failed */
+    char why[640];             /* while status != 0: the sentence said, naming the file and
+                                  the cause (sw_profiler_run_file_error) */
     int warnings;
     sw__event *events; /* what the last drain handed over */
     size_t nevents, events_cap;
@@ -119,6 +121,7 @@ static void keep_cause(sw__journal *j) {
 
 static void note_failure(sw__journal *j, int rc) {
     atomic_store(&j->status, rc);
+    snprintf(j->why, sizeof j->why, "%s: cannot write (%s)", j->path, j->cause);
     if (j->failing)
         return;
     j->failing = 1;
@@ -131,6 +134,7 @@ static void note_failure(sw__journal *j, int rc) {
 
 static void note_success(sw__journal *j) {
     atomic_store(&j->status, 0);
+    j->why[0] = '\0';
     if (!j->failing)
         return;
     j->failing = 0;
@@ -643,18 +647,19 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
         free_journal(j);
         return SW_ENOMEM;
     }
+    /* Each failure below is said with the file's path and its cause (out of descriptors:
+     * "Too many open files"; no thread: "Resource temporarily unavailable"). */
     int rc = open_file(j);
-    if (rc == 0 && sw__ticker_open(&j->flusher) != 0)
-        rc = sw__error(SW_EIO, "%s: %s", path, strerror(errno));
+    if (rc == 0)
+        rc = sw__error_about(sw__ticker_open(&j->flusher), path);
     if (rc == 0 && !o->no_signal_handlers) {
-        rc = sw__signal_watch(j->flusher.wake[1]);
+        rc = sw__error_about(sw__signal_watch(j->flusher.wake[1]), path);
         j->signals_watched = rc == 0;
     }
     if (rc == 0) {
         sw__events_enable(p);
-        rc = sw__ticker_start(&j->flusher, (int)j->flush_ms, flusher_tick, j);
-        if (rc != 0) /* EAGAIN under `ulimit -u`: said as such, not "out of memory" */
-            rc = sw__error(rc, "%s: cannot start its writer thread: %s", path, strerror(errno));
+        rc = sw__error_about(sw__ticker_start(&j->flusher, (int)j->flush_ms, flusher_tick, j),
+                             path);
     }
     if (rc != 0 && j->store != NULL) { /* made, but no flusher: remove what is ours */
         if (j->signals_watched)
@@ -668,12 +673,27 @@ int sw__journal_open(sw_profiler *p, const char *path, int quiet_if_busy) {
         /* The profiler goes on without a file; the sink stays to say why (status). */
         atomic_store(&j->status, rc);
         j->finished = 1;
+        sw__error_about(rc, path); /* never a bare "input/output error" */
+        snprintf(j->why, sizeof j->why, "%s", sw_last_error());
         if (!(quiet_if_busy && rc == SW_EBUSY))
-            sw__warn("run file not written: %s; training goes on without it",
-                     *sw_last_error() ? sw_last_error() : sw_strerror(rc));
+            sw__warn("run file not written: %s; training goes on without it", sw_last_error());
     }
     sw__sink_attach(p, &j->sink);
     return rc;
+}
+
+char *sw_profiler_run_file_error(sw_profiler *p, char *buf, size_t size) {
+    if (buf == NULL || size == 0)
+        return buf;
+    buf[0] = '\0';
+    sw__journal *j = (sw__journal *)sw__sink_find(p, &journal_ops);
+    if (j == NULL)
+        return buf;
+    pthread_mutex_lock(&j->lock); /* the flusher writes it under the lock */
+    if (atomic_load(&j->status) != 0)
+        snprintf(buf, size, "%s", j->why);
+    pthread_mutex_unlock(&j->lock);
+    return buf;
 }
 
 int sw_profiler_run_file(sw_profiler *p, const char **path) {

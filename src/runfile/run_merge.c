@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 static const char *const TABLES[] = {
-    "ranks",          "names",    "aggregates",  "counter_summaries",
-    "steps",          "counters", "span_chunks", "functions",
-    "function_nodes", "notes",    "threads",     "rank_rounds"};
+    "ranks",    "names",       "aggregates", "counter_summaries", "steps",
+    "counters", "span_chunks", "functions",  "function_nodes",    "notes",
+    "threads",  "rank_rounds", "modules"};
 
 /* A run file reads whole: it opens (its schema checked), and its snapshot and step records
  * read. What every reader of the merged file will do, done before anything is written. */
@@ -159,7 +159,7 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
     /* An interrupted merge leaves nothing: a signal removes the temporary file and what
      * SQLite keeps beside it (signals.c). */
     if (rc == 0)
-        rc = remove_on_signal(temp, sidecars);
+        rc = sw__error_about(remove_on_signal(temp, sidecars), out_path);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL); /* a signal held meanwhile comes now */
     sw__guard guard;
     if (rc == 0 && (rc = sw__guard_defend(st->db, &guard)) != 0)
@@ -198,6 +198,8 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
     }
     sw__signal_temp_remove(temp);
     free(temp);
+    if (rc != 0 && sw_last_error()[0] == '\0') /* a step that said nothing: name the output */
+        sw__error_about(rc, out_path);
     return rc;
 }
 

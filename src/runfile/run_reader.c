@@ -485,6 +485,40 @@ static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
     return rc;
 }
 
+static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sql_prepare_int(run->db,
+                                 "SELECT path, class, forward_calls, forward_ns, forward_self_ns,"
+                                 " backward_calls, backward_ns, backward_self_ns,"
+                                 " activation_bytes, param_bytes, grad_bytes, optimizer_bytes"
+                                 " FROM modules WHERE rank = ? ORDER BY seq",
+                                 rank, &q);
+    if (rc != 0)
+        return rc;
+    int step;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        sw_module_row m = {
+            .path = (const char *)sqlite3_column_text(q, 0),
+            .kind = (const char *)sqlite3_column_text(q, 1),
+            .forward_calls = (uint64_t)sqlite3_column_int64(q, 2),
+            .forward_ns = (uint64_t)sqlite3_column_int64(q, 3),
+            .forward_self_ns = (uint64_t)sqlite3_column_int64(q, 4),
+            .backward_calls = (uint64_t)sqlite3_column_int64(q, 5),
+            .backward_ns = (uint64_t)sqlite3_column_int64(q, 6),
+            .backward_self_ns = (uint64_t)sqlite3_column_int64(q, 7),
+            .activation_bytes = sqlite3_column_int64(q, 8),
+            .param_bytes = sqlite3_column_int64(q, 9),
+            .grad_bytes = sqlite3_column_int64(q, 10),
+            .optimizer_bytes = sqlite3_column_int64(q, 11),
+        };
+        rc = m.path && m.kind ? sw__snapshot_add_module(s, &m) : SW_ECORRUPT;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
@@ -502,6 +536,8 @@ static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
         rc = read_counters(run, rank, s);
     if (rc == 0)
         rc = read_notes(run, rank, s);
+    if (rc == 0)
+        rc = read_modules(run, rank, s);
     if (rc != SW_ENOTFOUND)
         rc = reading(run, rc); /* before COMMIT, which would reset SQLite's message */
     sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
@@ -574,6 +610,11 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
     }
     for (size_t i = 0; i < one->nnotes; i++) { /* ranks come in order: the lowest's value stays */
         int rc = sw__snapshot_set_note(all, one->notes[i].key, one->notes[i].value);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < one->nmodules; i++) { /* summed by path */
+        int rc = sw__snapshot_add_module(all, &one->modules[i]);
         if (rc != 0)
             return rc;
     }

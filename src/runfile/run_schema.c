@@ -9,7 +9,7 @@
 
 /* The schema, version 5 (2: function profiles; 3: notes; 4: local rank, clock offset,
  * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
- * ranks). Every table has a rank column so rank files merge
+ * ranks; modules). Every table has a rank column so rank files merge
  * by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
@@ -65,7 +65,12 @@ static const char SCHEMA_SQL[] =
     " PRIMARY KEY(rank, thread)) WITHOUT ROWID;"
     "CREATE TABLE rank_rounds(rank INTEGER, round INTEGER, step INTEGER, unix_ns INTEGER,"
     " final INTEGER, world_size INTEGER, payload_size INTEGER, payloads BLOB,"
-    " PRIMARY KEY(rank, round)) WITHOUT ROWID;";
+    " PRIMARY KEY(rank, round)) WITHOUT ROWID;"
+    "CREATE TABLE modules(rank INTEGER, seq INTEGER, path TEXT, class TEXT,"
+    " forward_calls INTEGER, forward_ns INTEGER, forward_self_ns INTEGER,"
+    " backward_calls INTEGER, backward_ns INTEGER, backward_self_ns INTEGER,"
+    " activation_bytes INTEGER, param_bytes INTEGER, grad_bytes INTEGER,"
+    " optimizer_bytes INTEGER, PRIMARY KEY(rank, seq)) WITHOUT ROWID;";
 
 int sw__store_init(sqlite3 *db) {
     char sql[256];

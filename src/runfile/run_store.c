@@ -43,9 +43,10 @@ int sw__store_create(const char *path, sw__store **out) {
         rc = sw__sqlite_rc(
             sqlite3_open_v2(real, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL));
     free(real);
+    char why[400];
     if (rc != 0 && st->db != NULL) { /* "unable to open database file" alone names no cause */
-        sw__error(rc, "%s: SQLite cannot open it: %s (%s)", path, sqlite3_errmsg(st->db),
-                  strerror(sqlite3_system_errno(st->db)));
+        sw__error(rc, "%s: SQLite cannot open it: %s", path,
+                  sw__sql_cause(st->db, why, sizeof why));
         said = 1;
     }
     if (rc == 0) {
@@ -66,8 +67,8 @@ int sw__store_create(const char *path, sw__store **out) {
     if (rc == 0)
         rc = prepare(st->db, "INSERT OR IGNORE INTO names VALUES(?,?,?,?)", &st->name);
     if (rc != 0) {
-        if (!said)
-            sw__error(rc, "%s: %s", path, st->db ? sqlite3_errmsg(st->db) : sw_strerror(rc));
+        if (!said) /* its WAL cannot be made: out of descriptors, no room, ... */
+            sw__error(rc, "%s: %s", path, sw__sql_cause(st->db, why, sizeof why));
         close_connection(st, 0);
         sw__run_file_remove(path); /* ours: created above, still locked */
         sw__store_forget(st);
@@ -307,6 +308,30 @@ static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
     return rc;
 }
 
+static int write_modules(sw__store *st, int rank, const sw_snapshot *snap) {
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &q);
+    for (size_t i = 0; rc == 0 && i < snap->nmodules; i++) {
+        const sw_module_row *m = &snap->modules[i];
+        sqlite3_bind_int(q, 1, rank);
+        sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
+        sqlite3_bind_text(q, 3, m->path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, m->kind, -1, SQLITE_STATIC);
+        const uint64_t counts[] = {m->forward_calls,  m->forward_ns,  m->forward_self_ns,
+                                   m->backward_calls, m->backward_ns, m->backward_self_ns};
+        int col = 5;
+        for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+            sqlite3_bind_int64(q, col++, (sqlite3_int64)counts[k]);
+        const int64_t bytes[] = {m->activation_bytes, m->param_bytes, m->grad_bytes,
+                                 m->optimizer_bytes};
+        for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++)
+            sqlite3_bind_int64(q, col++, bytes[k]);
+        rc = step_reset(q);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
 static int write_totals(sw__store *st, int rank, const sw_snapshot *snap, int complete,
                         const char *end_reason) {
     sqlite3_stmt *q = NULL;
@@ -351,11 +376,11 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
                              const char *end_reason) {
     if (st == NULL || snap == NULL)
         return SW_EINVAL;
-    char sql[200];
+    char sql[240];
     snprintf(sql, sizeof sql,
              "DELETE FROM aggregates WHERE rank=%d; DELETE FROM counter_summaries WHERE rank=%d;"
-             "DELETE FROM notes WHERE rank=%d;",
-             rank, rank, rank);
+             "DELETE FROM notes WHERE rank=%d; DELETE FROM modules WHERE rank=%d;",
+             rank, rank, rank, rank);
     int rc = sw__sql_exec(st->db, sql);
     if (rc == 0)
         rc = write_rows(st, rank, snap);
@@ -363,6 +388,8 @@ int sw__store_write_snapshot(sw__store *st, int rank, const sw_snapshot *snap, i
         rc = write_counter_summaries(st, rank, snap);
     if (rc == 0)
         rc = write_notes(st, rank, snap);
+    if (rc == 0)
+        rc = write_modules(st, rank, snap);
     if (rc == 0)
         rc = write_totals(st, rank, snap, complete, end_reason);
     return rc;

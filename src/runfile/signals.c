@@ -172,21 +172,26 @@ static void in_child(void) {
         atomic_store(&g_temp[i], NULL);
 }
 
-static int make_pipe(int fds[2]) {
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
-        return SW_EIO;
-    return 0;
-}
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_once_rc;
 
 static void setup_once(void) {
     for (int i = 0; i < MAX_WATCHED; i++)
         atomic_store(&g_wake_fds[i], -1);
-    g_once_rc = make_pipe(g_done_pipe);
-    if (g_once_rc == 0 && pthread_atfork(NULL, NULL, in_child) != 0)
+    if (pthread_atfork(NULL, NULL, in_child) != 0)
         g_once_rc = SW_ENOMEM;
+}
+
+/* The done pipe, made by the first watch that can (with g_lock held, before any handler is
+ * ours): out of descriptors is said, and the next watch tries again. */
+static int make_done_pipe(void) {
+    if (g_done_pipe[0] >= 0)
+        return 0;
+    if (pipe2(g_done_pipe, O_NONBLOCK | O_CLOEXEC) == 0)
+        return 0;
+    return sw__error(errno == ENOMEM ? SW_ENOMEM : SW_EIO,
+                     "cannot make the pipe its SIGINT/SIGTERM/SIGHUP handler waits on: %s",
+                     strerror(errno));
 }
 
 /* Install our handlers, saving the ones in place. Also when a handler was installed over
@@ -195,7 +200,8 @@ static int install_handlers(void) {
     for (int i = 0; i < NHANDLED; i++) {
         struct sigaction current;
         if (sigaction(HANDLED[i], NULL, &current) != 0)
-            return SW_EIO;
+            return sw__error(SW_EIO, "cannot read the handler of signal %d: %s", HANDLED[i],
+                             strerror(errno));
         if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_signal)
             continue;
         if (HANDLED[i] == SIGHUP && !(current.sa_flags & SA_SIGINFO) &&
@@ -207,7 +213,7 @@ static int install_handlers(void) {
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigemptyset(&sa.sa_mask);
         if (sigaction(HANDLED[i], &sa, &g_previous[i]) != 0)
-            return SW_EIO;
+            return sw__error(SW_EIO, "cannot handle signal %d: %s", HANDLED[i], strerror(errno));
     }
     return 0;
 }
@@ -217,13 +223,18 @@ int sw__signal_watch(int wake_fd) {
     if (g_once_rc != 0)
         return g_once_rc;
     pthread_mutex_lock(&g_lock);
-    int rc = install_handlers();
+    int rc = make_done_pipe();
+    if (rc == 0)
+        rc = install_handlers();
     int slot = -1;
     for (int i = 0; rc == 0 && i < MAX_WATCHED && slot < 0; i++)
         if (atomic_load(&g_wake_fds[i]) < 0)
             slot = i;
     if (rc == 0 && slot < 0)
-        rc = SW_ELIMIT;
+        rc = sw__error(SW_ELIMIT,
+                       "%d run files are written at once already, the most whose "
+                       "signals are handled",
+                       MAX_WATCHED);
     if (rc == 0)
         atomic_store(&g_wake_fds[slot], wake_fd);
     pthread_mutex_unlock(&g_lock);
@@ -235,12 +246,15 @@ int sw__signal_temp_add(const char *path) {
     if (g_once_rc != 0)
         return g_once_rc;
     pthread_mutex_lock(&g_lock);
-    int rc = install_handlers(), slot = -1;
+    int rc = make_done_pipe(), slot = -1;
+    if (rc == 0)
+        rc = install_handlers();
     for (int i = 0; rc == 0 && i < MAX_TEMP && slot < 0; i++)
         if (atomic_load(&g_temp[i]) == NULL)
             slot = i;
     if (rc == 0 && slot < 0)
-        rc = SW_ELIMIT;
+        rc = sw__error(SW_ELIMIT, "%d temporary files are kept for removal on a signal already",
+                       MAX_TEMP);
     if (rc == 0)
         atomic_store(&g_temp[slot], path);
     pthread_mutex_unlock(&g_lock);

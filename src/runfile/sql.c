@@ -4,6 +4,9 @@
  */
 #include "sql.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "stepwatch.h"
 
 int sw__sqlite_rc(int rc) {
@@ -28,6 +31,15 @@ int sw__sqlite_rc(int rc) {
     default:
         return SW_ESQLITE;
     }
+}
+
+const char *sw__sql_cause(sqlite3 *db, char *buf, size_t size) {
+    int sys = db ? sqlite3_system_errno(db) : 0;
+    if (sys != 0)
+        snprintf(buf, size, "%s (%s)", sqlite3_errmsg(db), strerror(sys));
+    else
+        snprintf(buf, size, "%s", db ? sqlite3_errmsg(db) : "out of memory");
+    return buf;
 }
 
 int sw__sql_exec(sqlite3 *db, const char *sql) {

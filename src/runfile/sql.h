@@ -7,10 +7,14 @@
 #define SW_RUNFILE_SQL_H
 
 #include <sqlite3.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Map an SQLite result code to SW_E*. */
 int sw__sqlite_rc(int rc);
+/* SQLite's sentence for the last error on db (NULL: out of memory), with the system's cause
+ * where SQLite has one: "unable to open database file (Too many open files)". Returns buf. */
+const char *sw__sql_cause(sqlite3 *db, char *buf, size_t size);
 /* Run SQL without results; 0 or SW_E*. */
 int sw__sql_exec(sqlite3 *db, const char *sql);
 

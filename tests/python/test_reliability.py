@@ -197,6 +197,66 @@ def test_a_run_file_that_cannot_be_written_never_raises(tmp_path, capfd):
     assert stepwatch.Profiler().run_file is None
 
 
+LIMITS_SCRIPT = r"""
+import os, resource, signal, sys
+import stepwatch
+from stepwatch import _stepwatch
+
+tmp = sys.argv[1]
+made = stepwatch.Profiler(run_file=os.path.join(tmp, "whole.db"))
+for _ in range(5):
+    with made.step(1):
+        pass
+made.close()
+
+# Out of descriptors a few above what is open now: the run file's WAL, its writer's pipes.
+low = os.dup(0)
+os.close(low)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+for extra in range(0, 10):
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low + extra, hard))
+    prof = stepwatch.Profiler(run_file=os.path.join(tmp, f"nofile-{extra}.db"))
+    for _ in range(5):
+        with prof.step(1):
+            pass
+    print("ERROR", extra, prof.run_file_error, flush=True)
+    assert prof.snapshot().info()["steps"] == 5  # training went on
+    prof.close()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+# A file-size limit while html() writes its page: the error names the page and the cause.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+page = os.path.join(tmp, "page.html")
+try:
+    _stepwatch.html(os.path.join(tmp, "whole.db"), page)
+except stepwatch.Error as e:
+    print("HTML", e.name, e, flush=True)
+"""
+
+
+def test_resource_limits_are_said_with_the_file_and_cause(tmp_path):
+    """Out of descriptors: run_file_error names the file and the cause at each place the run
+    file needs one (never a bare "input/output error"), and training goes on; html() past a
+    file-size limit names the page and the cause."""
+    script = tmp_path / "limits.py"
+    script.write_text(LIMITS_SCRIPT)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    errors = [line.split(" ", 2)[2] for line in out.stdout.splitlines()
+              if line.startswith("ERROR") and not line.endswith(" None")]
+    assert len(errors) >= 3, out.stdout  # the limits reached the file, its WAL, its pipes
+    for why in errors:
+        assert "nofile-" in why and "Too many open files" in why, why
+        assert "input/output error" not in why, why
+    assert any("pipe" in why for why in errors), errors
+    html = [line for line in out.stdout.splitlines() if line.startswith("HTML")]
+    assert html and "IO" in html[0] and "page.html" in html[0], out.stdout
+    assert "File too large" in html[0], html
+    assert not (tmp_path / "page.html").exists()
+
+
 def test_the_action_limit_is_the_c_one(tmp_path):
     prof = stepwatch.Profiler()
     made = 0

@@ -1,0 +1,154 @@
+/*
+ * module_rows.c — the modules table (time and memory per nn.Module, sw_set_modules) in the
+ * reports: the text formats' "Modules" section, and what CSV and JSON add.
+ */
+#include "writer.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOP_MODULES 20 /* rows the text formats show; CSV and JSON have every one */
+
+static uint64_t self_ns(const sw_module_row *m) {
+    return m->forward_self_ns + m->backward_self_ns;
+}
+
+static int by_self_time(const void *a, const void *b) {
+    const sw_module_row *x = *(const sw_module_row *const *)a;
+    const sw_module_row *y = *(const sw_module_row *const *)b;
+    uint64_t sx = self_ns(x), sy = self_ns(y);
+    if (sx != sy)
+        return sx < sy ? 1 : -1;
+    return strcmp(x->path, y->path);
+}
+
+long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out) {
+    *out = NULL;
+    if (s->nmodules == 0)
+        return 0;
+    const sw_module_row **rows = malloc(s->nmodules * sizeof *rows);
+    if (rows == NULL)
+        return -1;
+    for (size_t i = 0; i < s->nmodules; i++)
+        rows[i] = &s->modules[i];
+    qsort(rows, s->nmodules, sizeof *rows, by_self_time);
+    *out = rows;
+    return (long)s->nmodules;
+}
+
+void sw__format_bytes(int64_t bytes, char *out, size_t size) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 0) {
+        snprintf(out, size, "-");
+        return;
+    }
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof *units) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, size, "%" PRId64 " B", bytes);
+    else
+        snprintf(out, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
+}
+
+/* "every 10th step: 12 steps sampled" from the notes the front end sets. */
+static void sampling_text(const sw_snapshot *s, char *out, size_t size) {
+    const char *every = sw_snapshot_note(s, "modules_every");
+    const char *steps = sw_snapshot_note(s, "modules_sampled_steps");
+    const char *clock = sw_snapshot_note(s, "modules_clock");
+    char clean_every[32], clean_steps[32], clean_clock[32];
+    sw__text_clean(every ? every : "?", clean_every, sizeof clean_every);
+    sw__text_clean(steps ? steps : "?", clean_steps, sizeof clean_steps);
+    sw__text_clean(clock ? clock : "host", clean_clock, sizeof clean_clock);
+    snprintf(out, size, "%s time, every %s step(s) sampled: %s sampled, times summed over them",
+             clean_clock, clean_every, clean_steps);
+}
+
+enum { NCOLS = 10 };
+static const char *const header[NCOLS] = {"Fwd self",    "Fwd total", "Bwd self", "Bwd total",
+                                          "Calls",       "Params",    "Grads",    "Optim state",
+                                          "Activations", "Class"};
+
+static void cells_of(const sw_module_row *m, char cell[NCOLS][48]) {
+    sw_format_duration((double)m->forward_self_ns, cell[0], 48);
+    sw_format_duration((double)m->forward_ns, cell[1], 48);
+    sw_format_duration((double)m->backward_self_ns, cell[2], 48);
+    sw_format_duration((double)m->backward_ns, cell[3], 48);
+    snprintf(cell[4], 48, "%" PRIu64, m->forward_calls);
+    sw__format_bytes(m->param_bytes, cell[5], 48);
+    sw__format_bytes(m->grad_bytes, cell[6], 48);
+    sw__format_bytes(m->optimizer_bytes, cell[7], 48);
+    sw__format_bytes(m->activation_bytes, cell[8], 48);
+    sw__text_clean(m->kind, cell[9], 48);
+}
+
+static void module_label(const sw_module_row *m, char *out, size_t size) {
+    sw__text_clean(m->path[0] ? m->path : "(model)", out, size);
+}
+
+void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown) {
+    const sw_module_row **rows = NULL;
+    long n = sw__modules_sorted(s, &rows);
+    if (n <= 0)
+        return;
+    long shown = n < TOP_MODULES ? n : TOP_MODULES;
+    char sampling[200], label[SW__LABEL_MAX], cell[NCOLS][48];
+    sampling_text(s, sampling, sizeof sampling);
+    size_t width[NCOLS], label_width = strlen("Module");
+    for (int k = 0; k < NCOLS; k++)
+        width[k] = strlen(header[k]);
+    for (long i = 0; i < shown; i++) {
+        module_label(rows[i], label, sizeof label);
+        size_t w = sw__text_width(label);
+        label_width = w > label_width ? w : label_width;
+        cells_of(rows[i], cell);
+        for (int k = 0; k < NCOLS; k++) {
+            w = sw__text_width(cell[k]);
+            width[k] = w > width[k] ? w : width[k];
+        }
+    }
+    if (markdown) {
+        fprintf(out, "\n#### Modules (top %ld of %ld by self time; %s)\n\n| Module |", shown, n,
+                sampling);
+        for (int k = 0; k < NCOLS; k++)
+            fprintf(out, " %s |", header[k]);
+        fputs("\n|:---|", out);
+        for (int k = 0; k < NCOLS; k++)
+            fputs(k == NCOLS - 1 ? ":---|" : "---:|", out);
+        fputc('\n', out);
+    } else {
+        fprintf(out, "\nModules (top %ld of %ld by self time; %s):\n", shown, n, sampling);
+        sw__put_padded(out, "Module", label_width, 0);
+        for (int k = 0; k < NCOLS; k++) {
+            fputs("  ", out);
+            sw__put_padded(out, header[k], width[k], k != NCOLS - 1);
+        }
+        fputc('\n', out);
+    }
+    for (long i = 0; i < shown; i++) {
+        module_label(rows[i], label, sizeof label);
+        cells_of(rows[i], cell);
+        if (markdown) {
+            fputs("| ", out);
+            sw__md_put_cell(out, label);
+            fputs(" |", out);
+            for (int k = 0; k < NCOLS; k++) {
+                fputc(' ', out);
+                sw__md_put_cell(out, cell[k]);
+                fputs(" |", out);
+            }
+        } else {
+            sw__put_padded(out, label, label_width, 0);
+            for (int k = 0; k < NCOLS; k++) {
+                fputs("  ", out);
+                sw__put_padded(out, cell[k], width[k], k != NCOLS - 1);
+            }
+        }
+        fputc('\n', out);
+    }
+    free(rows);
+}

@@ -1,0 +1,272 @@
+"""Per-module time and memory (Profiler(modules=...), python/_stepwatch/_modules.c), and the
+module an out-of-memory error came from: real torch on the CPU, against ground truth the
+modules measure themselves with time.perf_counter in the same run."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import stepwatch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLEEPS = []  # (module name, "forward" or "backward", seconds really slept)
+
+
+def slept(name, phase, seconds):
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    SLEEPS.append((name, phase, time.perf_counter() - t0))
+
+
+class SleepInBackward(torch.autograd.Function):
+    """Identity forward; its backward sleeps (a known backward time for its module)."""
+
+    @staticmethod
+    def forward(ctx, x, name, seconds):
+        ctx.name, ctx.seconds = name, seconds
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        slept(ctx.name, "backward", ctx.seconds)
+        return grad, None, None
+
+
+class Leaf(torch.nn.Module):
+    def __init__(self, name, forward_s, backward_s, width=16):
+        super().__init__()
+        self.name, self.forward_s, self.backward_s = name, forward_s, backward_s
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        t0 = time.perf_counter()  # the truth: the whole forward, as the loop times it
+        time.sleep(self.forward_s)
+        out = SleepInBackward.apply(self.lin(x), self.name, self.backward_s)
+        SLEEPS.append((self.name, "forward", time.perf_counter() - t0))
+        return out
+
+
+class Block(torch.nn.Module):
+    """Sleeps in its own forward, then calls a Leaf: self vs cumulative."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = Leaf("dec.inner", 0.008, 0.012)
+
+    def forward(self, x):
+        slept("dec", "forward", 0.005)
+        return self.inner(x) + 1
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = Leaf("enc", 0.010, 0.020)
+        self.dec = Block()
+        self.act = torch.nn.ReLU(inplace=True)  # in place on a module's output
+        self.head = torch.nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(self.act(self.dec(self.enc(x))))
+
+
+def modules_of(prof):
+    data = json.loads(prof.report("json"))
+    return data["modules"], {r["path"]: r for r in data["modules"]["rows"]}
+
+
+def truth(name, phase):
+    return sum(s for n, p, s in SLEEPS if n == name and p == phase)
+
+
+def within(measured_ns, truth_s, tolerance=0.10):
+    return abs(measured_ns / 1e9 - truth_s) <= tolerance * truth_s
+
+
+def train(prof, model, steps, width=16):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    for i in range(steps):
+        with prof.step():
+            loss = model(torch.randn(8, width)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    return opt
+
+
+def test_sleeping_modules_come_out_within_ten_percent_forward_and_backward():
+    SLEEPS.clear()
+    prof = stepwatch.Profiler(modules=1)
+    try:
+        train(prof, Model(), 4)
+        info, rows = modules_of(prof)
+    finally:
+        prof.close()
+    assert info["every"] == 1 and info["sampled_steps"] == 4
+    enc, dec, inner = rows["enc"], rows["dec"], rows["dec.inner"]
+    assert enc["forward_calls"] == 4 and enc["backward_calls"] == 4
+    # forward: the leaf's whole call, the block's own part, and the block with its leaf
+    assert within(enc["forward_ns"], truth("enc", "forward")), (enc, SLEEPS)
+    assert within(inner["forward_ns"], truth("dec.inner", "forward")), inner
+    assert within(dec["forward_self_ns"], truth("dec", "forward")), dec
+    assert within(dec["forward_ns"], truth("dec", "forward") + truth("dec.inner", "forward"))
+    # backward: each leaf's autograd Function sleeps; the block has no backward of its own
+    assert within(enc["backward_ns"], truth("enc", "backward")), (enc, SLEEPS)
+    assert within(inner["backward_ns"], truth("dec.inner", "backward")), inner
+    assert within(dec["backward_ns"], truth("dec.inner", "backward")), dec
+    assert dec["backward_self_ns"] < 0.10 * dec["backward_ns"], dec
+    # the model holds everything: cumulative = self + its children's
+    model = rows[""]
+    assert model["class"] == "Model" and rows["dec.inner"]["class"] == "Leaf"
+    children = sum(rows[p]["forward_ns"] for p in ("enc", "dec", "act", "head"))
+    assert model["forward_ns"] == model["forward_self_ns"] + children
+
+
+def test_parameter_gradient_and_optimizer_bytes_per_module():
+    prof = stepwatch.Profiler(modules=1)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(100, 50), torch.nn.Linear(50, 10, bias=False))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(2):
+            with prof.step():
+                model(torch.randn(3, 100)).sum().backward()
+                opt.step()
+        _info, rows = modules_of(prof)
+    finally:
+        prof.close()
+    first = (100 * 50 + 50) * 4
+    second = 50 * 10 * 4
+    assert rows["0"]["param_bytes"] == first and rows["1"]["param_bytes"] == second
+    assert rows[""]["param_bytes"] == first + second
+    assert rows["0"]["grad_bytes"] == first  # after a backward, before zero_grad(set_to_none)
+    assert rows["1"]["optimizer_bytes"] == second  # SGD's momentum buffer
+    assert rows["0"]["activation_bytes"] == -1  # no allocator counter on the CPU
+
+
+def test_sampling_every_kth_step_and_no_grad_evaluation():
+    prof = stepwatch.Profiler(modules=3)
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        train(prof, model, 7, width=8)  # steps 0, 3, 6 sampled
+        with torch.no_grad():
+            for _ in range(3):  # steps 7, 8 not sampled; 9 sampled, no graph: forward only
+                with prof.step():
+                    model(torch.randn(2, 8))
+        info, rows = modules_of(prof)
+        text = prof.report()
+    finally:
+        prof.close()
+    assert info["every"] == 3 and info["sampled_steps"] == 4
+    assert rows["0"]["forward_calls"] == 4 and rows["0"]["backward_calls"] == 3
+    assert "Modules (top 3 of 3 by self time" in text and "every 3 step(s) sampled" in text
+
+
+def test_every_report_format_and_the_run_file_keep_the_table(tmp_path):
+    run = tmp_path / "run.sw"
+    prof = stepwatch.Profiler(modules=1, run_file=str(run))
+    train(prof, torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), 2, width=4)
+    prof.close()
+    loaded = stepwatch.load(str(run))
+    md = loaded.report("markdown")
+    assert "#### Modules (top 3 of 3" in md and "| 1 |" in md and "Tanh" in md
+    csv_lines = loaded.report("csv").splitlines()
+    assert csv_lines[0].endswith(",module_class,param_bytes,grad_bytes,optimizer_bytes,"
+                                 "activation_bytes")
+    tanh = [line for line in csv_lines if line.startswith("1,forward,module,2,")]
+    assert len(tanh) == 1 and tanh[0].split(",")[-5:-4] == ["Tanh"]
+    rows = {r["path"]: r for r in json.loads(loaded.report("json"))["modules"]["rows"]}
+    assert rows["0"]["param_bytes"] == 80 and rows["0"]["backward_calls"] == 2
+    assert "Modules (top 3 of 3" in loaded.report("table")
+
+
+OOM_SCRIPT = textwrap.dedent("""
+    import sys, torch, stepwatch
+
+    class Boom(torch.nn.Module):
+        def __init__(self, phase):
+            super().__init__()
+            self.phase = phase
+        def forward(self, x):
+            if self.phase == "forward":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            return Explode.apply(x)
+
+    class Explode(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+        @staticmethod
+        def backward(ctx, g):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+    phase, run = sys.argv[1], sys.argv[2]
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4),
+                                torch.nn.Sequential(torch.nn.ReLU(), Boom(phase)))
+    prof = stepwatch.Profiler(modules=True, run_file=run)
+    with prof.step():
+        loss = model(torch.randn(2, 4)).sum()
+        loss.backward()
+""")
+
+
+@pytest.mark.parametrize("phase", ["forward", "backward"])
+def test_out_of_memory_is_named_with_its_module_and_propagates_unchanged(tmp_path, phase):
+    script = tmp_path / "oom.py"
+    script.write_text(OOM_SCRIPT)
+    run = tmp_path / "run.sw"
+    done = subprocess.run([sys.executable, str(script), phase, str(run)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    named = [line for line in lines if line.startswith("stepwatch: out of memory")]
+    assert named == [f"stepwatch: out of memory in `1.1` ({phase}): allocated n/a, "
+                     "reserved n/a, peak n/a"], done.stderr
+    # the exception as Python prints it: its type, message and the frame that raised it
+    assert lines[-1].startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    raise_line = "raise torch.OutOfMemoryError"
+    assert raise_line in lines[-2], lines[-3:]
+    notes = json.loads(stepwatch.load(str(run)).report("json"))["notes"]
+    assert notes["oom_module"] == "1.1" and notes["oom_phase"] == phase
+
+
+def test_out_of_memory_traceback_is_the_one_without_stepwatch():
+    """The same failing call with and without the hooks: the same type, message and frames
+    (C adds none)."""
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    def frames(profiled):
+        prof = stepwatch.Profiler(modules=True) if profiled else None
+        model = torch.nn.Sequential(Boom())
+        try:
+            model(torch.randn(1))
+        except torch.OutOfMemoryError as exc:
+            import traceback
+            got = (type(exc), str(exc),
+                   [(f.name, f.lineno) for f in traceback.extract_tb(exc.__traceback__)])
+        if prof:
+            prof.close()
+        return got
+
+    assert frames(True) == frames(False)
+
+
+def test_closing_restores_torch():
+    call, backward = torch.nn.Module.__call__, torch.autograd.backward
+    prof = stepwatch.Profiler(modules=True)
+    assert torch.nn.Module.__call__ is not call
+    prof.close()
+    assert torch.nn.Module.__call__ is call and torch.autograd.backward is backward
+
+
+def test_bad_modules_argument_is_named():
+    with pytest.raises(ValueError, match="modules must be True, False or a step interval"):
+        stepwatch.Profiler(modules=-1)
+    with pytest.raises(ValueError, match="modules must be"):
+        stepwatch.Profiler(modules="often")
