@@ -7,7 +7,8 @@
  * stepwatch.torchrun ARGS", which does the same in every worker. Any other program gets the
  * run file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
- * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME; --no-step-memory: STEPWATCH_STEP_MEMORY=0)
+ * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME; --no-step-memory: STEPWATCH_STEP_MEMORY=0;
+ * --modules[=K]: STEPWATCH_MODULES, "on" or K)
  * for a program built with stepwatch.
  * At the end it names the run files the program wrote ({rank} expanded), or says that none
  * was written.
@@ -54,6 +55,8 @@ static const char HELP[] =
     "      --device-stats[=S]  sample CPU, memory and GPUs every S seconds (default 0.5)\n"
     "      --device-time  the GPU time of each phase from CUDA events (docs/device.md)\n"
     "      --no-step-memory  no memory per step (RSS; torch's CUDA allocator in Python)\n"
+    "      --modules[=K] each nn.Module's forward and backward time and memory, every K-th\n"
+    "                    step (default 10): the report's Modules table (docs/python.md)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -271,6 +274,7 @@ typedef struct run_options {
     const char *run_file;
     const char *format, *output, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
     const char *python_flag, *python_what; /* -m MODULE or -c CODE */
+    const char *modules;                   /* "on" or the step interval, as written */
     int timeline, builtins, device_time, no_step_memory;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
 } run_options;
@@ -287,7 +291,8 @@ enum {
     OPT_NO_LIVE,
     OPT_DEVICE_STATS,
     OPT_DEVICE_TIME,
-    OPT_NO_STEP_MEMORY
+    OPT_NO_STEP_MEMORY,
+    OPT_MODULES
 };
 
 /* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
@@ -380,6 +385,15 @@ static int run_option(run_options *o, int opt, char *arg) {
     case OPT_NO_STEP_MEMORY:
         o->no_step_memory = 1;
         return SWCLI_NEXT;
+    case OPT_MODULES: {
+        char *end = NULL;
+        long every = arg ? strtol(arg, &end, 10) : 0;
+        if (arg && (arg[0] < '0' || arg[0] > '9' || *end != '\0' || every < 1 || every > 1000000))
+            return swcli_usage(&o->args,
+                               "--modules takes a step interval from 1 to 1000000, not '%s'", arg);
+        o->modules = arg ? arg : "on";
+        return SWCLI_NEXT;
+    }
     default:
         return swcli_option(&o->args, opt, arg);
     }
@@ -404,6 +418,7 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
         {"device-stats", optional_argument, NULL, OPT_DEVICE_STATS},
         {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
         {"no-step-memory", no_argument, NULL, OPT_NO_STEP_MEMORY},
+        {"modules", optional_argument, NULL, OPT_MODULES},
         SWCLI_OPTION_HELP,
         SWCLI_OPTION_END};
     *o = (run_options){.args = {.command = "run", .help = HELP}, .run_file = "stepwatch-{rank}.db"};
@@ -437,7 +452,8 @@ static void run_environment(const run_options *o, const char *path) {
                 {"STEPWATCH_LIVE", o->live},
                 {"STEPWATCH_DEVICE_STATS", o->device_stats[0] ? o->device_stats : NULL},
                 {"STEPWATCH_DEVICE_TIME", o->device_time ? "1" : NULL},
-                {"STEPWATCH_STEP_MEMORY", o->no_step_memory ? "0" : NULL}};
+                {"STEPWATCH_STEP_MEMORY", o->no_step_memory ? "0" : NULL},
+                {"STEPWATCH_MODULES", o->modules}};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         if (vars[i].value != NULL)
             setenv(vars[i].name, vars[i].value, 1);

@@ -5,6 +5,7 @@ are timed); this file installs its two hooks (nn.Module.__call__ and
 torch.autograd.backward), names modules by their path in the model (named_modules), and
 counts parameter, gradient and optimizer-state bytes now and then.
 """
+import gc
 import threading
 import weakref
 
@@ -29,6 +30,32 @@ def _note_optimizer(optimizer, args, kwargs):
 
 def _tensor_bytes(t):
     return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def _owner(module):
+    """The module holding module as a submodule (its _modules dict), or None. Once per
+    model, when its first module called is not the model: gc walks the heap."""
+    for holder in gc.get_referrers(module):
+        if type(holder) is not dict:
+            continue
+        for ref in gc.get_referrers(holder):
+            # the owner itself, or its __dict__ (once materialized, the dict refers)
+            owners = gc.get_referrers(ref) if type(ref) is dict else [ref]
+            for owner in owners:
+                if isinstance(owner, torch.nn.Module) and owner.__dict__.get("_modules") is holder:
+                    return owner
+    return None
+
+
+def _owner_chain_top(module):
+    """The outermost module above module (module itself when none holds it)."""
+    seen = {id(module)}
+    while True:
+        owner = _owner(module)
+        if owner is None or id(owner) in seen:
+            return module
+        seen.add(id(owner))
+        module = owner
 
 
 class ModuleTimes:
@@ -84,6 +111,15 @@ class ModuleTimes:
                 if child is module:
                     prefix = f"{base}.{name}" if base else name
         if prefix is None:
+            owner = _owner_chain_top(module)
+            if owner is not module and id(owner) not in self._paths:
+                # called below its model (Lightning calls training_step, not the model):
+                # the model names it
+                self._name_tree(owner, "")
+                self._roots.append((weakref.ref(owner), ""))
+                if id(module) in self._paths:
+                    return self._paths[id(module)]
+        if prefix is None:
             if not self._roots:
                 prefix = ""
             else:  # another model, or a loss module called at the top
@@ -93,11 +129,14 @@ class ModuleTimes:
                     prefix = f"{type(module).__name__}#{n}"
                     n += 1
             self._roots.append((weakref.ref(module), prefix))
+        self._name_tree(module, prefix)
+        self._paths[id(module)] = prefix
+        return prefix
+
+    def _name_tree(self, module, prefix):
         for name, sub in module.named_modules():
             full = f"{prefix}.{name}" if prefix and name else (name or prefix)
             self._paths.setdefault(id(sub), full)
-        self._paths[id(module)] = prefix
-        return prefix
 
     # ---- memory ----------------------------------------------------------------------------
 

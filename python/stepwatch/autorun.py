@@ -29,6 +29,8 @@ Options (each also read from the environment, for the C command to pass on):
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
   --no-step-memory  no memory per step: RSS, torch's CUDA allocator (STEPWATCH_STEP_MEMORY=0)
+  --modules [K]     each nn.Module's forward and backward time and memory, every K-th step
+                    (default 10; STEPWATCH_MODULES=on or K)
 
 Under torch.distributed (torchrun) every rank keeps its run file and rank 0 alone prints,
 its report followed by the cross-rank view (stepwatch.distributed; STEPWATCH_AGGREGATE_EVERY,
@@ -88,7 +90,24 @@ def _parser():
                     default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
     ap.add_argument("--no-step-memory", dest="step_memory", action="store_false",
                     default=env("STEPWATCH_STEP_MEMORY", "") != "0")
+    ap.add_argument("--modules", type=_modules_every, nargs="?", const=True,
+                    default=_modules_every(env("STEPWATCH_MODULES", "0")))
     return ap
+
+
+def _modules_every(text):
+    """STEPWATCH_MODULES / --modules: "on" (every 10th step), a step interval, "0" off."""
+    if text is True or text in ("on", "1"):
+        return True if text != "1" else 1
+    if text in ("", "0", "off"):
+        return False
+    try:
+        every = int(text)
+    except ValueError:
+        every = 0
+    if every < 1:
+        raise argparse.ArgumentTypeError(f"--modules takes a step interval >= 1, not {text!r}")
+    return every
 
 
 def _split(argv):
@@ -246,7 +265,8 @@ def main(argv=None):
                               ring_capacity=args.ring_capacity, functions=functions,
                               builtins=args.builtins, live=args.live,
                               device_stats=args.device_stats or False,
-                              device_time=args.device_time, memory=args.step_memory)
+                              device_time=args.device_time, memory=args.step_memory,
+                              modules=args.modules)
     stepwatch.set_profiler(prof)
     run = _Run(prof, args.forward)
     run.instrument()

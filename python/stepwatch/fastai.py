@@ -182,7 +182,8 @@ class _Fit:
 
     def __init__(self, cb, learn):
         self.cb, self.learn = cb, learn
-        self.core = cb._sw_profiler or (_sw.Profiler(name="fastai", warmup_steps=cb._drop)
+        self.core = cb._sw_profiler or (_sw.Profiler(name="fastai", warmup_steps=cb._drop,
+                                                     modules=cb.modules)
                                         if cb.extras else None)
         self.marks = _sw._stepwatch.FitMarks(learn, self.core, cb._drop, cb._rolling_average)
         self.times = {"fit": [], "epoch": [], "train": [], "valid": []}
@@ -418,7 +419,7 @@ class ThroughputCallback(_MarkedCallback):
 
     def __init__(self, show_report=True, plain=False, markdown=False, save_csv=False,
                  csv_name=None, rolling_average=10, drop_first_batch=True,
-                 logger_callback=None, profiler=None, extras=False):
+                 logger_callback=None, profiler=None, extras=False, modules=False):
         if int(rolling_average) < 1:
             raise ValueError("rolling_average must be >= 1")
         if profiler is not None and not isinstance(profiler, _sw.Profiler):
@@ -430,7 +431,9 @@ class ThroughputCallback(_MarkedCallback):
         self.show_report, self.plain, self.markdown = show_report, plain, markdown
         self.save_csv, self.csv_name = save_csv, Path(csv_name or self._csv_name)
         self.rolling_average, self.drop_first_batch = rolling_average, drop_first_batch
-        self.logger_callback, self.extras = logger_callback, extras
+        # modules: each nn.Module's time and memory in stepwatch's table, so extras on
+        self.logger_callback, self.extras = logger_callback, extras or bool(modules)
+        self.modules = modules
         self._rolling_average, self._drop = int(rolling_average), int(drop_first_batch)
         self._init_state()
         self._sw_profiler = profiler
@@ -621,11 +624,12 @@ class DeviceStatsCallback(Callback):
 
 def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, markdown=False,
              save_csv=False, csv_name="profiler.csv", rolling_average=10, drop_first_batch=True,
-             logger_callback=None, profiler=None, extras=False):
+             logger_callback=None, profiler=None, extras=False, modules=False):
     """Run a fastxtend profiler which removes itself when finished training.
 
     stepwatch's extras: profiler= a stepwatch.Profiler to record every step into (reports,
-    p50/p99, self time, run file); extras=True prints its table after fastxtend's report."""
+    p50/p99, self time, run file); extras=True prints its table after fastxtend's report;
+    modules=True (or a step interval) adds each nn.Module's time and memory to it."""
     mode = ProfileMode(mode)
     self.remove_cbs([cb for cb in self.cbs if isinstance(cb, (ThroughputCallback,
                                                               ThroughputPostCallback))])
@@ -634,7 +638,7 @@ def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, m
     self.add_cbs([main(show_report=show_report, plain=plain, markdown=markdown,
                        save_csv=save_csv, csv_name=csv_name, rolling_average=rolling_average,
                        drop_first_batch=drop_first_batch, logger_callback=logger_callback,
-                       profiler=profiler, extras=extras),
+                       profiler=profiler, extras=extras, modules=modules),
                   post()])
     return self
 

@@ -161,11 +161,14 @@ class Profiler(_LightningProfiler):
         empty_hooks: also time the hooks no one overrides (Lightning calling the empty base
             methods of the module, the strategy and every callback; SimpleProfiler times
             them). Off: their calls count in their parent's time.
+        modules: True (every 10th step) or a step interval: the forward and backward time
+            and the memory of each nn.Module, in the report's Modules table
+            (``stepwatch.Profiler(modules=...)``; ignored with ``profiler=``).
     """
 
     def __init__(self, dirpath=None, filename=None, extended=True, format="table",
                  warmup_steps=0, run_file=None, profiler=None, keep_durations=1000,
-                 loss_hooks=True, empty_hooks=False):
+                 loss_hooks=True, empty_hooks=False, modules=False):
         super().__init__(dirpath=dirpath, filename=filename)
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"unknown report format {format!r}; one of {_sw.FORMATS}")
@@ -180,6 +183,7 @@ class Profiler(_LightningProfiler):
         self.keep_durations = keep_durations
         self.loss_hooks = loss_hooks
         self.empty_hooks = empty_hooks
+        self.modules = modules
         self._given = profiler
         self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
@@ -210,7 +214,7 @@ class Profiler(_LightningProfiler):
             where = _sw.distributed_rank(trainer)
             rank, world = where if where is not None else (0, 0)
             options = dict(name="lightning", warmup_steps=self.warmup_steps, rank=rank,
-                           world_size=world)
+                           world_size=world, modules=self.modules)
             run_file = self.run_file
             try:
                 if run_file:

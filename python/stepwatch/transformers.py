@@ -93,10 +93,12 @@ class Callback(TrainerCallback):
     ``profiler``: a stepwatch.Profiler to record into (default: the one ``stepwatch run``
     instruments with, else a new one with ``run_file`` and ``warmup_steps``). ``format`` and
     ``output``: the report at the end of training (``output=None``: stderr; ``report=False``:
-    none). ``prefix``: of the keys added to the Trainer's logs."""
+    none). ``prefix``: of the keys added to the Trainer's logs. ``modules``: True (every 10th
+    step) or a step interval: the Modules table, each nn.Module's forward and backward time
+    and memory (``stepwatch.Profiler(modules=...)``, for the profiler made here)."""
 
     def __init__(self, profiler=None, *, run_file=None, warmup_steps=0, format="table",
-                 output=None, report=True, prefix="stepwatch/"):
+                 output=None, report=True, prefix="stepwatch/", modules=False):
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"Callback: unknown format {format!r} "
                              f"(one of {', '.join(_sw.FORMATS)})")
@@ -107,6 +109,7 @@ class Callback(TrainerCallback):
         self.output = output
         self.report = report
         self.prefix = prefix
+        self.modules = modules
         self.report_text = None   # the last report written
         self.ranks = None         # the cross-rank view (rank 0 under DDP)
         self._inst = None         # the stepwatch.torch instrumentation in use
@@ -137,7 +140,8 @@ class Callback(TrainerCallback):
         else:
             if self.profiler is None or self.profiler.closed:
                 self.profiler = _sw.Profiler(name="transformers", run_file=self.run_file,
-                                             warmup_steps=self.warmup_steps)
+                                             warmup_steps=self.warmup_steps,
+                                             modules=self.modules)
                 self._own_profiler = True
             if active is not None:
                 swtorch.uninstrument()

@@ -23,7 +23,8 @@
 
 #define SW__HTML_HISTS 12 /* action histograms embedded */
 #define SW__HTML_HIST_MIN_CALLS 5
-#define SW__HTML_COUNTERS 64 /* counter series drawn (all are in the table) */
+#define SW__HTML_COUNTERS 64       /* counter series drawn (all are in the table) */
+#define SW__HTML_MEMORY_POINTS 500 /* points of each memory-per-step series */
 #define SW__HTML_COUNTER_POINTS 500
 #define SW__HTML_RANKS 1024 /* ranks in the cross-rank heatmap */
 
@@ -61,8 +62,14 @@ typedef struct rank_sums {
     double step_ns, category_ns[SW_CAT_COUNT];
 } rank_sums;
 
+/* Memory per step (sw_step_record): one series per figure, x = step index, y = bytes. Ranks
+ * share them (a point's mean is over the ranks' steps in it). */
+enum { MEM_RSS = 0, MEM_ALLOCATED, MEM_PEAK, MEM_RESERVED, NMEMORY };
+static const char *const memory_names[NMEMORY] = {"RSS", "allocated", "peak allocated", "reserved"};
+
 typedef struct html_ctx {
     const sw__input *in;
+    sw__series memory[NMEMORY];
     sw__series steps;                /* x = step index, y = duration, sums = per-category ns */
     sw__series phase_steps[NPHASES]; /* the same, per phase, with medians, without the sums */
     sw_hist *step_hist;              /* NPHASES histograms of the steady steps */
@@ -103,6 +110,14 @@ static int on_step(void *ctx, int rank, const sw_step_record *s) {
                 r->category_ns[k] += cats[k];
             h->max_rank = rank > h->max_rank ? rank : h->max_rank;
         }
+    }
+    if (s->rss_bytes != 0)
+        sw__series_add(&h->memory[MEM_RSS], s->step, (double)s->rss_bytes, s->start_ns, end, NULL);
+    if (s->has_allocator) {
+        const double v[] = {(double)s->allocated_bytes, (double)s->peak_allocated_bytes,
+                            (double)s->reserved_bytes};
+        for (int k = 0; k < 3; k++)
+            sw__series_add(&h->memory[MEM_ALLOCATED + k], s->step, v[k], s->start_ns, end, NULL);
     }
     h->step_records++;
     return 0;
@@ -357,6 +372,42 @@ static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
     fputs("]", out);
 }
 
+/* "memory": the memory per step's series, [first step, min, mean, max] per point (those
+ * with steps), and the summary line the reports print. */
+static void json_memory(FILE *out, const sw_snapshot *s, const html_ctx *h) {
+    char line[256];
+    sw__memory_text(&s->memory, line, sizeof line);
+    fputs("\"memory\": {\"summary\": ", out);
+    sw__json_string(out, line);
+    fputs(", \"series\": [", out);
+    int any = 0;
+    for (int k = 0; k < NMEMORY; k++) {
+        const sw__series *ser = &h->memory[k];
+        if (!ser->started)
+            continue;
+        fprintf(out, "%s{\"name\": \"%s\", \"width\": %llu, \"points\": [", any ? ", " : "",
+                memory_names[k], (unsigned long long)ser->width);
+        int first = 1;
+        for (size_t p = 0; p < ser->npoints; p++) {
+            const sw__point *pt = &ser->points[p];
+            if (!pt->count)
+                continue;
+            fprintf(out, "%s[%llu, ", first ? "" : ", ",
+                    (unsigned long long)(ser->origin + p * ser->width));
+            sw__json_number(out, pt->min);
+            fputs(", ", out);
+            sw__json_number(out, round(pt->sum / (double)pt->count));
+            fputs(", ", out);
+            sw__json_number(out, pt->max);
+            fputc(']', out);
+            first = 0;
+        }
+        fputs("]}", out);
+        any = 1;
+    }
+    fputs("]}", out);
+}
+
 static void json_misuse(FILE *out, const sw_misuse *m) {
     fputs("\"misuse\": {", out);
     kv_num(out, "end_without_begin", (double)m->end_without_begin, 1);
@@ -479,6 +530,32 @@ static void json_ranks(FILE *out, const html_ctx *h) {
     fputs("}", out);
 }
 
+/* The module table (sw_set_modules): every module, in the report's order (most self time
+ * first); the page's table sorts on any column. Unknown byte counts are null. */
+static void json_modules(FILE *out, const sw_snapshot *s) {
+    fputs("\"modules\": [", out);
+    for (size_t i = 0; i < s->nmodules; i++) {
+        const sw_module_row *m = &s->modules[i];
+        fputs(i ? ",\n{" : "{", out);
+        kv_str(out, "path", m->path[0] ? m->path : "(model)", 1);
+        kv_str(out, "class", m->kind, 1);
+        kv_num(out, "forward_calls", (double)m->forward_calls, 1);
+        kv_num(out, "forward_self", (double)m->forward_self_ns, 1);
+        kv_num(out, "forward_total", (double)m->forward_ns, 1);
+        kv_num(out, "backward_calls", (double)m->backward_calls, 1);
+        kv_num(out, "backward_self", (double)m->backward_self_ns, 1);
+        kv_num(out, "backward_total", (double)m->backward_ns, 1);
+        kv_num(out, "self", (double)(m->forward_self_ns + m->backward_self_ns), 1);
+        const int64_t bytes[] = {m->param_bytes, m->grad_bytes, m->optimizer_bytes,
+                                 m->activation_bytes};
+        static const char *const names[] = {"params", "grads", "optimizer", "activations"};
+        for (int k = 0; k < 4; k++)
+            kv_num(out, names[k], bytes[k] < 0 ? NAN : (double)bytes[k], k < 3);
+        fputc('}', out);
+    }
+    fputs("]", out);
+}
+
 /* The run's notes (sw_set_note): the step rule, what could not be separated, ... */
 static void json_notes(FILE *out, const sw_snapshot *s) {
     fputs("\"notes\": [", out);
@@ -510,6 +587,8 @@ static int json_document(const sw__input *in, FILE *out) {
         rc = sw__series_init(&h.steps, SW__SERIES_MAX, 0);
     for (int k = 0; k < NPHASES && rc == 0; k++)
         rc = sw__series_init(&h.phase_steps[k], SW__SERIES_MAX, 1);
+    for (int k = 0; k < NMEMORY && rc == 0; k++)
+        rc = sw__series_init(&h.memory[k], SW__HTML_MEMORY_POINTS, 0);
     if (rc == 0)
         rc = in->foreach_step(in->src, on_step, &h);
     if (rc == 0 && in->foreach_counter)
@@ -536,6 +615,8 @@ static int json_document(const sw__input *in, FILE *out) {
         fputs(",\n", out);
         json_counters(out, s, &h);
         fputs(",\n", out);
+        json_memory(out, s, &h);
+        fputs(",\n", out);
         json_misuse(out, &s->misuse);
         fputs(",\n", out);
         json_findings(out, d);
@@ -544,6 +625,8 @@ static int json_document(const sw__input *in, FILE *out) {
         fputs(",\n", out);
         json_notes(out, s);
         fputs(",\n", out);
+        json_modules(out, s);
+        fputs(",\n", out);
         rc = sw__html_json_flames(out, in->functions);
     }
     for (size_t i = 0; i < h.ncounters; i++)
@@ -551,6 +634,8 @@ static int json_document(const sw__input *in, FILE *out) {
     sw__series_free(&h.steps);
     for (int k = 0; k < NPHASES; k++)
         sw__series_free(&h.phase_steps[k]);
+    for (int k = 0; k < NMEMORY; k++)
+        sw__series_free(&h.memory[k]);
     free(h.counters);
     free(h.ranks);
     free(h.step_hist);

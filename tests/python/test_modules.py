@@ -270,3 +270,104 @@ def test_bad_modules_argument_is_named():
         stepwatch.Profiler(modules=-1)
     with pytest.raises(ValueError, match="modules must be"):
         stepwatch.Profiler(modules="often")
+
+
+# ---- the front ends and the command -------------------------------------------------------
+
+def test_lightning_trainer_with_modules_has_the_table():
+    L = pytest.importorskip("lightning.pytorch")
+    from stepwatch.lightning import Profiler
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())
+            self.head = torch.nn.Linear(16, 1)
+
+        def training_step(self, batch, i):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.head(self.body(x)), y)
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=0.01)
+
+    prof = Profiler(modules=1)
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, profiler=prof, accelerator="cpu")
+    trainer.fit(Net(), DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 1)),
+                                  batch_size=4))
+    try:
+        _info, rows = modules_of(prof.profiler)
+        text = prof.profiler.report()
+    finally:
+        prof.profiler.close()
+    assert "body.0" in rows, list(rows)
+    assert rows["body.0"]["forward_calls"] == 4 and rows["body.0"]["backward_calls"] == 4
+    assert rows["head"]["param_bytes"] == 17 * 4
+    # Adam's two moments per parameter, and its step count (a float32 tensor) per parameter
+    assert rows["head"]["optimizer_bytes"] == 2 * 17 * 4 + 2 * 4
+    assert "Modules (top" in text and "body.0" in text
+
+
+def test_hf_trainer_with_modules_has_the_table(tmp_path):
+    pytest.importorskip("transformers")
+    sys.path.insert(0, HERE)
+    from hftruth import make_trainer
+    from stepwatch.transformers import Callback
+    out = tmp_path / "report.txt"
+    cb = Callback(output=str(out), modules=1, format="json")
+    trainer, _clock = make_trainer(tmp_path, train=16, valid=0, epochs=1, callbacks=[cb])
+    trainer.train()
+    rows = {r["path"]: r for r in json.loads(out.read_text())["modules"]["rows"]}
+    assert rows[""]["forward_calls"] == 2 and rows[""]["backward_calls"] == 2
+    attention = [p for p in rows if p.endswith("attention")]
+    assert attention and all(rows[p]["backward_ns"] > 0 for p in attention)
+
+
+def test_stepwatch_run_modules_passes_it_on(tmp_path, build_dir):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(6):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """))
+    out = tmp_path / "report.json"
+    done = subprocess.run([os.path.join(build_dir, "stepwatch"), "run", "--modules=2", "-f", "json",
+                           "-o", str(out), "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert report["modules"]["every"] == 2 and report["modules"]["sampled_steps"] == 3
+    rows = {r["path"]: r for r in report["modules"]["rows"]}
+    assert rows["1"]["class"] == "Tanh" and rows["1"]["forward_calls"] == 3
+    bad = subprocess.run([os.path.join(build_dir, "stepwatch"), "run", "--modules=0", "--",
+                          sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and "--modules takes a step interval" in bad.stderr
+
+
+def test_html_report_draws_the_modules_table(tmp_path):
+    import shutil
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    run, page = tmp_path / "run.sw", tmp_path / "report.html"
+    prof = stepwatch.Profiler(modules=1, run_file=str(run))
+    train(prof, torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softsign()), 2, width=4)
+    prof.close()
+    stepwatch.html(str(run), str(page))
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--window-size=1400,3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert 'data-rendered="1"' in dom
+    table = dom[dom.index('data-table="modules"'):]
+    table = table[:table.index("</table>")]
+    assert "Softsign" in table and "(model)" in table and "80 B" in table  # Linear(4, 4)
