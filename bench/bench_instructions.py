@@ -35,7 +35,8 @@ Groups and budgets (added instructions per step, issue 33):
                each <= 1/3 of Ignite's.
   fastai       none, stepwatch's Throughput and Simple profilers, fastxtend's two: each
                <= 1/5 of fastxtend's.
-  torch        none, instrument(), the interception floor (do-nothing wrappers at the same
+  torch        none, instrument(), the same with Profiler(memory=False) (what the memory
+               per step costs), the interception floor (do-nothing wrappers at the same
                points, bench_torch.py), torch.profiler (CPU): instrument() <= 1/20 of
                torch.profiler's.
 A peer that is not installed (thunder, fastxtend) is left out with a message.
@@ -77,7 +78,7 @@ GROUPS = {
                "ignite_handlers"],
     "fastai": ["none", "stepwatch_throughput", "fastxtend_throughput", "stepwatch_simple",
                "fastxtend_simple"],
-    "torch": ["none", "instrument", "floor", "torch_profiler"],
+    "torch": ["none", "instrument", "instrument_no_memory", "floor", "torch_profiler"],
 }
 LABELS = {
     "none": "none", "stepwatch": "stepwatch Profiler",
@@ -325,8 +326,10 @@ def run_torch(variant, window, tmp):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     undo = []
-    if variant == "instrument":
-        prof = stepwatch.Profiler(name="bench")
+    if variant in ("instrument", "instrument_no_memory"):
+        # instrument_no_memory: the same without memory per step (Profiler(memory=False)), so
+        # the difference to instrument is what the RSS and the allocator check cost a step
+        prof = stepwatch.Profiler(name="bench", memory=variant == "instrument")
         swtorch.instrument(prof)
         undo += [prof.close, swtorch.uninstrument]
     elif variant == "floor":
