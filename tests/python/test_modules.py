@@ -371,3 +371,25 @@ def test_html_report_draws_the_modules_table(tmp_path):
     table = dom[dom.index('data-table="modules"'):]
     table = table[:table.index("</table>")]
     assert "Softsign" in table and "(model)" in table and "80 B" in table  # Linear(4, 4)
+
+
+def test_fastai_profile_with_modules_prints_the_table(capsys):
+    pytest.importorskip("fastai.learner")
+    from fastai.data.core import DataLoaders
+    from fastai.learner import Learner
+    from torch.utils.data import DataLoader, TensorDataset
+    import stepwatch.fastai  # noqa: F401 -- Learner.profile
+
+    def loader(n):
+        return DataLoader(TensorDataset(torch.randn(n, 8), torch.randn(n, 1)), batch_size=4)
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    learn = Learner(DataLoaders(loader(16), loader(8)), model, loss_func=torch.nn.MSELoss(),
+                    lr=0.01)
+    learn.remove_cbs([cb for cb in learn.cbs if type(cb).__name__ == "ProgressCallback"])
+    call = torch.nn.Module.__call__
+    learn.profile(modules=1)
+    learn.fit(1)
+    out = capsys.readouterr().out
+    assert "Modules (top" in out and "GELU" in out, out[-3000:]
+    assert torch.nn.Module.__call__ is call  # the core made for modules= closed after its report
