@@ -105,7 +105,8 @@ enum {
 
 /* Each action belongs to one category (see DESIGN.md's vocabulary). sw_action gives it the
  * category its name says: "data", "forward", "loss", "backward", "optimizer", "zero_grad",
- * names starting with "callback:", and everything else is "other". A front end whose
+ * names starting with "callback:", "h2d_copy" (the copy of the batch to the device, a part
+ * of its data: category data), and everything else is "other". A front end whose
  * framework has names of its own ("[Strategy]DDPStrategy.backward") keeps them and gives
  * the category explicitly (sw_action_with_category). Per-step breakdowns use the categories:
  * a span with a category gives it its own time, that is its duration less the time of the

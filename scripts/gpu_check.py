@@ -27,6 +27,9 @@ Cases (each names what it compares; figures in the JSON):
   max-autotune     torch.compile(mode="max-autotune"): losses equal
   manual-capture   a step captured by hand with torch.cuda.graph and replayed: losses equal,
                    the capture inside a timed step counted, nothing failed
+  h2d-copy         the copy of a pinned batch (x.to("cuda", non_blocking=True) between the
+                   DataLoader and the forward, under instrument()): one host h2d_copy per
+                   step, its device time against torch.cuda.Event pairs around the copy
   modules-memory   Profiler(modules=1): a module that allocates a known 64 MiB activation
                    shows 64 MiB (+ 1 MiB) of activation memory, its parameters their bytes
   modules-oom      a real CUDA out-of-memory error from an oversized activation: the module
@@ -45,7 +48,8 @@ import time
 
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
-         "ro-faulty-timed", "manual-capture", "max-autotune", "modules-memory", "modules-oom"]
+         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "modules-memory",
+         "modules-oom"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -211,6 +215,38 @@ def case_instrument(torch, stepwatch, which):
     info = prof.device_time_info()
     prof.close()
     return ok and not info["failed"], {"phases_ms_sw_ref_diff": rows, "info": info}
+
+
+def case_h2d_copy(torch, stepwatch):
+    """The batch's copy, made between steps (instrument() begins a step at the forward that
+    consumes its batch): host h2d_copy once per step, device time against Event pairs."""
+    import stepwatch.torch as swtorch
+    from torch.utils.data import DataLoader
+    batch = _pinned(torch.randn(S(64), S(1024), S(512)))  # 128 MiB on the GPU
+    model = torch.nn.Linear(S(512), S(16)).to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    refs = Refs(torch)
+    prof = timed_profiler(stepwatch, warmup_steps=2)
+    with swtorch.instrument(prof):
+        for x in DataLoader([batch] * 22, batch_size=None):
+            refs.begin("h2d_copy")
+            x = x.to(DEV, non_blocking=True)
+            refs.end("h2d_copy")
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    ref = refs.resolve(skip=2)
+    with prof.step(0):
+        pass
+    rows, ok = compare(device_ms(prof), ref, ["h2d_copy"])
+    host = {r["action"]: r for r in prof.records("train")}
+    copies = host.get("h2d_copy", {}).get("count", 0) + host.get("h2d_copy", {}).get(
+        "warmup_count", 0)
+    info = prof.device_time_info()
+    prof.close()
+    return ok and copies == 22 and not info["failed"], {
+        "h2d_copy_ms_sw_ref_diff": rows, "host_copies": copies, "info": info}
 
 
 def case_burst(torch, stepwatch):
@@ -524,6 +560,8 @@ def run_case(name):
         return case_compiled_equal(torch, stepwatch, "max-autotune")
     if name == "manual-capture":
         return case_manual_capture(torch, stepwatch)
+    if name == "h2d-copy":
+        return case_h2d_copy(torch, stepwatch)
     if name == "modules-memory":
         return case_modules_memory(torch, stepwatch)
     if name == "modules-oom":
@@ -542,7 +580,7 @@ def cpu_smoke():
     bad = []
     names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
         "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
-        "ro-correct", "ro-faulty-timed"]
+        "ro-correct", "ro-faulty-timed", "h2d-copy"]
     for name in names:
         try:
             ok, figures = run_case(name)

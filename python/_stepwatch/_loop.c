@@ -14,14 +14,16 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     static char *keywords[] = {"profiler", "data",      "forward",        "loss",
                                "backward", "optimizer", "zero_grad",      "train",
                                "valid",    "loss_type", "grad_enabled",   "optimizer_exists",
-                               "closure",  "startup",   "loader_startup", NULL};
-    enum { NACTIONS = 6, NOPTIONAL = 3 };
+                               "closure",  "startup",   "loader_startup", "copy",
+                               NULL};
+    enum { NACTIONS = 6, NOPTIONAL = 4 };
     PyObject *profiler, *actions[NACTIONS], *train, *valid, *loss_type, *grad_enabled,
-        *optimizer_exists, *optional[NOPTIONAL] = {Py_None, Py_None, Py_None};
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "OOOOOOOOOOOO|$OOO:Loop", keywords, &profiler, &actions[0], &actions[1],
-            &actions[2], &actions[3], &actions[4], &actions[5], &train, &valid, &loss_type,
-            &grad_enabled, &optimizer_exists, &optional[0], &optional[1], &optional[2]))
+        *optimizer_exists, *optional[NOPTIONAL] = {Py_None, Py_None, Py_None, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOO|$OOOO:Loop", keywords, &profiler,
+                                     &actions[0], &actions[1], &actions[2], &actions[3],
+                                     &actions[4], &actions[5], &train, &valid, &loss_type,
+                                     &grad_enabled, &optimizer_exists, &optional[0], &optional[1],
+                                     &optional[2], &optional[3]))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -42,7 +44,8 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         if (sw_py_named_id(actions[i], st->action_type, owner, "Loop", keywords[i + 1], &ids[i]) <
             0)
             return NULL;
-    uint32_t more[NOPTIONAL] = {SW_ID_NONE, SW_ID_NONE, SW_ID_NONE}; /* None: not timed */
+    uint32_t more[NOPTIONAL] = {SW_ID_NONE, SW_ID_NONE, SW_ID_NONE,
+                                SW_ID_NONE}; /* None: not timed */
     for (int i = 0; i < NOPTIONAL; i++)
         if (optional[i] != Py_None && sw_py_named_id(optional[i], st->action_type, owner, "Loop",
                                                      keywords[12 + i], &more[i]) < 0)
@@ -75,6 +78,7 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     self->closure = more[0];
     self->startup = more[1];
     self->loader_startup = more[2];
+    self->copy = more[3];
     self->installed_at = sw_now_ns();
     self->phases[TRAIN] = phases[0];
     self->phases[VALID] = phases[1];
@@ -178,6 +182,8 @@ static int Loop_traverse(LoopObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->grad_enabled);
     Py_VISIT(self->optimizer_exists);
     Py_VISIT(self->loss_frame);
+    Py_VISIT(self->on_batch_type);
+    Py_VISIT(self->batch_type);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_VISIT(self->iterators[i]);
     return 0;
@@ -189,6 +195,8 @@ static int Loop_clear(LoopObject *self) {
     Py_CLEAR(self->grad_enabled);
     Py_CLEAR(self->optimizer_exists);
     Py_CLEAR(self->loss_frame);
+    Py_CLEAR(self->on_batch_type);
+    Py_CLEAR(self->batch_type);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_CLEAR(self->iterators[i]);
     return 0;
@@ -207,6 +215,15 @@ static void Loop_dealloc(LoopObject *self) {
     Py_DECREF(tp);
 }
 
+/* watch_batch_types(fn): fn(type) for each new type of batch fetched (None: no more). */
+static PyObject *Loop_watch_batch_types(LoopObject *self, PyObject *fn) {
+    if (fn != Py_None && !PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "watch_batch_types: fn must be callable or None");
+    Py_XSETREF(self->on_batch_type, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_CLEAR(self->batch_type);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Loop_get_rule(LoopObject *self, void *closure) {
     return PyUnicode_FromString(sw_py_loop_rule_name(self->rule));
 }
@@ -218,7 +235,10 @@ static PyMethodDef Loop_methods[] = {
      "__next__), 'call' (nn.Module.__call__), 'function' (a compiled function), "
      "'loss' (a functional loss), 'backward' (torch.autograd.backward), "
      "'zero_grad', 'optimizer_pre'/'optimizer_post' (global step hooks), 'iter' "
-     "(DataLoader.__iter__)."},
+     "(DataLoader.__iter__), 'copy' (Tensor.to, Tensor.cuda, a batch class's to)."},
+    {"watch_batch_types", (PyCFunction)Loop_watch_batch_types, METH_O,
+     "watch_batch_types($self, fn, /)\n--\n\n"
+     "fn(type) for each new type of batch a DataLoader gives (None: stop)."},
     {"close", (PyCFunction)Loop_close, METH_NOARGS,
      "close($self, /)\n--\n\n"
      "End the step in progress, leave the train/valid phase; the hooks call "
@@ -257,7 +277,7 @@ static PyGetSetDef Loop_getset[] = {
 static PyType_Slot Loop_slots[] = {
     {Py_tp_doc, "Loop(profiler, data, forward, loss, backward, optimizer, zero_grad, train, valid, "
                 "loss_type, grad_enabled, optimizer_exists, *, closure=None, startup=None, "
-                "loader_startup=None)\n--\n\n"
+                "loader_startup=None, copy=None)\n--\n\n"
                 "The per-step state of stepwatch.torch and the C hooks that keep it. "
                 "train/valid None: no phases; the optional actions None: not timed."},
     {Py_tp_new, Loop_new},

@@ -8,7 +8,8 @@
  *                  forward, manual), the train/valid phases, the held-back events, the notes
  *   _loop_hooks.c  the torch hooks: LoopHook, the C callables patched over torch's entry
  *                  points; each times its event and tells the rules about it
- *   _loop_batches.c the batches fetched and not consumed yet: which step each belongs to
+ *   _loop_batches.c the batches fetched and not consumed yet: which step each belongs to,
+ *                  and their copies to the device
  *
  * The Loop holds the profiler, the ids, and the state of the step in progress; the hooks
  * change the state of the calls running now, the rules the state of the step.
@@ -51,6 +52,8 @@ typedef struct {
     uint32_t batch_size;
     const void *key; /* the batch's first array-like (identity only, never dereferenced) */
     uint64_t start, end;
+    uint64_t copy_start, copy_ns; /* its copy to the device (h2d_copy): its first copy's
+                                     start, and the time of all its copies (0: none) */
 } queued_batch;
 
 #define MAX_PENDING 8
@@ -64,13 +67,17 @@ typedef struct {
     sw_id closure;              /* the rest of an optimizer's closure (SW_ID_NONE: not timed) */
     sw_id startup;              /* from instrument() to the first step (the script's start) */
     sw_id loader_startup;       /* a DataLoader's iterator made (its workers started) */
+    sw_id copy;                 /* h2d_copy: the batch's copy to the device (SW_ID_NONE: not
+                                   timed) */
     sw_phase phases[2];         /* train, valid; SW_PHASE_NONE when phases are off */
     PyObject *loss_type;        /* module calls of this type are "loss" */
     PyObject *grad_enabled;     /* torch.is_grad_enabled */
     bool (*grad_mode)(void);    /* c10::GradMode::is_enabled, when found (read_grad_mode) */
     PyObject *optimizer_exists; /* callable: has any torch optimizer been made? */
     PyObject *shape, *training, *loss_key, *closure_key; /* interned names */
-    int active; /* 0 after close(): every hook calls straight through */
+    PyObject *on_batch_type; /* called with each new type of batch (its own to: patched) */
+    PyObject *batch_type;    /* the type of the last batch fetched */
+    int active;              /* 0 after close(): every hook calls straight through */
 
     /* The step in progress (the training thread's; the GIL orders the hooks). */
     int kind; /* TRAIN, VALID or NO_STEP */
@@ -106,7 +113,7 @@ typedef struct {
     int candidate;   /* that call is timed first and named by its result */
     int loss_inside; /* a functional loss ran inside that call */
     uint64_t call_start;
-    int in_fetch, in_zero_grad, in_backward;
+    int in_fetch, in_zero_grad, in_backward, in_copy;
     int optimizer_depth;    /* nested Optimizer.step calls */
     int optimizer_paused;   /* a closure's part runs inside the outermost one */
     int closure_depth;      /* inside the optimizer's closure: the optimizer stays paused */
@@ -166,6 +173,12 @@ void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p);
  * ---------------------------------------------------------------------------------------- */
 
 void sw_py_loop_enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b);
+/* A copy to the device ran from start to end (Tensor.to, .cuda, the batch's own .to outside
+ * the model): the oldest held batch's (loaders that read ahead copy a batch once the next is
+ * fetched). 1 when it was a batch's, 0 when no batch is held. */
+int sw_py_loop_copied(LoopObject *loop, uint64_t start, uint64_t end);
+/* Is a fetched batch waiting for its forward (a copy now is the batch's)? */
+int sw_py_loop_batch_held(const LoopObject *loop);
 /* The latest held batch a call is given as fetched (inputs: its arguments), or -1. */
 int sw_py_loop_matched_input(const LoopObject *loop, PyObject *const *inputs, Py_ssize_t n);
 /* What a forward (or a backward without one) consumes: take[i] = 1 for the held entries it

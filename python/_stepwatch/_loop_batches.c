@@ -14,6 +14,14 @@
  * identity. A forward called with the batch moved to another device or transformed takes,
  * once per fetch or backward, the oldest batch of each loader whose batches are never given
  * as fetched.
+ *
+ * The batch's copy to the device (h2d_copy, category data) is held with it: a Tensor.to or
+ * .cuda (or the batch object's own .to) called outside the model while a fetched batch waits
+ * for its forward is the copy of the oldest such batch (accelerate's loader copies a batch
+ * after reading the next one ahead; the Trainer draws an update's micro-batches, then copies
+ * each before its forward): _loop_hooks.c, hook_copy. It is recorded with the batch, as one
+ * span from its first copy's start as long as all its copies took (a copy of x, another of y,
+ * never the work between them).
  */
 #include "_loop.h"
 
@@ -28,6 +36,8 @@ static void record_batch(LoopObject *loop, sw_profiler *p, const queued_batch *b
         return;
     }
     sw_record(p, loop->data, b->start, b->end);
+    if (b->copy_ns != 0 && loop->copy != SW_ID_NONE)
+        sw_record(p, loop->copy, b->copy_start, b->copy_start + b->copy_ns);
     loop->saw_batch = 1;
     if (!in_step || loop->kind == NO_STEP)
         return;
@@ -43,6 +53,29 @@ void sw_py_loop_enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b)
         loop->nqueued--;
     }
     loop->queue[loop->nqueued++] = *b;
+}
+
+/* The oldest held batch (not a loader's start-up): its index, or -1. */
+static int oldest_batch(const LoopObject *loop) {
+    for (int i = 0; i < loop->nqueued; i++)
+        if (!loop->queue[i].startup)
+            return i;
+    return -1;
+}
+
+int sw_py_loop_batch_held(const LoopObject *loop) {
+    return oldest_batch(loop) >= 0;
+}
+
+int sw_py_loop_copied(LoopObject *loop, uint64_t start, uint64_t end) {
+    int i = oldest_batch(loop);
+    if (i < 0)
+        return 0;
+    queued_batch *b = &loop->queue[i];
+    if (b->copy_ns == 0)
+        b->copy_start = start;
+    b->copy_ns += end > start ? end - start : 1;
+    return 1;
 }
 
 void sw_py_loop_consume(LoopObject *loop, sw_profiler *p, const char *take) {

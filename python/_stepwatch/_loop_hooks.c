@@ -13,7 +13,9 @@
  * after the forward, else (training) the time from the forward's end to the backward;
  * backward; optimizer (its own time: a closure's forward and backward are theirs, the rest
  * of the closure is "closure"); zero_grad. A module called while a batch is fetched is the
- * data pipeline's. DataLoader.__iter__ is the loader's start-up (its workers start).
+ * data pipeline's. DataLoader.__iter__ is the loader's start-up (its workers start). A
+ * Tensor.to or .cuda called outside the model while a fetched batch waits for its forward is
+ * the batch's copy to the device (h2d_copy, data); anywhere else it costs one check.
  *
  * Hooks never raise on their own account and never swallow the user's exceptions: a closed
  * profiler or a closed Loop makes them call straight through.
@@ -35,12 +37,13 @@ typedef enum {
     HOOK_OPTIMIZER_POST,
     HOOK_ITER,    /* DataLoader.__iter__: the loader's start-up */
     HOOK_CLOSURE, /* the closure an optimizer step was given (made by the pre-hook) */
+    HOOK_COPY,    /* Tensor.to, Tensor.cuda, a batch class's to: the batch's copy (h2d_copy) */
     HOOK_KINDS
 } hook_kind;
 
 static const char *const hook_names[HOOK_KINDS] = {
-    "next",      "call",          "function",       "loss", "backward",
-    "zero_grad", "optimizer_pre", "optimizer_post", "iter", "closure"};
+    "next",          "call",           "function", "loss",    "backward", "zero_grad",
+    "optimizer_pre", "optimizer_post", "iter",     "closure", "copy"};
 
 typedef struct {
     PyObject_HEAD LoopObject *loop;
@@ -234,6 +237,16 @@ static int iterator_slot(LoopObject *loop, sw_profiler *p, PyObject *iterator) {
     return slot;
 }
 
+/* A batch of a type not seen last: the front end may time its own to (a batch class). */
+static void new_batch_type(LoopObject *loop, PyObject *batch) {
+    PyObject *type = (PyObject *)Py_TYPE(batch);
+    Py_XSETREF(loop->batch_type, Py_NewRef(type));
+    PyObject *r = PyObject_CallOneArg(loop->on_batch_type, type);
+    if (r == NULL)
+        PyErr_Clear(); /* never fail the fetch for the profiler's sake */
+    Py_XDECREF(r);
+}
+
 static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
                            size_t nargsf, PyObject *kwnames) {
     if (loop->in_fetch || PyVectorcall_NARGS(nargsf) < 1)
@@ -256,6 +269,8 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
                            slot,       start, end};
         sw_py_loop_settle(loop, p, &e);
     } else if (batch != NULL) { /* held until a forward consumes it */
+        if (loop->on_batch_type != NULL && (PyObject *)Py_TYPE(batch) != loop->batch_type)
+            new_batch_type(loop, batch);
         queued_batch b = {
             0,     slot, sw_py_batch_size(batch, loop->shape), sw_py_batch_leaf(batch, loop->shape),
             start, end};
@@ -329,6 +344,30 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
         sw_py_loop_settle(loop, p, &e);
     }
     resume_optimizer(loop);
+    return result;
+}
+
+/* Tensor.to, Tensor.cuda (and a batch class's own to): timed as the batch's copy to the device
+ * only while a fetched batch waits for its forward, outside the model, the loss, a backward,
+ * an optimizer step, a fetch and another copy (a batch class's to calling Tensor.to); every
+ * other call (the model's own casts, model.to) costs these checks and calls through. On a GPU
+ * the device timing records its events at the copy's boundaries (sw_device_mark). */
+static PyObject *hook_copy(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
+                           size_t nargsf, PyObject *kwnames) {
+    if (loop->in_copy || loop->inside != SW_ID_NONE || loop->in_fetch || loop->in_backward ||
+        loop->in_zero_grad || loop->optimizer_depth > 0 || loop->copy == SW_ID_NONE ||
+        !sw_py_loop_batch_held(loop))
+        return PyObject_Vectorcall(func, args, nargsf, kwnames);
+    loop->in_copy = 1;
+    sw_device_mark(p, loop->copy, 1);
+    uint64_t start = sw_now_ns();
+    PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    uint64_t end = sw_now_ns();
+    if (loop->owner->p == p)
+        sw_device_mark(p, loop->copy, 0);
+    loop->in_copy = 0;
+    if (result != NULL && loop->owner->p == p)
+        sw_py_loop_copied(loop, start, end);
     return result;
 }
 
@@ -592,6 +631,8 @@ static PyObject *Hook_vectorcall(PyObject *callable, PyObject *const *args, size
         return hook_iter(loop, p, self->func, args, nargsf, kwnames);
     case HOOK_CLOSURE:
         return hook_closure(loop, p, self->func, args, nargsf, kwnames);
+    case HOOK_COPY:
+        return hook_copy(loop, p, self->func, args, nargsf, kwnames);
     default:
         return hook_backward(loop, p, self->func, args, nargsf, kwnames);
     }
@@ -667,7 +708,7 @@ PyObject *sw_py_loop_hook(LoopObject *self, PyObject *args, PyObject *kwargs) {
     if (kind == HOOK_KINDS || kind == HOOK_CLOSURE)
         return PyErr_Format(PyExc_ValueError,
                             "hook: unknown kind %R (next, call, function, loss, backward, "
-                            "zero_grad, optimizer_pre, optimizer_post, iter)",
+                            "zero_grad, optimizer_pre, optimizer_post, iter, copy)",
                             PyTuple_GET_ITEM(args, 0));
     int wraps = kind != HOOK_OPTIMIZER_PRE && kind != HOOK_OPTIMIZER_POST;
     if (wraps && !PyCallable_Check(original))

@@ -72,6 +72,7 @@ typedef struct {
     uint32_t epochs_open;
     PyObject *shape_name;
     PyTypeObject *scope_type; /* SpanScope, what profile() returns */
+    sw_id copy;               /* h2d_copy (SW_ID_NONE until the first batch) */
 } SpansObject;
 
 /* ------------------------------------------------------------------------------------------
@@ -455,8 +456,10 @@ static PyObject *Spans_timed(SpansObject *self, PyObject *const *args, Py_ssize_
 }
 
 /* batch(function, batch, *args, **kwargs): function(batch, *args, **kwargs), after giving the
- * open step the batch's size. functools.partial(spans.batch, strategy.batch_to_device) takes
- * the place of Lightning's Strategy.batch_to_device, which every loop calls with each batch. */
+ * open step the batch's size, timed as the batch's copy to the device (h2d_copy, category
+ * data). functools.partial(spans.batch, strategy.batch_to_device) takes the place of
+ * Lightning's Strategy.batch_to_device, which every loop calls with each batch: it runs the
+ * module's transfer_batch_to_device hooks and moves the batch (the batch's own .to too). */
 static PyObject *Spans_batch(SpansObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
     if (nargs < 2) {
@@ -464,9 +467,17 @@ static PyObject *Spans_batch(SpansObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     sw_profiler *p = self->owner->p;
-    if (p != NULL && self->step_open)
+    if (p == NULL)
+        return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    if (self->step_open)
         sw_step_set_batch_size(p, sw_py_batch_size(args[1], self->shape_name));
-    return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    if (self->copy == SW_ID_NONE)
+        self->copy = sw_action(p, "h2d_copy");
+    sw_begin(p, self->copy);
+    PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    if (self->owner->p == p)
+        sw_end(p, self->copy);
+    return result;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -591,6 +602,7 @@ static PyObject *Spans_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->classify = Py_NewRef(classify);
     self->keep = keep;
     self->phase = SW_PHASE_NONE;
+    self->copy = SW_ID_NONE;
     return (PyObject *)self;
 }
 

@@ -16,6 +16,12 @@ What is timed, per step:
 
   data       a DataLoader ``next()`` (patched ``_BaseDataLoaderIter.__next__``: no hook exists).
              The batch size is read from the batch (first tensor's first dim).
+  h2d_copy   (category data) the batch's copy to the device: ``Tensor.to``/``Tensor.cuda``
+             (patched), and a batch class's own ``to``/``cuda`` (patched on the class the
+             first time a DataLoader gives a batch of it), called outside the model while a
+             fetched batch waits for its forward: ``x.to(device, non_blocking=True)`` in the
+             loop, accelerate's ``send_to_device``, the HF Trainer's ``_prepare_inputs``.
+             Anywhere else (the model's casts, ``model.to``) a call costs a few checks.
   forward    the outermost ``nn.Module`` call, or a call of a ``torch.compile``d function.
              Default (forward="patch"): a wrapper on ``nn.Module.__call__``. forward="hooks":
              torch's global forward pre-hook, ended by a forward hook (``always_call=True``)
@@ -152,10 +158,12 @@ class Instrumentation:
         self._loop = _Loop(p, *actions, train, valid, torch.nn.modules.loss._Loss,
                            torch.is_grad_enabled, self._optimizer_steps_seen,
                            closure=p.action("closure"), startup=p.action("startup"),
-                           loader_startup=p.action("dataloader_startup", category="data"))
+                           loader_startup=p.action("dataloader_startup", category="data"),
+                           copy=p.action("h2d_copy", category="data"))
         self._loop.read_grad_mode(os.path.join(os.path.dirname(torch.__file__), "lib",
                                                "libc10.so"))
         self._try("DataLoader batches and data wait", self._install_dataloader)
+        self._try("the batch's copy to the device", self._install_copy)
         self._try("forward", self._install_forward if self.forward == "hooks"
                   else self._install_forward_patch)
         self._try("functional losses", self._install_losses)
@@ -193,6 +201,25 @@ class Instrumentation:
     def _install_dataloader(self):
         self._patch(_dataloader._BaseDataLoaderIter, "__next__", self._hook("next"))
         self._patch(_dataloader.DataLoader, "__iter__", self._hook("iter"))
+
+    def _install_copy(self):
+        make = self._hook("copy")
+        for name in ("to", "cuda"):
+            self._patch(torch.Tensor, name, make)
+        self._batch_types = set()
+        self._loop.watch_batch_types(self._batch_type)
+
+    def _batch_type(self, cls):
+        """A DataLoader gave a batch of type cls for the first time: a batch class with its
+        own to/cuda (a dataclass of tensors, transformers' BatchEncoding) gets it timed."""
+        if cls in self._batch_types or issubclass(cls, (torch.Tensor, tuple, list, dict)):
+            return
+        self._batch_types.add(cls)
+        for name in ("to", "cuda"):
+            owner = next((c for c in cls.__mro__ if callable(c.__dict__.get(name))), None)
+            if owner is not None and (owner, name) not in self._batch_types:
+                self._batch_types.add((owner, name))  # a base shared by two batch classes
+                self._patch(owner, name, self._hook("copy"))
 
     def _install_forward(self):
         # The end hook must run even when the forward raises (always_call, torch >= 2.0):

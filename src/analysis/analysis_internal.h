@@ -8,6 +8,7 @@
 #ifndef SW_ANALYSIS_INTERNAL_H
 #define SW_ANALYSIS_INTERNAL_H
 
+#include "series.h"
 #include "stepwatch.h"
 
 /* ---- the input view ---- */
@@ -92,7 +93,19 @@ int sw__compiled_has(const sw__compiled *c, uint64_t step);
 /* The "compilation" finding: nkept_out training steps (kept_out_ns in all) were compiled. */
 void sw__diagnose_compile(sw__diagnosis *d, const sw__compiled *c, uint64_t nkept_out,
                           uint64_t kept_out_ns, double median);
-/* Write one number the way reports show it ("42.0 %", "3.41 ms", "12.3x", "17"). */
+/* Memory drift (diagnose_memory.c): the steady steps' memory per rank (the first
+ * SW__DRIFT_RANKS), downsampled; then the "memory-drift" finding when it rises steadily. */
+#define SW__DRIFT_RANKS 16
+typedef struct sw__drift {
+    sw__series rss[SW__DRIFT_RANKS];       /* RSS at each step's end */
+    sw__series allocated[SW__DRIFT_RANKS]; /* the allocator's bytes at each step's end */
+    int err;                               /* SW_ENOMEM once a series could not be made */
+} sw__drift;
+void sw__drift_init(sw__drift *m);
+void sw__drift_add(sw__drift *m, int rank, const sw_step_record *s);
+void sw__diagnose_drift(sw__diagnosis *d, const sw__drift *m);
+void sw__drift_free(sw__drift *m);
+/* Write one number the way reports show it ("42.0 %", "3.41 ms", "12.3x", "17", "3.2 MiB"). */
 void sw__number_text(const sw__number *n, char *buf, size_t size);
 
 /* ---- HTML ---- */

@@ -57,6 +57,7 @@ typedef struct diag_ctx {
     int min_rank, max_rank;
     double median_ns; /* all ranks, selected steps (after pass 1) */
     sw__compiled compiled;
+    sw__drift drift; /* the steady steps' memory (diagnose_memory.c) */
 } diag_ctx;
 
 static rank_acc *acc_of(diag_ctx *c, int rank) {
@@ -128,6 +129,7 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s) {
         r->nfirst++;
         r->first_ns += s->duration_ns;
     }
+    sw__drift_add(&c->drift, rank < 0 ? 0 : rank, s);
     r->steps++;
     r->step_ns += s->duration_ns;
     for (int k = 0; k < SW_CAT_COUNT; k++)
@@ -675,6 +677,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         return SW_EINVAL;
     memset(d, 0, sizeof *d);
     diag_ctx c = {.in = in, .min_rank = 0, .max_rank = -1};
+    sw__drift_init(&c.drift);
     sw__compiled_read(in->snap, &c.compiled);
     if (in->snap) {
         const sw_row *train = sw_snapshot_find(in->snap, "step", "train");
@@ -684,6 +687,8 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
     int rc = in->foreach_step(in->src, visit_step, &c);
     if (rc == 0 && c.err)
         rc = c.err;
+    if (rc == 0 && c.drift.err)
+        rc = c.drift.err;
     sw_hist *all = NULL;
     if (rc == 0)
         all = calloc(1, sizeof *all);
@@ -692,6 +697,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
     if (rc != 0) {
         free(c.ranks);
         free(all);
+        sw__drift_free(&c.drift);
         return rc;
     }
     double data_ns = 0;
@@ -746,9 +752,11 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         check_recording(d, in->snap, in->incomplete);
         check_unseen(d, in->snap);
         sw__diagnose_device(d, in->snap);
+        sw__diagnose_drift(d, &c.drift);
         sort_findings(d);
     }
     free(c.ranks);
     free(all);
+    sw__drift_free(&c.drift);
     return rc;
 }

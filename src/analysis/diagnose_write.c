@@ -44,6 +44,11 @@ static void header(FILE *out, const sw_snapshot *s, const sw__diagnosis *d, int 
         put(out, rule);
     }
     fputc('\n', out);
+    char memory[256] = "";
+    if (s)
+        sw__memory_text(&s->memory, memory, sizeof memory);
+    if (memory[0])
+        fprintf(out, "%sMemory per step: %s\n", md ? "\n" : "", memory);
 }
 
 static void numbers_line(FILE *out, const sw__finding *f, const char *sep) {

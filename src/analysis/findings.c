@@ -41,6 +41,8 @@ void sw__number_text(const sw__number *n, char *buf, size_t size) {
         snprintf(buf, size, "%.1f %%", n->value);
     else if (strcmp(n->unit, "x") == 0)
         snprintf(buf, size, "%.2fx", n->value);
+    else if (strcmp(n->unit, "bytes") == 0)
+        snprintf(buf, size, "%.1f MiB", n->value / 1048576.0);
     else
         snprintf(buf, size, "%.0f", n->value);
 }

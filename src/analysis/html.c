@@ -23,7 +23,8 @@
 
 #define SW__HTML_HISTS 12 /* action histograms embedded */
 #define SW__HTML_HIST_MIN_CALLS 5
-#define SW__HTML_COUNTERS 64 /* counter series drawn (all are in the table) */
+#define SW__HTML_COUNTERS 64       /* counter series drawn (all are in the table) */
+#define SW__HTML_MEMORY_POINTS 500 /* points of each memory-per-step series */
 #define SW__HTML_COUNTER_POINTS 500
 #define SW__HTML_RANKS 1024 /* ranks in the cross-rank heatmap */
 
@@ -61,8 +62,14 @@ typedef struct rank_sums {
     double step_ns, category_ns[SW_CAT_COUNT];
 } rank_sums;
 
+/* Memory per step (sw_step_record): one series per figure, x = step index, y = bytes. Ranks
+ * share them (a point's mean is over the ranks' steps in it). */
+enum { MEM_RSS = 0, MEM_ALLOCATED, MEM_PEAK, MEM_RESERVED, NMEMORY };
+static const char *const memory_names[NMEMORY] = {"RSS", "allocated", "peak allocated", "reserved"};
+
 typedef struct html_ctx {
     const sw__input *in;
+    sw__series memory[NMEMORY];
     sw__series steps;                /* x = step index, y = duration, sums = per-category ns */
     sw__series phase_steps[NPHASES]; /* the same, per phase, with medians, without the sums */
     sw_hist *step_hist;              /* NPHASES histograms of the steady steps */
@@ -103,6 +110,14 @@ static int on_step(void *ctx, int rank, const sw_step_record *s) {
                 r->category_ns[k] += cats[k];
             h->max_rank = rank > h->max_rank ? rank : h->max_rank;
         }
+    }
+    if (s->rss_bytes != 0)
+        sw__series_add(&h->memory[MEM_RSS], s->step, (double)s->rss_bytes, s->start_ns, end, NULL);
+    if (s->has_allocator) {
+        const double v[] = {(double)s->allocated_bytes, (double)s->peak_allocated_bytes,
+                            (double)s->reserved_bytes};
+        for (int k = 0; k < 3; k++)
+            sw__series_add(&h->memory[MEM_ALLOCATED + k], s->step, v[k], s->start_ns, end, NULL);
     }
     h->step_records++;
     return 0;
@@ -357,6 +372,42 @@ static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
     fputs("]", out);
 }
 
+/* "memory": the memory per step's series, [first step, min, mean, max] per point (those
+ * with steps), and the summary line the reports print. */
+static void json_memory(FILE *out, const sw_snapshot *s, const html_ctx *h) {
+    char line[256];
+    sw__memory_text(&s->memory, line, sizeof line);
+    fputs("\"memory\": {\"summary\": ", out);
+    sw__json_string(out, line);
+    fputs(", \"series\": [", out);
+    int any = 0;
+    for (int k = 0; k < NMEMORY; k++) {
+        const sw__series *ser = &h->memory[k];
+        if (!ser->started)
+            continue;
+        fprintf(out, "%s{\"name\": \"%s\", \"width\": %llu, \"points\": [", any ? ", " : "",
+                memory_names[k], (unsigned long long)ser->width);
+        int first = 1;
+        for (size_t p = 0; p < ser->npoints; p++) {
+            const sw__point *pt = &ser->points[p];
+            if (!pt->count)
+                continue;
+            fprintf(out, "%s[%llu, ", first ? "" : ", ",
+                    (unsigned long long)(ser->origin + p * ser->width));
+            sw__json_number(out, pt->min);
+            fputs(", ", out);
+            sw__json_number(out, round(pt->sum / (double)pt->count));
+            fputs(", ", out);
+            sw__json_number(out, pt->max);
+            fputc(']', out);
+            first = 0;
+        }
+        fputs("]}", out);
+        any = 1;
+    }
+    fputs("]}", out);
+}
+
 static void json_misuse(FILE *out, const sw_misuse *m) {
     fputs("\"misuse\": {", out);
     kv_num(out, "end_without_begin", (double)m->end_without_begin, 1);
@@ -536,6 +587,8 @@ static int json_document(const sw__input *in, FILE *out) {
         rc = sw__series_init(&h.steps, SW__SERIES_MAX, 0);
     for (int k = 0; k < NPHASES && rc == 0; k++)
         rc = sw__series_init(&h.phase_steps[k], SW__SERIES_MAX, 1);
+    for (int k = 0; k < NMEMORY && rc == 0; k++)
+        rc = sw__series_init(&h.memory[k], SW__HTML_MEMORY_POINTS, 0);
     if (rc == 0)
         rc = in->foreach_step(in->src, on_step, &h);
     if (rc == 0 && in->foreach_counter)
@@ -562,6 +615,8 @@ static int json_document(const sw__input *in, FILE *out) {
         fputs(",\n", out);
         json_counters(out, s, &h);
         fputs(",\n", out);
+        json_memory(out, s, &h);
+        fputs(",\n", out);
         json_misuse(out, &s->misuse);
         fputs(",\n", out);
         json_findings(out, d);
@@ -579,6 +634,8 @@ static int json_document(const sw__input *in, FILE *out) {
     sw__series_free(&h.steps);
     for (int k = 0; k < NPHASES; k++)
         sw__series_free(&h.phase_steps[k]);
+    for (int k = 0; k < NMEMORY; k++)
+        sw__series_free(&h.memory[k]);
     free(h.counters);
     free(h.ranks);
     free(h.step_hist);

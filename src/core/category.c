@@ -17,6 +17,8 @@ sw_category sw_category_of(const char *name) {
         return SW_CAT_OTHER;
     if (strncmp(name, "callback:", 9) == 0)
         return SW_CAT_CALLBACK;
+    if (strcmp(name, "h2d_copy") == 0) /* the batch's copy to the device: part of its data */
+        return SW_CAT_DATA;
     for (int c = 0; c < SW_CAT_CALLBACK; c++)
         if (strcmp(name, category_names[c]) == 0)
             return (sw_category)c;

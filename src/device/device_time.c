@@ -37,6 +37,13 @@
  * Every resolved span becomes a sample of the counter "device:<phase>/<action>" in
  * nanoseconds (data and step: one per step), recorded like any counter; warm-up steps are
  * kept out as the host statistics keep them out.
+ *
+ * The batch's copy to the device (the action "h2d_copy", category data) is timed too: the
+ * sum of a step's copies is one sample of "device:<phase>/h2d_copy", and counts in the
+ * step's device data unless it lies inside a data span or in the gap (already there).
+ * stepwatch.torch copies a batch before the step that consumes it begins: such copies'
+ * events wait in gap[] (DT_GAP_COPIES of them; more extend the last one) and join the next
+ * step that is timed.
  */
 #include "device.h"
 #include "core/sink.h"
@@ -53,12 +60,14 @@
                                 for a kernel launch between them */
 #define DT_MAX_STRIDE 65536u /* sample at least every 65536th step */
 #define NO_EVENT UINT32_MAX
+#define DT_GAP_COPIES 4 /* copies between steps timed apart (x and y, a few more) */
 
-/* What a span times: a category from data to zero_grad, or the step. */
-enum { WHAT_STEP = SW_CAT_CALLBACK, NWHAT };
+/* What a span times: a category from data to zero_grad, the step, or the batch's copy. */
+enum { WHAT_STEP = SW_CAT_CALLBACK, WHAT_COPY, NWHAT };
 
 typedef struct dt_span {
     uint8_t what;
+    uint8_t in_data;     /* a copy inside a data span or in the gap: in the step's data already */
     uint32_t begin, end; /* indexes into the pool; end NO_EVENT: never ended, not timed */
 } dt_span;
 
@@ -97,7 +106,9 @@ typedef struct sw__device_time {
     int last_was_begin;   /* ... by a span's begin */
     int open_span[NWHAT]; /* the outermost open span of each category, or -1 */
     uint32_t depth[NWHAT];
-    uint64_t stride; /* every stride-th step is timed (1: all) */
+    uint32_t gap[DT_GAP_COPIES][2]; /* copies made between steps: begin, end events */
+    uint32_t ngap;                  /* gap[ngap - 1][1] NO_EVENT: that copy is running */
+    uint64_t stride;                /* every stride-th step is timed (1: all) */
     sw_id counter[SW__MAX_PHASES][NWHAT];
     int stopped; /* failed, or the process is exiting */
     int exiting; /* the runtime may be going away: ask nothing of it */
@@ -208,7 +219,10 @@ static void span_begin(sw__device_time *dt, int what) {
     uint32_t e = record_boundary(dt, 1);
     if (e == NO_EVENT)
         return;
-    s->spans[s->nspans] = (dt_span){.what = (uint8_t)what, .begin = e, .end = NO_EVENT};
+    s->spans[s->nspans] = (dt_span){.what = (uint8_t)what,
+                                    .in_data = what == WHAT_COPY && dt->depth[SW_CAT_DATA] > 0,
+                                    .begin = e,
+                                    .end = NO_EVENT};
     dt->open_span[what] = (int)s->nspans++;
 }
 
@@ -272,20 +286,27 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
         COUNT(warmup);
         return 1;
     }
-    int has_data = s->has_gap && s->data_before;
-    uint64_t data_ns = has_data ? s->gap_ns : 0;
+    int has_data = s->has_gap && s->data_before, has_copy = 0;
+    uint64_t data_ns = has_data ? s->gap_ns : 0, copy_ns = 0;
     for (uint32_t i = 1; i < s->nspans; i++) {
         if (s->spans[i].end == NO_EVENT)
             continue;
         if (s->spans[i].what == SW_CAT_DATA) {
             data_ns += ns[i];
             has_data = 1;
+        } else if (s->spans[i].what == WHAT_COPY) {
+            copy_ns += ns[i];
+            has_copy = 1;
+            data_ns += s->spans[i].in_data ? 0 : ns[i];
+            has_data |= !s->spans[i].in_data;
         } else {
             sample(dt, s->phase, s->spans[i].what, ns[i]);
         }
     }
     if (has_data)
         sample(dt, s->phase, SW_CAT_DATA, data_ns);
+    if (has_copy)
+        sample(dt, s->phase, WHAT_COPY, copy_ns);
     sample(dt, s->phase, WHAT_STEP, s->gap_ns + ns[0]);
     COUNT(timed);
     return 1;
@@ -420,6 +441,69 @@ static void step_end(sw__device_time *dt) {
     resolve(dt, 0);
 }
 
+/* ---- copies between steps ---- */
+
+/* Record event e (NO_EVENT: a free one of the pool) now, outside any step: its index, or
+ * NO_EVENT (the stream is captured, or the runtime failed: the timing stopped). */
+static uint32_t record_gap(sw__device_time *dt, uint32_t e) {
+    if (e == NO_EVENT && (e = take_event(dt)) == NO_EVENT)
+        return NO_EVENT;
+    int rc = dt->clock.record(dt->clock.ctx, dt->events[e]);
+    if (rc == 0)
+        return e;
+    dt->spare[dt->nspare++] = e;
+    if (rc < 0)
+        fail(dt, "record");
+    return NO_EVENT;
+}
+
+static void drop_gap(sw__device_time *dt) {
+    for (uint32_t i = 0; i < dt->ngap; i++)
+        for (int k = 0; k < 2; k++)
+            if (dt->gap[i][k] != NO_EVENT)
+                dt->spare[dt->nspare++] = dt->gap[i][k];
+    dt->ngap = 0;
+}
+
+/* A copy begins (ends) with no step open: its own pair of events; past DT_GAP_COPIES, the
+ * last pair's end is recorded again (an event marks its latest record). */
+static void gap_copy(sw__device_time *dt, int begins) {
+    if (begins) {
+        if (dt->depth[WHAT_COPY]++ > 0 || dt->ngap == DT_GAP_COPIES)
+            return;
+        uint32_t e = record_gap(dt, NO_EVENT);
+        if (e != NO_EVENT) {
+            dt->gap[dt->ngap][0] = e;
+            dt->gap[dt->ngap++][1] = NO_EVENT;
+        }
+    } else if (dt->depth[WHAT_COPY] > 0 && --dt->depth[WHAT_COPY] == 0 && dt->ngap > 0) {
+        uint32_t *pair = dt->gap[dt->ngap - 1];
+        uint32_t e = record_gap(dt, pair[1]);
+        if (e == NO_EVENT && pair[1] != NO_EVENT) { /* its end went back to the pool */
+            dt->spare[dt->nspare++] = pair[0];
+            dt->ngap--;
+        } else {
+            pair[1] = e;
+        }
+    }
+}
+
+/* The step that began takes the copies made before it; a step not timed lets them go. */
+static void settle_gap(sw__device_time *dt) {
+    dt_step *s = open_step(dt);
+    uint32_t i = 0;
+    for (; s != NULL && i < dt->ngap && s->nspans < DT_SPANS; i++) {
+        uint32_t begin = dt->gap[i][0], end = dt->gap[i][1];
+        s->events[s->nevents++] = begin;
+        if (end != NO_EVENT)
+            s->events[s->nevents++] = end;
+        s->spans[s->nspans++] = (dt_span){
+            .what = WHAT_COPY, .in_data = 1, .begin = begin, .end = end};
+        dt->gap[i][0] = dt->gap[i][1] = NO_EVENT;
+    }
+    drop_gap(dt);
+}
+
 /* The core's hook: a watched action began or ends on this thread. */
 static void on_action(void *ctx, sw_id id, int begins) {
     sw__device_time *dt = ctx;
@@ -429,13 +513,21 @@ static void on_action(void *ctx, sw_id id, int begins) {
     while (what < NWHAT && dt->action[what] != id)
         what++;
     if (what == WHAT_STEP) {
-        if (begins)
+        if (begins) {
             step_begin(dt);
-        else if (tl_timing == dt)
+            settle_gap(dt);
+        } else if (tl_timing == dt) {
             step_end(dt);
+        }
         return;
     }
-    if (what == NWHAT || tl_timing != dt || !dt->open)
+    if (what == NWHAT || tl_timing != dt || (begins < 0 && what == WHAT_COPY))
+        return;
+    if (what == WHAT_COPY && !dt->open) {
+        gap_copy(dt, begins);
+        return;
+    }
+    if (!dt->open)
         return;
     if (begins < 0) { /* recorded after the fact: the data wait of a step begun late */
         open_step(dt)->data_before |= what == SW_CAT_DATA;
@@ -528,7 +620,9 @@ int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock) {
     if (rc == 0 && dt == NULL)
         rc = SW_ENOMEM;
     for (int w = 0; rc == 0 && w < NWHAT; w++) {
-        const char *name = w == WHAT_STEP ? "step" : sw_category_name((sw_category)w);
+        const char *name = w == WHAT_STEP   ? "step"
+                           : w == WHAT_COPY ? "h2d_copy"
+                                            : sw_category_name((sw_category)w);
         dt->action[w] = sw_action(p, name);
         rc = dt->action[w] == SW_ID_NONE ? SW_ELIMIT : sw__hook_watch(p, dt->action[w], 1);
     }
@@ -546,6 +640,7 @@ int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock) {
     dt->stride = 1;
     dt->sample_every = 1;
     dt->last_event = NO_EVENT;
+    dt->ngap = 0;
     for (uint32_t ph = 0; ph < SW__MAX_PHASES; ph++)
         for (int w = 0; w < NWHAT; w++)
             dt->counter[ph][w] = SW_ID_NONE;

@@ -36,10 +36,32 @@ static void put_device(FILE *out, const sw_snapshot *s, const sw_row *r) {
         fputs(",,,,", out);
 }
 
+/* With memory per step: six more columns (bytes), filled on the roll-up row of "step" (the
+ * memory is the steps'), empty elsewhere and where that part was not measured. */
+static const char memory_header[] = ",rss_max_bytes,rss_last_bytes,peak_allocated_max_bytes,"
+                                    "allocated_last_bytes,reserved_max_bytes,reserved_last_bytes";
+
+static void put_memory(FILE *out, const sw_snapshot *s, const sw_row *r) {
+    const sw_memory_summary *m = &s->memory;
+    if (r->phase != SW_PHASE_ALL || r->action_name == NULL || strcmp(r->action_name, "step") != 0) {
+        fputs(",,,,,,", out);
+        return;
+    }
+    if (m->rss_steps > 0)
+        fprintf(out, ",%" PRIu64 ",%" PRIu64, m->rss_max, m->rss_last);
+    else
+        fputs(",,", out);
+    if (m->allocator_steps > 0)
+        fprintf(out, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, m->peak_allocated_max,
+                m->allocated_last, m->reserved_max, m->reserved_last);
+    else
+        fputs(",,,,", out);
+}
+
 /* The module rows (module_rows.c): one line per module and pass ("forward", "backward"),
  * category "module", with the count, total and self time; the columns of action rows that
  * do not apply are empty, the module columns at the end are filled. */
-static void put_modules(FILE *out, const sw_snapshot *s, int device) {
+static void put_modules(FILE *out, const sw_snapshot *s, int device, int memory) {
     for (size_t i = 0; i < s->nmodules; i++) {
         const sw_module_row *m = &s->modules[i];
         for (int pass = 0; pass < 2; pass++) {
@@ -58,8 +80,8 @@ static void put_modules(FILE *out, const sw_snapshot *s, int device) {
                 fputs(",,,,", out);
             fputc(',', out);
             sw__csv_put_text(out, m->kind);
-            fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", m->param_bytes,
-                    m->grad_bytes, m->optimizer_bytes, m->activation_bytes);
+            fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "%s\n", m->param_bytes,
+                    m->grad_bytes, m->optimizer_bytes, m->activation_bytes, memory ? ",,,,,," : "");
         }
     }
 }
@@ -68,9 +90,11 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
     (void)opts;
     int device = sw__device_any(s);
     int modules = s->nmodules > 0;
-    fprintf(out, "%s%s%s\n", header,
+    int memory = s->memory.rss_steps > 0 || s->memory.allocator_steps > 0;
+    fprintf(out, "%s%s%s%s\n", header,
             device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "",
-            modules ? ",module_class,param_bytes,grad_bytes,optimizer_bytes,activation_bytes" : "");
+            modules ? ",module_class,param_bytes,grad_bytes,optimizer_bytes,activation_bytes" : "",
+            memory ? memory_header : "");
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -112,9 +136,11 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
             put_device(out, s, r);
         if (modules)
             fputs(",,,,,", out);
+        if (memory)
+            put_memory(out, s, r);
         fputc('\n', out);
     }
-    put_modules(out, s, device);
+    put_modules(out, s, device, memory);
     return 0;
 }
 

@@ -105,6 +105,28 @@ static void put_misuse(sw__jw *w, const sw_misuse *m) {
     sw__jw_object_end(w);
 }
 
+/* "memory": only when some step had memory (older readers never see an empty one); each
+ * part only when measured. Bytes. */
+static void put_memory(sw__jw *w, const sw_memory_summary *m) {
+    if (m->rss_steps == 0 && m->allocator_steps == 0)
+        return;
+    sw__jw_key(w, "memory");
+    sw__jw_object_begin(w);
+    if (m->rss_steps > 0) {
+        sw__jw_kv_uint(w, "rss_steps", m->rss_steps);
+        sw__jw_kv_uint(w, "rss_max", m->rss_max);
+        sw__jw_kv_uint(w, "rss_last", m->rss_last);
+    }
+    if (m->allocator_steps > 0) {
+        sw__jw_kv_uint(w, "allocator_steps", m->allocator_steps);
+        sw__jw_kv_uint(w, "peak_allocated_max", m->peak_allocated_max);
+        sw__jw_kv_uint(w, "allocated_last", m->allocated_last);
+        sw__jw_kv_uint(w, "reserved_max", m->reserved_max);
+        sw__jw_kv_uint(w, "reserved_last", m->reserved_last);
+    }
+    sw__jw_object_end(w);
+}
+
 /* The module table, when there is one: the sampling notes and every row. */
 static void put_modules(sw__jw *w, const sw_snapshot *s) {
     sw__jw_key(w, "modules");
@@ -177,6 +199,7 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
 
     put_misuse(&w, &s->misuse);
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
+    put_memory(&w, &s->memory);
     if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */
         sw__jw_key(&w, "notes");
         sw__jw_object_begin(&w);

@@ -3,8 +3,8 @@
  *
  * Lightning's columns (Action, Mean, Num calls, Total, Percentage) with std (n - 1), p50,
  * p99 and self time, one row per action and phase ("train/forward"), largest total first,
- * a "Total" row first. Warm-up calls get a section of their own; misuse, dropped events
- * and counters are listed under the table when there are any.
+ * a "Total" row first. Warm-up calls get a section of their own; misuse, dropped events,
+ * the memory per step and counters are listed under the table when there are any.
  *
  * The table fits the terminal width (sw__term_width) or the width asked for
  * (sw_write_options): first the action column is shortened in the middle, down to
@@ -188,6 +188,7 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
     }
 
     sw__put_problems(s, out, "");
+    sw__put_memory(s, out, "");
     put_counters(s, out);
 
     free(rows);

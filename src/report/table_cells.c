@@ -114,3 +114,41 @@ void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet) {
                 " (not in the run file: its writer fell behind, or could not write)\n",
                 bullet, s->dropped_events);
 }
+
+char *sw__bytes_text(double bytes, char *buf, size_t size) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%.0f B", bytes);
+    else
+        snprintf(buf, size, bytes >= 100 ? "%.1f %s" : "%.2f %s", bytes, units[u]);
+    return buf;
+}
+
+void sw__memory_text(const sw_memory_summary *m, char *out, size_t size) {
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    out[0] = '\0';
+    if (m->rss_steps > 0)
+        snprintf(out, size, "RSS max %s, at the end %s", sw__bytes_text((double)m->rss_max, a, 32),
+                 sw__bytes_text((double)m->rss_last, b, 32));
+    if (m->allocator_steps > 0) {
+        size_t used = strlen(out);
+        snprintf(out + used, size - used,
+                 "%sallocated peak %s, at the end %s; reserved max %s, at the end %s",
+                 used ? "; " : "", sw__bytes_text((double)m->peak_allocated_max, c, 32),
+                 sw__bytes_text((double)m->allocated_last, d, 32),
+                 sw__bytes_text((double)m->reserved_max, e, 32),
+                 sw__bytes_text((double)m->reserved_last, f, 32));
+    }
+}
+
+void sw__put_memory(const sw_snapshot *s, FILE *out, const char *bullet) {
+    char line[256];
+    sw__memory_text(&s->memory, line, sizeof line);
+    if (line[0] != '\0')
+        fprintf(out, "\n%sMemory per step: %s\n", bullet, line);
+}

@@ -107,6 +107,15 @@ int sw__has_warmup(const sw_snapshot *s);
  * begin, 1 mismatched end" and "Dropped events: N (...)", each line after bullet. */
 void sw__put_problems(const sw_snapshot *s, FILE *out, const char *bullet);
 
+/* Bytes for people: "812 B", "3.4 KiB", "512.0 MiB", "1.25 GiB". Returns buf. */
+char *sw__bytes_text(double bytes, char *buf, size_t size);
+/* The memory per step in one line (sw_memory_summary): "RSS max 1.25 GiB, at the end
+ * 1.20 GiB; allocated peak 3.10 GiB, at the end 2.00 GiB; reserved max 4.00 GiB, at the end
+ * 4.00 GiB", each part only when measured; "" when nothing was. */
+void sw__memory_text(const sw_memory_summary *m, char *out, size_t size);
+/* When memory was measured: a blank line, then bullet + "Memory per step: " + the line. */
+void sw__put_memory(const sw_snapshot *s, FILE *out, const char *bullet);
+
 /* Write clean text as one markdown table cell, escaped so it shows as itself
  * (fmt_markdown.c). */
 void sw__md_put_cell(FILE *out, const char *clean);

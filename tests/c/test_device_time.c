@@ -265,6 +265,59 @@ static void test_data_between_steps(void **state) {
     sw_snapshot_free(s);
 }
 
+/* The batch's copy (h2d_copy): made before its step begins (stepwatch.torch holds the batch
+ * until its forward), its events join that step; made inside a step, it is timed there and
+ * counts in the step's device data. */
+static void test_copy_timed(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1, .warmup_steps = 1);
+    sw_id data = sw_action(p, "data"), copy = sw_action(p, "h2d_copy"),
+          fwd = sw_action(p, "forward");
+    assert_int_equal(sw_action_category(p, copy), SW_CAT_DATA);
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int i = 0; i < 10; i++) { /* the copy between steps: 3 ms on the GPU */
+        uint64_t fetch = sw_now_ns();
+        sleep_ns(1 * MS);
+        uint64_t fetched = sw_now_ns();
+        sw_device_mark(p, copy, 1);
+        gpu.launch(3 * MS);
+        sleep_ns(MS / 2);
+        sw_device_mark(p, copy, 0);
+        uint64_t copied = sw_now_ns();
+        sw_step_begin_at(p, 16, fetch);
+        sw_record(p, data, fetch, fetched);
+        sw_record(p, copy, fetched, copied);
+        sw_begin(p, fwd);
+        gpu.launch(1 * MS);
+        sleep_ns(6 * MS); /* the GPU idles before the next copy */
+        sw_end(p, fwd);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_device_time_info info;
+    sw_snapshot *s = finish(p, &info);
+    /* A copy's device time is its kernel's, or its host time when the host took longer (a
+     * preempted host records the end event late). */
+    double gap_copy = mean_ms(s, "device:train/h2d_copy"), host_copy = host_ms(s, "h2d_copy");
+    printf("copy between steps: host %.3f ms, device %.3f ms\n", host_copy, gap_copy);
+    assert_true(gap_copy >= 2.7 && gap_copy <= 3.3 + host_copy);
+    sw_snapshot_free(s);
+
+    SW_TEST_PROFILER(q, .device_time = 1, .warmup_steps = 1);
+    part parts[] = {
+        {"data", 1 * MS, 0, 0}, {"h2d_copy", MS / 2, 2 * MS, 0}, {"forward", 5 * MS, 1 * MS, 0}};
+    run_steps(q, 10, parts, 3);
+    s = finish(q, &info);
+    double in_step = mean_ms(s, "device:train/h2d_copy");
+    printf("copy in the step: device %.3f ms, device data %.3f ms\n", in_step,
+           mean_ms(s, "device:train/data"));
+    assert_true(in_step >= 1.8 && in_step <= 2.3 + host_ms(s, "h2d_copy"));
+    /* the step's device data: the fetch's span (the GPU idle: its host time) and the copy */
+    double data_ms = mean_ms(s, "device:train/data");
+    assert_true(data_ms >= in_step && data_ms <= 1.15 * (host_ms(s, "data") + in_step));
+    sw_snapshot_free(s);
+}
+
 /* ---- in the reports and the run file ---- */
 
 static char *report_of(const sw_snapshot *s, sw_format fmt) {
@@ -319,7 +372,9 @@ static void test_reports_and_run_file(void **state) {
     assert_non_null(strstr(lightning, "Device time (GPU events, per call):"));
     free(lightning);
     char *csv = report_of(s, SW_FORMAT_CSV);
-    assert_non_null(strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s\n"));
+    /* the device columns, then the memory per step's (the RSS is on by default) */
+    assert_non_null(
+        strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s,rss_max_bytes,"));
     assert_non_null(strstr(csv, "\nforward,train,forward,6,"));
     free(csv);
     char *json = report_of(s, SW_FORMAT_JSON);
@@ -722,6 +777,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_bound_times),
         cmocka_unit_test(test_host_bound_times),
         cmocka_unit_test(test_data_between_steps),
+        cmocka_unit_test(test_copy_timed),
         cmocka_unit_test(test_reports_and_run_file),
         cmocka_unit_test(test_diagnose_findings),
         cmocka_unit_test(test_gpu_far_behind),

@@ -437,6 +437,98 @@ static void test_unseen(void **state) {
     at_run_free(&r);
 }
 
+/* ---- memory drift ---- */
+
+#define MIB 1048576.0
+
+/* A clean run of n steps whose step i has memory bytes(i) (RSS, or the allocator's). */
+typedef double (*memory_fn)(size_t i, uint64_t *seed);
+
+static sw__diagnosis *diagnose_memory(size_t n, memory_fn bytes, int allocator) {
+    static at_run r;
+    at_run_free(&r);
+    memset(&r, 0, sizeof r);
+    add_steps(&r, 0, n, 0.3, 3, 6, 1, 0, 7);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = (uint64_t)bytes(i, &seed);
+        if (allocator) {
+            r.steps[i].has_allocator = 1;
+            r.steps[i].allocated_bytes = b;
+            r.steps[i].peak_allocated_bytes = b + 64 * (uint64_t)MIB;
+        }
+        r.steps[i].rss_bytes = allocator ? 3000 * (uint64_t)MIB : b; /* a flat RSS beside */
+    }
+    static sw_snapshot snap;
+    snap = at_snapshot("memory", NULL, 0, n, n * 10 * MS);
+    return diagnose(&r, &snap, 1);
+}
+
+/* 2 GiB with +-1.5 % noise each step (the RSS read every 10 ms, malloc's arenas). */
+static double flat_noise(size_t i, uint64_t *seed) {
+    (void)i;
+    return 2048 * MIB * (1.0 + 0.015 * (2 * at_rand(seed) - 1));
+}
+/* A warm-up ramp from 1 to 2 GiB over the first 15 % of the steps, then flat with noise. */
+static double warmup_ramp(size_t i, uint64_t *seed) {
+    double level = i < 300 ? 1024 * MIB + 1024 * MIB * (double)i / 300 : 2048 * MIB;
+    return level * (1.0 + 0.01 * (2 * at_rand(seed) - 1));
+}
+/* A leak of 1 MiB a step (a 1 MiB tensor kept every step) on 2 GiB, with noise. */
+static double steady_leak(size_t i, uint64_t *seed) {
+    return 2048 * MIB + (double)i * MIB + 20 * MIB * (2 * at_rand(seed) - 1);
+}
+/* Flat until step 1000, then a leak of 0.5 MiB a step. */
+static double late_leak(size_t i, uint64_t *seed) {
+    return 2048 * MIB + (i > 1000 ? (double)(i - 1000) * 0.5 * MIB : 0) +
+           10 * MIB * (2 * at_rand(seed) - 1);
+}
+/* One jump of 512 MiB at step 900 (a bigger batch, a new cached block), flat around it. */
+static double single_jump(size_t i, uint64_t *seed) {
+    return 2048 * MIB + (i >= 900 ? 512 * MIB : 0) + 10 * MIB * (2 * at_rand(seed) - 1);
+}
+
+static void test_memory_drift(void **state) {
+    (void)state;
+    enum { N = 2000 };
+    /* Neither noise, nor warm-up, nor one jump is a leak. */
+    memory_fn quiet[] = {flat_noise, warmup_ramp, single_jump};
+    for (size_t k = 0; k < 3; k++)
+        for (int allocator = 0; allocator < 2; allocator++)
+            assert_null(find(diagnose_memory(N, quiet[k], allocator), "memory-drift"));
+
+    /* A steady leak: found, with its slope per 1,000 steps and where it began. */
+    sw__diagnosis *d = diagnose_memory(N, steady_leak, 0);
+    const sw__finding *f = find(d, "memory-drift");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_WARNING);
+    double slope = number(f, "slope per 1,000 steps") / MIB;
+    assert_true(slope > 950 && slope < 1050);
+    assert_true(number(f, "rise began at step") < 50);
+    assert_non_null(strstr(f->title, "RSS"));
+    /* In the allocator's figures, which come first when the run has them. */
+    d = diagnose_memory(N, steady_leak, 1);
+    f = find(d, "memory-drift");
+    assert_non_null(f);
+    assert_non_null(strstr(f->title, "allocated memory"));
+
+    /* A leak that starts halfway: the step where it began. */
+    d = diagnose_memory(N, late_leak, 0);
+    f = find(d, "memory-drift");
+    assert_non_null(f);
+    slope = number(f, "slope per 1,000 steps") / MIB;
+    assert_true(slope > 450 && slope < 550);
+    double began = number(f, "rise began at step");
+    assert_true(began > 950 && began < 1100);
+    char *text = write(&(sw_snapshot){.name = "memory"}, d, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "Memory drift"));
+    assert_non_null(strstr(text, "MiB per 1,000 steps"));
+    free(text);
+
+    /* Too few steady steps to tell. */
+    assert_null(find(diagnose_memory(40, steady_leak, 0), "memory-drift"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_run),
@@ -452,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_dropped_events_make_the_data_partial),
         cmocka_unit_test(test_no_steps_and_bad_input),
         cmocka_unit_test(test_unseen),
+        cmocka_unit_test(test_memory_drift),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,6 +49,7 @@ static void test_intern(void **state) {
     assert_int_equal(sw_category_of("forward"), SW_CAT_FORWARD);
     assert_int_equal(sw_category_of("callback:ckpt"), SW_CAT_CALLBACK);
     assert_int_equal(sw_category_of("zero_grad"), SW_CAT_ZERO_GRAD);
+    assert_int_equal(sw_category_of("h2d_copy"), SW_CAT_DATA);
     assert_int_equal(sw_category_of("model_forward"), SW_CAT_OTHER);
     assert_string_equal(sw_category_name(SW_CAT_OPTIMIZER), "optimizer");
     sw_profiler_free(p);

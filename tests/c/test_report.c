@@ -775,6 +775,50 @@ static int setup(void **state) {
     return 0;
 }
 
+/* The memory per step: a line in the table and markdown, six columns in CSV (on the "step"
+ * roll-up row), an object in JSON; nothing at all in a run without it (the golden files). */
+static void test_memory_in_every_format(void **state) {
+    fixture *f = *state;
+    sw_snapshot s = f->snap;
+    s.memory = (sw_memory_summary){.rss_steps = 16,
+                                   .rss_max = 3ull << 30,
+                                   .rss_last = 2ull << 30,
+                                   .allocator_steps = 16,
+                                   .peak_allocated_max = 5ull << 29,
+                                   .allocated_last = 1ull << 20,
+                                   .reserved_max = 6ull << 30,
+                                   .reserved_last = 6ull << 30};
+    char *text = render(&s, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "\nMemory per step: RSS max 3.00 GiB, at the end 2.00 GiB; "
+                                 "allocated peak 2.50 GiB, at the end 1.00 MiB; reserved max "
+                                 "6.00 GiB, at the end 6.00 GiB\n"));
+    free(text);
+    text = render(&s, SW_FORMAT_MARKDOWN);
+    assert_non_null(strstr(text, "\n- Memory per step: RSS max 3.00 GiB"));
+    free(text);
+    text = render(&s, SW_FORMAT_JSON);
+    assert_non_null(strstr(text, "\"memory\": {"));
+    assert_non_null(strstr(text, "\"rss_max\": 3221225472"));
+    assert_non_null(strstr(text, "\"peak_allocated_max\": 2684354560"));
+    free(text);
+    text = render(&s, SW_FORMAT_CSV);
+    assert_non_null(strstr(text, ",rss_max_bytes,rss_last_bytes,peak_allocated_max_bytes,"
+                                 "allocated_last_bytes,reserved_max_bytes,reserved_last_bytes\n"));
+    assert_non_null(
+        strstr(text, ",3221225472,2147483648,2684354560,1048576,6442450944,6442450944\n"));
+    free(text);
+    /* Only the RSS: no allocator part. */
+    s.memory.allocator_steps = 0;
+    text = render(&s, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "Memory per step: RSS max 3.00 GiB, at the end 2.00 GiB\n"));
+    assert_null(strstr(text, "allocated"));
+    free(text);
+    /* None: nothing (the fixture of the golden files). */
+    text = render(&f->snap, SW_FORMAT_TABLE);
+    assert_null(strstr(text, "Memory"));
+    free(text);
+}
+
 static int teardown(void **state) {
     free(*state);
     return 0;
@@ -801,6 +845,7 @@ int main(void) {
         cmocka_unit_test(test_format_duration),
         cmocka_unit_test(test_format_scale_time),
         cmocka_unit_test(test_ignite_layouts),
+        cmocka_unit_test(test_memory_in_every_format),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

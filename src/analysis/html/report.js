@@ -459,6 +459,48 @@
     return f.svg;
   }
 
+  /* Bytes: "812 B", "3.40 KiB", "512 MiB", "1.25 GiB". */
+  function fmtBytes(v) {
+    if (v === null || v === undefined || isNaN(v)) return "-";
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (Math.abs(v) >= 1023.5 && i < units.length - 1) { v /= 1024; i++; }
+    return (i === 0 ? Math.round(v) + "" : sig3(v)) + " " + units[i];
+  }
+
+  /* Memory per step (docs/core.md): one line per figure (RSS; torch's CUDA allocator's
+   * allocated, peak and reserved), the mean of each point's steps; hover for the figures. */
+  var MEMORY_COLORS = { RSS: "#4c78a8", allocated: "#e4572e", "peak allocated": "#eeca3b",
+    reserved: "#54a24b" };
+  function memoryChart(M) {
+    var S = M.series, x0 = Infinity, x1 = -Infinity, hi = 0;
+    S.forEach(function (s) {
+      s.points.forEach(function (p) { x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[0] + s.width); hi = Math.max(hi, p[3]); });
+    });
+    var f = frame({ id: "memory", title: "Memory per step (mean of the steps of each point)", height: 240,
+      x: [x0, x1], y: [0, hi * 1.05], yfmt: fmtBytes, xfmt: fmtCount, xwhole: true, xlabel: "step" });
+    var mid = function (s, p) { return f.x(p[0] + s.width / 2); };
+    S.forEach(function (s) {
+      f.svg.appendChild(sv("polyline", { points: s.points.map(function (p) { return mid(s, p) + "," + f.y(p[2]); }).join(" "),
+        fill: "none", stroke: MEMORY_COLORS[s.name] || "#888", "stroke-width": "1.5", "class": "memory",
+        "data-series": s.name }));
+    });
+    interact(f, function (x) {
+      var lines = [];
+      S.forEach(function (s) {
+        var best = null;
+        s.points.forEach(function (p) { if (!best || Math.abs(p[0] + s.width / 2 - x) < Math.abs(best[0] + s.width / 2 - x)) best = p; });
+        if (!best) return;
+        if (!lines.length) lines.push(s.width > 1 ? "steps " + fmtCount(best[0]) + "\u2013" + fmtCount(best[0] + s.width - 1) : "step " + fmtCount(best[0]));
+        lines.push(s.name + ": " + fmtBytes(best[2]) + (best[1] !== best[3] ? " (" + fmtBytes(best[1]) + "\u2013" + fmtBytes(best[3]) + ")" : ""));
+      });
+      return lines.length ? lines : null;
+    }, function () {});
+    var box = el("div", { id: "sw-memory" });
+    box.appendChild(f.svg);
+    box.appendChild(legend(S.map(function (s) { return s.name; }), MEMORY_COLORS));
+    return box;
+  }
+
   /* A table whose columns sort on click, in a box that keeps it within the page.
    * cols: [label, key, format, isText, optional]; optional columns give way on narrow pages. */
   function cls(c) { return (c[3] ? "text" : "") + (c[4] ? " opt" : ""); }
@@ -620,6 +662,12 @@
       s.appendChild(stepCharts(D));
     } else {
       s.appendChild(el("p", { "class": "note" }, "No step records in this run."));
+    }
+    /* Memory per step (docs/core.md, "Memory per step"), beside the step time. */
+    if (D.memory && D.memory.series.length) {
+      s = section(P + "Memory", parent);
+      s.appendChild(el("p", { "class": "note", "data-memory": "summary" }, "Memory per step: " + D.memory.summary));
+      s.appendChild(memoryChart(D.memory));
     }
     /* Device statistics and device time (docs/device.md), beside the step time. */
     var isDevice = function (c) { return /^(device:|cpu_|process_|gpu[0-9]+\.|(allocated|reserved)_bytes\.)/.test(c.name); };
