@@ -35,7 +35,8 @@ Groups and budgets (added instructions per step, issue 33):
                each <= 1/3 of Ignite's.
   fastai       none, stepwatch's Throughput and Simple profilers, fastxtend's two: each
                <= 1/5 of fastxtend's.
-  torch        none, instrument(), the interception floor (do-nothing wrappers at the same
+  torch        none, instrument(), the same with Profiler(memory=False) (what the memory
+               per step costs), the interception floor (do-nothing wrappers at the same
                points, bench_torch.py), torch.profiler (CPU): instrument() <= 1/20 of
                torch.profiler's.
   modules      the torch loop: instrument() alone, and with Profiler(modules=True) (every 10th
@@ -83,7 +84,7 @@ GROUPS = {
                "ignite_handlers"],
     "fastai": ["none", "stepwatch_throughput", "fastxtend_throughput", "stepwatch_simple",
                "fastxtend_simple"],
-    "torch": ["none", "instrument", "floor", "torch_profiler"],
+    "torch": ["none", "instrument", "instrument_no_memory", "floor", "torch_profiler"],
     "modules": ["none", "instrument", "modules_default", "modules_every_step", "modules_hook_only"],
 }
 LABELS = {
@@ -336,8 +337,11 @@ def run_torch(variant, window, tmp):
     loss_fn = torch.nn.CrossEntropyLoss()
     undo = []
     modules = {"modules_default": True, "modules_every_step": 1, "modules_hook_only": 1000}
-    if variant == "instrument" or variant in modules:
-        prof = stepwatch.Profiler(name="bench", modules=modules.get(variant, False))
+    if variant in ("instrument", "instrument_no_memory") or variant in modules:
+        # instrument_no_memory: the same without memory per step (Profiler(memory=False)), so
+        # the difference to instrument is what the RSS and the allocator check cost a step
+        prof = stepwatch.Profiler(name="bench", memory=variant != "instrument_no_memory",
+                                  modules=modules.get(variant, False))
         swtorch.instrument(prof)
         undo += [prof.close, swtorch.uninstrument]
     elif variant == "floor":

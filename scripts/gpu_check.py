@@ -27,6 +27,12 @@ Cases (each names what it compares; figures in the JSON):
   max-autotune     torch.compile(mode="max-autotune"): losses equal
   manual-capture   a step captured by hand with torch.cuda.graph and replayed: losses equal,
                    the capture inside a timed step counted, nothing failed
+  step-memory      memory per step from torch's CUDA caching allocator: each step's peak,
+                   allocated and reserved bytes (live, and read back from the run file)
+                   against torch.cuda.max_memory_allocated(), memory_allocated() and
+                   memory_reserved() read at the step's end; the peaks follow the temporaries
+                   each step makes (32 to 128 MiB); and what reading them adds to a step
+                   (memory=True against memory=False, blocks alternating, medians)
   h2d-copy         the copy of a pinned batch (x.to("cuda", non_blocking=True) between the
                    DataLoader and the forward, under instrument()): one host h2d_copy per
                    step, its device time against torch.cuda.Event pairs around the copy
@@ -48,8 +54,8 @@ import time
 
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
-         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "modules-memory",
-         "modules-oom"]
+         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
+         "modules-memory", "modules-oom"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -247,6 +253,58 @@ def case_h2d_copy(torch, stepwatch):
     prof.close()
     return ok and copies == 22 and not info["failed"], {
         "h2d_copy_ms_sw_ref_diff": rows, "host_copies": copies, "info": info}
+
+
+def case_step_memory(torch, stepwatch):
+    """Per-step peak memory against torch.cuda.max_memory_allocated() at the same moment: the
+    figures stepwatch reads at the step's end (no synchronization) are the allocator's own,
+    so they must be equal to the byte; the peak is reset each step, so step i's peak follows
+    the temporary it made."""
+    import tempfile
+    MiB = 1 << 20
+    keep = torch.zeros(16 * MiB // 4, device=DEV)  # 16 MiB held across the steps
+    db = os.path.join(tempfile.mkdtemp(), "memory.db")
+    prof = stepwatch.Profiler(name="step-memory", run_file=db, live=False)
+    ref = []
+    for i in range(12):
+        with prof.step(1):
+            tmp = torch.ones((i % 4 + 1) * 32 * MiB // 4, device=DEV)  # 32..128 MiB
+            keep += tmp[: keep.numel()]
+            del tmp
+            # what the program would read at the step's end (stepwatch reads after this)
+            ref.append((torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated(),
+                        torch.cuda.memory_reserved()))
+    live = prof.snapshot().info()["memory"]
+    prof.close()
+    steps = stepwatch.load_steps(db)
+    got = [(s["allocated_bytes"], s["peak_allocated_bytes"], s["reserved_bytes"]) for s in steps]
+    equal = got == ref
+    # the peak of step i: the 16 MiB kept plus its temporary (a step-0 peak may hold more:
+    # what the program allocated before its first step)
+    follows = all(abs(p - (16 + (i % 4 + 1) * 32) * MiB) <= 2 * MiB
+                  for i, (_, p, _) in enumerate(got) if i > 0)
+    # the cost of reading: 400 empty-ish steps with and without, in alternating blocks
+    def block(memory, n=100):
+        p = stepwatch.Profiler(name="cost", live=False, memory=memory)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            with p.step(1):
+                pass
+        ns = (time.perf_counter_ns() - t0) / n
+        p.close()
+        return ns
+    on, off = [], []
+    for _ in range(8):
+        off.append(block(False))
+        on.append(block(True))
+    added_us = (statistics.median(on) - statistics.median(off)) / 1e3
+    ok = equal and follows and live["allocator_steps"] == 12 and \
+        live["peak_allocated_max"] == max(p for _, p, _ in ref)
+    return ok, {"equal_to_torch": equal, "peaks_follow_temporaries": follows,
+                "stepwatch": got, "torch": ref, "live_summary": live,
+                "added_us_per_step": round(added_us, 2),
+                "step_us_with": round(statistics.median(on) / 1e3, 2),
+                "step_us_without": round(statistics.median(off) / 1e3, 2)}
 
 
 def case_burst(torch, stepwatch):
@@ -562,6 +620,8 @@ def run_case(name):
         return case_manual_capture(torch, stepwatch)
     if name == "h2d-copy":
         return case_h2d_copy(torch, stepwatch)
+    if name == "step-memory":
+        return case_step_memory(torch, stepwatch)
     if name == "modules-memory":
         return case_modules_memory(torch, stepwatch)
     if name == "modules-oom":

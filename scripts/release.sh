@@ -9,13 +9,15 @@
 #      nothing compiled, timed, and run: import, a profiled loop with its run file, the
 #      `stepwatch` command (`run`, `report`, `diagnose`)
 # Then it prints the upload command. scripts/check-old-glibc.sh runs a wheel on an older
-# Debian (glibc 2.31).
+# Debian (glibc 2.31). SW_RELEASE_BUILD=0 checks what DIST holds without building it again.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIST=$(mkdir -p "${1:-$ROOT/dist}" && cd "${1:-$ROOT/dist}" && pwd)
 TOOLS=${SW_WHEEL_TOOLS:-$ROOT/build/wheel-tools}
 
-"$ROOT/scripts/wheel.sh" "$DIST"
+if [ "${SW_RELEASE_BUILD:-1}" != 0 ]; then
+    "$ROOT/scripts/wheel.sh" "$DIST"
+fi
 "$TOOLS/bin/twine" check --strict "$DIST"/stepwatch-*.tar.gz "$DIST"/stepwatch-*.whl
 
 work=$(mktemp -d)
@@ -43,7 +45,9 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 bad = [n for n in names if n.endswith((".c", ".h"))]
 assert not bad, f"C files in the wheel: {bad}"
-for needed in ("stepwatch/py.typed", "stepwatch/_stepwatch.pyi", "stepwatch/__init__.py"):
+for needed in ("stepwatch/py.typed", "stepwatch/__init__.py", "stepwatch/_stepwatch.pyi",
+               "stepwatch/torch.pyi", "stepwatch/lightning.pyi", "stepwatch/ignite.pyi",
+               "stepwatch/fastai.pyi", "stepwatch/distributed.pyi"):
     assert needed in names, f"{needed} is not in the wheel"
 assert any(n.endswith(".data/scripts/stepwatch") for n in names), "no stepwatch command"
 meta = next(n for n in names if n.endswith(".dist-info/METADATA"))

@@ -76,16 +76,17 @@ for v in ${PYTHONS:-3.11 3.12 3.13}; do
     fi
     # Build isolation: pip installs scikit-build-core for that Python; CMake and ninja are
     # the tools venv's (on PATH), the compiler zig's (CC).
+    rm -f "$work"/wheels/*.whl
     "$py" -m pip wheel -q --no-deps -w "$work/wheels" "$DIST/$sdist"
+    # auditwheel gives the wheel its manylinux tag, after checking that it needs nothing
+    # newer than glibc 2.17 (and grafts nothing: it links only libc, libm, libpthread,
+    # libdl). Right after each build, so that a failure shows before the next compile.
+    auditwheel repair --plat manylinux2014_x86_64 -w "$DIST" "$work"/wheels/*.whl 2>&1 |
+        grep -v "^INFO:" || true
+    ls "$DIST"/stepwatch-*-cp"${v/./}"-*manylinux*.whl >/dev/null
     built=$((built + 1))
 done
 [ "$built" -gt 0 ] || { echo "wheel.sh: no Python 3.11+ found" >&2; exit 1; }
-
-# auditwheel gives the wheels their manylinux tag, after checking that they need nothing
-# newer than glibc 2.17 (and graft nothing: they link only libc, libm, libpthread, libdl).
-for wheel in "$work"/wheels/*.whl; do
-    auditwheel repair -q --plat manylinux2014_x86_64 -w "$DIST" "$wheel"
-done
 for wheel in "$DIST"/stepwatch-*.whl; do
     echo "wheel.sh: $wheel ($(du -k "$wheel" | cut -f1) KiB)"
 done

@@ -106,8 +106,10 @@ SW_API double sw_fprofile_unit(const sw_fprofile *fp);
 
 /* The clock calls are timed with: the CPU's time-stamp counter where it ticks at a constant
  * rate (x86-64 with invariant TSC; a read costs a fraction of clock_gettime's), else
- * CLOCK_MONOTONIC in ns. sw_fclock_unit: ns per tick, measured against CLOCK_MONOTONIC since
- * the first use (pass it to sw_fprofile_set_unit before reading a profile). */
+ * CLOCK_MONOTONIC in ns: the core's tick counter, whose invariance check and calibration are
+ * the TSC clock's (SW_CLOCK=tsc). sw_fclock_unit: ns per tick, measured against
+ * CLOCK_MONOTONIC from the first use to now, at least 20 ms apart (it sleeps the rest once,
+ * when asked sooner); pass it to sw_fprofile_set_unit before reading a profile. */
 SW_API uint64_t sw_fclock_now(void);
 SW_API double sw_fclock_unit(void);
 

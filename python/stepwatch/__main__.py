@@ -28,7 +28,10 @@ _PYTHON = re.compile(r"python[0-9.]*")
 def find_command():
     """The `stepwatch` executable of this installation, or None."""
     seen = set()
-    dirs = [os.path.dirname(sys.executable)]
+    # `pip install --target DIR` puts the package in DIR/stepwatch and the command in DIR/bin:
+    # that installation's own command comes first (elsewhere the folder does not exist).
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dirs = [os.path.join(package_root, "bin"), os.path.dirname(sys.executable)]
     for scheme in (None, f"{os.name}_user"):
         try:
             dirs.append(sysconfig.get_path("scripts", scheme) if scheme

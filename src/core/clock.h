@@ -41,6 +41,30 @@ static inline __attribute__((always_inline)) uint64_t sw__clock_ns(void) {
     return sw__monotonic_ns();
 }
 
+/* The tick counter, for code that turns ticks into ns only when it reads its records back
+ * (the function profiler: one rdtsc per call, no multiply): the TSC where invariant, else
+ * CLOCK_MONOTONIC in ns. It does not depend on the clock above being switched. Hidden: the
+ * hot path reads the flag straight, not through the GOT. */
+typedef struct sw__tick_clock {
+    int tsc;             /* ticks are the TSC's, else ns */
+    uint64_t tick0, ns0; /* both clocks at sw__ticks_start, to measure ns per tick */
+} sw__tick_clock;
+extern __attribute__((visibility("hidden"))) sw__tick_clock sw__ticks_state;
+
+static inline __attribute__((always_inline)) uint64_t sw__ticks(void) {
+#if defined(__x86_64__)
+    if (__builtin_expect(sw__ticks_state.tsc, 1))
+        return __rdtsc();
+#endif
+    return sw__monotonic_ns();
+}
+
+/* Before the first sw__ticks read (once per process; any thread may call it). */
+void sw__ticks_start(void);
+/* ns per tick (1.0 for CLOCK_MONOTONIC): calibrated as the TSC clock is, from sw__ticks_start
+ * to now, after sleeping what is left of 20 ms when less has passed. */
+double sw__ticks_unit(void);
+
 /* Switch the process to the TSC clock if invariant (the cpuid bit; a test passes 0 to see
  * the fallback). Returns 1 when the TSC clock is in use after the call, else 0 (the clock
  * stays CLOCK_MONOTONIC). Calibration sleeps about 20 ms, once. */

@@ -1,6 +1,7 @@
 /*
  * fstack.c — recording calls into call trees: one thread's shadow stack of running calls
- * and the function actions open on it (sw_fstack), and the clock they read (sw_fclock_*).
+ * and the function actions open on it (sw_fstack), and the clock they read (sw_fclock_*: the
+ * core's tick counter, raw TSC ticks scaled only when a profile is read).
  *
  * A call is recorded in the innermost action open when it begins (each frame knows its
  * action); a call made directly by the code that opened the action hangs from the tree's
@@ -17,14 +18,10 @@
  */
 #include "funcs.h"
 
-#include <pthread.h>
+#include "core/clock.h"
+
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <x86intrin.h>
-#endif
 
 #define MAX_DEPTH (1u << 16) /* running calls recorded per thread */
 
@@ -51,50 +48,14 @@ struct sw_fstack {
     uint32_t nopen;
 };
 
-/* ---- the clock ----------------------------------------------------------------------------- */
-
-static struct {
-    int tsc;             /* read the time-stamp counter, else CLOCK_MONOTONIC in ns */
-    uint64_t tick0, ns0; /* both clocks at the first use, to measure ns per tick */
-} clock_state;
-static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
-
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t now_ticks(void) {
-#if defined(__x86_64__)
-    if (__builtin_expect(clock_state.tsc, 1))
-        return __rdtsc();
-#endif
-    return monotonic_ns();
-}
-
-static void clock_init(void) {
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    /* CPUID 0x80000007 EDX bit 8: the counter ticks at a constant rate in every state */
-    clock_state.tsc = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
-#endif
-    clock_state.ns0 = monotonic_ns();
-    clock_state.tick0 = now_ticks();
-}
+/* ---- the clock: the core's tick counter (core/clock.h) ---------------------------------- */
 
 uint64_t sw_fclock_now(void) {
-    return now_ticks();
+    return sw__ticks();
 }
 
 double sw_fclock_unit(void) {
-    pthread_once(&clock_once, clock_init);
-    if (!clock_state.tsc)
-        return 1.0;
-    uint64_t ns = monotonic_ns(), tick = now_ticks();
-    if (tick <= clock_state.tick0 || ns <= clock_state.ns0)
-        return 1.0;
-    return (double)(ns - clock_state.ns0) / (double)(tick - clock_state.tick0);
+    return sw__ticks_unit();
 }
 
 /* ---- the stack ----------------------------------------------------------------------------- */
@@ -114,7 +75,7 @@ static int grow(sw_fstack *s) {
 int sw_fstack_new(sw_fstack **out) {
     if (out == NULL)
         return SW_EINVAL;
-    pthread_once(&clock_once, clock_init);
+    sw__ticks_start();
     sw_fstack *s = calloc(1, sizeof *s);
     if (s == NULL || grow(s) < 0) {
         free(s);
@@ -165,7 +126,7 @@ int sw_fstack_open(sw_fstack *s, sw_ftree *tree, const void *owner, uint32_t act
         return SW_ELIMIT;
     open_action *o = &s->opens[s->nopen++];
     *o = (open_action){.tree = tree, .owner = owner, .action = action};
-    o->t0 = now_ticks();
+    o->t0 = sw__ticks();
     return 0;
 }
 
@@ -180,7 +141,7 @@ static inline int push(sw_fstack *s, uint32_t node, uintptr_t ident) {
     f->ident = ident;
     f->node = node;
     f->open = s->nopen - 1;
-    f->t0 = now_ticks();
+    f->t0 = sw__ticks();
     return 1;
 }
 
@@ -228,7 +189,7 @@ static inline void pop(sw_fstack *s, uint64_t now) {
 }
 
 void sw_fstack_leave(sw_fstack *s, uintptr_t ident) {
-    uint64_t now = now_ticks();
+    uint64_t now = sw__ticks();
     if (__builtin_expect(s->depth > 0 && s->frames[s->depth - 1].ident == ident, 1))
         pop(s, now);
 }

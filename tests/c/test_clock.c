@@ -1,5 +1,6 @@
 /* test_clock.c — the profiler clock: CLOCK_MONOTONIC by default, the TSC clock on request
- * (SW_CLOCK=tsc, sw_options.clock) calibrated against CLOCK_MONOTONIC, the fallbacks.
+ * (SW_CLOCK=tsc, sw_options.clock) calibrated against CLOCK_MONOTONIC, the fallbacks; the tick
+ * counter the function profiler reads (sw__ticks), calibrated the same way.
  * The tests run in order: the switch to the TSC is for the rest of the process, so the
  * fallbacks come first. */
 #include <setjmp.h>
@@ -105,12 +106,40 @@ static void test_tsc_clock_is_calibrated_against_monotonic(void **state) {
     sw_profiler_free(p);
 }
 
+/* The tick counter: the TSC exactly where the TSC clock may be used, and its unit, asked for
+ * at once, still spans 20 ms and turns ticks into ns as CLOCK_MONOTONIC counts them. */
+static void test_tick_counter_is_calibrated_as_the_tsc_clock(void **state) {
+    (void)state;
+    uint64_t m0 = mono_ns(); /* before the start: the 20 ms count from after it */
+    sw__ticks_start();
+    assert_int_equal(sw__ticks_state.tsc, sw__tsc_invariant());
+    double unit = sw__ticks_unit();
+    if (!sw__ticks_state.tsc) {
+        assert_true(unit == 1.0); /* ticks are ns */
+        return;
+    }
+    assert_true(mono_ns() - m0 >= 20000000u && unit > 0); /* slept to 20 ms */
+    uint64_t k0 = sw__ticks();
+    m0 = mono_ns();
+    sleep_ms(100);
+    uint64_t k1 = sw__ticks(), m1 = mono_ns();
+    unit = sw__ticks_unit(); /* now over 100 ms and more */
+    double ticks_ns = (double)(k1 - k0) * unit, mono = (double)(m1 - m0);
+    assert_true(ticks_ns >= mono * 0.99 && ticks_ns <= mono * 1.01);
+    /* The same rate as the TSC clock's calibration (on by now: the test above). */
+    if (sw_clock_in_use() == SW_CLOCK_TSC) {
+        double clock_unit = (double)sw__tsc.mult / 4294967296.0;
+        assert_true(unit >= clock_unit * 0.995 && unit <= clock_unit * 1.005);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_monotonic_by_default_and_bad_kinds_refused),
         cmocka_unit_test(test_a_bad_environment_value_keeps_monotonic),
         cmocka_unit_test(test_a_counter_not_invariant_is_not_used),
         cmocka_unit_test(test_tsc_clock_is_calibrated_against_monotonic),
+        cmocka_unit_test(test_tick_counter_is_calibrated_as_the_tsc_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,3 +106,25 @@ def test_python_m_stepwatch_is_the_command(runs):
     bad = subprocess.run([sys.executable, "-m", "stepwatch", "compare", str(base)],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "two run files" in bad.stderr
+
+
+def test_python_m_stepwatch_finds_the_command_of_a_target_install(tmp_path, runs):
+    """`pip install --target DIR` (how a machine without a venv takes a carried wheel) puts the
+    package in DIR/stepwatch and the command in DIR/bin, on no PATH: `python -m stepwatch`
+    with DIR on PYTHONPATH runs that command, not another installation's."""
+    import shutil
+    target = tmp_path / "target"
+    shutil.copytree(os.path.dirname(stepwatch.__file__), target / "stepwatch",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (target / "bin").mkdir()
+    shutil.copy2(cli(), target / "bin" / "stepwatch")
+    env = dict(os.environ, PYTHONPATH=str(target))
+    found = subprocess.run([sys.executable, "-c", "import stepwatch, stepwatch.__main__ as m; "
+                            "print(stepwatch.__file__); print(m.find_command())"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert found.stdout.split("\n")[:2] == [str(target / "stepwatch" / "__init__.py"),
+                                            str(target / "bin" / "stepwatch")], found
+    ours = subprocess.run([sys.executable, "-m", "stepwatch", "diagnose", str(runs[1])],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    theirs = subprocess.run([cli(), "diagnose", str(runs[1])], capture_output=True, text=True)
+    assert (ours.returncode, ours.stdout) == (0, theirs.stdout), ours.stderr

@@ -1,6 +1,8 @@
 """The package is typed (issue 28): every public callable has a signature for
 inspect.signature (the C ones through __text_signature__), and `mypy --strict` passes on a
-user script of the documented API, against the installed package (py.typed and the stubs)."""
+user script of the documented API, against the installed package (py.typed and the stubs);
+the adapters' stubs (lightning, ignite, fastai, distributed) are checked against the modules
+themselves by mypy's stubtest, and without the frameworks' own types."""
 import inspect
 import os
 import subprocess
@@ -170,3 +172,145 @@ def test_the_installed_package_carries_its_types_and_no_c_files():
     files = os.listdir(folder)
     assert "py.typed" in files and "_stepwatch.pyi" in files
     assert not [f for f in files if f.endswith((".c", ".h"))], files
+
+
+ADAPTER_SCRIPT = '''
+"""A user's script of the adapters (docs/python.md), type-checked."""
+import io
+
+from ignite.engine import Engine
+from lightning.pytorch import Trainer
+
+import stepwatch
+import stepwatch.distributed as swdist
+from stepwatch.devicestats import CPU_KEYS, DeviceStats
+from stepwatch.fastai import (DeviceStatsCallback, ProfileMode, SimpleProfilerCallback,
+                              SimpleProfilerPostCallback, ThroughputCallback,
+                              ThroughputPostCallback)
+from stepwatch.ignite import BasicTimeProfiler, DeviceStatsMonitor, HandlersTimeProfiler, Timer
+from stepwatch.lightning import AdvancedProfiler, Profiler, SimpleProfiler, TimeProfiler
+
+
+def lightning(path: str) -> Trainer:
+    prof = Profiler(dirpath=".", filename="perf", format="markdown", warmup_steps=1,
+                    run_file=path, keep_durations=10, modules=10)
+    simple: Profiler = SimpleProfiler(extended=False)
+    rows = prof.records("train")
+    durations: list[float] = list(prof.recorded_durations.get("x", []))
+    text: str = prof.summary()
+    advanced = AdvancedProfiler(line_count_restriction=0.5, builtins=False, timing=True)
+    timing = TimeProfiler("backward", "total val downtime", profiler=prof.profiler)
+    deltas: dict[str, float] = timing.compute_time_delta()
+    print(rows, durations, text, advanced.profiled_actions, simple.unbalanced, deltas)
+    return Trainer(profiler=prof, callbacks=[timing])
+
+
+def ignite(engine: Engine, out: str) -> str:
+    basic = BasicTimeProfiler(max_rows=1000)
+    basic.attach(engine)
+    handlers = HandlersTimeProfiler(profiler=stepwatch.Profiler(live=False))
+    handlers.attach(engine)
+    timer = Timer(average=True).attach(engine)
+    DeviceStatsMonitor(extra_stats=True).attach(engine)
+    basic.write_results(out)
+    seconds: float = timer.value()
+    text: str = BasicTimeProfiler.print_results(basic.get_results())
+    text += HandlersTimeProfiler.print_results(handlers.get_results())
+    return text + basic.report("markdown") + str(basic.dropped_rows + seconds)
+
+
+def fastai() -> list[object]:
+    return [ThroughputCallback(rolling_average=5, logger_callback=["wandb", "csv_logger"],
+                               profiler=stepwatch.Profiler(live=False), extras=True),
+            ThroughputCallback(modules=True),
+            ThroughputPostCallback(), SimpleProfilerCallback(plain=True),
+            SimpleProfilerPostCallback(), DeviceStatsCallback(every=10),
+            ProfileMode.Simple, ProfileMode("throughput")]
+
+
+def ranks() -> None:
+    prof = stepwatch.Profiler(live=False)
+    watch = swdist.watch(prof, aggregate_every=100, timeout=5.0, output=io.StringIO())
+    view = swdist.finish(prof)
+    if view is not None:
+        print(view.report("markdown", top=2), view.stragglers, view.missing)
+    where = watch.where()
+    if where is not None:
+        rank, world = where
+        print(rank + world)
+    assert swdist.active() is watch and swdist.watch_group(prof) in (None, watch)
+    swdist.unwatch()
+    values: dict[str, float] = DeviceStats(cpu_stats=True).read()
+    print(values, CPU_KEYS, swdist.COLLECTIVE, swdist.RANK_PAYLOAD_SIZE)
+'''
+
+# The frameworks as mypy sees them when they ship no types or are not installed: skipped (Any).
+# A user's mypy that reads them gets their real base classes (the stubs import them); here it
+# would read torch, minutes of work.
+FRAMEWORKS_SKIPPED = """
+[mypy]
+strict = True
+[mypy-torch.*,lightning.*,lightning_fabric.*,ignite.*,fastai.*,fastcore.*]
+follow_imports = skip
+ignore_missing_imports = True
+"""
+
+
+def run_mypy(tmp_path, *args):
+    config = tmp_path / "mypy.ini"
+    config.write_text(FRAMEWORKS_SKIPPED)
+    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
+                           "--no-incremental", *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+
+
+def test_mypy_strict_passes_on_a_script_of_the_adapters(tmp_path):
+    pytest.importorskip("mypy")
+    script = tmp_path / "adapters_script.py"
+    script.write_text(textwrap.dedent(ADAPTER_SCRIPT))
+    done = run_mypy(tmp_path, str(script))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Success" in done.stdout
+    # Wrong calls are caught, each by the stub of its adapter.
+    wrong = {'Argument "max_rows" to "BasicTimeProfiler"': 'BasicTimeProfiler(max_rows="10")',
+             'Argument "logger_callback" to "ThroughputCallback"':
+                 'ThroughputCallback(logger_callback="wandbx")',
+             'Argument "format" to "watch"': 'swdist.watch(format="html")',
+             'Argument "format" to "Profiler"': 'Profiler(format="xml")',
+             'Argument 1 to "TimeProfiler"': 'TimeProfiler("backwards")'}
+    script.write_text(textwrap.dedent(ADAPTER_SCRIPT) + "\n".join(wrong.values()) + "\n")
+    done = run_mypy(tmp_path, str(script))
+    assert done.returncode == 1, done.stdout
+    for message in wrong:
+        assert message in done.stdout, (message, done.stdout)
+    assert done.stdout.count("[arg-type]") == len(wrong), done.stdout
+
+
+# What stubtest cannot judge: an enum with a str mixin gets str's __new__ from the checker.
+STUBTEST_ALLOWED = ["stepwatch.fastai.ProfileMode.__new__"]
+
+
+def test_the_adapter_stubs_match_the_modules(tmp_path):
+    """mypy's stubtest imports each adapter and compares every name its stub declares with the
+    module (parameters, defaults, kinds, properties): a stub that drifts from the code fails.
+    Names the stub leaves out (the framework hooks) are not its business."""
+    pytest.importorskip("mypy")
+    modules = ["stepwatch.distributed", "stepwatch.devicestats"]
+    for framework, adapters in (("lightning", ["lightning", "lightning_advanced", "thunder",
+                                               "lightning_devicestats"]),
+                                ("ignite", ["ignite"]), ("fastai", ["fastai"])):
+        try:
+            __import__(framework)
+        except ImportError:
+            continue
+        modules += [f"stepwatch.{name}" for name in adapters]
+    allowlist = tmp_path / "allowlist.txt"
+    allowlist.write_text("".join(f"{name}\n" for name in STUBTEST_ALLOWED
+                                 if name.rsplit(".", 2)[0] in modules))
+    (tmp_path / "mypy.ini").write_text(FRAMEWORKS_SKIPPED)
+    done = subprocess.run([sys.executable, "-m", "mypy.stubtest", "--ignore-missing-stub",
+                           "--allowlist", str(allowlist), "--mypy-config-file",
+                           str(tmp_path / "mypy.ini"), *modules],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"no issues found in {len(modules)} modules" in done.stdout, done.stdout

@@ -1,0 +1,53 @@
+# The public API of stepwatch.ignite (ignite.py), for mypy and IDEs. Engine is Ignite's (Any
+# where Ignite is not read); events are Any, as Ignite's own add_event_handler takes them
+# (an Events member, or one with a filter: Events.ITERATION_COMPLETED(every=10)).
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ignite.engine import Engine
+
+import stepwatch
+from stepwatch import Profiler as _Recorder
+from stepwatch._stepwatch import _Format
+from stepwatch.devicestats import DeviceStats
+
+__all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer", "DeviceStatsMonitor"]
+
+class Timer(stepwatch.Timer):
+    def attach(self, engine: Engine, start: Any = ..., pause: Any = ..., resume: Any = None,
+               step: Any = None) -> Timer: ...
+
+class _Base:
+    profiler: _Recorder
+    def __init__(self, profiler: _Recorder | None, phase: str, max_rows: int,
+                 slot_actions: Iterable[str] = ()) -> None: ...
+    @property
+    def dropped_rows(self) -> int: ...
+    def attach(self, engine: Engine) -> None: ...
+    def records(self, phase: str | None = None) -> list[dict[str, Any]]: ...
+    def report(self, format: _Format = "ignite") -> str: ...
+
+class BasicTimeProfiler(_Base):
+    events_to_ignore: list[Any]
+    event_handlers_names: dict[Any, list[str]]
+    def __init__(self, profiler: _Recorder | None = None, phase: str = "train",
+                 max_rows: int = 100000) -> None: ...
+    def get_results(self) -> dict[str, dict[str, Any]]: ...
+    @staticmethod
+    def print_results(results: dict[str, dict[str, Any]]) -> str: ...
+    def write_results(self, output_path: str | os.PathLike[str]) -> None: ...
+
+class HandlersTimeProfiler(_Base):
+    EVENT_FILTER_THESHOLD_TIME: float
+    def __init__(self, profiler: _Recorder | None = None, phase: str = "train",
+                 max_rows: int = 100000) -> None: ...
+    def get_results(self) -> list[list[Any]]: ...
+    @staticmethod
+    def print_results(results: list[list[Any]]) -> str: ...
+    def write_results(self, output_path: str | os.PathLike[str]) -> None: ...
+
+class DeviceStatsMonitor:
+    stats: DeviceStats
+    def __init__(self, cpu_stats: bool | None = None, extra_stats: bool = False) -> None: ...
+    def attach(self, engine: Engine, event: Any = ...) -> DeviceStatsMonitor: ...
