@@ -59,8 +59,10 @@ test-tsan: deps-test
 venv:
 	@scripts/venv.sh $(BUILD)/venv
 
+# The function profiler on 3.12 and 3.13 too, where found (scripts/test-python-versions.sh).
 test-python: build venv
 	@scripts/test-python.sh $(BUILD)
+	@scripts/test-python-versions.sh $(BUILD)
 
 test-fuzz:
 	@scripts/fuzz.sh $(BUILD) 3

@@ -2,6 +2,7 @@
 detail, and Lightning's AdvancedProfiler, all in one run.
 
     build/venv/bin/python bench/bench_functions.py [--out build/bench/functions.json] [--quick]
+        [--instructions] [--no-lightning]
 
 Workloads:
   recursive  fib(20): 21,891 Python calls, nothing else
@@ -27,17 +28,30 @@ through its tracing path with specialization off. The variants
 of one workload alternate in every round, so machine load hits them alike; per-workload
 figures are medians over rounds. Every run times the thread's CPU (time.thread_time), so a
 run preempted by another process does not count that process's time.
+
+--instructions (where valgrind and the marks library are, see bench_instructions.py) also
+counts the instructions each plain workload adds under each variant: the same runs in one
+Python process under `valgrind --tool=callgrind --instr-atstart=no`, each run between two
+client requests; added Ir = the median over rounds of the run's Ir minus the bare run's.
+Time and instructions can disagree (cProfile reads a clock through a system call path, a
+no-op callback is all instructions): both are printed.
 """
 import argparse
 import cProfile
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import stepwatch
 from stepwatch._stepwatch import _function_hook_floor as hook_floor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_instructions as bi  # noqa: E402 -- its callgrind marks and dump reader
 
 # ---- the workloads ----------------------------------------------------------------------------
 
@@ -99,32 +113,43 @@ def pipeline():
 
 # ---- profiling a plain function ---------------------------------------------------------------
 
-def run_plain(fn, mode, sw):
-    """CPU seconds of one fn() call under mode."""
+class CpuTime:
+    """What run_plain measures by default: this thread's CPU seconds."""
+
+    def begin(self):
+        self.t0 = time.thread_time()
+
+    def end(self):
+        return time.thread_time() - self.t0
+
+
+def run_plain(fn, mode, sw, meter=None):
+    """One fn() call under mode, measured by meter (default: CPU seconds)."""
+    meter = meter or CpuTime()
     if mode == "none":
-        t = time.thread_time()
+        meter.begin()
         fn()
-        return time.thread_time() - t
+        return meter.end()
     if mode.startswith("floor"):
         hook_floor(mode.split("_")[1])
-        t = time.thread_time()
+        meter.begin()
         fn()
-        t = time.thread_time() - t
+        t = meter.end()
         hook_floor(None)
         return t
     if mode.startswith("cprofile"):
         prof = cProfile.Profile(builtins=mode.endswith("builtins"))
         prof.enable()
-        t = time.thread_time()
+        meter.begin()
         fn()
-        t = time.thread_time() - t
+        t = meter.end()
         prof.disable()
         return t
     action = sw[mode]
     with action:
-        t = time.thread_time()
+        meter.begin()
         fn()
-        t = time.thread_time() - t
+        t = meter.end()
     return t
 
 
@@ -132,9 +157,13 @@ PLAIN_MODES = ["none", "floor_python", "stepwatch_python", "cprofile_python", "f
                "stepwatch_builtins", "cprofile_builtins"]
 
 
+def stepwatch_actions():
+    return {"stepwatch_python": stepwatch.Profiler(functions=["w"], builtins=False).action("w"),
+            "stepwatch_builtins": stepwatch.Profiler(functions=["w"], builtins=True).action("w")}
+
+
 def bench_plain(fn, rounds):
-    sw = {"stepwatch_python": stepwatch.Profiler(functions=["w"], builtins=False).action("w"),
-          "stepwatch_builtins": stepwatch.Profiler(functions=["w"], builtins=True).action("w")}
+    sw = stepwatch_actions()
     for mode in PLAIN_MODES:  # warm up: first-seen functions, allocations
         run_plain(fn, mode, sw)
     times = {m: [] for m in PLAIN_MODES}
@@ -143,6 +172,78 @@ def bench_plain(fn, rounds):
             times[mode].append(run_plain(fn, mode, sw))
     base = statistics.median(times["none"])
     return base, {m: statistics.median(v) / base for m, v in times.items()}
+
+
+# ---- instructions (callgrind) ----------------------------------------------------------------
+
+WORK = [("recursive", recursive), ("pipeline", pipeline)]
+
+
+class Counted:
+    """run_plain's meter under callgrind: counting between the two client requests."""
+
+    def __init__(self, marks):
+        self.marks, self.label = marks, "warm"
+
+    def begin(self):
+        self.marks.start()
+
+    def end(self):
+        self.marks.stop(self.label)
+        return 0.0
+
+
+def count_child(marks_path, rounds):
+    """Under valgrind: every plain workload under every mode, rounds times in turns."""
+    meter = Counted(bi.Marks(marks_path))
+    sw = stepwatch_actions()
+    for name, fn in WORK:
+        meter.label = "warm"
+        for mode in PLAIN_MODES:
+            run_plain(fn, mode, sw, meter)
+        for r in range(rounds):
+            for mode in PLAIN_MODES:
+                meter.label = f"{name}/{mode}#{r}"
+                run_plain(fn, mode, sw, meter)
+
+
+def bench_instructions(rounds):
+    """{workload: {mode: added Ir (median over rounds of the difference to none)}}, or None
+    without valgrind or the marks library."""
+    marks = bi.marks_library()
+    if marks is None or shutil.which("valgrind") is None:
+        print("bench_functions: no valgrind or no marks library (build/release/bench/"
+              "libsw_callgrind_marks.so): no instruction counts", file=sys.stderr)
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--quiet",
+               f"--callgrind-out-file={folder}/cg.%p", sys.executable,
+               os.path.abspath(__file__), "--count-child", marks, "--rounds", str(rounds)]
+        subprocess.run(cmd, check=True, env=dict(os.environ, PYTHONHASHSEED="0"))
+        counts = bi.read_dumps(folder)
+    added = {}
+    for name, _ in WORK:
+        base = [counts[f"{name}/none#{r}"] for r in range(rounds)]
+        added[name] = {m: statistics.median(counts[f"{name}/{m}#{r}"] - b
+                                            for r, b in enumerate(base))
+                       for m in PLAIN_MODES}
+        added[name]["none_ir"] = statistics.median(base)
+    return added
+
+
+def print_instructions(added):
+    print("Function profiling, instructions added per run (callgrind, median over rounds)")
+    print(f"{'workload':<11}{'bare':>9}  {'detail':<9}{'floor':>9}{'stepwatch':>11}"
+          f"{'cProfile':>10}{'ratio':>8}{'floor/cProfile':>16}")
+    for name, a in added.items():
+        for detail in ("python", "builtins"):
+            floor, ours, theirs = (a[f"floor_{detail}"], a[f"stepwatch_{detail}"],
+                                   a[f"cprofile_{detail}"])
+            print(f"{name:<11}{a['none_ir'] / 1e6:>8.2f}M  {detail:<9}{floor / 1e6:>8.2f}M"
+                  f"{ours / 1e6:>10.2f}M{theirs / 1e6:>9.2f}M{ours / theirs:>8.2f}"
+                  f"{floor / theirs:>16.2f}")
+    print("ratio = stepwatch's added instructions / cProfile's at the same detail "
+          "(budget <= 0.50); floor = the hook's own, with callbacks that do nothing")
 
 
 # ---- Lightning --------------------------------------------------------------------------------
@@ -271,13 +372,18 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     ap.add_argument("--no-lightning", action="store_true")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the added instructions (valgrind's callgrind)")
+    ap.add_argument("--count-child", help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.count_child:
+        return count_child(args.count_child, args.rounds)
     rounds = 5 if args.quick else 21
     figures = {"python": sys.version.split()[0], "rounds": rounds, "workloads": {}}
 
-    work = [("recursive", recursive), ("pipeline", pipeline)]
     results = {}
-    for name, fn in work:
+    for name, fn in WORK:
         base, slow = bench_plain(fn, rounds)
         results[name] = (base, slow, "ms per run")
     if not args.no_lightning:
@@ -309,6 +415,12 @@ def main():
         figures["workloads"][name] = entry
     print("overhead ratio = stepwatch's overhead / cProfile's at the same detail "
           "(budget <= 0.50); above floor = the same for what each adds to the hook's floor")
+    if args.instructions:
+        added = bench_instructions(1 if args.quick else 3)
+        if added is not None:
+            print()
+            print_instructions(added)
+            figures["instructions_added"] = added
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

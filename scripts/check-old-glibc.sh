@@ -5,8 +5,9 @@
 #
 # Not part of `make test`: it needs root and Debian's archive. The first run downloads
 # bullseye (debootstrap, about 250 MB with a compiler) and builds CPython 3.11 in it from
-# Debian's python3.11 source package (bullseye's own Python is 3.9), about 10 minutes; both
-# are kept in SW_CHROOT (default build/bullseye) for the next run.
+# Debian's python3.11 source package (bullseye's own Python is 3.9): CPU-bound, an hour on a
+# shared 2-core machine at load 20. Both are kept in SW_CHROOT (default build/bullseye) for
+# the next run, which then takes about a minute.
 #
 # The chroot gets a private /proc in a mount namespace of its own (unshare), which ends with
 # the command: nothing of the host is mounted into it, nothing stays mounted afterwards.

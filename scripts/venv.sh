@@ -66,6 +66,9 @@ fi
 # psutil: Lightning's DeviceStatsMonitor needs it on CPU, and the device tests run it beside
 # stepwatch's (which does not need it).
 "$PY" -c "import psutil" 2>/dev/null || "${PIP[@]}" psutil
+# datasets and evaluate: Hugging Face's example scripts import them (test_public_scripts.py
+# runs run_clm.py unmodified where a copy of the examples is found; skipped otherwise).
+"$PY" -c "import datasets, evaluate" 2>/dev/null || "${PIP[@]}" datasets evaluate
 
 # The project: the extension and the C command, built by the same CMakeLists.txt.
 "${PIP[@]}" --no-build-isolation "$ROOT"

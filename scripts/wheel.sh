@@ -57,16 +57,7 @@ tar -tzf "$DIST/$sdist" | grep "third_party/sqlite/sqlite3.c" >/dev/null  # not 
 echo "wheel.sh: $DIST/$sdist"
 
 # ---- one wheel per Python, each built from the sdist by that Python's pip ----
-find_python() { # find_python 3.12 -> an interpreter of that version, or nothing
-    local v=$1 py
-    for py in "python$v" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/"python$v"; do
-        if "$py" -c "import sys; assert sys.version_info[:2] == tuple(map(int, '$v'.split('.')))" \
-                >/dev/null 2>&1; then
-            command -v "$py"
-            return
-        fi
-    done
-}
+. "$ROOT/scripts/find-python.sh"
 built=0
 for v in ${PYTHONS:-3.11 3.12 3.13}; do
     py=$(find_python "$v")

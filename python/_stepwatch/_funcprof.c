@@ -17,12 +17,21 @@
  *     this hook costs one C call per Python call. It is per interpreter, so it passes
  *     through at once on threads with no open function action. It sees no C functions:
  *     their time stays in their Python caller.
- *   - builtins=True: the profile function (PyEval_SetProfile, this thread only), which also
- *     sees C builtins, as cProfile does.
+ *   - builtins=True on 3.11: the profile function (PyEval_SetProfile, this thread only),
+ *     which also sees C builtins, as cProfile does.
+ *   - builtins=True from 3.12 on: sys.monitoring (PEP 669), the events cProfile itself
+ *     records through there: PY_START/RESUME/THROW begin a Python call, PY_RETURN/YIELD/
+ *     UNWIND end it, CALL begins a C builtin's call and C_RETURN/C_RAISE end it. Only the
+ *     instructions that fire events leave their fast paths; a profile function (built on
+ *     the same events on 3.12) also makes a frame object per call and reports every C call.
+ *     The events are per interpreter: other threads pay the call of a callback that returns
+ *     at once, and only while some thread has a function action open.
  * On 3.12 the interpreter resumes some generators and coroutines inside the running frame
- * (SEND_GEN), without the frame evaluation function: there builtins=False takes the profile
- * function too, skipping its C events, so every resume is counted (3.11 and 3.13 both call
- * the evaluation function for every resume).
+ * (SEND_GEN), without the frame evaluation function: there builtins=False takes
+ * sys.monitoring too, without the C events, so every resume is counted (3.11 and 3.13 both
+ * call the evaluation function for every resume).
+ * Where sys.monitoring has no free tool id (see monitor_acquire), the profile function
+ * stands in.
  *
  * Per call the work is a hash probe (keyed by the code object's or C function's address)
  * and two reads of the time-stamp counter; no Python object is made after a function's
@@ -46,12 +55,20 @@
 #endif
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-enum { FP_OFF = 0, FP_EVAL, FP_PROFILE };
+enum { FP_OFF = 0, FP_EVAL, FP_PROFILE, FP_MONITOR };
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define FP_HAVE_MONITORING 1
+#else
+#define FP_HAVE_MONITORING 0
+#endif
 
 /* One generation of a profiler's function profile. clear() starts a new one; an action
  * still open keeps the old one alive (refs) until it ends. */
@@ -80,11 +97,12 @@ typedef struct fp_thread {
     sw_fstack *stack;
     fp_data *data[SW_FSTACK_MAX_OPEN]; /* of each open action */
     int engine;
-    int c_calls;             /* the profile hook records C builtins */
+    int c_calls;             /* the profile or monitoring hook records C builtins */
     Py_tracefunc saved_func; /* a profile function we displaced (restored when done) */
     PyObject *saved_obj;
     fp_cached_tree *trees; /* this thread's trees, by (data serial, action) */
     uint32_t ntrees, trees_cap;
+    uint64_t calls_begun; /* the monitoring hook's depth of calls (depth_begin) */
 } fp_thread;
 
 /* ---- process-wide state (the hooks are per thread and per interpreter; GIL-protected) ---- */
@@ -136,17 +154,32 @@ static PyObject *builtin_label(PyCFunctionObject *fn) {
     return PyUnicode_FromFormat("<built-in method %s>", fn->m_ml->ml_name);
 }
 
-/* Add the function keyed key, named by obj (a code object, or a PyCFunction when is_c), to
- * d. Runs inside the hooks, possibly with an exception pending (a generator thrown into):
- * that exception is kept. The function's index, or SW_FNODE_NONE. */
-static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, int is_c) {
+/* A C method descriptor called on self ("list.append" through `xs.append(1)`, as the
+ * monitoring CALL event reports it) bound to self, as cProfile names it. New reference. */
+static PyObject *bound_builtin(PyObject *descr, PyObject *self) {
+    if (PyCFunction_Check(descr))
+        return Py_NewRef(descr);
+    PyObject *fn = Py_TYPE(descr)->tp_descr_get(descr, self, (PyObject *)Py_TYPE(self));
+    if (fn && !PyCFunction_Check(fn))
+        Py_CLEAR(fn);
+    return fn;
+}
+
+/* Add the function keyed key, named by obj (a code object; or when is_c a PyCFunction, or a
+ * method descriptor called on self_arg), to d. Runs inside the hooks, possibly with an
+ * exception pending (a generator thrown into): that exception is kept. The function's index,
+ * or SW_FNODE_NONE. */
+static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, PyObject *self_arg,
+                             int is_c) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     uint32_t index = SW_FNODE_NONE;
     PyObject *keep = NULL;
     sw_func f = {.file = "~", .line = 0};
     if (is_c) {
-        keep = builtin_label((PyCFunctionObject *)obj);
+        PyObject *fn = bound_builtin(obj, self_arg);
+        keep = fn ? builtin_label((PyCFunctionObject *)fn) : NULL;
+        Py_XDECREF(fn);
         f.name = keep ? PyUnicode_AsUTF8(keep) : NULL;
     } else {
         PyCodeObject *code = (PyCodeObject *)obj;
@@ -170,14 +203,15 @@ static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, int is_c) 
 }
 
 /* A call of the function keyed key begins (an action is open on t); ident names it for its
- * return. Nonzero when it is recorded. */
-static inline int fp_enter(fp_thread *t, uint64_t key, uintptr_t ident, PyObject *obj, int is_c) {
+ * return; obj and self_arg name the function (add_function). Nonzero when it is recorded. */
+static inline int fp_enter(fp_thread *t, uint64_t key, uintptr_t ident, PyObject *obj,
+                           PyObject *self_arg, int is_c) {
     int r = sw_fstack_enter(t->stack, key, ident);
     if (FP_UNLIKELY(r == 0)) { /* a call path seen for the first time */
         fp_data *d = t->data[sw_fstack_open_count(t->stack) - 1];
         uint32_t func = sw_fprofile_find_func(d->fp, key);
         if (func == SW_FNODE_NONE)
-            func = add_function(d, key, obj, is_c);
+            func = add_function(d, key, obj, self_arg, is_c);
         r = sw_fstack_enter_new(t->stack, key, ident, func);
     }
     return r > 0;
@@ -216,7 +250,7 @@ static PyObject *fp_eval_frame(PyThreadState *ts, struct _PyInterpreterFrame *fr
     Py_DECREF(code); /* the frame holds it */
 #endif
     if (makes_generator(frame, code) ||
-        !fp_enter(t, (uint64_t)(uintptr_t)code, (uintptr_t)frame, (PyObject *)code, 0))
+        !fp_enter(t, (uint64_t)(uintptr_t)code, (uintptr_t)frame, (PyObject *)code, NULL, 0))
         return eval_prev(ts, frame, exc);
     PyObject *result = eval_prev(ts, frame, exc);
     sw_fstack_leave(t->stack, (uintptr_t)frame);
@@ -271,7 +305,7 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
     switch (what) {
     case PyTrace_CALL: {
         PyCodeObject *code = PyFrame_GetCode(frame);
-        fp_enter(t, (uint64_t)(uintptr_t)code, (uintptr_t)frame, (PyObject *)code, 0);
+        fp_enter(t, (uint64_t)(uintptr_t)code, (uintptr_t)frame, (PyObject *)code, NULL, 0);
         Py_DECREF(code); /* the frame holds it; new functions' code objects are kept */
         break;
     }
@@ -281,7 +315,7 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
     case PyTrace_C_CALL:
         if (t->c_calls && PyCFunction_Check(arg))
             fp_enter(t, (uint64_t)(uintptr_t)((PyCFunctionObject *)arg)->m_ml, (uintptr_t)arg, arg,
-                     1);
+                     NULL, 1);
         break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
@@ -291,6 +325,286 @@ static int fp_profile(PyObject *unused, PyFrameObject *frame, int what, PyObject
     }
     return 0;
 }
+
+/* ---- hook 3: sys.monitoring (3.12+: Python functions, and C builtins as cProfile) ---------- */
+
+#if FP_HAVE_MONITORING
+/* The event sets, from sys.monitoring.events: a Python call begins (PY_START, PY_RESUME,
+ * PY_THROW) or ends (PY_RETURN, PY_YIELD, PY_UNWIND); a call from Python code begins (CALL:
+ * a C builtin's is recorded) or a C one ends (C_RETURN, C_RAISE). */
+enum { EV_PY_BEGIN, EV_PY_END, EV_CALL, EV_C_END, EV_SETS };
+static const char *const event_names[EV_SETS][3] = {
+    {"PY_START", "PY_RESUME", "PY_THROW"},
+    {"PY_RETURN", "PY_YIELD", "PY_UNWIND"},
+    {"CALL", NULL, NULL},
+    {"C_RETURN", "C_RAISE", NULL},
+};
+
+static struct {
+    int tool;              /* the sys.monitoring tool id held, or -1 */
+    int threads;           /* threads with open actions on this hook */
+    int c_threads;         /* of them, those recording C builtins (the CALL events are on) */
+    int noop;              /* the benchmark's floor: callbacks that return at once */
+    long bits[EV_SETS][3]; /* each event's bit (0: none), as event_names */
+    long events[EV_SETS];  /* each set's bits */
+    PyObject *missing;     /* sys.monitoring.MISSING: CALL's arg0 when there is none */
+    PyObject *callbacks[EV_SETS];
+    PyObject *noop_callback;
+} monitor = {.tool = -1};
+
+/* A call's identity for its return: the thread's depth of begun calls when it began. The
+ * events nest strictly on a thread (every begin has its end, innermost first: an exception
+ * unwinds each frame with PY_UNWIND, a C call ends with C_RETURN or C_RAISE), so the end
+ * event at the same depth is its return; a return of a call begun before the action opened
+ * (or before the hook was on) comes at a smaller depth and matches nothing recorded. Cheaper
+ * than reading the frame through the thread state; the depth is relative, any start works. */
+static inline uintptr_t depth_begin(fp_thread *t) {
+    return (uintptr_t)++t->calls_begun;
+}
+
+static inline uintptr_t depth_end(fp_thread *t) {
+    return (uintptr_t)t->calls_begun--;
+}
+
+static void monitor_stop(void);
+
+/* An event with no action open on this thread: another thread's (the events are per
+ * interpreter), or one left on in a fork child, where no thread records any more. */
+static PyObject *monitor_idle(void) {
+    if (monitor.threads == 0 && !monitor.noop)
+        monitor_stop();
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_py_begin(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    fp_thread *t = tls_thread;
+    if (FP_UNLIKELY(!fp_active(t, FP_MONITOR) || nargs < 1))
+        return monitor_idle();
+    PyObject *code = args[0];
+    fp_enter(t, (uint64_t)(uintptr_t)code, depth_begin(t), code, NULL, 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_py_end(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    fp_thread *t = tls_thread;
+    if (FP_UNLIKELY(!fp_active(t, FP_MONITOR)))
+        return monitor_idle();
+    sw_fstack_leave(t->stack, depth_end(t));
+    Py_RETURN_NONE;
+}
+
+/* The C function a call from Python runs, as cProfile takes it: a builtin function or bound
+ * builtin method, or a method descriptor called with its self ("xs.append(1)" calls
+ * list.append on xs). NULL for anything else (Python functions report their own events). */
+static inline PyMethodDef *c_method(PyObject *callable, PyObject *arg0) {
+    if (PyCFunction_Check(callable))
+        return ((PyCFunctionObject *)callable)->m_ml;
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type) && arg0 != monitor.missing)
+        return ((PyMethodDescrObject *)callable)->d_method;
+    return NULL;
+}
+
+/* CALL fires for every call from Python code, most of them Python functions': those return
+ * before the thread-local lookup. */
+static PyObject *mon_c_begin(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    PyMethodDef *ml = nargs == 4 ? c_method(args[2], args[3]) : NULL;
+    if (ml == NULL)
+        Py_RETURN_NONE;
+    fp_thread *t = tls_thread;
+    if (FP_UNLIKELY(!fp_active(t, FP_MONITOR)))
+        return monitor_idle();
+    if (t->c_calls)
+        fp_enter(t, (uint64_t)(uintptr_t)ml, depth_begin(t), args[2], args[3], 1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_c_end(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || c_method(args[2], args[3]) == NULL)
+        Py_RETURN_NONE;
+    fp_thread *t = tls_thread;
+    if (FP_UNLIKELY(!fp_active(t, FP_MONITOR)))
+        return monitor_idle();
+    if (t->c_calls)
+        sw_fstack_leave(t->stack, depth_end(t));
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_noop(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef callback_defs[EV_SETS + 1] = {
+    {"_stepwatch_py_begin", (PyCFunction)(void (*)(void))mon_py_begin, METH_FASTCALL, NULL},
+    {"_stepwatch_py_end", (PyCFunction)(void (*)(void))mon_py_end, METH_FASTCALL, NULL},
+    {"_stepwatch_c_begin", (PyCFunction)(void (*)(void))mon_c_begin, METH_FASTCALL, NULL},
+    {"_stepwatch_c_end", (PyCFunction)(void (*)(void))mon_c_end, METH_FASTCALL, NULL},
+    {"_stepwatch_noop", (PyCFunction)(void (*)(void))mon_noop, METH_FASTCALL, NULL},
+};
+
+/* sys.monitoring's method name called with args (a Py_BuildValue format). 0, or -1 with an
+ * exception. */
+static int monitoring_call(const char *method, const char *format, ...) {
+    PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
+    if (mon == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "sys.monitoring is missing");
+        return -1;
+    }
+    va_list va;
+    va_start(va, format);
+    PyObject *args = Py_VaBuildValue(format, va);
+    va_end(va);
+    PyObject *fn = args ? PyObject_GetAttrString(mon, method) : NULL;
+    PyObject *r = fn ? PyObject_CallObject(fn, args) : NULL;
+    int rc = r ? 0 : -1;
+    if (r && strcmp(method, "get_tool") == 0 && r != Py_None)
+        rc = 1; /* the id is taken */
+    Py_XDECREF(r);
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    return rc;
+}
+
+/* The event numbers, MISSING and the callbacks, once. 0, or -1 with an exception. */
+static int monitor_init(void) {
+    if (monitor.missing)
+        return 0;
+    PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
+    PyObject *events = mon ? PyObject_GetAttrString(mon, "events") : NULL;
+    if (events == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "sys.monitoring is missing");
+        return -1;
+    }
+    for (int i = 0; i < EV_SETS; i++)
+        for (int k = 0; k < 3 && event_names[i][k]; k++) {
+            PyObject *v = PyObject_GetAttrString(events, event_names[i][k]);
+            long bit = v ? PyLong_AsLong(v) : -1;
+            Py_XDECREF(v);
+            if (bit < 0 || (bit == -1 && PyErr_Occurred())) {
+                Py_DECREF(events);
+                return -1;
+            }
+            monitor.bits[i][k] = bit;
+            monitor.events[i] |= bit;
+        }
+    Py_DECREF(events);
+    for (int i = 0; i <= EV_SETS; i++) {
+        PyObject *fn = PyCFunction_New(&callback_defs[i], NULL);
+        if (fn == NULL)
+            return -1;
+        if (i < EV_SETS)
+            monitor.callbacks[i] = fn;
+        else
+            monitor.noop_callback = fn;
+    }
+    monitor.missing = PyObject_GetAttrString(mon, "MISSING");
+    return monitor.missing ? 0 : -1;
+}
+
+/* Take a free tool id and register the callbacks. Ids 3 and 4 have no role in PEP 669; 2
+ * (PROFILER_ID) is left to cProfile, so that a user's cProfile runs beside stepwatch (and
+ * records the same calls). 0 or -1 (none free: the caller takes the profile function). */
+static int monitor_acquire(void) {
+    static const int ids[] = {4, 3};
+    if (monitor_init() < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        if (monitoring_call("get_tool", "(i)", ids[i]) != 0) {
+            PyErr_Clear();
+            continue;
+        }
+        if (monitoring_call("use_tool_id", "(is)", ids[i], "stepwatch") < 0) {
+            PyErr_Clear();
+            continue;
+        }
+        monitor.tool = ids[i];
+        for (int k = 0; k < EV_SETS; k++)
+            for (int e = 0; e < 3 && monitor.bits[k][e]; e++) {
+                PyObject *fn = monitor.noop ? monitor.noop_callback : monitor.callbacks[k];
+                if (monitoring_call("register_callback", "(ilO)", monitor.tool, monitor.bits[k][e],
+                                    fn) < 0) {
+                    monitor_stop();
+                    return -1;
+                }
+            }
+        return 0;
+    }
+    return -1;
+}
+
+/* The Python calls' events on, and with c_events the C calls' too. 0 or -1 with an
+ * exception. */
+static int monitor_set_events(int c_events) {
+    long events = monitor.events[EV_PY_BEGIN] | monitor.events[EV_PY_END];
+    if (c_events)
+        events |= monitor.events[EV_CALL] | monitor.events[EV_C_END];
+    return monitoring_call("set_events", "(il)", monitor.tool, events);
+}
+
+/* Events off, callbacks unregistered, the tool id given back. Keeps any exception pending. */
+static void monitor_stop(void) {
+    if (monitor.tool < 0)
+        return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    monitoring_call("set_events", "(ii)", monitor.tool, 0);
+    PyErr_Clear();
+    for (int k = 0; k < EV_SETS; k++)
+        for (int e = 0; e < 3 && monitor.bits[k][e]; e++) {
+            monitoring_call("register_callback", "(ilO)", monitor.tool, monitor.bits[k][e],
+                            Py_None);
+            PyErr_Clear();
+        }
+    monitoring_call("free_tool_id", "(i)", monitor.tool);
+    PyErr_Clear();
+    monitor.tool = -1;
+    monitor.noop = 0;
+    PyErr_Restore(et, ev, tb);
+}
+
+/* A thread's first action opens on this hook (c_calls: it records C builtins). 0, or -1
+ * when sys.monitoring cannot be had. Keeps any exception pending. */
+static int monitor_begin(int c_calls) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    int rc = 0;
+    if (monitor.noop) /* the floor was left on: ours takes the tool over */
+        monitor_stop();
+    if (monitor.tool < 0 && monitor_acquire() < 0)
+        rc = -1;
+    if (rc == 0) {
+        monitor.threads++;
+        monitor.c_threads += c_calls;
+        if (monitor_set_events(monitor.c_threads > 0) < 0) {
+            monitor.threads--;
+            monitor.c_threads -= c_calls;
+            if (monitor.threads == 0)
+                monitor_stop();
+            rc = -1;
+        }
+    }
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+    return rc;
+}
+
+/* A thread's last action on this hook closes. */
+static void monitor_end(int c_calls) {
+    if (monitor.threads == 0) /* a fork child: the events go off at the next one */
+        return;
+    monitor.threads--;
+    monitor.c_threads -= c_calls;
+    if (monitor.threads == 0) {
+        monitor_stop();
+    } else if (c_calls && monitor.c_threads == 0) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        monitor_set_events(0); /* the CALL events off; failing, they stay and are skipped */
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
+}
+#endif /* FP_HAVE_MONITORING */
 
 /* ---- threads -------------------------------------------------------------------------------- */
 
@@ -307,10 +621,15 @@ static void fork_child(void) {
     fp_thread *t = tls_thread; /* the thread that forked: the child's only one */
     if (t) {
         sw_fstack_reset(t->stack);
-        if (t->engine == FP_EVAL)
+        if (t->engine == FP_EVAL || t->engine == FP_MONITOR)
             t->engine = FP_OFF;
         /* FP_PROFILE stays: the hook takes itself off at its next call, with the GIL */
     }
+#if FP_HAVE_MONITORING
+    /* The events stay on until the next one, which finds no thread recording (monitor_idle):
+     * no Python here, before the interpreter is set up again in the child. */
+    monitor.threads = monitor.c_threads = 0;
+#endif
     if (eval_hook.installed && eval_hook.interp &&
         _PyInterpreterState_GetEvalFrameFunc(eval_hook.interp) == fp_eval_frame)
         _PyInterpreterState_SetEvalFrameFunc(eval_hook.interp, eval_hook.prev);
@@ -332,6 +651,7 @@ static fp_thread *thread_get(void) {
         free(t);
         return NULL;
     }
+    t->calls_begun = (uint64_t)1 << 62; /* no call's identity is 0 */
     pthread_setspecific(thread_key, t);
     tls_thread = t;
     return t;
@@ -400,6 +720,31 @@ static fp_data *current_data(sw_py_funcs *f) {
 
 /* ---- actions open and close (the watcher) --------------------------------------------------- */
 
+/* The hook a thread's first function action switches on (see the top of this file). */
+static int engine_for(int builtins) {
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    (void)builtins;
+    return FP_MONITOR; /* 3.12: resumes the frame hook misses (above) */
+#elif FP_HAVE_MONITORING
+    return builtins ? FP_MONITOR : FP_EVAL;
+#else
+    return builtins ? FP_PROFILE : FP_EVAL;
+#endif
+}
+
+/* Switch the thread's hook off (its last function action closed). */
+static void engine_off(fp_thread *t) {
+    if (t->engine == FP_PROFILE)
+        profile_off(t);
+    else if (t->engine == FP_EVAL)
+        eval_hook_release();
+#if FP_HAVE_MONITORING
+    else if (t->engine == FP_MONITOR)
+        monitor_end(t->c_calls);
+#endif
+    t->engine = FP_OFF;
+}
+
 static void action_begin(sw_py_funcs *f, sw_id action) {
     fp_thread *t = thread_get();
     if (t == NULL || sw_fstack_open_count(t->stack) == SW_FSTACK_MAX_OPEN)
@@ -411,22 +756,21 @@ static void action_begin(sw_py_funcs *f, sw_id action) {
         return;
     }
     if (sw_fstack_open_count(t->stack) == 0) {
-#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
-        int frame_hook = 0; /* 3.12: resumes the frame hook misses (above) */
-#else
-        int frame_hook = !f->builtins;
+        int engine = engine_for(f->builtins);
+        t->c_calls = f->builtins;
+#if FP_HAVE_MONITORING
+        if (engine == FP_MONITOR && monitor_begin(f->builtins) < 0)
+            engine = FP_PROFILE; /* no tool id free: the profile function records the same */
 #endif
-        if (!frame_hook) {
+        if (engine == FP_PROFILE) {
             PyThreadState *ts = PyThreadState_Get();
-            t->c_calls = f->builtins;
             t->saved_func = ts->c_profilefunc;
             t->saved_obj = Py_XNewRef(ts->c_profileobj);
             PyEval_SetProfile(fp_profile, NULL);
-            t->engine = FP_PROFILE;
-        } else {
+        } else if (engine == FP_EVAL) {
             eval_hook_acquire();
-            t->engine = FP_EVAL;
         }
+        t->engine = engine;
     }
     d->refs++;
     t->data[sw_fstack_open_count(t->stack)] = d;
@@ -443,13 +787,8 @@ static void action_end(sw_py_funcs *f, sw_id action) {
         sw_fstack_close_top(t->stack, now);
         data_release(t->data[sw_fstack_open_count(t->stack)]);
     }
-    if (sw_fstack_open_count(t->stack) == 0) {
-        if (t->engine == FP_PROFILE)
-            profile_off(t);
-        else if (t->engine == FP_EVAL)
-            eval_hook_release();
-        t->engine = FP_OFF;
-    }
+    if (sw_fstack_open_count(t->stack) == 0)
+        engine_off(t);
 }
 
 static void fp_watch(void *ctx, sw_id action, int begins) {
@@ -516,13 +855,8 @@ void sw_py_funcs_close(sw_py_funcs *f) {
         }
         k = sw_fstack_open_count(t->stack) + 1;
     }
-    if (t && sw_fstack_open_count(t->stack) == 0 && t->engine != FP_OFF) {
-        if (t->engine == FP_PROFILE)
-            profile_off(t);
-        else
-            eval_hook_release();
-        t->engine = FP_OFF;
-    }
+    if (t && sw_fstack_open_count(t->stack) == 0 && t->engine != FP_OFF)
+        engine_off(t);
     if (f->fork_gen == fork_gen)
         keep_in_run_file(f);
     sw_watcher_set(f->p, NULL, NULL);
@@ -572,21 +906,55 @@ PyObject *sw_py_funcs_floor(PyObject *module, PyObject *kind) {
         if (eval_on)
             eval_hook_release();
         eval_on = 0;
-    } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "builtins") == 0) {
+#if FP_HAVE_MONITORING
+        if (monitor.noop)
+            monitor_stop();
+#endif
+        Py_RETURN_NONE;
+    }
+    const char *name = PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : NULL;
+    int builtins = name && strcmp(name, "builtins") == 0, engine = FP_OFF;
+    if (builtins || (name && strcmp(name, "python") == 0))
+        engine = engine_for(builtins);
+    else if (name && strcmp(name, "profile") == 0)
+        engine = FP_PROFILE;
+    else if (name && strcmp(name, "eval") == 0)
+        engine = FP_EVAL;
+    if (engine == FP_OFF) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError,
+                            "kind must be 'python', 'builtins', 'profile', 'eval' or None, not %R",
+                            kind);
+    }
+    if (engine == FP_PROFILE) {
         PyEval_SetProfile(noop_profile, NULL);
-    } else if (PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "python") == 0) {
+    } else if (engine == FP_EVAL) {
         if (!eval_on) /* installed, and passing every frame straight through here */
             eval_hook_acquire();
         eval_on = 1;
-    } else {
-        return PyErr_Format(PyExc_ValueError, "kind must be 'python', 'builtins' or None");
     }
+#if FP_HAVE_MONITORING
+    else if (engine == FP_MONITOR) {
+        if (monitor.threads > 0)
+            return PyErr_Format(PyExc_RuntimeError, "a function action is open");
+        if (monitor.tool < 0) {
+            monitor.noop = 1;
+            if (monitor_acquire() < 0) {
+                monitor.noop = 0;
+                PyErr_Clear();
+                return PyErr_Format(PyExc_RuntimeError, "no sys.monitoring tool id is free");
+            }
+        }
+        if (monitor_set_events(builtins) < 0)
+            return NULL;
+    }
+#endif
     Py_RETURN_NONE;
 }
 
 PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused) {
     fp_thread *t = tls_thread;
-    static const char *const engines[] = {"off", "eval", "profile"};
+    static const char *const engines[] = {"off", "eval", "profile", "monitoring"};
     int frame_hook = 0;
     if (eval_hook.interp)
         frame_hook = _PyInterpreterState_GetEvalFrameFunc(eval_hook.interp) == fp_eval_frame;

@@ -186,6 +186,8 @@ static int Loop_traverse(LoopObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->batch_type);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_VISIT(self->iterators[i]);
+    for (int i = 0; i < self->nqueued; i++)
+        Py_VISIT(self->queue[i].key);
     return 0;
 }
 
@@ -199,6 +201,8 @@ static int Loop_clear(LoopObject *self) {
     Py_CLEAR(self->batch_type);
     for (int i = 0; i < MAX_ITERATORS; i++)
         Py_CLEAR(self->iterators[i]);
+    for (int i = 0; i < self->nqueued; i++)
+        Py_CLEAR(self->queue[i].key);
     return 0;
 }
 

@@ -50,7 +50,10 @@ typedef struct {
     int startup;  /* a loader's start-up, not a batch */
     int iterator; /* its iterator's slot in LoopObject.iterators */
     uint32_t batch_size;
-    const void *key; /* the batch's first array-like (identity only, never dereferenced) */
+    PyObject *key; /* a weak reference to the batch's first array-like (NULL: it has none or
+                      takes no weak reference): identity only, and once the batch is freed
+                      (a loop that gives the forward a copy) its address, reused by a new
+                      object, matches nothing */
     uint64_t start, end;
     uint64_t copy_start, copy_ns; /* its copy to the device (h2d_copy): its first copy's
                                      start, and the time of all its copies (0: none) */
@@ -172,6 +175,7 @@ void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p);
  * The batches fetched and not consumed yet (_loop_batches.c)
  * ---------------------------------------------------------------------------------------- */
 
+/* Holds b; the queue owns its key from then on. */
 void sw_py_loop_enqueue(LoopObject *loop, sw_profiler *p, const queued_batch *b);
 /* A copy to the device ran from start to end (Tensor.to, .cuda, the batch's own .to outside
  * the model): the oldest held batch's (loaders that read ahead copy a batch once the next is

@@ -11,9 +11,11 @@
  *
  * Which forward takes which batch: the one called with the batch's first array-like as one
  * of its arguments (or an item of a tuple, list or dict argument: model(**inputs)), by
- * identity. A forward called with the batch moved to another device or transformed takes,
- * once per fetch or backward, the oldest batch of each loader whose batches are never given
- * as fetched.
+ * identity, held by a weak reference: a batch freed before its forward (the Trainer under
+ * DDP gives the forward copies) matches nothing, not the new object at its old address. A
+ * forward called with the batch moved to another device or transformed takes, once per
+ * fetch or backward, the oldest batch of each loader whose batches are never given as
+ * fetched.
  *
  * The batch's copy to the device (h2d_copy, category data) is held with it: a Tensor.to or
  * .cuda (or the batch object's own .to) called outside the model while a fetched batch waits
@@ -28,8 +30,9 @@
 #include <string.h>
 
 /* Record a held batch (or loader start-up): in the open step, which consumed it (in_step),
- * or in no step. */
-static void record_batch(LoopObject *loop, sw_profiler *p, const queued_batch *b, int in_step) {
+ * or in no step. It leaves the queue: its key goes. */
+static void record_batch(LoopObject *loop, sw_profiler *p, queued_batch *b, int in_step) {
+    Py_CLEAR(b->key);
     if (b->startup) {
         if (loop->loader_startup != SW_ID_NONE)
             sw_record(p, loop->loader_startup, b->start, b->end);
@@ -106,7 +109,8 @@ int sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only) {
  * tensor every time: its batches are consumed in order), if later than best. */
 static int match_in(const LoopObject *loop, PyObject *obj, int best) {
     for (int i = 0; i < loop->nqueued; i++)
-        if (!loop->queue[i].startup && loop->queue[i].key == (const void *)obj)
+        if (!loop->queue[i].startup && loop->queue[i].key != NULL &&
+            PyWeakref_GET_OBJECT(loop->queue[i].key) == obj)
             return i > best ? i : best;
     return best;
 }

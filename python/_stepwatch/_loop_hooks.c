@@ -271,9 +271,15 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     } else if (batch != NULL) { /* held until a forward consumes it */
         if (loop->on_batch_type != NULL && (PyObject *)Py_TYPE(batch) != loop->batch_type)
             new_batch_type(loop, batch);
-        queued_batch b = {
-            0,     slot, sw_py_batch_size(batch, loop->shape), sw_py_batch_leaf(batch, loop->shape),
-            start, end};
+        PyObject *leaf = sw_py_batch_leaf(batch, loop->shape);
+        queued_batch b = {0,
+                          slot,
+                          sw_py_batch_size(batch, loop->shape),
+                          leaf == NULL ? NULL : PyWeakref_NewRef(leaf, NULL),
+                          start,
+                          end};
+        if (leaf != NULL && b.key == NULL)
+            PyErr_Clear(); /* not weakly referable (a number): only consumed in order */
         sw_py_loop_enqueue(loop, p, &b);
     }
     loop->may_consume = 1;

@@ -271,7 +271,8 @@ void sw_py_marks_after(PyObject *marks, int event, int timed, PyObject *engine);
  * ---------------------------------------------------------------------------------------- */
 
 /* A function profiler watching p's function actions; builtins: also C builtins (the profile
- * hook), else Python functions only (the frame evaluation hook). NULL + exception. */
+ * hook on 3.11, sys.monitoring from 3.12 on), else Python functions only (the frame
+ * evaluation hook; sys.monitoring on 3.12). NULL + exception. */
 sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins);
 /* Before p is freed: end this thread's open function actions and stop watching. */
 void sw_py_funcs_close(sw_py_funcs *f);
@@ -285,13 +286,15 @@ int sw_py_funcs_clear(sw_py_funcs *f);
 /* What was recorded, and (if objects) the list naming each function: its code object, or a
  * built-in's label. Borrowed, valid until the next clear; NULL + exception. */
 const sw_fprofile *sw_py_funcs_profile(sw_py_funcs *f, PyObject **objects);
-/* _function_hook_state() -> dict: this thread's hook ("off", "eval", "profile"), open
+/* _function_hook_state() -> dict: this thread's hook ("off", "eval", "profile",
+ * "monitoring"), open
  * function actions and shadow depth, and whether the frame evaluation hook is installed. For
  * tests: "costs nothing when off" is checked through it. */
 PyObject *sw_py_funcs_thread_state(PyObject *module, PyObject *unused);
-/* _function_hook_floor(kind): "python" installs the frame evaluation hook passing every frame
- * through, "builtins" a profile function that does nothing, None takes them off: what the
- * interpreter's hooks cost before any profiler records anything (bench_functions.py). */
+/* _function_hook_floor(kind): the hook of a detail ("python", "builtins") or a named one
+ * ("profile", "eval") installed doing nothing (passing every frame through, callbacks that
+ * return at once); None takes them off: what the interpreter's hooks cost before any
+ * profiler records anything (bench_functions.py). */
 PyObject *sw_py_funcs_floor(PyObject *module, PyObject *kind);
 
 /* ------------------------------------------------------------------------------------------

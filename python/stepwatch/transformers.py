@@ -21,14 +21,19 @@ instrumentation already on), on the Trainer's own terms:
   ``stepwatch.distributed``: rank 0's report ends with the cross-rank view, also kept in
   ``callback.ranks`` (a RankView) and its run file.
 
-The loggers run as callbacks too, before the ones passed in ``callbacks=``; at
-``on_init_end`` this one moves itself ahead of them (right after the Trainer's
-DefaultFlowCallback), so what it adds to ``logs`` reaches them.
+The loggers run as callbacks too, before the ones passed in ``callbacks=`` or added with
+``trainer.add_callback``; so at ``on_init_end`` (and at ``on_train_begin``, for a callback
+added after the Trainer was built) this one moves itself ahead of them in the Trainer's list,
+``trainer.callback_handler.callbacks`` (right after its DefaultFlowCallback), so what it adds
+to ``logs`` reaches them. The list is found from what refers to the callback (``gc``), not
+from who called it.
 """
+import gc
 import sys
 import warnings
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import DefaultFlowCallback
 
 import stepwatch as _sw
 
@@ -50,6 +55,32 @@ def _totals(records):
         elif r["category"] in _CATEGORIES:
             out[r["category"]] += r["self_ns"]
     return out
+
+
+def _handler_list(callback):
+    """The list of the CallbackHandler that holds ``callback`` (the Trainer's
+    ``callback_handler.callbacks``), found among the objects that refer to it: the list that
+    begins with the Trainer's DefaultFlowCallback. None if no such list holds it. One scan of
+    the collector's objects (tens of ms in a process that imported torch), once per Trainer."""
+    for ref in gc.get_referrers(callback):
+        if isinstance(ref, list) and ref and isinstance(ref[0], DefaultFlowCallback) and \
+                any(c is callback for c in ref):
+            return ref
+    return None
+
+
+def _lead(callback):
+    """Moves ``callback`` right after the DefaultFlowCallback of its handler's list, ahead of
+    the loggers. In place: the handler may be iterating over the list now (this callback is
+    called from it), and an item moved from after the current one to before it leaves every
+    other callback called once. True when the list was found."""
+    callbacks = _handler_list(callback)
+    if callbacks is None:
+        return False
+    callbacks.remove(callback)
+    flows = [i for i, c in enumerate(callbacks) if isinstance(c, DefaultFlowCallback)]
+    callbacks.insert(flows[-1] + 1 if flows else 0, callback)
+    return True
 
 
 class Callback(TrainerCallback):
@@ -82,22 +113,21 @@ class Callback(TrainerCallback):
         self._own_profiler = False
         self._watch = None
         self._last = {}           # phase -> totals at the last log
+        self._placed = False      # moved ahead of the loggers
 
     # -- order: ahead of the report_to loggers --
 
     def on_init_end(self, args, state, control, **kwargs):
-        # CallbackHandler.call_event is our caller: its list holds DefaultFlowCallback, the
-        # report_to loggers, the callbacks passed in, the progress bar, in that order.
-        handler = sys._getframe(1).f_locals.get("self")
-        callbacks = getattr(handler, "callbacks", None)
-        if isinstance(callbacks, list) and self in callbacks:
-            callbacks.remove(self)
-            first = 1 if callbacks and type(callbacks[0]).__name__ == "DefaultFlowCallback" else 0
-            callbacks.insert(first, self)
+        self._placed = _lead(self)
+
+    def _place(self):
+        if not self._placed:  # added with trainer.add_callback: no on_init_end
+            self._placed = _lead(self)
 
     # -- the run --
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._place()
         import stepwatch.torch as swtorch
         active = swtorch.instrumented()
         if active is not None and (self.profiler is None or self.profiler is active.profiler):

@@ -426,3 +426,94 @@ def test_fastai_ddp_fit_that_raised_still_joins_the_view(tmp_path):
     assert (tmp_path / "ranks-0.txt").read_text() == "'unset'"
     view = _view(tmp_path / "run-0.db")
     assert (view["answered"], view["missing"]) == (2, []), view
+
+
+# A Hugging Face Trainer script with stepwatch.transformers.Callback (nothing else of
+# stepwatch): the Trainer finds the torchrun ranks in the environment and makes the gloo group
+# itself (use_cpu); a tiny BERT built from a config, nothing downloaded.
+TRANSFORMERS_SCRIPT = """
+import json, os, time, torch
+from torch.utils.data import Dataset
+os.environ["HF_HUB_OFFLINE"] = "1"
+import transformers
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+from stepwatch.transformers import Callback
+
+transformers.logging.set_verbosity_error()
+rank = int(os.environ["RANK"])
+DATA_RANK = int(os.environ.get("DATA_RANK", "-1"))
+COMPUTE_RANK = int(os.environ.get("COMPUTE_RANK", "-1"))
+DELAY, STEPS, BATCH = float(os.environ["DELAY"]), int(os.environ["STEPS"]), 4
+
+class Samples(Dataset):  # STEPS batches per rank: the Trainer's sampler splits them
+    def __len__(self):
+        return STEPS * BATCH * int(os.environ["WORLD_SIZE"])
+    def __getitem__(self, i):
+        if rank == DATA_RANK:
+            time.sleep(DELAY / BATCH)
+        g = torch.Generator().manual_seed(i)
+        return {"input_ids": torch.randint(0, 64, (8,), generator=g),
+                "labels": torch.randint(0, 2, (), generator=g)}
+
+class Bert(BertForSequenceClassification):
+    def forward(self, input_ids=None, labels=None, **kwargs):
+        if rank == COMPUTE_RANK and self.training:
+            time.sleep(DELAY)
+        return super().forward(input_ids=input_ids, labels=labels, **kwargs)
+
+torch.manual_seed(0)
+model = Bert(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=16, num_labels=2))
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=BATCH,
+                         num_train_epochs=1, save_strategy="no", report_to="none",
+                         disable_tqdm=True, use_cpu=True, ddp_backend="gloo",
+                         logging_strategy="steps", logging_steps=STEPS // 2, seed=0)
+cb = Callback(run_file="run-{rank}.db", warmup_steps=int(os.environ["WARMUP"]),
+              output=f"report-{rank}.txt")
+trainer = Trainer(model=model, args=args, train_dataset=Samples(), callbacks=[cb])
+trainer.train()
+with open(f"result-{rank}.json", "w") as f:
+    json.dump({"global_step": trainer.state.global_step, "world": args.world_size,
+               "ranks": repr(cb.ranks),
+               "logged": [h for h in trainer.state.log_history if "loss" in h]}, f)
+"""
+
+
+@pytest.mark.parametrize("slow", [{"compute": 1}], ids=["compute"])
+def test_transformers_callback_ddp_counts_each_rank_and_joins_the_view(slow, tmp_path):
+    """Two ranks of a Trainer with the Callback: each rank's steps equal its global_step and
+    its samples the batches it trained; rank 0's report ends with the cross-rank view, which
+    names both ranks and the slow one (its forward)."""
+    pytest.importorskip("transformers")
+    nproc = 2
+    _run_adapter_script(TRANSFORMERS_SCRIPT, tmp_path, nproc, slow)
+    for r in range(nproc):
+        result = json.loads((tmp_path / f"result-{r}.json").read_text())
+        assert result["world"] == nproc, result
+        steps = [s for s in stepwatch.load_steps(str(tmp_path / f"run-{r}.db"))
+                 if s["phase"] == "train"]
+        assert len(steps) == result["global_step"] == STEPS, (r, len(steps), result)
+        assert [s["batch_size"] for s in steps] == [4] * STEPS, (r, steps)
+        # the figures went into the Trainer's logs on every rank
+        assert len(result["logged"]) == 2, result
+        assert all(h["stepwatch/samples_per_s"] > 0 for h in result["logged"]), result
+    report0 = (tmp_path / "report-0.txt").read_text()
+    assert f"Across ranks: {nproc} of {nproc} answered" in report0, report0
+    assert not (tmp_path / "report-1.txt").exists()  # the report is the main process's
+    assert json.loads((tmp_path / "result-0.json").read_text())["ranks"].startswith(
+        f"<RankView {nproc}/{nproc} ranks")
+    assert json.loads((tmp_path / "result-1.json").read_text())["ranks"] == "None"
+    view_text = report0[report0.index("Across ranks"):]
+    assert "(rank 0)" in view_text and "(rank 1)" in view_text, view_text  # both named
+    for r in range(nproc):
+        meta = _ranks_row(tmp_path / f"run-{r}.db")
+        assert (meta["rank"], meta["world_size"]) == (r, nproc), meta
+    view = _view(tmp_path / "run-0.db")
+    assert view["answered"] == nproc and view["collective_ranks"] == nproc, view
+    # the slow rank, its blame and the part that grew; at least the delay (a Trainer step
+    # on this shared machine adds more noise around it than the plain loops above)
+    straggler = view["stragglers"][0]
+    assert (straggler["rank"], straggler["blame"], straggler["part"]) == (1, "compute",
+                                                                           "forward"), straggler
+    assert straggler["blame_ns"] > 0.6 * DELAY * 1e9, straggler

@@ -8,6 +8,7 @@ as cProfile) and builtins=False (the frame evaluation hook: Python functions onl
 import asyncio
 import contextlib
 import cProfile
+import math
 import os
 import pstats
 import sys
@@ -22,6 +23,10 @@ from stepwatch._stepwatch import _function_hook_state as hook_state
 
 HERE = os.path.basename(__file__)
 BOTH = pytest.mark.parametrize("builtins", [True, False], ids=["builtins", "python"])
+# The hook each detail switches on (docs/functions.md): from 3.12 on, builtins through
+# sys.monitoring; on 3.12 Python functions too (the frame hook misses some resumes there)
+BUILTINS_HOOK = "monitoring" if sys.version_info >= (3, 12) else "profile"
+PYTHON_HOOK = "monitoring" if sys.version_info[:2] == (3, 12) else "eval"
 
 
 # ---- code with known calls ----------------------------------------------------------------
@@ -67,6 +72,38 @@ def catches():
 def builtins_work():
     data = [str(i) for i in range(50)]
     return sorted(data), len(data), max(len(s) for s in data)
+
+
+def builtin_kinds():
+    """Every way code calls a C function: method descriptors, bound and unbound, module
+    functions, builtins raising (C_RAISE), and C calling C (not seen by either profiler)."""
+    xs = []
+    for i in range(20):
+        xs.append(i)
+    append = xs.append
+    append(99)
+    list.append(xs, 100)
+    d = dict.fromkeys("abc", 0)
+    d.get("a")
+    d.get("z", 1)
+    ",".join([str(x) for x in xs[:5]])
+    math.sqrt(2.0)
+    time.perf_counter()
+    isinstance(xs, list)
+    sorted(xs, key=abs)
+    for bad in ("1", "x"):
+        try:
+            int(bad)
+        except ValueError:
+            pass
+    try:
+        math.sqrt(-1.0)
+    except ValueError:
+        pass
+    it = iter([1])
+    next(it)
+    next(it, None)
+    return len(xs)
 
 
 async def tick(n):
@@ -154,6 +191,55 @@ def test_counts_match_cprofile(builtins):
         assert got[("~", 0, "<built-in method builtins.len>")][1] == 51
     else:
         assert not any(k[0] == "~" for k in got)
+
+
+def test_builtins_named_and_counted_as_cprofile():
+    want = cprofile_stats(builtin_kinds, True)
+    got, fs = stepwatch_stats(builtin_kinds, True)
+    assert counts(got) == counts(want)
+    assert hook_state()["depth"] == 0
+    c = {k[2]: v[1] for k, v in got.items() if k[0] == "~"}
+    assert {k[2] for k in got if k[0] == "~"} == {k[2] for k in want if k[0] == "~"}
+    # the same C function however it was reached: 20 in the loop, bound, unbound
+    assert c["<method 'append' of 'list' objects>"] == 22
+    assert c["<method 'get' of 'dict' objects>"] == 2
+    assert c["<built-in method math.sqrt>"] == 2  # one of them raised
+    assert c["<built-in method time.perf_counter>"] == 1
+    assert c["<built-in method builtins.next>"] == 2
+    assert c["<built-in method builtins.sorted>"] == 1
+    assert "<built-in method builtins.abs>" not in c  # called by sorted, from C
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_cprofile_started_inside_an_action_records_beside_it():
+    prof = Profiler(functions=["work"], builtins=True)
+    theirs = cProfile.Profile()
+    with prof.action("work"):
+        fib(4)
+        theirs.enable()  # PROFILER_ID is left to cProfile: no "another tool is active"
+        fib(5)
+        theirs.disable()
+    theirs.create_stats()
+    key = (__file__, fib.__code__.co_firstlineno, "fib")
+    assert theirs.stats[key][:2] == (1, 15)
+    assert prof.function_stats("work").stats[key][:2] == (2, 24)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+def test_no_free_monitoring_tool_takes_the_profile_function():
+    taken = [i for i in (3, 4) if sys.monitoring.get_tool(i) is None]
+    for i in taken:
+        sys.monitoring.use_tool_id(i, "someone else")
+    try:
+        prof = Profiler(functions=["work"], builtins=True)
+        with prof.action("work"):
+            assert hook_state()["hook"] == "profile"
+            builtin_kinds()
+        got = {k: v for k, v in prof.function_stats("work").stats.items() if ours(k)}
+        assert counts(got) == counts(cprofile_stats(builtin_kinds, True))
+    finally:
+        for i in taken:
+            sys.monitoring.free_tool_id(i)
 
 
 @BOTH
@@ -392,16 +478,17 @@ def test_hooks_are_off_outside_the_actions():
     prof = Profiler(functions=["py"], builtins=False)
     prof_b = Profiler(functions=["all"], builtins=True)
     assert hook_state()["hook"] == "off"
-    frame_hook = sys.version_info[:2] != (3, 12)  # 3.12: the profile function (docs)
     with prof.action("py"):
         state = hook_state()
-        assert state["hook"] == ("eval" if frame_hook else "profile") and state["open"] == 1
-        assert state["frame_hook_installed"] == frame_hook
+        assert state["hook"] == PYTHON_HOOK and state["open"] == 1
+        assert state["frame_hook_installed"] == (PYTHON_HOOK == "eval")
     state = hook_state()
     assert state == dict(state, hook="off", open=0, depth=0, frame_hook_installed=False)
     with prof_b.action("all"):
-        assert hook_state()["hook"] == "profile"
+        assert hook_state()["hook"] == BUILTINS_HOOK
     assert hook_state()["hook"] == "off"
+    if sys.version_info >= (3, 12):  # the tool id is given back: nothing left registered
+        assert sys.monitoring.get_tool(4) is None and sys.monitoring.get_tool(3) is None
     # an action that is not a function action switches nothing on
     with prof.action("plain"):
         assert hook_state()["hook"] == "off"
@@ -437,6 +524,9 @@ def test_fork_child_starts_clean():
                 fib(6)
                 if state["open"] or prof.function_actions():
                     code = 2
+                if sys.version_info >= (3, 12) and any(  # the inherited events went off
+                        sys.monitoring.get_tool(i) for i in (3, 4)):
+                    code = 5
                 with prof.action("data"):
                     fib(3)
                 got = prof.function_stats("data").stats
@@ -519,7 +609,7 @@ def test_close_with_an_action_open_switches_the_hooks_off():
     a = prof.action("work")
     a.__enter__()
     fib(3)
-    assert hook_state()["hook"] == "profile"
+    assert hook_state()["hook"] == BUILTINS_HOOK
     prof.close()
     assert hook_state()["hook"] == "off"
     a.__exit__(None, None, None)

@@ -255,18 +255,27 @@ def test_startup_and_loader_startup_are_reported_apart(tmp_path):
 
 # ---- stepwatch.transformers.Callback ---------------------------------------------------------
 
+@pytest.mark.parametrize("added", ["callbacks=", "add_callback"])
 @retried_on_load
-def test_callback_logs_reports_and_counts(tmp_path):
+def test_callback_logs_reports_and_counts(tmp_path, added):
     """The Trainer's own semantics (train steps = global_step, evaluation batches as valid
     steps), the figures in every log at logging_steps (log_history, and the report_to
-    loggers: TensorBoard's event files here), the report at the end."""
+    loggers: TensorBoard's event files here), the report at the end. The callback passed to
+    the Trainer or added to it after (no on_init_end then) goes ahead of the loggers."""
+    from transformers.integrations import TensorBoardCallback
+
     from stepwatch.transformers import Callback
     out = tmp_path / "report.txt"
     cb = Callback(run_file=str(tmp_path / "cb.db"), output=str(out))
     trainer, clock = make_trainer(tmp_path, train=32, valid=16, epochs=1, accumulation=2,
-                                  eval_steps=2, logging_steps=1, callbacks=[cb],
+                                  eval_steps=2, logging_steps=1,
+                                  callbacks=[cb] if added == "callbacks=" else [],
                                   report_to="tensorboard")
+    if added == "add_callback":
+        trainer.add_callback(cb)
     trainer.train()
+    order = [type(c) for c in trainer.callback_handler.callbacks]
+    assert order.index(Callback) < order.index(TensorBoardCallback), order
     assert trainer.state.global_step == 2
     train, valid = steps_of(str(tmp_path / "cb.db"), "train"), steps_of(str(tmp_path / "cb.db"),
                                                                         "valid")
