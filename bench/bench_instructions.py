@@ -93,7 +93,9 @@ LABELS = {
     "ignite_handlers": "Ignite HandlersTimeProfiler",
     "stepwatch_throughput": "stepwatch Throughput", "fastxtend_throughput": "fastxtend Throughput",
     "stepwatch_simple": "stepwatch Simple", "fastxtend_simple": "fastxtend Simple",
-    "instrument": "instrument()", "floor": "interception floor",
+    "instrument": "instrument()",
+    "instrument_no_memory": "  the same, Profiler(memory=False)",
+    "floor": "interception floor",
     "torch_profiler": "torch.profiler (CPU)",
 }
 BUDGETS = [  # (group, ours, theirs, at most this fraction of theirs)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/traceml/compare.sh [ROUNDS] — stepwatch beside TraceML (traceml-ai on PyPI) on one
-# public script (bench/traceml/train.py, run unmodified): each round runs it bare, under
-# `stepwatch run --device-stats` and under `traceml run` (its default summary mode), one after
-# the other, so the machine's load falls on all three alike. Prints, per tool, the median
+# public script (bench/traceml/train.py, run unmodified): each round runs it bare (in each
+# tool's venv: they hold different packages), under `stepwatch run --device-stats` and under
+# `traceml run` (its default summary mode), one after the other, so the machine's load falls on all three alike. Prints, per tool, the median
 # and spread (min..max) of the command's wall time and of its CPU time (user+sys of the
 # whole process tree), the largest process's peak RSS, and each tool's own step breakdown
 # (mean per training step) from its last round, and stepwatch's modules table from one more,
@@ -37,6 +37,7 @@ run() {
     local timing=(/usr/bin/time -f "%e %U %S %M" -o "$dir/time")
     case $tool in
     bare) PATH=$SW_VENV/bin:$PATH "${timing[@]}" python "$SCRIPT" >out 2>&1 ;;
+    bare-tm) "${timing[@]}" "$TRACEML_VENV/bin/python" "$SCRIPT" >out 2>&1 ;;
     stepwatch) PATH=$SW_VENV/bin:$PATH "${timing[@]}" "$SW_CMD" run --device-stats \
         --run-file "$dir/run.db" -o "$dir/report.txt" -- python "$SCRIPT" >out 2>&1 ;;
     traceml) "${timing[@]}" "$TRACEML_VENV/bin/traceml" run "$SCRIPT" --run-name "r$round" \
@@ -46,7 +47,7 @@ run() {
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-    for tool in bare stepwatch traceml; do
+    for tool in bare stepwatch bare-tm traceml; do
         run "$tool" "$round"
         echo "round $round $tool: $(cat "$OUT/$tool-$round/time")" >&2
     done
@@ -70,12 +71,14 @@ def times(tool):
 def spread(xs):
     return f"{statistics.median(xs):.1f} ({min(xs):.1f}..{max(xs):.1f})"
 
-base = times("bare")
+bases = {"bare": times("bare"), "stepwatch": times("bare"), "bare-tm": times("bare-tm"),
+         "traceml": times("bare-tm")}
 print(f"## {rounds} rounds, one after the other; medians (min..max)\n")
-print("| | wall s | vs bare | CPU s (user+sys) | vs bare | peak RSS MiB |")
+print("| | wall s | vs bare (its venv) | CPU s (user+sys) | vs bare | peak RSS MiB |")
 print("|---|---|---|---|---|---|")
-for tool in ("bare", "stepwatch", "traceml"):
+for tool in ("bare", "stepwatch", "bare-tm", "traceml"):
     wall, cpu, rss = times(tool)
+    base = bases[tool]
     ratio = [w / b for w, b in zip(wall, base[0])]
     cratio = [c / b for c, b in zip(cpu, base[1])]
     print(f"| {tool} | {spread(wall)} | x{statistics.median(ratio):.2f} "
