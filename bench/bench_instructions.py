@@ -39,6 +39,12 @@ Groups and budgets (added instructions per step, issue 33):
                per step costs), the interception floor (do-nothing wrappers at the same
                points, bench_torch.py), torch.profiler (CPU): instrument() <= 1/20 of
                torch.profiler's.
+  modules      the torch loop: instrument() alone, and with Profiler(modules=True) (every 10th
+               step sampled, the default), modules=1 (every step: a sampled step's cost) and
+               modules=1000 (the hook only: what a step that is not sampled pays). Issue 32's
+               budget: modules on adds <= 1 % of a launch-bound ~2 ms step (20 us) averaged
+               over the run; printed as added instructions and wall time per step beside
+               instrument() (no ratio to a peer).
 A peer that is not installed (thunder, fastxtend) is left out with a message.
 
 The dumps of the last round stay under build/bench/callgrind/<group>/ for
@@ -79,6 +85,7 @@ GROUPS = {
     "fastai": ["none", "stepwatch_throughput", "fastxtend_throughput", "stepwatch_simple",
                "fastxtend_simple"],
     "torch": ["none", "instrument", "instrument_no_memory", "floor", "torch_profiler"],
+    "modules": ["none", "instrument", "modules_default", "modules_every_step", "modules_hook_only"],
 }
 LABELS = {
     "none": "none", "stepwatch": "stepwatch Profiler",
@@ -97,6 +104,9 @@ LABELS = {
     "instrument_no_memory": "  the same, Profiler(memory=False)",
     "floor": "interception floor",
     "torch_profiler": "torch.profiler (CPU)",
+    "modules_default": "instrument(), modules=True (1 in 10)",
+    "modules_every_step": "instrument(), modules=1 (every step)",
+    "modules_hook_only": "instrument(), modules=1000 (hook only)",
 }
 BUDGETS = [  # (group, ours, theirs, at most this fraction of theirs)
     ("lightning", "stepwatch", "simple", 1 / 10),
@@ -328,10 +338,12 @@ def run_torch(variant, window, tmp):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     undo = []
-    if variant in ("instrument", "instrument_no_memory"):
+    modules = {"modules_default": True, "modules_every_step": 1, "modules_hook_only": 1000}
+    if variant in ("instrument", "instrument_no_memory") or variant in modules:
         # instrument_no_memory: the same without memory per step (Profiler(memory=False)), so
         # the difference to instrument is what the RSS and the allocator check cost a step
-        prof = stepwatch.Profiler(name="bench", memory=variant == "instrument")
+        prof = stepwatch.Profiler(name="bench", memory=variant != "instrument_no_memory",
+                                  modules=modules.get(variant, False))
         swtorch.instrument(prof)
         undo += [prof.close, swtorch.uninstrument]
     elif variant == "floor":
@@ -355,7 +367,7 @@ def run_torch(variant, window, tmp):
 
 RUNNERS = {"lightning": run_lightning, "devicestats": run_lightning, "ignite": run_ignite,
            "fastai": run_fastai,
-           "torch": run_torch}
+           "torch": run_torch, "modules": run_torch}
 
 
 def available(group, variant):

@@ -36,6 +36,13 @@ Cases (each names what it compares; figures in the JSON):
   h2d-copy         the copy of a pinned batch (x.to("cuda", non_blocking=True) between the
                    DataLoader and the forward, under instrument()): one host h2d_copy per
                    step, its device time against torch.cuda.Event pairs around the copy
+  modules-memory   Profiler(modules=1): a module that allocates a known 64 MiB activation
+                   shows 64 MiB (+ 1 MiB) of activation memory, its parameters their bytes
+  modules-oom      a real CUDA out-of-memory error from an oversized activation: the module
+                   is named in the run file's notes (oom_module, oom_phase, the allocator's
+                   figures) and the exception arrives as torch.OutOfMemoryError
+  Module times are host times (docs/python.md, "Per-module time and memory"): there is no
+  module device-time case to compare with torch.cuda.Event pairs yet.
 """
 import argparse
 import json
@@ -47,7 +54,8 @@ import time
 
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
-         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory"]
+         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
+         "modules-memory", "modules-oom"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -538,6 +546,49 @@ class _null:
         return False
 
 
+def case_modules_memory(torch, stepwatch):
+    n = 16 * 1024 * 1024  # 64 MiB of float32
+
+    class Allocates(torch.nn.Module):
+        def forward(self, x):
+            self.kept = torch.ones(n, device=DEV)  # held past the forward: its activation
+            return x * 2
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), Allocates()).to(DEV)
+    prof = stepwatch.Profiler(modules=1)
+    with prof.step():
+        model(torch.randn(8, 256, device=DEV)).sum().backward()
+    torch.cuda.synchronize()
+    rows = {r["path"]: r for r in json.loads(prof.report("json"))["modules"]["rows"]}
+    prof.close()
+    act, params = rows["1"]["activation_bytes"], rows["0"]["param_bytes"]
+    ok = 4 * n <= act <= 4 * n + (1 << 20) and params == (256 * 256 + 256) * 4
+    return ok, {"activation_bytes": act, "expected": 4 * n, "param_bytes": params}
+
+
+def case_modules_oom(torch, stepwatch):
+    class Oversized(torch.nn.Module):
+        def forward(self, x):
+            free, total = torch.cuda.mem_get_info()
+            return x + torch.empty(int(total * 2) // 4, device=DEV).sum()  # twice the GPU
+
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), "oom.sw")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sequential(Oversized())).to(DEV)
+    prof = stepwatch.Profiler(modules=True, run_file=path)
+    caught = None
+    try:
+        with prof.step():
+            model(torch.randn(4, 16, device=DEV))
+    except Exception as exc:  # noqa: BLE001 - the point is its type
+        caught = type(exc).__name__
+    prof.close()
+    notes = json.loads(stepwatch.load(path).report("json")).get("notes", {})
+    ok = (caught == "OutOfMemoryError" and notes.get("oom_module") == "1.0"
+          and notes.get("oom_phase") == "forward" and int(notes.get("oom_reserved_bytes", 0)) > 0)
+    return ok, {"caught": caught, "notes": {k: v for k, v in notes.items() if k.startswith("oom")}}
+
+
 def run_case(name):
     import torch
     import stepwatch
@@ -571,6 +622,10 @@ def run_case(name):
         return case_h2d_copy(torch, stepwatch)
     if name == "step-memory":
         return case_step_memory(torch, stepwatch)
+    if name == "modules-memory":
+        return case_modules_memory(torch, stepwatch)
+    if name == "modules-oom":
+        return case_modules_oom(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 

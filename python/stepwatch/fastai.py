@@ -185,6 +185,8 @@ class _Fit:
         self.core = cb._sw_profiler or (_sw.Profiler(name="fastai", warmup_steps=cb._drop,
                                                      modules=cb.modules)
                                         if cb.extras else None)
+        # a core made here for modules= is closed after its report (its hooks come off)
+        self.own_modules = bool(cb.modules) and cb._sw_profiler is None and self.core is not None
         self.marks = _sw._stepwatch.FitMarks(learn, self.core, cb._drop, cb._rolling_average)
         self.times = {"fit": [], "epoch": [], "train": [], "valid": []}
         self.start, self.open = {}, []
@@ -246,6 +248,8 @@ class _Fit:
         self.learn.profile_ranks = view
         self.loggers.summary(results, report)
         self.cb._sw_show(report, results, self.core, view)
+        if self.own_modules:  # its report is shown: nn.Module.__call__ goes back to torch's
+            self.core.close()
         return True
 
     # -- fastxtend's DataFrame
