@@ -335,6 +335,27 @@ static void json_actions(FILE *out, const sw_snapshot *s) {
     fputs("]", out);
 }
 
+/* A series' points with samples, as [origin of the point, min, mean, max] (the mean
+ * rounded when the values are whole, as bytes are). */
+static void json_min_mean_max(FILE *out, const sw__series *ser, int round_mean) {
+    int first = 1;
+    for (size_t p = 0; p < ser->npoints; p++) {
+        const sw__point *pt = &ser->points[p];
+        if (!pt->count)
+            continue;
+        double mean = pt->sum / (double)pt->count;
+        fprintf(out, "%s[%llu, ", first ? "" : ", ",
+                (unsigned long long)(ser->origin + p * ser->width));
+        sw__json_number(out, pt->min);
+        fputs(", ", out);
+        sw__json_number(out, round_mean ? round(mean) : mean);
+        fputs(", ", out);
+        sw__json_number(out, pt->max);
+        fputc(']', out);
+        first = 0;
+    }
+}
+
 static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
     fputs("\"counters\": [", out);
     for (size_t i = 0; i < s->ncounters; i++) {
@@ -351,22 +372,8 @@ static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
         for (size_t j = 0; j < h->ncounters && !ser; j++)
             if (c->name && strcmp(h->counters[j].name, c->name) == 0)
                 ser = &h->counters[j].series;
-        int first = 1;
-        for (size_t p = 0; ser && p < ser->npoints; p++) {
-            const sw__point *pt = &ser->points[p];
-            if (!pt->count)
-                continue;
-            /* [time ns, min, mean, max] */
-            fprintf(out, "%s[%llu, ", first ? "" : ", ",
-                    (unsigned long long)(ser->origin + p * ser->width));
-            sw__json_number(out, pt->min);
-            fputs(", ", out);
-            sw__json_number(out, pt->sum / (double)pt->count);
-            fputs(", ", out);
-            sw__json_number(out, pt->max);
-            fputc(']', out);
-            first = 0;
-        }
+        if (ser)
+            json_min_mean_max(out, ser, 0); /* [time ns, min, mean, max] */
         fputs("]}", out);
     }
     fputs("]", out);
@@ -387,21 +394,7 @@ static void json_memory(FILE *out, const sw_snapshot *s, const html_ctx *h) {
             continue;
         fprintf(out, "%s{\"name\": \"%s\", \"width\": %llu, \"points\": [", any ? ", " : "",
                 memory_names[k], (unsigned long long)ser->width);
-        int first = 1;
-        for (size_t p = 0; p < ser->npoints; p++) {
-            const sw__point *pt = &ser->points[p];
-            if (!pt->count)
-                continue;
-            fprintf(out, "%s[%llu, ", first ? "" : ", ",
-                    (unsigned long long)(ser->origin + p * ser->width));
-            sw__json_number(out, pt->min);
-            fputs(", ", out);
-            sw__json_number(out, round(pt->sum / (double)pt->count));
-            fputs(", ", out);
-            sw__json_number(out, pt->max);
-            fputc(']', out);
-            first = 0;
-        }
+        json_min_mean_max(out, ser, 1);
         fputs("]}", out);
         any = 1;
     }
