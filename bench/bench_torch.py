@@ -171,12 +171,19 @@ def passthrough(points):
     def nothing(*args):
         return None
 
+    def restore(owner, name, own):
+        # An inherited callable (Tensor.to lives on TensorBase) is put back by deleting the
+        # wrapper; one of the owner's own by setting it again.
+        if own is None:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, own)
+
     undo = []
     for owner, name in points:
-        original = owner.__dict__[name]
-        setattr(owner, name, through(original))
-        undo.append(lambda owner=owner, name=name, original=original:
-                    setattr(owner, name, original))
+        own = owner.__dict__.get(name)
+        setattr(owner, name, through(own if own is not None else getattr(owner, name)))
+        undo.append(lambda owner=owner, name=name, own=own: restore(owner, name, own))
     undo.append(optim.register_optimizer_step_pre_hook(nothing).remove)
     undo.append(optim.register_optimizer_step_post_hook(nothing).remove)
     return undo

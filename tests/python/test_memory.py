@@ -108,13 +108,17 @@ def test_memory_chart_in_chromium(tmp_path):
     from test_html_layout import chromium, layout
 
     db, page = tmp_path / "grow.db", tmp_path / "grow.html"
-    p = stepwatch.Profiler(name="grow", run_file=str(db), live=False)
-    kept = []
-    for _ in range(60):
-        with p.step(1):
-            kept.append(bytearray(b"x" * (1 << 20)))  # 1 MiB, touched
-            time.sleep(0.011)  # past the 10 ms between two RSS reads
-    p.close()
+    # In a fresh process: the suite's own RSS (torch, Lightning...) would flatten the line,
+    # whose axis starts at 0.
+    grow = ("import sys, time, stepwatch\n"
+            "p = stepwatch.Profiler(name='grow', run_file=sys.argv[1], live=False)\n"
+            "kept = []\n"
+            "for _ in range(60):\n"
+            "    with p.step(1):\n"
+            "        kept.append(bytearray(b'x' * (1 << 20)))  # 1 MiB, touched\n"
+            "        time.sleep(0.011)  # past the 10 ms between two RSS reads\n"
+            "p.close()\n")
+    subprocess.run([sys.executable, "-c", grow, str(db)], check=True, timeout=120)
     stepwatch.html(str(db), str(page))
     check = layout(page, tmp_path, 1000)
     assert check["charts"] >= 3
