@@ -22,6 +22,7 @@
 
 struct sw_py_memory {
     PyObject *cuda;             /* the module torch.cuda, once imported; NULL before */
+    PyObject *cuda_name;        /* "torch.cuda" */
     PyObject *initialized_name; /* "_initialized" */
     PyObject *get_device;       /* torch._C._cuda_getDevice */
     PyObject *memory_stats;     /* torch._C._cuda_memoryStats */
@@ -33,9 +34,11 @@ sw_py_memory *sw_py_memory_new(void) {
     sw_py_memory *m = PyMem_Calloc(1, sizeof *m);
     if (m == NULL)
         return (sw_py_memory *)PyErr_NoMemory();
+    /* Made once: a step that looks for torch.cuda allocates nothing. */
+    m->cuda_name = PyUnicode_InternFromString("torch.cuda");
     m->initialized_name = PyUnicode_InternFromString("_initialized");
-    if (m->initialized_name == NULL) {
-        PyMem_Free(m);
+    if (m->cuda_name == NULL || m->initialized_name == NULL) {
+        sw_py_memory_free(m);
         return NULL;
     }
     return m;
@@ -45,6 +48,7 @@ void sw_py_memory_free(sw_py_memory *m) {
     if (m == NULL)
         return;
     Py_CLEAR(m->cuda);
+    Py_CLEAR(m->cuda_name);
     Py_CLEAR(m->initialized_name);
     Py_CLEAR(m->get_device);
     Py_CLEAR(m->memory_stats);
@@ -72,11 +76,7 @@ static void give_up(sw_py_memory *m, sw_profiler *p, const char *why) {
 /* Has the program's torch initialized CUDA? 1, 0; -1 with an exception set. */
 static int cuda_initialized(sw_py_memory *m) {
     if (m->cuda == NULL) {
-        PyObject *name = PyUnicode_FromString("torch.cuda");
-        if (name == NULL)
-            return -1;
-        m->cuda = PyImport_GetModule(name); /* only if imported: never an import here */
-        Py_DECREF(name);
+        m->cuda = PyImport_GetModule(m->cuda_name); /* only if imported: never an import */
         if (m->cuda == NULL)
             return PyErr_Occurred() ? -1 : 0;
     }
