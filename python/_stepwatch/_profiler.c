@@ -572,6 +572,7 @@ static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
 }
 
 static PyObject *Profiler_close(ProfilerObject *self, PyObject *unused) {
+    sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile (not in dealloc) */
     profiler_close(self);
     Py_RETURN_NONE;
 }
