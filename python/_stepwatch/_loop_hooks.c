@@ -324,15 +324,17 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
         return result;
     /* The rules below call Python (is there an optimizer?): the backward's exception, if
      * any, waits aside, else it would be lost (a SystemError instead). */
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (result == NULL)
+        PyErr_Fetch(&type, &value, &tb);
     sw_end(p, loop->backward);
     loop->step_last = sw_now_ns();
     part_took(loop, loop->step_last - now);
     loop->may_consume = 1; /* the next micro-batch's forward takes its batch */
     sw_py_loop_backward_done(loop, p);
     resume_optimizer(loop);
-    PyErr_Restore(type, value, tb);
+    if (result == NULL)
+        PyErr_Restore(type, value, tb);
     return result;
 }
 

@@ -288,21 +288,26 @@ def test_frames_and_tensors_are_released(how):
 
 # ---- stepwatch.torch, `stepwatch run`, the front ends -----------------------------------------
 
-def test_instrument_alone_names_it(capsys):
-    """stepwatch.torch.instrument() with no step of the user's: its forward hook sees it."""
+@pytest.mark.parametrize("phase", ["forward", "backward"])
+def test_instrument_alone_names_it(capsys, phase):
+    """stepwatch.torch.instrument() with no step of the user's: its forward and backward
+    hooks see it; the backward's exception comes out as it went in (its hook once lost it
+    to a SystemError when the step's rules asked Python whether an optimizer exists)."""
     prof = stepwatch.Profiler()
     swtorch.instrument(prof)
     try:
-        model = model_with(Boom(at=3))
+        model = model_with(Boom(at=3) if phase == "forward" else BoomInBackward())
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with pytest.raises(torch.OutOfMemoryError):
+        with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory"):
             for _ in range(3):
                 model(torch.randn(2, 4)).sum().backward()
                 opt.step()
-        assert json.loads(prof.report("json"))["notes"]["oom_module"] == "1.1"
+        notes = json.loads(prof.report("json"))["notes"]
     finally:
         swtorch.uninstrument()
         prof.close()
+    assert notes["oom_phase"] == phase and notes.get("oom_module") == (
+        "1.1" if phase == "forward" else None)
     assert len(named_lines(capsys.readouterr().err)) == 1
 
 
