@@ -8,9 +8,9 @@
 
 #include <stdlib.h>
 
-#define DT_SHARE_NS 20000u  /* a begin this soon after an end reuses its event */
+#define DT_SHARE_NS 20000u /* a begin this soon after an end reuses its event */
 #define DT_SAME_NS \
-    1000u                    /* two begins (two ends) this close: marks of one call, too soon
+    1000u /* two begins (two ends) this close: marks of one call, too soon
                                 for a kernel launch between them */
 
 dt_step *sw__dt_slot(sw__device_time *dt, uint64_t i) {
@@ -126,4 +126,3 @@ int sw__dt_elapsed(sw__device_time *dt, uint32_t begin, uint32_t end, uint64_t *
         return 0;
     return dt->clock.elapsed_ns(dt->clock.ctx, dt->events[begin], dt->events[end], ns);
 }
-

@@ -31,8 +31,7 @@ static uint64_t token_of(const sw__device_time *dt, uint32_t i) {
 /* The interval a token names in the open step, or NO_EVENT (none, or another step's). */
 static uint32_t index_of(const sw__device_time *dt, const dt_step *s, uint64_t token) {
     uint32_t i = (uint32_t)token - 1;
-    if (s == NULL || token == 0 || (uint32_t)(token >> 32) != dt->generation ||
-        i >= s->nintervals)
+    if (s == NULL || token == 0 || (uint32_t)(token >> 32) != dt->generation || i >= s->nintervals)
         return NO_EVENT;
     return i;
 }

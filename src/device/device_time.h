@@ -26,8 +26,8 @@ typedef struct dt_span {
 /* An interval inside a step (sw_device_interval_begin): one module call's forward, say. */
 typedef struct dt_interval {
     uint32_t tag;
-    uint32_t parent;     /* the interval it runs inside, in the same step; NO_EVENT: none */
-    uint32_t begin, end; /* events; end NO_EVENT: not ended inside its step, not timed */
+    uint32_t parent;       /* the interval it runs inside, in the same step; NO_EVENT: none */
+    uint32_t begin, end;   /* events; end NO_EVENT: not ended inside its step, not timed */
     uint64_t ns, child_ns; /* filled when resolved */
 } dt_interval;
 
@@ -38,8 +38,8 @@ typedef struct dt_step {
     sw_phase phase;
     int64_t index; /* the step's global index: a gap only between consecutive steps */
     uint8_t warm;
-    uint8_t has_gap;     /* gap_ns: GPU time from the previous step's end to this */
-    uint8_t data_before; /* its data wait was recorded after the fact (sw_record): it lies in
+    uint8_t has_gap;        /* gap_ns: GPU time from the previous step's end to this */
+    uint8_t data_before;    /* its data wait was recorded after the fact (sw_record): it lies in
                             the gap */
     uint8_t intervals_done; /* its intervals were resolved into the sums already */
     uint32_t nspans;

@@ -177,7 +177,7 @@ static void test_outside_steps_not_timed(void **state) {
     assert_int_equal(sw_device_interval_begin(t, 0, SW_DEVICE_MAX_TAGS), 0);
     sw_step_end(p);
     sw_step_begin(p, 1);
-    sw_device_interval_end(t, open); /* its step ended: not timed */
+    sw_device_interval_end(t, open);                      /* its step ended: not timed */
     uint64_t mine = sw_device_interval_begin(t, open, 2); /* a stale parent: none */
     kernel(1 * MS);
     sw_device_interval_end(t, mine);
@@ -194,8 +194,6 @@ static void test_outside_steps_not_timed(void **state) {
     assert_null(sw_device_timing_of(q)); /* no device time: nothing to call */
     sw_profiler_free(q);
 }
-
-
 
 /* The module table with device columns: the run file keeps them; each report shows them and
  * says the clock; what the GPU had not reached at close is dropped and counted, not waited
@@ -282,8 +280,7 @@ static void test_module_rows_and_drop_at_close(void **state) {
     free(csv);
     char *json = sw_test_report(s, SW_FORMAT_JSON);
     char want[96];
-    snprintf(want, sizeof want, "\"device_forward_ns\":%llu",
-             (unsigned long long)sums[OUTER].ns);
+    snprintf(want, sizeof want, "\"device_forward_ns\":%llu", (unsigned long long)sums[OUTER].ns);
     assert_non_null(strstr(json, want));
     assert_non_null(strstr(json, "\"clock\": \"host+device\""));
     free(json);
