@@ -70,6 +70,10 @@ static void test_nested_times_cumulative_and_self(void **state) {
     sw_device_timing *t = sw_device_timing_of(p);
     assert_non_null(t);
     uint64_t syncs = count(SYNCS);
+    /* The GPU busy with earlier work: each interval's kernels queue behind it, so a host that
+     * stalls between a boundary and its launch (a loaded machine, a sanitizer) leaves no idle
+     * GPU gap in the times. */
+    gpu.launch(100 * MS);
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int i = 0; i < 5; i++)
         nested_step(p, t);
@@ -100,7 +104,8 @@ static void test_nested_times_cumulative_and_self(void **state) {
 }
 
 /* Boundaries with nothing between them share one event: ten nested intervals begun and ended
- * back to back record a few events, not twenty; their times are the kernel after them. */
+ * back to back record a few events (3 or 4 here), not twenty (a loaded machine or a sanitizer
+ * may stretch a few gaps past 1 us: at most half); their times are the kernel inside them. */
 static void test_adjacent_boundaries_share_events(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
@@ -119,7 +124,7 @@ static void test_adjacent_boundaries_share_events(void **state) {
     sw_step_end(p);
     sw_phase_end(p, SW_PHASE_TRAIN);
     printf("20 boundaries, %llu events recorded\n", (unsigned long long)used);
-    assert_true(used <= 6);
+    assert_true(used <= 10);
     sleep_until(gpu.idle_at() + 1 * MS);
     sw_device_interval_sum sums[10] = {0};
     assert_int_equal(sw_device_intervals_take(t, sums, 10), 10);
@@ -176,6 +181,7 @@ static void test_outside_steps_not_timed(void **state) {
     assert_true(open != 0);
     assert_int_equal(sw_device_interval_begin(t, 0, SW_DEVICE_MAX_TAGS), 0);
     sw_step_end(p);
+    gpu.launch(50 * MS); /* busy: the interval below times its kernel alone */
     sw_step_begin(p, 1);
     sw_device_interval_end(t, open);                      /* its step ended: not timed */
     uint64_t mine = sw_device_interval_begin(t, open, 2); /* a stale parent: none */
