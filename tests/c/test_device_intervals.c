@@ -5,7 +5,7 @@
  * with known kernels come out as their kernels' time, cumulative and self; boundaries with
  * nothing between them share an event; a GPU behind is never waited for (the times come at a
  * later take); what is not reached at close is dropped and counted; the module table's device
- * columns reach the run file and the reports.
+ * columns reach the run file and the reports, and a merged file's reader sums them by path.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -296,6 +296,58 @@ static void test_module_rows_and_drop_at_close(void **state) {
     rmdir(dir);
 }
 
+/* Two ranks' module tables merged: the run file's reader sums the device columns by path. */
+static void test_merged_ranks_sum_device_columns(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sw_device_merge_XXXXXX", paths[3][256];
+    assert_non_null(mkdtemp(dir));
+    for (int rank = 0; rank < 2; rank++) {
+        snprintf(paths[rank], sizeof paths[rank], "%s/rank%d.db", dir, rank);
+        SW_TEST_PROFILER(p, .run_file = paths[rank], .rank = rank, .world_size = 2,
+                         .no_signal_handlers = 1);
+        sw_module_row row = {.path = "enc",
+                             .kind = "Linear",
+                             .forward_calls = 2,
+                             .forward_ns = 10 * US,
+                             .forward_self_ns = 10 * US,
+                             .device_forward_calls = 2,
+                             .device_forward_ns = (uint64_t)(rank + 1) * MS,
+                             .device_forward_self_ns = (uint64_t)(rank + 1) * MS,
+                             .device_backward_calls = 1,
+                             .device_backward_ns = 3 * MS,
+                             .device_backward_self_ns = 2 * MS,
+                             .activation_bytes = -1,
+                             .param_bytes = 8,
+                             .grad_bytes = 8,
+                             .optimizer_bytes = 0};
+        assert_int_equal(sw_set_modules(p, &row, 1), 0);
+        sw_step_begin(p, 1);
+        sw_step_end(p);
+        sw_profiler_free(p);
+    }
+    snprintf(paths[2], sizeof paths[2], "%s/merged.db", dir);
+    const char *inputs[] = {paths[0], paths[1]};
+    assert_int_equal(sw_run_merge(inputs, 2, paths[2]), 0);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(paths[2], &run), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->nmodules, 1);
+    const sw_module_row *m = &s->modules[0];
+    assert_int_equal(m->forward_calls, 4);
+    assert_int_equal(m->device_forward_calls, 4);
+    assert_int_equal(m->device_forward_ns, 3 * MS); /* 1 ms + 2 ms */
+    assert_int_equal(m->device_forward_self_ns, 3 * MS);
+    assert_int_equal(m->device_backward_calls, 2);
+    assert_int_equal(m->device_backward_ns, 6 * MS);
+    assert_int_equal(m->device_backward_self_ns, 4 * MS);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    for (int i = 0; i < 3; i++)
+        unlink(paths[i]);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_times_cumulative_and_self),
@@ -303,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_resolved_later_never_waiting),
         cmocka_unit_test(test_outside_steps_not_timed),
         cmocka_unit_test(test_module_rows_and_drop_at_close),
+        cmocka_unit_test(test_merged_ranks_sum_device_columns),
     };
     return cmocka_run_group_tests(tests, fake_gpu_setup, NULL);
 }
