@@ -5,7 +5,7 @@
  * with known kernels come out as their kernels' time, cumulative and self; boundaries with
  * nothing between them share an event; a GPU behind is never waited for (the times come at a
  * later take); what is not reached at close is dropped and counted; the module table's device
- * columns reach the run file and the reports.
+ * columns reach the run file and the reports, and a merged file's reader sums them by path.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -70,6 +70,10 @@ static void test_nested_times_cumulative_and_self(void **state) {
     sw_device_timing *t = sw_device_timing_of(p);
     assert_non_null(t);
     uint64_t syncs = count(SYNCS);
+    /* The GPU busy with earlier work: each interval's kernels queue behind it, so a host that
+     * stalls between a boundary and its launch (a loaded machine, a sanitizer) leaves no idle
+     * GPU gap in the times. */
+    gpu.launch(100 * MS);
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int i = 0; i < 5; i++)
         nested_step(p, t);
@@ -100,7 +104,8 @@ static void test_nested_times_cumulative_and_self(void **state) {
 }
 
 /* Boundaries with nothing between them share one event: ten nested intervals begun and ended
- * back to back record a few events, not twenty; their times are the kernel after them. */
+ * back to back record a few events (3 or 4 here), not twenty (a loaded machine or a sanitizer
+ * may stretch a few gaps past 1 us: at most half); their times are the kernel inside them. */
 static void test_adjacent_boundaries_share_events(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
@@ -119,7 +124,7 @@ static void test_adjacent_boundaries_share_events(void **state) {
     sw_step_end(p);
     sw_phase_end(p, SW_PHASE_TRAIN);
     printf("20 boundaries, %llu events recorded\n", (unsigned long long)used);
-    assert_true(used <= 6);
+    assert_true(used <= 10);
     sleep_until(gpu.idle_at() + 1 * MS);
     sw_device_interval_sum sums[10] = {0};
     assert_int_equal(sw_device_intervals_take(t, sums, 10), 10);
@@ -176,6 +181,7 @@ static void test_outside_steps_not_timed(void **state) {
     assert_true(open != 0);
     assert_int_equal(sw_device_interval_begin(t, 0, SW_DEVICE_MAX_TAGS), 0);
     sw_step_end(p);
+    gpu.launch(50 * MS); /* busy: the interval below times its kernel alone */
     sw_step_begin(p, 1);
     sw_device_interval_end(t, open);                      /* its step ended: not timed */
     uint64_t mine = sw_device_interval_begin(t, open, 2); /* a stale parent: none */
@@ -290,6 +296,58 @@ static void test_module_rows_and_drop_at_close(void **state) {
     rmdir(dir);
 }
 
+/* Two ranks' module tables merged: the run file's reader sums the device columns by path. */
+static void test_merged_ranks_sum_device_columns(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sw_device_merge_XXXXXX", paths[3][256];
+    assert_non_null(mkdtemp(dir));
+    for (int rank = 0; rank < 2; rank++) {
+        snprintf(paths[rank], sizeof paths[rank], "%s/rank%d.db", dir, rank);
+        SW_TEST_PROFILER(p, .run_file = paths[rank], .rank = rank, .world_size = 2,
+                         .no_signal_handlers = 1);
+        sw_module_row row = {.path = "enc",
+                             .kind = "Linear",
+                             .forward_calls = 2,
+                             .forward_ns = 10 * US,
+                             .forward_self_ns = 10 * US,
+                             .device_forward_calls = 2,
+                             .device_forward_ns = (uint64_t)(rank + 1) * MS,
+                             .device_forward_self_ns = (uint64_t)(rank + 1) * MS,
+                             .device_backward_calls = 1,
+                             .device_backward_ns = 3 * MS,
+                             .device_backward_self_ns = 2 * MS,
+                             .activation_bytes = -1,
+                             .param_bytes = 8,
+                             .grad_bytes = 8,
+                             .optimizer_bytes = 0};
+        assert_int_equal(sw_set_modules(p, &row, 1), 0);
+        sw_step_begin(p, 1);
+        sw_step_end(p);
+        sw_profiler_free(p);
+    }
+    snprintf(paths[2], sizeof paths[2], "%s/merged.db", dir);
+    const char *inputs[] = {paths[0], paths[1]};
+    assert_int_equal(sw_run_merge(inputs, 2, paths[2]), 0);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(paths[2], &run), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->nmodules, 1);
+    const sw_module_row *m = &s->modules[0];
+    assert_int_equal(m->forward_calls, 4);
+    assert_int_equal(m->device_forward_calls, 4);
+    assert_int_equal(m->device_forward_ns, 3 * MS); /* 1 ms + 2 ms */
+    assert_int_equal(m->device_forward_self_ns, 3 * MS);
+    assert_int_equal(m->device_backward_calls, 2);
+    assert_int_equal(m->device_backward_ns, 6 * MS);
+    assert_int_equal(m->device_backward_self_ns, 4 * MS);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    for (int i = 0; i < 3; i++)
+        unlink(paths[i]);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nested_times_cumulative_and_self),
@@ -297,6 +355,7 @@ int main(void) {
         cmocka_unit_test(test_resolved_later_never_waiting),
         cmocka_unit_test(test_outside_steps_not_timed),
         cmocka_unit_test(test_module_rows_and_drop_at_close),
+        cmocka_unit_test(test_merged_ranks_sum_device_columns),
     };
     return cmocka_run_group_tests(tests, fake_gpu_setup, NULL);
 }
