@@ -37,24 +37,73 @@ typedef struct part {
     int sync; /* the host waits for the GPU at its end (loss.item()) */
 } part;
 
-static void run_part(sw_profiler *p, const part *pt) {
+/* What the fake GPU's clock makes each part's device time, bounded by the test's own clock
+ * around the calls that record its events (the fake's clock is CLOCK_MONOTONIC): a part's
+ * begin event is recorded between the start of the call before it (it may share that end's
+ * event, or the step's begin) and the return of its sw_begin, its end event within its
+ * sw_end; nothing is launched in either stretch, so the GPU's queue end q is fixed there and
+ * the event's time lies in [max(from, q), max(to, q)]. A preempted host widens the bounds
+ * where the GPU was idle, as it changes the device time itself. Summed over the steps after
+ * the first `warm` of a run_steps (run_steps fills it when truth points at one). */
+#define MAX_PARTS 8
+typedef struct part_truth {
+    int warm, step;
+    int n[MAX_PARTS];
+    double lo_sum[MAX_PARTS], hi_sum[MAX_PARTS], lo_min[MAX_PARTS], hi_min[MAX_PARTS]; /* ns */
+    double host_sum[MAX_PARTS]; /* from sw_begin's return to sw_end's call */
+} part_truth;
+static part_truth *truth;
+static uint64_t truth_from; /* when the call that may record the next begin's event began */
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double at_least(uint64_t t, uint64_t q) {
+    return (double)(t > q ? t : q);
+}
+
+static void truth_add(size_t i, uint64_t begun, uint64_t q0, uint64_t ending, uint64_t ended,
+                      uint64_t q1) {
+    if (truth == NULL || truth->step < truth->warm || i >= MAX_PARTS)
+        return;
+    double lo = at_least(ending, q1) - at_least(begun, q0);
+    double hi = at_least(ended, q1) - at_least(truth_from, q0);
+    int first = truth->n[i]++ == 0;
+    truth->lo_sum[i] += lo;
+    truth->hi_sum[i] += hi;
+    truth->host_sum[i] += (double)(ending - begun);
+    truth->lo_min[i] = first || lo < truth->lo_min[i] ? lo : truth->lo_min[i];
+    truth->hi_min[i] = first || hi < truth->hi_min[i] ? hi : truth->hi_min[i];
+}
+
+static void run_part(sw_profiler *p, const part *pt, size_t i) {
     sw_id id = sw_action(p, pt->action);
     sw_begin(p, id);
+    uint64_t begun = mono_ns(), q0 = gpu.idle_at();
     if (pt->gpu_ns)
         gpu.launch(pt->gpu_ns);
     sleep_ns(pt->host_ns);
     if (pt->sync)
         sleep_until(gpu.idle_at() + 50000);
+    uint64_t ending = mono_ns(), q1 = gpu.idle_at();
     sw_end(p, id);
+    truth_add(i, begun, q0, ending, mono_ns(), q1);
+    truth_from = ending;
 }
 
 static void run_steps(sw_profiler *p, int steps, const part *parts, size_t nparts) {
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int s = 0; s < steps; s++) {
+        truth_from = mono_ns();
         sw_step_begin(p, 32);
         for (size_t i = 0; i < nparts; i++)
-            run_part(p, &parts[i]);
+            run_part(p, &parts[i], i);
         sw_step_end(p);
+        if (truth)
+            truth->step++;
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
 }
@@ -131,7 +180,10 @@ static void test_gpu_bound_times(void **state) {
                           {"backward", 2 * MS, 20 * MS, 0},
                           {"optimizer", MS / 2, 5 * MS, 0}};
     uint64_t syncs = count(SYNCS);
+    part_truth t = {.warm = 1};
+    truth = &t;
     run_steps(p, 12, parts, sizeof parts / sizeof *parts);
+    truth = NULL;
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
     printf("device ms: data %.3f forward %.3f loss %.3f backward %.3f optimizer %.3f step %.3f "
@@ -140,18 +192,30 @@ static void test_gpu_bound_times(void **state) {
            mean_ms(s, "device:train/loss"), mean_ms(s, "device:train/backward"),
            mean_ms(s, "device:train/optimizer"), mean_ms(s, "device:train/step"),
            host_ms(s, "step"), host_ms(s, "data"));
-    /* Each phase's kernels' time. A host stalled between a phase's begin and its launch
-     * while the GPU is idle (a loaded machine stalls for ms) adds to that step's device
-     * time, as it would on a real GPU: the fastest step is exact, the mean a little above. */
-    const char *const phases[] = {"device:train/forward", "device:train/backward",
-                                  "device:train/optimizer"};
-    const double kernels_ms[] = {10, 20, 5};
-    for (int i = 0; i < 3; i++) {
-        assert_true(fabs(sw_test_counter(s, phases[i])->min / 1e6 - kernels_ms[i]) <= 0.3);
-        assert_true(mean_ms(s, phases[i]) >= kernels_ms[i] - 0.3);
-        assert_true(mean_ms(s, phases[i]) <= 1.25 * kernels_ms[i]);
+    /* Each phase's device time is what the GPU's clock says between its events, held to the
+     * bounds the test's clock puts on it (part_truth): its kernels' time when the host runs
+     * as planned, the bounds then a few us apart; a host stalled between a phase's begin and
+     * its launch while the GPU is idle (a loaded machine stalls for ms) adds the stall, as
+     * on a real GPU, and the bounds move with it. Data: hidden behind the kernels queued
+     * before it (0 when the host keeps up). */
+    const char *const phases[] = {"device:train/data", "device:train/forward", NULL,
+                                  "device:train/backward", "device:train/optimizer"};
+    const double kernels_ms[] = {0, 10, 0, 20, 5};
+    for (int i = 0; i < 5; i++) {
+        if (phases[i] == NULL)
+            continue;
+        const sw_counter_summary *c = sw_test_counter(s, phases[i]);
+        assert_non_null(c);
+        double eps = 0.01e6; /* the fake's float ms */
+        printf("%s: mean %.3f in [%.3f, %.3f] ms, min %.3f in [%.3f, %.3f] ms\n", phases[i],
+               c->mean / 1e6, t.lo_sum[i] / t.n[i] / 1e6, t.hi_sum[i] / t.n[i] / 1e6, c->min / 1e6,
+               t.lo_min[i] / 1e6, t.hi_min[i] / 1e6);
+        assert_int_equal(t.n[i], 11);
+        assert_true(c->mean >= t.lo_sum[i] / t.n[i] - eps);
+        assert_true(c->mean <= t.hi_sum[i] / t.n[i] + eps);
+        assert_true(c->min >= t.lo_min[i] - eps && c->min <= t.hi_min[i] + eps);
+        assert_true(c->min / 1e6 >= kernels_ms[i] - 0.3); /* the kernels lie between */
     }
-    assert_true(mean_ms(s, "device:train/data") < 0.3 * host_ms(s, "data")); /* hidden */
     double step = mean_ms(s, "device:train/step");
     assert_true(step >= 35 && fabs(step - host_ms(s, "step")) <= 0.1 * host_ms(s, "step"));
     /* Every step but the warm-up one resolved; nothing waited, nothing was left behind. */
@@ -330,7 +394,7 @@ static void test_reports_and_run_file(void **state) {
 }
 
 /* diagnose's JSON for a loop of parts run with device time into a run file. */
-static char *diagnose_loop(const part *parts, size_t nparts, int steps, int wait) {
+static char *diagnose_run(const part *parts, size_t nparts, int steps, int wait) {
     char dir[] = "/tmp/sw_device_diag_XXXXXX", path[256];
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/run.db", dir);
@@ -353,6 +417,29 @@ static char *diagnose_loop(const part *parts, size_t nparts, int steps, int wait
     unlink(path);
     rmdir(dir);
     return text;
+}
+
+/* The same, for the loop as planned: a host that overran its parts (a loaded machine preempts
+ * it for ms at a time) ran another loop (a GPU-bound one turned launch-bound, say), so such a
+ * run is made again, 4 runs at most; the findings of the last are checked. Overran: a part's
+ * host time (part_truth), the sync's wait aside, 3 ms above plan on average (launch-bound
+ * needs 5.5 ms on forward and on backward). */
+static char *diagnose_loop(const part *parts, size_t nparts, int steps, int wait) {
+    for (int run = 1;; run++) {
+        part_truth t = {.warm = 1};
+        truth = &t;
+        char *json = diagnose_run(parts, nparts, steps, wait);
+        truth = NULL;
+        double worst = 0;
+        for (size_t i = 0; i < nparts && i < MAX_PARTS; i++) {
+            double over = t.n[i] ? t.host_sum[i] / t.n[i] - (double)parts[i].host_ns : 0;
+            worst = !parts[i].sync && over > worst ? over : worst;
+        }
+        if (worst <= 3e6 || run == 4)
+            return json;
+        printf("run %d: the host overran a part by %.1f ms a step: run again\n", run, worst / 1e6);
+        free(json);
+    }
 }
 
 static void test_diagnose_findings(void **state) {
@@ -394,18 +481,43 @@ static void test_diagnose_findings(void **state) {
 static void test_gpu_far_behind(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
-    const part parts[] = {{"forward", 1 * MS, 50 * MS, 0}};
-    uint64_t start = sw_now_ns();
-    run_steps(p, 30, parts, 1);
+    sw_id fwd = sw_action(p, "forward");
+    /* The test's clock: time spent inside stepwatch's calls (waiting for the GPU would be
+     * there: 1.5 s of kernels), and how many steps the GPU had not reached at the last end
+     * (their ends queued behind kernels still to run), whatever the host's own stalls. */
+    uint64_t in_calls = 0, queued_end[30];
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (int i = 0; i < 30; i++) {
+        uint64_t t0 = mono_ns();
+        sw_step_begin(p, 32);
+        sw_begin(p, fwd);
+        in_calls += mono_ns() - t0;
+        gpu.launch(50 * MS);
+        sleep_ns(1 * MS);
+        t0 = mono_ns();
+        sw_end(p, fwd);
+        sw_step_end(p);
+        in_calls += mono_ns() - t0;
+        queued_end[i] = gpu.idle_at();
+    }
+    uint64_t now = mono_ns();
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    int unreached = 0;
+    for (int i = 0; i < 30; i++)
+        unreached += queued_end[i] > now;
     sw_device_time_info info;
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
+    uint64_t t0 = mono_ns();
     sw_profiler_free(p); /* does not wait for the 1.5 s of queued kernels either */
-    double wall_ms = (double)(sw_now_ns() - start) / 1e6;
-    printf("30 steps, 1.5 s of kernels: host %.1f ms, waiting %llu, timed %llu\n", wall_ms,
-           (unsigned long long)info.most_behind, (unsigned long long)info.steps_timed);
-    assert_true(wall_ms < 1000);             /* 30 ms of host work; 1.5 s if it waited */
-    assert_int_equal(info.steps_dropped, 0); /* none lost while the run went on */
-    assert_true(info.most_behind >= 28);     /* all waiting (a stalled host may see one) */
+    in_calls += mono_ns() - t0;
+    printf("30 steps, 1.5 s of kernels: %.1f ms in stepwatch's calls, waiting %llu of %d the "
+           "GPU had not reached, timed %llu\n",
+           (double)in_calls / 1e6, (unsigned long long)info.most_behind, unreached,
+           (unsigned long long)info.steps_timed);
+    assert_true(unreached >= 20);              /* the loop as planned: the GPU far behind */
+    assert_true((double)in_calls / 1e6 < 500); /* 1.5 s if it waited */
+    assert_int_equal(info.steps_dropped, 0);   /* none lost while the run went on */
+    assert_true(info.most_behind >= (uint64_t)unreached - 1); /* all waiting (one may resolve) */
     assert_int_equal(info.sample_every, 1);
     sleep_until(gpu.idle_at());
 }
