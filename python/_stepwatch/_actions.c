@@ -385,6 +385,8 @@ static PyObject *Phase_enter(PhaseObject *self, PyObject *unused) {
 }
 
 static PyObject *Phase_exit(PhaseObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs >= 2 && args[1] != Py_None) /* an exception leaves it: an out-of-memory error? */
+        sw_py_oom_seen(self->owner, args[1]);
     sw_profiler *p = self->owner->p;
     if (p)
         sw_phase_end(p, self->id);
@@ -447,6 +449,8 @@ static PyObject *Step_enter(StepObject *self, PyObject *unused) {
 }
 
 static PyObject *Step_exit(StepObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs >= 2 && args[1] != Py_None) /* an exception leaves it: an out-of-memory error? */
+        sw_py_oom_seen(self->owner, args[1]);
     sw_py_step_end(self->owner, 0);
     Py_RETURN_FALSE;
 }

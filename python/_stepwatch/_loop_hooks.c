@@ -318,14 +318,23 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
     sw_begin(p, loop->backward);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     loop->in_backward = 0;
+    if (result == NULL) /* out of memory in the backward? (_oom.c) */
+        sw_py_oom_seen_pending(loop->owner);
     if ((p = loop->owner->p) == NULL)
         return result;
+    /* The rules below call Python (is there an optimizer?): the backward's exception, if
+     * any, waits aside, else it would be lost (a SystemError instead). */
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (result == NULL)
+        PyErr_Fetch(&type, &value, &tb);
     sw_end(p, loop->backward);
     loop->step_last = sw_now_ns();
     part_took(loop, loop->step_last - now);
     loop->may_consume = 1; /* the next micro-batch's forward takes its batch */
     sw_py_loop_backward_done(loop, p);
     resume_optimizer(loop);
+    if (result == NULL)
+        PyErr_Restore(type, value, tb);
     return result;
 }
 
@@ -455,6 +464,8 @@ static PyObject *hook_loss(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     loop->call_start = now;
     sw_begin(p, loop->loss);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    if (result == NULL) /* out of memory in the loss? (_oom.c) */
+        sw_py_oom_seen_pending(loop->owner);
     sw_py_loop_call_end(loop, result);
     return result;
 }
@@ -467,6 +478,8 @@ static PyObject *hook_call(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     if (!sw_py_loop_call_begin(loop, p, module, is_module, args + is_module, ninputs))
         return PyObject_Vectorcall(func, args, nargsf, kwnames);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
+    if (result == NULL) /* out of memory in the model? (_oom.c: named from the traceback) */
+        sw_py_oom_seen_pending(loop->owner);
     sw_py_loop_call_end(loop, result);
     return result;
 }

@@ -32,9 +32,11 @@
  * Out of memory. When torch.OutOfMemoryError (or a RuntimeError saying "CUDA out of memory"
  * or CUBLAS_STATUS_ALLOC_FAILED) leaves a module's __call__ (in any step, sampled or not),
  * the innermost module it passes is named; in the backward, the innermost module running
- * (sampled steps only: other steps have no backward hooks). The run file gets the notes
- * oom_module, oom_phase and the allocator's figures, stderr one line, and the exception goes
- * on unchanged (fetched and restored, traceback included; C adds no frame).
+ * (sampled steps only: other steps have no backward hooks). stepwatch/_oom.py (through
+ * _oom.c) writes the stderr line and the run-file notes, oom_module, oom_phase and the
+ * allocator's figures, and marks the exception named: the modules it leaves next, and the
+ * traceback attribution that names it in runs without modules=, say nothing more. The
+ * exception goes on unchanged (fetched and restored, traceback included; C adds no frame).
  *
  * Everything runs with the GIL held (the autograd engine takes it for Python hooks).
  */
@@ -63,15 +65,12 @@ typedef struct {
 typedef struct ModulesObject {
     PyObject_HEAD ProfilerObject *owner;
     PyObject *tensor_type;   /* torch.Tensor */
-    PyObject *oom_type;      /* torch.OutOfMemoryError */
     PyObject *resolve;       /* resolve(module, parent module or None) -> (path, class name) */
     PyObject *allocated;     /* torch.cuda.memory_allocated, or None (no CUDA allocator) */
-    PyObject *allocator;     /* allocator() -> (allocated, reserved, peak) or None */
     PyObject *sizes;         /* sizes(modules list) -> [(param, grad, optimizer) bytes] */
     PyObject *index_of;      /* module -> int index */
     PyObject *module_list;   /* modules, by index (for sizes) */
     PyObject *node_hooks;    /* node -> NodeHook, during one outermost sampled forward */
-    PyObject *last_oom;      /* the exception last attributed (named once) */
     PyObject *register_name; /* "register_prehook" */
     PyObject *grad_fn_name;  /* "grad_fn" */
     entry *entries;
@@ -236,76 +235,25 @@ static void maybe_flush(ModulesObject *m) {
 
 /* ---- out of memory ------------------------------------------------------------------------ */
 
-/* Is the exception pending an out-of-memory error? Leaves it pending. */
-static int pending_oom(ModulesObject *m, PyObject **value) {
+/* Name module index (UINT32_MAX: unknown; module, when not NULL, is looked up then) as where
+ * the pending exception happened, when it is an out-of-memory error no one named yet
+ * (_oom.c: stepwatch/_oom.py writes the stderr line and the notes, and marks it named, so
+ * the modules it leaves next say nothing). The exception stays pending, untouched. */
+static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const char *phase) {
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) /* every OOM error is one */
+        return;
     PyObject *type, *val, *tb;
     PyErr_Fetch(&type, &val, &tb);
     PyErr_NormalizeException(&type, &val, &tb);
     if (tb && val)
         PyException_SetTraceback(val, tb);
-    int oom = 0;
-    if (type && m->oom_type != Py_None && PyErr_GivenExceptionMatches(type, m->oom_type)) {
-        oom = 1;
-    } else if (type && val && PyErr_GivenExceptionMatches(type, PyExc_RuntimeError)) {
-        PyObject *text = PyObject_Str(val);
-        const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
-        oom = s && (strstr(s, "CUDA out of memory") || strstr(s, "CUBLAS_STATUS_ALLOC_FAILED"));
-        Py_XDECREF(text);
+    if (sw_py_oom_unnamed(val)) {
+        if (index == UINT32_MAX && module != NULL)
+            index = index_of(m, module, UINT32_MAX);
+        sw_py_oom_report(m->owner, val, index == UINT32_MAX ? NULL : m->entries[index].path, phase);
+        flush(m, 0);
         PyErr_Clear();
     }
-    *value = val;
-    PyErr_Restore(type, val, tb);
-    return oom;
-}
-
-static void put_bytes(char *out, size_t size, long long v) {
-    if (v < 0)
-        snprintf(out, size, "n/a");
-    else
-        snprintf(out, size, "%.1f MiB", (double)v / (1024.0 * 1024.0));
-}
-
-/* Name module index (UINT32_MAX: unknown; module, when not NULL, is looked up then) as where
- * the pending OOM happened, once per exception. The exception stays pending, untouched. */
-static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const char *phase) {
-    PyObject *value = NULL;
-    if (!pending_oom(m, &value) || value == m->last_oom)
-        return;
-    PyObject *type, *val, *tb;
-    PyErr_Fetch(&type, &val, &tb);
-    Py_XSETREF(m->last_oom, Py_XNewRef(value));
-    if (index == UINT32_MAX && module != NULL)
-        index = index_of(m, module, UINT32_MAX);
-    const char *path = "?";
-    if (index != UINT32_MAX) {
-        path = PyUnicode_AsUTF8(m->entries[index].path);
-        if (path == NULL || path[0] == '\0')
-            path = path ? "(model)" : "?";
-    }
-    long long state[3] = {-1, -1, -1};
-    PyObject *r = PyObject_CallNoArgs(m->allocator);
-    if (r && r != Py_None && !PyArg_ParseTuple(r, "LLL", &state[0], &state[1], &state[2]))
-        state[0] = state[1] = state[2] = -1;
-    Py_XDECREF(r);
-    PyErr_Clear();
-    char text[3][32];
-    for (int k = 0; k < 3; k++)
-        put_bytes(text[k], sizeof text[k], state[k]);
-    fprintf(stderr, "stepwatch: out of memory in `%s` (%s): allocated %s, reserved %s, peak %s\n",
-            path, phase, text[0], text[1], text[2]);
-    fflush(stderr);
-    sw_profiler *p = m->owner->p;
-    if (p) {
-        sw_set_note(p, "oom_module", path);
-        sw_set_note(p, "oom_phase", phase);
-        static const char *const keys[] = {"oom_allocated_bytes", "oom_reserved_bytes",
-                                           "oom_peak_bytes"};
-        for (int k = 0; k < 3; k++)
-            if (state[k] >= 0)
-                set_note_u64(p, keys[k], (uint64_t)state[k]);
-        flush(m, 0);
-    }
-    PyErr_Clear();
     PyErr_Restore(type, val, tb);
 }
 
@@ -619,13 +567,12 @@ static PyObject *ModulesHook_vectorcall(PyObject *callable, PyObject *const *arg
 /* ---- Modules: Python's side --------------------------------------------------------------- */
 
 static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kwlist[] = {"profiler",  "every",     "tensor_type", "oom_type", "resolve",
-                             "allocated", "allocator", "sizes",       NULL};
-    PyObject *profiler, *tensor_type, *oom_type, *resolve, *allocated, *allocator, *sizes;
+    static char *kwlist[] = {"profiler",  "every", "tensor_type", "resolve",
+                             "allocated", "sizes", NULL};
+    PyObject *profiler, *tensor_type, *resolve, *allocated, *sizes;
     unsigned int every;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OIOOOOOO:Modules", kwlist, &profiler, &every,
-                                     &tensor_type, &oom_type, &resolve, &allocated, &allocator,
-                                     &sizes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OIOOOO:Modules", kwlist, &profiler, &every,
+                                     &tensor_type, &resolve, &allocated, &sizes))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -641,10 +588,8 @@ static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return NULL;
     m->owner = (ProfilerObject *)Py_NewRef(profiler);
     m->tensor_type = Py_NewRef(tensor_type);
-    m->oom_type = Py_NewRef(oom_type);
     m->resolve = Py_NewRef(resolve);
     m->allocated = Py_NewRef(allocated);
-    m->allocator = Py_NewRef(allocator);
     m->sizes = Py_NewRef(sizes);
     m->every = every;
     m->last_key = -1;
@@ -716,15 +661,12 @@ static int Modules_traverse(ModulesObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->owner);
     Py_VISIT(self->tensor_type);
-    Py_VISIT(self->oom_type);
     Py_VISIT(self->resolve);
     Py_VISIT(self->allocated);
-    Py_VISIT(self->allocator);
     Py_VISIT(self->sizes);
     Py_VISIT(self->index_of);
     Py_VISIT(self->module_list);
     Py_VISIT(self->node_hooks);
-    Py_VISIT(self->last_oom);
     for (uint32_t i = 0; i < self->nentries; i++)
         Py_VISIT(self->entries[i].module);
     return 0;
@@ -733,15 +675,12 @@ static int Modules_traverse(ModulesObject *self, visitproc visit, void *arg) {
 static int Modules_clear(ModulesObject *self) {
     Py_CLEAR(self->owner);
     Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->oom_type);
     Py_CLEAR(self->resolve);
     Py_CLEAR(self->allocated);
-    Py_CLEAR(self->allocator);
     Py_CLEAR(self->sizes);
     Py_CLEAR(self->index_of);
     Py_CLEAR(self->module_list);
     Py_CLEAR(self->node_hooks);
-    Py_CLEAR(self->last_oom);
     Py_CLEAR(self->register_name);
     Py_CLEAR(self->grad_fn_name);
     for (uint32_t i = 0; i < self->nentries; i++) {

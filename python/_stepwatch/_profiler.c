@@ -571,9 +571,28 @@ static PyObject *Profiler_name_thread(ProfilerObject *self, PyObject *name) {
     Py_RETURN_NONE;
 }
 
+/* close() in an except or finally block while an exception goes by (it may be an
+ * out-of-memory error: named first, while the run file takes notes). */
 static PyObject *Profiler_close(ProfilerObject *self, PyObject *unused) {
+    PyObject *handled = PyErr_GetHandledException();
+    if (handled != NULL && self->p != NULL)
+        sw_py_oom_seen(self, handled);
+    Py_XDECREF(handled);
     profiler_close(self);
     Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_enter(ProfilerObject *self, PyObject *unused) {
+    return Py_NewRef(self);
+}
+
+/* `with Profiler(...) as prof:` closes it at the end; an exception leaving the block is
+ * looked at first (an out-of-memory error is named) and goes on. */
+static PyObject *Profiler_exit(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs >= 2 && args[1] != Py_None && self->p != NULL)
+        sw_py_oom_seen(self, args[1]);
+    profiler_close(self);
+    Py_RETURN_FALSE;
 }
 
 static PyObject *Profiler_get_enabled(ProfilerObject *self, void *closure) {
@@ -724,7 +743,16 @@ static PyMethodDef Profiler_methods[] = {
      "metadata (exports put the ranks on one clock); False without a run file."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
      "close($self, /)\n--\n\n"
-     "Complete the run file and free the core profiler. Idempotent; actions become no-ops."},
+     "Complete the run file and free the core profiler. Idempotent; actions become no-ops.\n"
+     "Called while an out-of-memory error is being handled (except, finally), it first\n"
+     "names where that error happened (docs/python.md)."},
+    {"__enter__", (PyCFunction)Profiler_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\n"
+     "-> the profiler."},
+    {"__exit__", (PyCFunction)(void (*)(void))Profiler_exit, METH_FASTCALL,
+     "__exit__($self, exc_type, exc, tb, /)\n--\n\n"
+     "Close the profiler (an out-of-memory error leaving the block is named first); never\n"
+     "suppresses an exception."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -36,6 +36,8 @@
  *   _memory.c     memory per step: torch's CUDA allocator, read at each step's end
  *   _modules.c    Modules: per-module time and memory, and the module an OOM came from
  *                 (Profiler(modules=True); stepwatch/_modules.py installs its hooks)
+ *   _oom.c        where an out-of-memory error happened, in every run: exceptions leaving
+ *                 what stepwatch watches go to stepwatch/_oom.py (traceback, stderr, notes)
  *
  * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
  * _stepwatch.c knows every type.
@@ -183,6 +185,21 @@ void sw_py_step_memory(sw_py_memory *m, sw_profiler *p);
 /* End owner's open step at end_ns (0: now) with its memory: how every front end of the
  * extension ends a step. Keeps a pending exception as it was. */
 void sw_py_step_end(ProfilerObject *owner, uint64_t end_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * _oom.c: where an out-of-memory error happened (stepwatch/_oom.py does the work)
+ * ---------------------------------------------------------------------------------------- */
+
+/* exc left what owner (may be NULL) watches: when it is an out-of-memory error no one named
+ * yet, stepwatch._oom names where it happened from its traceback (stderr, run-file notes).
+ * Only a RuntimeError is looked at; never raises; a pending exception stays pending. */
+void sw_py_oom_seen(ProfilerObject *owner, PyObject *exc);
+/* The same for the exception pending now (it stays pending, its traceback attached). */
+void sw_py_oom_seen_pending(ProfilerObject *owner);
+/* Is exc an out-of-memory error not named yet? (Profiler(modules=...)'s hook asks, then
+ * names the module itself with sw_py_oom_report: stepwatch._oom writes the line and notes.) */
+int sw_py_oom_unnamed(PyObject *exc);
+void sw_py_oom_report(ProfilerObject *owner, PyObject *exc, PyObject *path, const char *phase);
 
 /* ------------------------------------------------------------------------------------------
  * _snapshot.c: Snapshot objects (Profiler.snapshot() and load() make them)

@@ -3,7 +3,8 @@
 The per-call work is C (python/_stepwatch/_modules.c, which says how forward and backward
 are timed); this file installs its two hooks (nn.Module.__call__ and
 torch.autograd.backward), names modules by their path in the model (named_modules), and
-counts parameter, gradient and optimizer-state bytes now and then.
+counts parameter, gradient and optimizer-state bytes now and then. An out-of-memory error
+the hooks see is named by stepwatch/_oom.py, as in runs without modules=.
 """
 import gc
 import threading
@@ -71,10 +72,8 @@ class ModuleTimes:
         self._paths = {}  # id(module) -> path, for every module of the roots seen
         self._roots = []  # (root module, prefix)
         cuda = torch.cuda.is_available()
-        self.modules = Modules(
-            profiler, every, torch.Tensor, getattr(torch, "OutOfMemoryError", RuntimeError),
-            self._resolve, torch.cuda.memory_allocated if cuda else None,
-            self._allocator_state, self._sizes)
+        self.modules = Modules(profiler, every, torch.Tensor, self._resolve,
+                               torch.cuda.memory_allocated if cuda else None, self._sizes)
         self._patches = []
         self._patch(torch.nn.Module, "__call__", "call")
         self._patch(torch.autograd, "backward", "backward")
@@ -139,17 +138,6 @@ class ModuleTimes:
             self._paths.setdefault(id(sub), full)
 
     # ---- memory ----------------------------------------------------------------------------
-
-    @staticmethod
-    def _allocator_state():
-        """(allocated, reserved, peak) bytes of torch's CUDA allocator, or None without CUDA."""
-        try:
-            if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-                return None
-            return (torch.cuda.memory_allocated(), torch.cuda.memory_reserved(),
-                    torch.cuda.max_memory_allocated())
-        except Exception:  # never fail the exception being reported
-            return None
 
     @staticmethod
     def _sizes(modules):

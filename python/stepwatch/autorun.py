@@ -45,6 +45,7 @@ import sys
 import warnings
 
 import stepwatch
+from stepwatch import _oom
 from stepwatch._stepwatch import _watch_profilers
 
 # autorun's options that take a value (the rest are flags); what follows them is the program
@@ -279,6 +280,7 @@ def main(argv=None):
         code = exc.code
     except BaseException as exc:  # noqa: B036 -- printed below, after the report
         failed = exc
+        _oom.seen(run.prof, exc)  # an out-of-memory error: where it happened, before the report
     finally:
         # also on an exception or Ctrl-C: the report is what the user came for
         run.finish(args.format, args.output)

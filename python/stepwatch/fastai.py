@@ -63,6 +63,7 @@ from fastai.callback.core import Callback, TrainEvalCallback, event
 from fastai.learner import Learner, Recorder
 
 import stepwatch as _sw
+from stepwatch import _oom
 from stepwatch.devicestats import DeviceStats
 
 # fastxtend's scale_time: the C fastxtend report's own (sw_format_scale_time), one of it.
@@ -138,6 +139,9 @@ def _wrap_fit(fit):
         _FITTING[self] = _FITTING.get(self, 0) + 1
         try:
             return fit(self, *args, **kwargs)
+        except BaseException as exc:  # fastai has no event for it: an out-of-memory error?
+            _name_oom(self, exc)
+            raise
         finally:  # a fit that raised: fastai calls no after_fit, so close the profile here
             _FITTING[self] -= 1
             for cb in self.cbs:
@@ -145,6 +149,17 @@ def _wrap_fit(fit):
                     cb._sw_fit_ended()
     fit_closing_the_profile._stepwatch_fit = fit
     return fit_closing_the_profile
+
+
+def _name_oom(learn, exc):
+    """A profiled fit raised exc: an out-of-memory error is named (stepwatch/_oom.py), its
+    module by its path in learn.model, in the run of the fit's stepwatch Profiler if any."""
+    marked = [cb for cb in learn.cbs if isinstance(cb, _MarkedCallback)]
+    if not marked:
+        return
+    fits = [cb._sw_session() for cb in marked]
+    core = next((f.core for f in fits if f is not None and f.core is not None), None)
+    _oom.seen(core, exc, root=getattr(learn, "model", None))
 
 
 def _install():

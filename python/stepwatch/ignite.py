@@ -47,6 +47,7 @@ import ignite
 from ignite.engine import Engine, Events
 
 import stepwatch as _sw
+from stepwatch import _oom
 from stepwatch.devicestats import DeviceStats
 
 __all__ = ["BasicTimeProfiler", "HandlersTimeProfiler", "Timer", "DeviceStatsMonitor"]
@@ -301,6 +302,7 @@ class _Base:
         itself only when no handler is registered for the event, so when ours is the only
         one it is raised here; otherwise the user's handlers keep their say."""
         alone = len(self._engine._event_handlers[Events.EXCEPTION_RAISED]) == 1
+        _oom.seen(self.profiler, exc)  # an out-of-memory error: where it happened
         if self._running:
             self._run_finished()
         if alone:

@@ -36,6 +36,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
 import stepwatch as _sw
+from stepwatch import _oom
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 from stepwatch.thunder import TimeProfiler  # noqa: F401 (thunder's callback, its own module)
@@ -343,7 +344,8 @@ class Profiler(_LightningProfiler):
         for, the profiler taps the trainer's strategy (instance attributes, removed again by
         describe()): batch_to_device, which every loop calls with each batch, gives the step
         its batch size (for samples/s); teardown, which Lightning calls also when the run
-        stops by an exception or Ctrl-C (then skipping describe()), writes the report then.
+        stops by an exception or Ctrl-C (then skipping describe()), names where an
+        out-of-memory error happened (stepwatch/_oom.py) and writes the report.
         With loss_hooks, the LightningModule's loss modules are timed as "loss": their
         forward, on the instance, becomes Spans.timed around it (a torch forward hook would
         send each call down torch's slow path, about 2 us). No callback: Lightning would ask
@@ -412,10 +414,16 @@ def _teardown(ref, teardown):
     """Strategy.teardown while a Profiler taps it: after the strategy's own, if an exception
     is being handled (Lightning tears down in its `except` branch, then skips describe()),
     the profiler writes its report: the exception has left every profiled block (profile()
-    stops them on the way out), so nothing is open."""
+    stops them on the way out), so nothing is open. An out-of-memory error is named first,
+    its module by its path in the LightningModule."""
     teardown()
     prof = ref()
-    if prof is not None and sys.exc_info()[0] is not None:
+    failed = sys.exc_info()[1]
+    if prof is not None and failed is not None:
+        if prof._recorder is not None:  # an out-of-memory error: its module, under the model
+            trainer = _trainer_of(prof)
+            _oom.seen(prof._recorder, failed,
+                      root=trainer.lightning_module if trainer is not None else None)
         prof.describe()
 
 
