@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 import stepwatch as _sw
+from stepwatch import _oom
 
 from ._stepwatch import Intervals as _Intervals
 
@@ -181,6 +182,16 @@ class TimeProfiler(Callback):
     def teardown(self, trainer, pl_module, stage):
         if stage == "fit":
             self._clear()
+
+    def on_exception(self, trainer, pl_module, exception):
+        """Lightning's hook for a run that fails: an out-of-memory error is named, its module
+        by its path in pl_module (stepwatch/_oom.py), into this callback's profiler, else the
+        Trainer's stepwatch.lightning.Profiler's, else on stderr alone."""
+        profiler = self.profiler
+        if profiler is None:
+            recorder = getattr(trainer.profiler, "_recorder", None)
+            profiler = recorder if isinstance(recorder, _sw.Profiler) else None
+        _oom.seen(profiler, exception, root=pl_module)
 
     def state_dict(self):
         # plain types only: the checkpoint loads with torch.load(weights_only=True); a mark

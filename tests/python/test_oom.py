@@ -364,7 +364,9 @@ def test_stepwatch_run_names_it_in_a_script(tmp_path):
     assert notes["oom_module"] == "encoder.1" and notes["oom_phase"] == "forward"
 
 
-def test_lightning_trainer_names_it_under_the_lightning_module(tmp_path, capsys):
+def lightning_fit(tmp_path, callbacks=(), logger=False, profiler=True):
+    """A Trainer (with stepwatch.lightning.Profiler, or none) fitting a module whose net.1.1
+    runs out of memory in the second step; returns the profiler."""
     L = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -382,15 +384,39 @@ def test_lightning_trainer_names_it_under_the_lightning_module(tmp_path, capsys)
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-    prof = Profiler(run_file=str(tmp_path / "run.sw"))
-    trainer = L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False,
+    prof = Profiler(run_file=str(tmp_path / "run.sw")) if profiler else None
+    trainer = L.Trainer(max_epochs=1, logger=logger, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
-                        num_sanity_val_steps=0, profiler=prof)
+                        num_sanity_val_steps=0, profiler=prof, callbacks=list(callbacks),
+                        default_root_dir=str(tmp_path))
     data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
     with pytest.raises(torch.OutOfMemoryError):
         trainer.fit(Model(), data)
+    return prof
+
+
+def test_lightning_profiler_names_it_under_the_lightning_module(tmp_path, capsys):
+    """Lightning hands profilers no exception: the strategy's teardown (tapped) sees it."""
+    prof = lightning_fit(tmp_path)
     notes = json.loads(prof.profiler.report("json"))["notes"]
     assert notes["oom_module"] == "net.1.1" and notes["oom_phase"] == "forward"
+    assert named_lines(capsys.readouterr().err) == [
+        f"stepwatch: out of memory in `net.1.1` (forward): {NO_FIGURES}"]
+
+
+def test_lightning_time_profiler_callback_names_it_at_on_exception(tmp_path, capsys):
+    """thunder's TimeProfiler callback alone (no stepwatch profiler on the Trainer): its
+    on_exception names the module into the stepwatch.Profiler it was given."""
+    pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.loggers import CSVLogger
+
+    from stepwatch.thunder import TimeProfiler
+
+    core = stepwatch.Profiler()
+    lightning_fit(tmp_path, callbacks=[TimeProfiler(profiler=core)],
+                  logger=CSVLogger(str(tmp_path / "logs")), profiler=False)
+    assert json.loads(core.report("json"))["notes"]["oom_module"] == "net.1.1"
+    core.close()
     assert named_lines(capsys.readouterr().err) == [
         f"stepwatch: out of memory in `net.1.1` (forward): {NO_FIGURES}"]
 
