@@ -409,7 +409,8 @@ SW_API int sw_set_note(sw_profiler *p, const char *key, const char *value);
  * Modules: per-module time and memory of a PyTorch model (Python: Profiler(modules=True),
  * docs/python.md "Per-module time and memory"). The front end measures; the profiler keeps
  * its latest table for snapshots, the run file and every report. Times are the sums over the
- * sampled steps (the notes "modules_every" and "modules_sampled_steps" say which).
+ * sampled steps (the notes "modules_every" and "modules_sampled_steps" say which; the note
+ * "modules_clock" is "host", or "host+device" when the rows have GPU times too).
  * ---------------------------------------------------------------------------------------- */
 
 #define SW_MAX_MODULES 4096 /* rows one table keeps (sw_set_modules cuts the rest) */
@@ -423,6 +424,15 @@ typedef struct sw_module_row {
     uint64_t backward_calls;
     uint64_t backward_ns;
     uint64_t backward_self_ns;
+    /* GPU time of the same calls when the profiler times the device (docs/device.md): the
+     * calls timed on the GPU too (those of steps the device timing recorded and resolved),
+     * their device time, cumulative and self. 0 calls: no device time. */
+    uint64_t device_forward_calls;
+    uint64_t device_forward_ns;
+    uint64_t device_forward_self_ns;
+    uint64_t device_backward_calls;
+    uint64_t device_backward_ns;
+    uint64_t device_backward_self_ns;
     int64_t activation_bytes; /* largest allocator growth over one forward; -1 unknown (CPU) */
     int64_t param_bytes;      /* parameters, its submodules' included; -1 unknown */
     int64_t grad_bytes;       /* their .grad tensors */

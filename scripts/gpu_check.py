@@ -41,8 +41,11 @@ Cases (each names what it compares; figures in the JSON):
   modules-oom      a real CUDA out-of-memory error from an oversized activation: the module
                    is named in the run file's notes (oom_module, oom_phase, the allocator's
                    figures) and the exception arrives as torch.OutOfMemoryError
-  Module times are host times (docs/python.md, "Per-module time and memory"): there is no
-  module device-time case to compare with torch.cuda.Event pairs yet.
+  modules-device-time  Profiler(device_time=True, modules=1): nested modules of real matmuls
+                   (milliseconds each); each module's device time, forward and backward,
+                   cumulative (and the block's self), against torch.cuda.Event pairs recorded
+                   by torch's own module hooks around the same calls: within 5 %; the host
+                   columns stay host times; every interval timed
 """
 import argparse
 import json
@@ -55,7 +58,7 @@ import time
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
          "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
-         "modules-memory", "modules-oom"]
+         "modules-memory", "modules-oom", "modules-device-time"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -589,6 +592,73 @@ def case_modules_oom(torch, stepwatch):
     return ok, {"caught": caught, "notes": {k: v for k, v in notes.items() if k.startswith("oom")}}
 
 
+def case_modules_device_time(torch, stepwatch):
+    """Per-module device time against torch.cuda.Event pairs recorded by torch's module hooks
+    (forward pre/post, full backward pre/post) around the same calls, summed over the steps."""
+    import tempfile
+    n, rows_in = S(4096), S(2048)  # a 2048x4096 @ 4096x4096 matmul: milliseconds on a GPU
+
+    class Mats(torch.nn.Module):
+        def __init__(self, reps):
+            super().__init__()
+            self.reps = reps
+            self.w = torch.nn.Parameter(torch.randn(n, n) / n ** 0.5)
+
+        def forward(self, x):
+            for _ in range(self.reps):
+                x = x @ self.w
+            return x
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Mats(2), Mats(3)
+            self.w = torch.nn.Parameter(torch.randn(n, n) / n ** 0.5)
+
+        def forward(self, x):
+            return self.b(self.a(x) @ self.w)  # its own matmul between its two submodules
+
+    model = torch.nn.Sequential(torch.nn.Linear(n, n), Mats(4), Block()).to(DEV)
+    names = {"1": model[1], "2": model[2], "2.a": model[2].a, "2.b": model[2].b}
+    x = torch.randn(rows_in, n, device=DEV)
+    for _ in range(2):  # cuBLAS and the allocator started before anything is timed
+        model(x).square().mean().backward()
+    torch.cuda.synchronize()
+    refs = Refs(torch)
+    for path, mod in names.items():
+        mod.register_forward_pre_hook(lambda m, a, p=path: refs.begin(p + "/forward"))
+        mod.register_forward_hook(lambda m, a, o, p=path: refs.end(p + "/forward"))
+        mod.register_full_backward_pre_hook(lambda m, g, p=path: refs.begin(p + "/backward"))
+        mod.register_full_backward_hook(lambda m, gi, go, p=path: refs.end(p + "/backward"))
+    run = os.path.join(tempfile.mkdtemp(), "modules.sw")
+    prof = timed_profiler(stepwatch, modules=1, run_file=run)
+    for _ in range(8):
+        with prof.step():
+            model(x).square().mean().backward()
+    ref = {k: sum(v) for k, v in refs.resolve().items()}  # ms, summed over the 8 steps
+    with prof.step():  # the last step resolves at the next one's begin, or at close
+        pass
+    info = prof.device_time_info()
+    prof.close()
+    data = json.loads(stepwatch.load(run).report("json"))["modules"]
+    rows = {r["path"]: r for r in data["rows"]}
+    sw = {}
+    for path in names:
+        sw[path + "/forward"] = rows[path].get("device_forward_ns", 0) / 1e6
+        sw[path + "/backward"] = rows[path].get("device_backward_ns", 0) / 1e6
+    sw["2/forward_self"] = rows["2"].get("device_forward_self_ns", 0) / 1e6
+    ref["2/forward_self"] = ref["2/forward"] - ref["2.a/forward"] - ref["2.b/forward"]
+    table, ok = compare(sw, {k: [v] for k, v in ref.items()}, sorted(sw))
+    host_ms = rows["1"]["forward_ns"] / 1e6
+    host_is_host = DEV != "cuda" or host_ms < 0.5 * sw["1/forward"]  # launches, not kernels
+    calls = {p: (rows[p]["device_forward_calls"], rows[p]["device_backward_calls"]) for p in names}
+    all_timed = all(c == (8, 8) for c in calls.values())  # every call of the 8 steps, on the GPU
+    return ok and host_is_host and all_timed and data["clock"] == "host+device", {
+        "device_ms_sw_ref_diff": table, "host_forward_ms_of_1": round(host_ms, 3),
+        "clock": data["clock"], "device_calls_fwd_bwd": calls, "intervals": info["intervals"],
+        "events_in": info["events_in"]}
+
+
 def run_case(name):
     import torch
     import stepwatch
@@ -626,6 +696,8 @@ def run_case(name):
         return case_modules_memory(torch, stepwatch)
     if name == "modules-oom":
         return case_modules_oom(torch, stepwatch)
+    if name == "modules-device-time":
+        return case_modules_device_time(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 
@@ -640,7 +712,7 @@ def cpu_smoke():
     bad = []
     names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
         "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
-        "ro-correct", "ro-faulty-timed", "h2d-copy"]
+        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time"]
     for name in names:
         try:
             ok, figures = run_case(name)

@@ -159,10 +159,50 @@ typedef struct sw_device_time_info {
     uint64_t boundaries_captured; /* span boundaries not recorded during a capture */
     uint64_t most_behind;         /* the most steps that waited for the GPU at once */
     uint64_t events;              /* GPU events made (pooled and reused) */
+    uint64_t intervals;           /* intervals begun (sw_device_interval_begin) */
+    uint64_t intervals_timed;     /* their times handed to sw_device_intervals_take */
 } sw_device_time_info;
 
 /* What the device timing of p did so far. SW_ENOTFOUND when p is not timed. */
 SW_API int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out);
+
+/* ------------------------------------------------------------------------------------------
+ * Device time of intervals inside a step (per-module times: Python's Profiler(modules=...)):
+ * GPU events on the step's stream from the same pool as the phases', resolved later
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct sw_device_timing sw_device_timing;
+
+/* p's device timing, or NULL when p is not timed on the device. Takes p's lock: ask once per
+ * step or less. Valid until p is freed. */
+SW_API sw_device_timing *sw_device_timing_of(sw_profiler *p);
+
+#define SW_DEVICE_MAX_TAGS 65536u /* tags sum the intervals: 0 .. SW_DEVICE_MAX_TAGS - 1 */
+
+/* An interval begins now, inside parent (a token of this step's, or 0 for none): a GPU event
+ * on the step's stream, an event shared with the previous boundary only when too little time
+ * passed for a kernel launch between them. Its time will be summed under tag. The token of
+ * the interval, or 0 when it is not timed (no step timed on the device is open, the stream is
+ * being captured, the runtime failed, a tag too large). Call it on the thread that marks the
+ * steps, or on one that takes turns with it (Python's threads under the GIL: the autograd
+ * engine's). */
+SW_API uint64_t sw_device_interval_begin(sw_device_timing *t, uint64_t parent, uint32_t tag);
+/* Interval (its token; 0 does nothing) ends now. An interval whose step ended before it is
+ * not timed (counted as dropped). */
+SW_API void sw_device_interval_end(sw_device_timing *t, uint64_t interval);
+
+typedef struct sw_device_interval_sum {
+    uint64_t count;   /* intervals timed */
+    uint64_t ns;      /* their GPU time */
+    uint64_t self_ns; /* less the time of the intervals inside them (their children) */
+} sw_device_interval_sum;
+
+/* Add the intervals timed since the last call into sums[tag] (tag < n), resolving first the
+ * steps the GPU has reached (a query each, never a wait): a step's intervals are timed once
+ * the GPU ran past its end. Same threads as sw_device_interval_begin. The number of intervals
+ * added. Intervals never taken (not reached, or not asked for before p is freed) are counted
+ * in the counter "device:intervals_dropped". */
+SW_API size_t sw_device_intervals_take(sw_device_timing *t, sw_device_interval_sum *sums, size_t n);
 
 #ifdef __cplusplus
 }

@@ -828,6 +828,22 @@ sw_py_funcs *sw_py_funcs_new(sw_profiler *p, int builtins) {
     return f;
 }
 
+/* sw_fclock_unit (a tick's length in ns) waits once per process until 20 ms after the tick
+ * clock started: its calibration sleeps the rest. Waited out here, at the start of the Python
+ * calls that read the unit (reading the profile, clearing it, closing), without the GIL: the
+ * program's other threads run meanwhile, and the unit read afterwards returns at once. Safe:
+ * nothing of Python's or of f's is touched while the GIL is off (the calibration is the C
+ * core's, behind its own once-lock), and at the start of a call the state is what it is at
+ * any bytecode boundary. Nothing recorded yet: nothing needs the unit (nor starts the clock
+ * here). */
+void sw_py_funcs_calibrate(sw_py_funcs *f) {
+    if (f == NULL || f->data == NULL || sw_fprofile_tree_count(f->data->fp) == 0)
+        return;
+    Py_BEGIN_ALLOW_THREADS /* the program's other threads run */
+    sw_fclock_unit();      /* the unit itself is read afterwards, with the GIL */
+    Py_END_ALLOW_THREADS
+}
+
 /* Add what f recorded to its profiler's run file, if it has one (sw_run_add_functions). */
 static void keep_in_run_file(sw_py_funcs *f) {
     fp_data *d = f->data;

@@ -39,6 +39,7 @@ int sw_py_profiler_watch(ProfilerObject *self, sw_id id) {
 static const sw_fprofile *profile_of(ProfilerObject *self, PyObject **objects) {
     if (self->funcs == NULL)
         return NULL;
+    sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile */
     return sw_py_funcs_profile(self->funcs, objects);
 }
 
@@ -299,6 +300,7 @@ PyObject *sw_py_profiler_function_actions(ProfilerObject *self, PyObject *unused
 }
 
 PyObject *sw_py_profiler_clear_functions(ProfilerObject *self, PyObject *unused) {
+    sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile */
     if (self->funcs && sw_py_funcs_clear(self->funcs) < 0)
         return NULL;
     Py_RETURN_NONE;

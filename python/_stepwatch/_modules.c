@@ -29,6 +29,12 @@
  * Several modules may share a node (a model whose output is its last layer's): one NodeHook
  * per node holds them all, outermost begun first, inner ones ended first.
  *
+ * GPU time. When the profiler times the device (Profiler(device_time=True)), each timed call
+ * is also an interval of the device timing (sw_device_interval_begin/end: GPU events on the
+ * step's stream from the phases' pool, src/device/device_intervals.c), nested as the calls
+ * are; the sums come back at the next flush (the GPU reached them by then, or later: never
+ * waited for) into the rows' device columns. The host times stay host times.
+ *
  * Out of memory. When torch.OutOfMemoryError (or a RuntimeError saying "CUDA out of memory"
  * or CUBLAS_STATUS_ALLOC_FAILED) leaves a module's __call__ (in any step, sampled or not),
  * the innermost module it passes is named; in the backward, the innermost module running
@@ -53,6 +59,7 @@ typedef struct {
     uint32_t index; /* into entries */
     uint64_t t0, child_ns;
     int64_t mem0;
+    uint64_t device; /* its interval on the GPU (a token), 0: not timed there */
 } frame;
 
 typedef struct {
@@ -77,11 +84,13 @@ typedef struct ModulesObject {
     uint32_t nentries, cap;
     uint32_t every;
     int active;
-    int sampling;         /* the outermost forward running is sampled */
-    int64_t last_key;     /* the step (or outermost call) last sampled */
-    uint64_t outer_calls; /* outermost calls outside any step */
-    uint64_t sampled;     /* steps sampled */
-    uint64_t flushed_at;  /* sampled count at the last flush */
+    int sampling;             /* the outermost forward running is sampled */
+    int64_t last_key;         /* the step (or outermost call) last sampled */
+    uint64_t outer_calls;     /* outermost calls outside any step */
+    uint64_t sampled;         /* steps sampled */
+    uint64_t flushed_at;      /* sampled count at the last flush */
+    sw_device_timing *device; /* the profiler's device timing in this sampled step, or NULL */
+    uint64_t device_calls;    /* calls timed on the GPU so far */
     int dirty;
     frame fwd[MAX_DEPTH];
     uint32_t fdepth, fskipped; /* timed frames; calls past MAX_DEPTH */
@@ -198,12 +207,36 @@ static void refresh_sizes(ModulesObject *m) {
     Py_DECREF(r);
 }
 
+/* The GPU times resolved since the last flush into the rows (tag 2i: module i's forward,
+ * 2i + 1: its backward). */
+static void take_device_times(ModulesObject *m, sw_profiler *p) {
+    sw_device_timing *t = sw_device_timing_of(p);
+    size_t n = 2 * (size_t)m->nentries;
+    sw_device_interval_sum *sums = t ? calloc(n, sizeof *sums) : NULL;
+    if (sums == NULL)
+        return;
+    if (sw_device_intervals_take(t, sums, n) > 0) {
+        for (uint32_t i = 0; i < m->nentries; i++) {
+            sw_module_row *row = &m->entries[i].row;
+            row->device_forward_calls += sums[2 * i].count;
+            row->device_forward_ns += sums[2 * i].ns;
+            row->device_forward_self_ns += sums[2 * i].self_ns;
+            row->device_backward_calls += sums[2 * i + 1].count;
+            row->device_backward_ns += sums[2 * i + 1].ns;
+            row->device_backward_self_ns += sums[2 * i + 1].self_ns;
+            m->device_calls += sums[2 * i].count + sums[2 * i + 1].count;
+        }
+    }
+    free(sums);
+}
+
 static void flush(ModulesObject *m, int sizes) {
     sw_profiler *p = m->owner->p;
     if (p == NULL || m->nentries == 0)
         return;
     if (sizes)
         refresh_sizes(m);
+    take_device_times(m, p);
     sw_module_row *rows = calloc(m->nentries, sizeof *rows);
     if (rows == NULL)
         return;
@@ -220,7 +253,7 @@ static void flush(ModulesObject *m, int sizes) {
     free(rows);
     set_note_u64(p, "modules_every", m->every);
     set_note_u64(p, "modules_sampled_steps", m->sampled);
-    sw_set_note(p, "modules_clock", "host");
+    sw_set_note(p, "modules_clock", m->device_calls ? "host+device" : "host");
     m->flushed_at = m->sampled;
     m->dirty = 0;
 }
@@ -261,6 +294,8 @@ static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const c
 
 static void bwd_pop(ModulesObject *m, uint64_t now) {
     frame *f = &m->bwd[--m->bdepth];
+    if (f->device)
+        sw_device_interval_end(m->device, f->device);
     uint64_t total = now > f->t0 ? now - f->t0 : 0;
     sw_module_row *row = &m->entries[f->index].row;
     row->backward_calls++;
@@ -299,7 +334,11 @@ static void bwd_begin(ModulesObject *m, uint32_t index, uint64_t now) {
         bwd_pop(m, now);
     if (m->bdepth == MAX_DEPTH)
         return;
-    m->bwd[m->bdepth++] = (frame){.index = index, .t0 = now};
+    uint64_t parent = m->bdepth ? m->bwd[m->bdepth - 1].device : 0;
+    m->bwd[m->bdepth++] = (frame){
+        .index = index,
+        .t0 = now,
+        .device = m->device ? sw_device_interval_begin(m->device, parent, 2 * index + 1) : 0};
 }
 
 static void bwd_end(ModulesObject *m, uint32_t index, uint64_t now) {
@@ -478,8 +517,11 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
     Py_ssize_t nall = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     for (Py_ssize_t i = 1; i < nall; i++)
         nodes_add(m, &inputs, args[i]);
+    uint64_t parent_device = m->fdepth ? m->fwd[m->fdepth - 1].device : 0;
     frame *f = &m->fwd[m->fdepth++];
     *f = (frame){.index = index, .mem0 = allocated_now(m)};
+    if (m->device) /* its event outside its host time */
+        f->device = sw_device_interval_begin(m->device, parent_device, 2 * index);
     f->t0 = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
@@ -487,6 +529,8 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
     if (result == NULL) /* reading the allocator calls torch (and clears its errors) */
         sw_py_set_aside(&aside);
     f = &m->fwd[--m->fdepth];
+    if (f->device)
+        sw_device_interval_end(m->device, f->device);
     uint64_t total = now > f->t0 ? now - f->t0 : 0;
     sw_module_row *row = &m->entries[index].row;
     row->forward_calls++;
@@ -516,6 +560,8 @@ static PyObject *hook_module_call(ModulesObject *m, PyObject *func, PyObject *co
         m->sampling = decide_sampling(m);
         if (m->sampling && m->bdepth > 0) /* a backward this hook did not see end */
             bwd_close_all(m, sw_now_ns());
+        if (m->sampling)
+            m->device = sw_device_timing_of(m->owner->p);
     }
     if (m->sampling) {
         PyObject *r = timed_call(m, func, args, nargsf, kwnames);
@@ -650,6 +696,7 @@ static PyObject *Modules_close(ModulesObject *self, PyObject *unused) {
         flush(self, 1);
     }
     self->active = 0;
+    self->device = NULL;
     PyDict_Clear(self->node_hooks);
     Py_RETURN_NONE;
 }

@@ -237,7 +237,9 @@ static int Profiler_clear(ProfilerObject *self) {
     return 0;
 }
 
+/* close() and the with block's end (not dealloc: there nothing may run meanwhile). */
 static void profiler_close(ProfilerObject *self) {
+    sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile: first, before anything */
     detach_modules(self);
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     sw_profiler *p = self->p;

@@ -332,6 +332,8 @@ void sw_py_funcs_free(sw_py_funcs *f); /* closes first; NULL is a no-op */
  * (sw_record): begins 1 before it, 0 after it, on the recording thread (the torch Loop's
  * data fetch). */
 void sw_py_funcs_span(sw_py_funcs *f, sw_id action, int begins);
+/* Waits out the clock's calibration without the GIL (call first, with nothing borrowed from f). */
+void sw_py_funcs_calibrate(sw_py_funcs *f);
 /* Forget what was recorded (actions still open keep recording into the old profile). */
 int sw_py_funcs_clear(sw_py_funcs *f);
 /* What was recorded, and (if objects) the list naming each function: its code object, or a

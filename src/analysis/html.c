@@ -524,8 +524,10 @@ static void json_ranks(FILE *out, const html_ctx *h) {
 }
 
 /* The module table (sw_set_modules): every module, in the report's order (most self time
- * first); the page's table sorts on any column. Unknown byte counts are null. */
+ * first); the page's table sorts on any column. Unknown byte counts are null. GPU times
+ * (device_*) only when some module has them. */
 static void json_modules(FILE *out, const sw_snapshot *s) {
+    int device = sw__modules_have_device(s);
     fputs("\"modules\": [", out);
     for (size_t i = 0; i < s->nmodules; i++) {
         const sw_module_row *m = &s->modules[i];
@@ -539,6 +541,16 @@ static void json_modules(FILE *out, const sw_snapshot *s) {
         kv_num(out, "backward_self", (double)m->backward_self_ns, 1);
         kv_num(out, "backward_total", (double)m->backward_ns, 1);
         kv_num(out, "self", (double)(m->forward_self_ns + m->backward_self_ns), 1);
+        if (device) {
+            kv_num(out, "device_forward_calls", (double)m->device_forward_calls, 1);
+            kv_num(out, "device_forward_self", (double)m->device_forward_self_ns, 1);
+            kv_num(out, "device_forward_total", (double)m->device_forward_ns, 1);
+            kv_num(out, "device_backward_calls", (double)m->device_backward_calls, 1);
+            kv_num(out, "device_backward_self", (double)m->device_backward_self_ns, 1);
+            kv_num(out, "device_backward_total", (double)m->device_backward_ns, 1);
+            kv_num(out, "device_self",
+                   (double)(m->device_forward_self_ns + m->device_backward_self_ns), 1);
+        }
         const int64_t bytes[] = {m->param_bytes, m->grad_bytes, m->optimizer_bytes,
                                  m->activation_bytes};
         static const char *const names[] = {"params", "grads", "optimizer", "activations"};

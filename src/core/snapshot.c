@@ -97,6 +97,12 @@ int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row) {
         m->backward_calls += row->backward_calls;
         m->backward_ns += row->backward_ns;
         m->backward_self_ns += row->backward_self_ns;
+        m->device_forward_calls += row->device_forward_calls;
+        m->device_forward_ns += row->device_forward_ns;
+        m->device_forward_self_ns += row->device_forward_self_ns;
+        m->device_backward_calls += row->device_backward_calls;
+        m->device_backward_ns += row->device_backward_ns;
+        m->device_backward_self_ns += row->device_backward_self_ns;
         m->activation_bytes = larger(m->activation_bytes, row->activation_bytes);
         m->param_bytes = larger(m->param_bytes, row->param_bytes);
         m->grad_bytes = larger(m->grad_bytes, row->grad_bytes);

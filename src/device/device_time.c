@@ -5,10 +5,11 @@
  * of each outermost data, forward, loss, backward, optimizer and zero_grad span of a step,
  * and of the step itself.
  *
- * Events are pooled: made once, reused when their step is resolved. One event serves two
- * spans where one ends and the next begins within DT_SHARE_NS on the host (forward's end is
- * loss's begin), and two marks of one call (the step's begin and its first span's, when the
- * loop marks both at once): about half the records of a step.
+ * Events are pooled (device_events.c): made once, reused when their step is resolved. One
+ * event serves two spans where one ends and the next begins within 20 us on the host
+ * (forward's end is loss's begin), and two marks of one call (the step's begin and its first
+ * span's, when the loop marks both at once): about half the records of a step. Intervals
+ * inside a step (per-module times, device_intervals.c) use the same events and steps.
  *
  * Steps wait in a ring that grows to DT_MAX_BEHIND steps. At every step's begin and end the
  * oldest waiting steps are resolved: one query of the step's end event (events on one stream
@@ -45,178 +46,26 @@
  * events wait in gap[] (DT_GAP_COPIES of them; more extend the last one) and join the next
  * step that is timed.
  */
-#include "device.h"
-#include "core/sink.h"
+#include "device_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DT_MAX_BEHIND 1024u /* steps that may wait for the GPU (sampling from half of it) */
-#define DT_SPANS 16         /* spans a step can time, its own included */
-#define DT_SHARE_NS 20000u  /* a begin this soon after an end reuses its event */
-#define DT_SAME_NS \
-    1000u                    /* two begins (two ends) this close: marks of one call, too soon
-                                for a kernel launch between them */
+#define DT_MAX_BEHIND 1024u  /* steps that may wait for the GPU (sampling from half of it) */
 #define DT_MAX_STRIDE 65536u /* sample at least every 65536th step */
-#define NO_EVENT UINT32_MAX
-#define DT_GAP_COPIES 4 /* copies between steps timed apart (x and y, a few more) */
-
-/* What a span times: a category from data to zero_grad, the step, or the batch's copy. */
-enum { WHAT_STEP = SW_CAT_CALLBACK, WHAT_COPY, NWHAT };
-
-typedef struct dt_span {
-    uint8_t what;
-    uint8_t in_data;     /* a copy inside a data span or in the gap: in the step's data already */
-    uint32_t begin, end; /* indexes into the pool; end NO_EVENT: never ended, not timed */
-} dt_span;
-
-typedef enum { SLOT_OPEN, SLOT_PENDING } slot_state;
-
-typedef struct dt_step {
-    slot_state state;
-    sw_phase phase;
-    int64_t index; /* the step's global index: a gap only between consecutive steps */
-    uint8_t warm;
-    uint8_t has_gap;     /* gap_ns: GPU time from the previous step's end to this */
-    uint8_t data_before; /* its data wait was recorded after the fact (sw_record): it lies in
-                            the gap */
-    uint32_t nspans, nevents;
-    uint64_t gap_ns;
-    dt_span spans[DT_SPANS];       /* spans[0] is the step */
-    uint32_t events[2 * DT_SPANS]; /* the events it holds, back to the pool once resolved */
-} dt_step;
-
-typedef struct sw__device_time {
-    sw__sink sink; /* first: the core hands this back to the ops below */
-    sw_profiler *p;
-    sw_gpu_clock clock;
-    sw_id action[NWHAT];
-    /* The pool: events[0..nmade) made so far; spare[0..nspare) the free ones. */
-    void **events;
-    uint32_t *spare;
-    uint32_t nmade, nspare, pool_cap;
-    /* The ring of steps: ring[tail % cap .. head % cap) wait or are open. */
-    dt_step *ring;
-    uint32_t cap;
-    uint64_t head, tail;
-    int open;             /* the newest step in the ring is being recorded */
-    uint32_t last_event;  /* the open step's latest boundary ... */
-    uint64_t last_at;     /* ... recorded then (host ns) ... */
-    int last_was_begin;   /* ... by a span's begin */
-    int open_span[NWHAT]; /* the outermost open span of each category, or -1 */
-    uint32_t depth[NWHAT];
-    uint32_t gap[DT_GAP_COPIES][2]; /* copies made between steps: begin, end events */
-    uint32_t ngap;                  /* gap[ngap - 1][1] NO_EVENT: that copy is running */
-    uint64_t stride;                /* every stride-th step is timed (1: all) */
-    sw_id counter[SW__MAX_PHASES][NWHAT];
-    int stopped; /* failed, or the process is exiting */
-    int exiting; /* the runtime may be going away: ask nothing of it */
-    _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup, sampled_out, sample_every,
-        steps_captured, boundaries_captured, most_behind, nevents;
-    _Atomic int failed;
-} sw__device_time;
 
 /* The device timing whose step this thread records (the hook runs on every thread that
  * records a category action; only the step's own thread is timed). */
 static _Thread_local sw__device_time *tl_timing;
 
-#define COUNT(field) atomic_fetch_add_explicit(&dt->field, 1, memory_order_relaxed)
-
-static dt_step *slot(sw__device_time *dt, uint64_t i) {
-    return &dt->ring[i % dt->cap];
-}
-
-static dt_step *open_step(sw__device_time *dt) {
-    return dt->open ? slot(dt, dt->head - 1) : NULL;
-}
-
-static void fail(sw__device_time *dt, const char *what) {
-    dt->stopped = 1;
-    dt->open = 0;
-    atomic_store(&dt->failed, 1);
-    sw__device_say_once(SW__SAY_GPU_ERROR,
-                        "device time stopped: the GPU runtime failed to %s an event", what);
-}
-
-/* ---- the pool of events ---- */
-
-static void give_back(sw__device_time *dt, dt_step *s) {
-    for (uint32_t i = 0; i < s->nevents; i++)
-        dt->spare[dt->nspare++] = s->events[i];
-    s->nevents = 0;
-}
-
-/* A free event of the pool, made now if none is free: its index, or NO_EVENT (out of memory,
- * or the runtime failed: the timing stops). */
-static uint32_t take_event(sw__device_time *dt) {
-    if (dt->nspare > 0)
-        return dt->spare[--dt->nspare];
-    if (dt->nmade == dt->pool_cap) {
-        uint32_t cap = dt->pool_cap ? 2 * dt->pool_cap : 64;
-        void **events = realloc(dt->events, cap * sizeof *events);
-        if (events != NULL)
-            dt->events = events;
-        uint32_t *spare = events ? realloc(dt->spare, cap * sizeof *spare) : NULL;
-        if (spare == NULL) {
-            fail(dt, "allocate");
-            return NO_EVENT;
-        }
-        dt->spare = spare;
-        dt->pool_cap = cap;
-    }
-    void *event = NULL;
-    if (dt->clock.event_new(dt->clock.ctx, &event) != 0 || event == NULL) {
-        fail(dt, "create");
-        return NO_EVENT;
-    }
-    dt->events[dt->nmade] = event;
-    atomic_store_explicit(&dt->nevents, dt->nmade + 1, memory_order_relaxed);
-    return dt->nmade++;
-}
-
-/* Record a boundary of the open step: the event's index, or NO_EVENT when there is none (the
- * stream is captured into a graph: counted; or the runtime failed: the timing stopped). A
- * begin within DT_SHARE_NS of an end shares that end's event (the few us between count in
- * the span that begins); a begin right after a begin (the step's and its first span's), an
- * end right after an end, within DT_SAME_NS: marks of one call, with no launch between. */
-static uint32_t record_boundary(sw__device_time *dt, int is_begin) {
-    dt_step *s = open_step(dt);
-    uint64_t now = sw_now_ns();
-    uint64_t window = dt->last_was_begin == is_begin ? DT_SAME_NS
-                      : is_begin                     ? DT_SHARE_NS
-                                                     : 0; /* a span's own begin and end */
-    if (dt->last_event != NO_EVENT && now - dt->last_at <= window) {
-        dt->last_at = now;
-        dt->last_was_begin = is_begin;
-        return dt->last_event;
-    }
-    uint32_t e = take_event(dt);
-    if (e == NO_EVENT)
-        return NO_EVENT;
-    int rc = dt->clock.record(dt->clock.ctx, dt->events[e]);
-    if (rc != 0) {
-        dt->spare[dt->nspare++] = e;
-        if (rc < 0)
-            fail(dt, "record");
-        else
-            COUNT(boundaries_captured);
-        return NO_EVENT;
-    }
-    s->events[s->nevents++] = e;
-    dt->last_event = e;
-    dt->last_at = now;
-    dt->last_was_begin = is_begin;
-    return e;
-}
-
 static void span_begin(sw__device_time *dt, int what) {
-    dt_step *s = open_step(dt);
+    dt_step *s = sw__dt_open_step(dt);
     if (s->nspans == DT_SPANS) {
         COUNT(dropped_spans);
         return;
     }
-    uint32_t e = record_boundary(dt, 1);
+    uint32_t e = sw__dt_record_boundary(dt, 1, 0);
     if (e == NO_EVENT)
         return;
     s->spans[s->nspans] = (dt_span){.what = (uint8_t)what,
@@ -227,11 +76,11 @@ static void span_begin(sw__device_time *dt, int what) {
 }
 
 static void span_end(sw__device_time *dt, int what) {
-    dt_step *s = open_step(dt);
+    dt_step *s = sw__dt_open_step(dt);
     int i = dt->open_span[what];
     dt->open_span[what] = -1;
     if (i >= 0)
-        s->spans[i].end = record_boundary(dt, 0); /* NO_EVENT: not timed */
+        s->spans[i].end = sw__dt_record_boundary(dt, 0, 0); /* NO_EVENT: not timed */
 }
 
 /* "device:<phase>/<action>", interned on first use. */
@@ -252,13 +101,6 @@ static void sample(sw__device_time *dt, sw_phase phase, int what, uint64_t ns) {
         sw_counter(dt->p, id, (double)ns);
 }
 
-static int elapsed(sw__device_time *dt, uint32_t begin, uint32_t end, uint64_t *ns) {
-    *ns = 0;
-    if (begin == end)
-        return 0;
-    return dt->clock.elapsed_ns(dt->clock.ctx, dt->events[begin], dt->events[end], ns);
-}
-
 /* The device times of waiting step s, once the GPU reached its end: 1 done, 0 not yet, -1
  * the runtime failed. next is the step after s, if it is in the ring: s's end to next's
  * begin is next's gap. */
@@ -271,17 +113,21 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
         ns[i] = 0;
         if (s->spans[i].end == NO_EVENT)
             continue;
-        int rc = elapsed(dt, s->spans[i].begin, s->spans[i].end, &ns[i]);
+        int rc = sw__dt_elapsed(dt, s->spans[i].begin, s->spans[i].end, &ns[i]);
         if (rc != 0) /* 1: an event on another stream, not reached yet */
             return rc < 0 ? -1 : 0;
     }
+    int rc = s->intervals_done ? 0 : sw__dt_time_intervals(dt, s);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
     if (next != NULL && next->nspans > 0 && next->phase == s->phase &&
         next->index == s->index + 1) {
-        int rc = elapsed(dt, s->spans[0].end, next->spans[0].begin, &next->gap_ns);
+        rc = sw__dt_elapsed(dt, s->spans[0].end, next->spans[0].begin, &next->gap_ns);
         if (rc != 0)
             return rc < 0 ? -1 : 0;
         next->has_gap = 1;
     }
+    sw__dt_add_intervals(dt, s); /* warm-up steps' too: the host's module times have them */
     if (s->warm) {
         COUNT(warmup);
         return 1;
@@ -316,16 +162,16 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
  * waits for the next step's begin (its gap belongs to that step), unless final. */
 static void resolve(sw__device_time *dt, int final) {
     while (dt->tail != dt->head && !dt->stopped) {
-        dt_step *s = slot(dt, dt->tail);
-        dt_step *next = dt->tail + 1 != dt->head ? slot(dt, dt->tail + 1) : NULL;
+        dt_step *s = sw__dt_slot(dt, dt->tail);
+        dt_step *next = dt->tail + 1 != dt->head ? sw__dt_slot(dt, dt->tail + 1) : NULL;
         if (s->state == SLOT_OPEN || (next == NULL && !final))
             return;
         int rc = resolve_step(dt, s, next);
         if (rc < 0)
-            fail(dt, "query");
+            sw__dt_fail(dt, "query");
         if (rc <= 0)
             return;
-        give_back(dt, s);
+        sw__dt_give_back(dt, s);
         dt->tail++;
     }
 }
@@ -339,11 +185,11 @@ static int make_room(sw__device_time *dt) {
     if (n >= DT_MAX_BEHIND)
         return -1;
     uint32_t cap = dt->cap ? 2 * dt->cap : 16;
-    dt_step *ring = malloc(cap * sizeof *ring);
+    dt_step *ring = calloc(cap, sizeof *ring); /* the new slots have no arrays yet */
     if (ring == NULL)
         return -1;
     for (uint64_t i = 0; i < n; i++)
-        ring[i] = *slot(dt, dt->tail + i);
+        ring[i] = *sw__dt_slot(dt, dt->tail + i);
     free(dt->ring);
     dt->ring = ring;
     dt->cap = cap;
@@ -374,7 +220,7 @@ static int chosen(sw__device_time *dt, int64_t index) {
 
 static void step_begin(sw__device_time *dt) {
     if (dt->open) { /* its end came on another thread: not timed */
-        give_back(dt, open_step(dt));
+        sw__dt_give_back(dt, sw__dt_open_step(dt));
         dt->open = 0;
         dt->head--;
         COUNT(dropped_steps);
@@ -396,7 +242,7 @@ static void step_begin(sw__device_time *dt) {
     uint64_t behind = dt->head - dt->tail + 1;
     if (behind > atomic_load_explicit(&dt->most_behind, memory_order_relaxed))
         atomic_store_explicit(&dt->most_behind, behind, memory_order_relaxed);
-    dt_step *s = slot(dt, dt->head++);
+    dt_step *s = sw__dt_slot(dt, dt->head++);
     s->state = SLOT_OPEN;
     s->phase = sw__current_phase(dt->p);
     s->index = index;
@@ -404,6 +250,9 @@ static void step_begin(sw__device_time *dt) {
     s->nspans = s->nevents = 0;
     s->has_gap = s->data_before = 0;
     s->gap_ns = 0;
+    s->nintervals = 0;
+    s->intervals_done = 0;
+    dt->generation++;
     dt->open = 1;
     dt->last_event = NO_EVENT;
     tl_timing = dt;
@@ -424,7 +273,7 @@ static void step_begin(sw__device_time *dt) {
 }
 
 static void step_end(sw__device_time *dt) {
-    dt_step *s = open_step(dt);
+    dt_step *s = sw__dt_open_step(dt);
     if (s == NULL)
         return;
     span_end(dt, WHAT_STEP);
@@ -432,7 +281,7 @@ static void step_end(sw__device_time *dt) {
         return; /* the runtime failed: the timing stopped */
     dt->open = 0;
     if (s->spans[0].end == NO_EVENT) { /* captured at its end: not timed */
-        give_back(dt, s);
+        sw__dt_give_back(dt, s);
         dt->head--;
         COUNT(dropped_steps);
         return;
@@ -446,14 +295,14 @@ static void step_end(sw__device_time *dt) {
 /* Record event e (NO_EVENT: a free one of the pool) now, outside any step: its index, or
  * NO_EVENT (the stream is captured, or the runtime failed: the timing stopped). */
 static uint32_t record_gap(sw__device_time *dt, uint32_t e) {
-    if (e == NO_EVENT && (e = take_event(dt)) == NO_EVENT)
+    if (e == NO_EVENT && (e = sw__dt_take_event(dt)) == NO_EVENT)
         return NO_EVENT;
     int rc = dt->clock.record(dt->clock.ctx, dt->events[e]);
     if (rc == 0)
         return e;
     dt->spare[dt->nspare++] = e;
     if (rc < 0)
-        fail(dt, "record");
+        sw__dt_fail(dt, "record");
     return NO_EVENT;
 }
 
@@ -490,16 +339,16 @@ static void gap_copy(sw__device_time *dt, int begins) {
 
 /* The step that began takes the copies made before it; a step not timed lets them go. */
 static void settle_gap(sw__device_time *dt) {
-    dt_step *s = open_step(dt);
+    dt_step *s = sw__dt_open_step(dt);
     uint32_t i = 0;
     for (; s != NULL && i < dt->ngap && s->nspans < DT_SPANS; i++) {
         uint32_t begin = dt->gap[i][0], end = dt->gap[i][1];
-        s->events[s->nevents++] = begin;
-        if (end != NO_EVENT)
-            s->events[s->nevents++] = end;
+        dt->gap[i][0] = dt->gap[i][1] = NO_EVENT;
+        if (sw__dt_own_event(dt, s, begin) != 0 ||
+            (end != NO_EVENT && sw__dt_own_event(dt, s, end) != 0))
+            break; /* out of memory: the timing stopped */
         s->spans[s->nspans++] = (dt_span){
             .what = WHAT_COPY, .in_data = 1, .begin = begin, .end = end};
-        dt->gap[i][0] = dt->gap[i][1] = NO_EVENT;
     }
     drop_gap(dt);
 }
@@ -530,7 +379,7 @@ static void on_action(void *ctx, sw_id id, int begins) {
     if (!dt->open)
         return;
     if (begins < 0) { /* recorded after the fact: the data wait of a step begun late */
-        open_step(dt)->data_before |= what == SW_CAT_DATA;
+        sw__dt_open_step(dt)->data_before |= what == SW_CAT_DATA;
         return;
     }
     if (begins) {
@@ -552,6 +401,11 @@ static void free_timing(sw__device_time *dt, int release_events) {
     }
     if (tl_timing == dt)
         tl_timing = NULL;
+    for (uint32_t i = 0; i < dt->cap; i++) {
+        free(dt->ring[i].events);
+        free(dt->ring[i].intervals);
+    }
+    free(dt->sums);
     free(dt->events);
     free(dt->spare);
     free(dt->ring);
@@ -593,6 +447,10 @@ static void close_sink(sw__sink *sink) {
         record_summary(dt, "device:steps_sampled_out", atomic_load(&dt->sampled_out), 0);
         record_summary(dt, "device:sample_every", atomic_load(&dt->sample_every), 0);
         record_summary(dt, "device:steps_captured", atomic_load(&dt->steps_captured), 0);
+    }
+    if (atomic_load(&dt->intervals) > 0) {
+        record_summary(dt, "device:intervals_timed", atomic_load(&dt->intervals_timed), 1);
+        record_summary(dt, "device:intervals_dropped", sw__dt_intervals_lost(dt), 0);
     }
     free_timing(dt, !dt->exiting);
 }
@@ -676,6 +534,10 @@ int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ctx,
     return attach_cuda(p, rc, &clock, why);
 }
 
+sw_device_timing *sw_device_timing_of(sw_profiler *p) {
+    return p ? (sw_device_timing *)sw__sink_find(p, &device_time_ops) : NULL;
+}
+
 int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
     if (p == NULL || out == NULL)
         return SW_EINVAL;
@@ -692,6 +554,8 @@ int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
                                  .steps_captured = atomic_load(&dt->steps_captured),
                                  .boundaries_captured = atomic_load(&dt->boundaries_captured),
                                  .most_behind = atomic_load(&dt->most_behind),
-                                 .events = atomic_load(&dt->nevents)};
+                                 .events = atomic_load(&dt->nevents),
+                                 .intervals = atomic_load(&dt->intervals),
+                                 .intervals_timed = atomic_load(&dt->intervals_timed)};
     return 0;
 }

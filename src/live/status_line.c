@@ -24,7 +24,7 @@
  * one line per process: the first profiler with a step draws it. It writes to its own duplicate of
  * stderr, so a program that later points fd 2 at a file gets no escape codes in it; a write
  * error (a terminal gone, a closed pipe: SIGPIPE is blocked on this thread) ends the drawing
- * quietly. The writes block like the program's own: a terminal stopped with Ctrl-S holds
+ * quietly; a line due that cannot start (no descriptor, no thread) is said once on stderr. The writes block like the program's own: a terminal stopped with Ctrl-S holds
  * the line's thread as it holds the program.
  */
 #include "status_line.h"
@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,28 +186,53 @@ static int stderr_is_terminal(void) {
     return isatty(STDERR_FILENO) && term != NULL && term[0] != '\0' && strcmp(term, "dumb") != 0;
 }
 
+/* Why a line that was due could not start, said once per process on stderr: the line is
+ * only a view, the run goes on without it. */
+static void say_off(const char *why) {
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+        sw__warn("no live status line: %s", why);
+}
+
+/* The line, when due; on failure, said and not drawn (never the profiler's error). */
+static void open_line(sw_profiler *p, int tty) {
+    status_line *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        say_off("out of memory");
+        return;
+    }
+    s->fd = -1;
+    char why[256] = "";
+    if (sw__ticker_open(&s->ticker) != 0 || sw_live_new(p, 0, &s->window) != 0)
+        snprintf(why, sizeof why, "%s", sw_last_error());
+    else if ((s->fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+        snprintf(why, sizeof why, "cannot duplicate stderr: %s", strerror(errno));
+    if (why[0] == '\0') {
+        s->sink.ops = &status_line_ops;
+        s->p = p;
+        s->tty = tty;
+        s->interval_ms = interval_from_env(tty ? TTY_INTERVAL_MS : PLAIN_INTERVAL_MS);
+        if (sw__ticker_start(&s->ticker, s->interval_ms, redraw, s) == 0) {
+            sw__sink_attach(p, &s->sink);
+            return;
+        }
+        snprintf(why, sizeof why, "%s", sw_last_error());
+    }
+    free_line(s);
+    say_off(why[0] ? why : "it could not start");
+}
+
 void sw__status_line_open(sw_profiler *p) {
     const sw_options *o = sw__options(p);
     sw_live_mode mode = o->live != SW_LIVE_AUTO ? o->live : mode_from_env();
     int tty = stderr_is_terminal();
     if (mode == SW_LIVE_OFF || (mode == SW_LIVE_AUTO && !tty) || o->rank != 0)
         return;
-    status_line *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return;
-    s->fd = -1;
-    if (sw__ticker_open(&s->ticker) != 0 || sw_live_new(p, 0, &s->window) != 0 ||
-        (s->fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3)) < 0) {
-        free_line(s);
-        return;
-    }
-    s->sink.ops = &status_line_ops;
-    s->p = p;
-    s->tty = tty;
-    s->interval_ms = interval_from_env(tty ? TTY_INTERVAL_MS : PLAIN_INTERVAL_MS);
-    if (sw__ticker_start(&s->ticker, s->interval_ms, redraw, s) != 0) {
-        free_line(s);
-        return;
-    }
-    sw__sink_attach(p, &s->sink);
+    /* sw_last_error stays the caller's (a run file's sentence, say): what the failed parts
+     * leave there is said on stderr instead (attach_device in profiler_new.c does the same). */
+    char kept[640];
+    snprintf(kept, sizeof kept, "%s", sw_last_error());
+    sw__error_clear();
+    open_line(p, tty);
+    sw__error(0, "%s", kept);
 }

@@ -59,9 +59,12 @@ static void put_memory(FILE *out, const sw_snapshot *s, const sw_row *r) {
 }
 
 /* The module rows (module_rows.c): one line per module and pass ("forward", "backward"),
- * category "module", with the count, total and self time; the columns of action rows that
- * do not apply are empty, the module columns at the end are filled. */
-static void put_modules(FILE *out, const sw_snapshot *s, int device, int memory) {
+ * category "module", with the count, total and self time (the host's); the columns of action
+ * rows that do not apply are empty, the module columns at the end are filled. With GPU times
+ * (module_device): device_count and device_mean_s are the pass's calls timed on the GPU and
+ * their mean, device_total_s and device_self_s their sums. */
+static void put_modules(FILE *out, const sw_snapshot *s, int device, int module_device,
+                        int memory) {
     for (size_t i = 0; i < s->nmodules; i++) {
         const sw_module_row *m = &s->modules[i];
         for (int pass = 0; pass < 2; pass++) {
@@ -76,12 +79,27 @@ static void put_modules(FILE *out, const sw_snapshot *s, int device, int memory)
             put_seconds(out, pass ? m->backward_self_ns : m->forward_self_ns);
             put_fseconds(out, calls ? (double)total / (double)calls : 0);
             fputs(",,,,,,,,,,,,,,,", out); /* std_s .. warmup_mean_s */
-            if (device)
+            uint64_t dcalls = pass ? m->device_backward_calls : m->device_forward_calls;
+            uint64_t dtotal = pass ? m->device_backward_ns : m->device_forward_ns;
+            uint64_t dself = pass ? m->device_backward_self_ns : m->device_forward_self_ns;
+            if (device && dcalls > 0) {
+                fprintf(out, ",%" PRIu64, dcalls);
+                put_fseconds(out, (double)dtotal / (double)dcalls);
+                fputs(",,", out);
+            } else if (device) {
                 fputs(",,,,", out);
+            }
             fputc(',', out);
             sw__csv_put_text(out, m->kind);
-            fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "%s\n", m->param_bytes,
-                    m->grad_bytes, m->optimizer_bytes, m->activation_bytes, memory ? ",,,,,," : "");
+            fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64, m->param_bytes,
+                    m->grad_bytes, m->optimizer_bytes, m->activation_bytes);
+            if (module_device && dcalls > 0) {
+                put_seconds(out, dtotal);
+                put_seconds(out, dself);
+            } else if (module_device) {
+                fputs(",,", out);
+            }
+            fputs(memory ? ",,,,,,\n" : "\n", out);
         }
     }
 }
@@ -90,11 +108,13 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
     (void)opts;
     int device = sw__device_any(s);
     int modules = s->nmodules > 0;
+    int module_device = sw__modules_have_device(s);
+    device |= module_device;
     int memory = s->memory.rss_steps > 0 || s->memory.allocator_steps > 0;
-    fprintf(out, "%s%s%s%s\n", header,
+    fprintf(out, "%s%s%s%s%s\n", header,
             device ? ",device_count,device_mean_s,device_min_s,device_max_s" : "",
             modules ? ",module_class,param_bytes,grad_bytes,optimizer_bytes,activation_bytes" : "",
-            memory ? memory_header : "");
+            module_device ? ",device_total_s,device_self_s" : "", memory ? memory_header : "");
     char id[24];
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
@@ -135,12 +155,12 @@ static int write_csv(const sw_snapshot *s, FILE *out, const sw_write_options *op
         if (device)
             put_device(out, s, r);
         if (modules)
-            fputs(",,,,,", out);
+            fputs(module_device ? ",,,,,,," : ",,,,,", out);
         if (memory)
             put_memory(out, s, r);
         fputc('\n', out);
     }
-    put_modules(out, s, device, memory);
+    put_modules(out, s, device, module_device, memory);
     return 0;
 }
 

@@ -149,6 +149,14 @@ static void put_modules(sw__jw *w, const sw_snapshot *s) {
         sw__jw_kv_uint(w, "backward_calls", m->backward_calls);
         sw__jw_kv_uint(w, "backward_ns", m->backward_ns);
         sw__jw_kv_uint(w, "backward_self_ns", m->backward_self_ns);
+        if (m->device_forward_calls + m->device_backward_calls > 0) { /* GPU times */
+            sw__jw_kv_uint(w, "device_forward_calls", m->device_forward_calls);
+            sw__jw_kv_uint(w, "device_forward_ns", m->device_forward_ns);
+            sw__jw_kv_uint(w, "device_forward_self_ns", m->device_forward_self_ns);
+            sw__jw_kv_uint(w, "device_backward_calls", m->device_backward_calls);
+            sw__jw_kv_uint(w, "device_backward_ns", m->device_backward_ns);
+            sw__jw_kv_uint(w, "device_backward_self_ns", m->device_backward_self_ns);
+        }
         sw__jw_kv_int(w, "param_bytes", m->param_bytes);
         sw__jw_kv_int(w, "grad_bytes", m->grad_bytes);
         sw__jw_kv_int(w, "optimizer_bytes", m->optimizer_bytes);

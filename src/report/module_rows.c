@@ -10,17 +10,38 @@
 
 #define TOP_MODULES 20 /* rows the text formats show; CSV and JSON have every one */
 
+int sw__modules_have_device(const sw_snapshot *s) {
+    for (size_t i = 0; i < s->nmodules; i++)
+        if (s->modules[i].device_forward_calls + s->modules[i].device_backward_calls > 0)
+            return 1;
+    return 0;
+}
+
 static uint64_t self_ns(const sw_module_row *m) {
     return m->forward_self_ns + m->backward_self_ns;
+}
+
+static uint64_t device_self_ns(const sw_module_row *m) {
+    return m->device_forward_self_ns + m->device_backward_self_ns;
+}
+
+static int by_path(const sw_module_row *x, const sw_module_row *y) {
+    return strcmp(x->path, y->path);
 }
 
 static int by_self_time(const void *a, const void *b) {
     const sw_module_row *x = *(const sw_module_row *const *)a;
     const sw_module_row *y = *(const sw_module_row *const *)b;
     uint64_t sx = self_ns(x), sy = self_ns(y);
-    if (sx != sy)
-        return sx < sy ? 1 : -1;
-    return strcmp(x->path, y->path);
+    return sx != sy ? (sx < sy ? 1 : -1) : by_path(x, y);
+}
+
+/* With GPU times the GPU's self time ranks (the host's is then mostly launching). */
+static int by_device_self_time(const void *a, const void *b) {
+    const sw_module_row *x = *(const sw_module_row *const *)a;
+    const sw_module_row *y = *(const sw_module_row *const *)b;
+    uint64_t sx = device_self_ns(x), sy = device_self_ns(y);
+    return sx != sy ? (sx < sy ? 1 : -1) : by_self_time(a, b);
 }
 
 long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out) {
@@ -32,7 +53,8 @@ long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out) {
         return -1;
     for (size_t i = 0; i < s->nmodules; i++)
         rows[i] = &s->modules[i];
-    qsort(rows, s->nmodules, sizeof *rows, by_self_time);
+    qsort(rows, s->nmodules, sizeof *rows,
+          sw__modules_have_device(s) ? by_device_self_time : by_self_time);
     *out = rows;
     return (long)s->nmodules;
 }
@@ -55,8 +77,9 @@ void sw__format_bytes(int64_t bytes, char *out, size_t size) {
         snprintf(out, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
 }
 
-/* "every 10th step: 12 steps sampled" from the notes the front end sets. */
-static void sampling_text(const sw_snapshot *s, char *out, size_t size) {
+/* "host time, every 10 step(s) sampled: 12 sampled, ..." from the notes the front end sets;
+ * with GPU times, which columns are which clock's. */
+static void sampling_text(const sw_snapshot *s, int device, char *out, size_t size) {
     const char *every = sw_snapshot_note(s, "modules_every");
     const char *steps = sw_snapshot_note(s, "modules_sampled_steps");
     const char *clock = sw_snapshot_note(s, "modules_clock");
@@ -65,13 +88,15 @@ static void sampling_text(const sw_snapshot *s, char *out, size_t size) {
     sw__text_clean(steps ? steps : "?", clean_steps, sizeof clean_steps);
     sw__text_clean(clock ? clock : "host", clean_clock, sizeof clean_clock);
     snprintf(out, size, "%s time, every %s step(s) sampled: %s sampled, times summed over them",
-             clean_clock, clean_every, clean_steps);
+             device ? "host and GPU device" : clean_clock, clean_every, clean_steps);
 }
 
-enum { NCOLS = 10 };
-static const char *const header[NCOLS] = {"Fwd self",    "Fwd total", "Bwd self", "Bwd total",
-                                          "Calls",       "Params",    "Grads",    "Optim state",
-                                          "Activations", "Class"};
+/* The columns: the host's times, the GPU's (only when there are any), the memory. */
+enum { NCOLS = 15, FIRST_DEVICE = 5, NDEVICE = 5 };
+static const char *const header[NCOLS] = {
+    "Fwd self",     "Fwd total",     "Bwd self",     "Bwd total",     "Calls",
+    "Dev fwd self", "Dev fwd total", "Dev bwd self", "Dev bwd total", "Dev calls",
+    "Params",       "Grads",         "Optim state",  "Activations",   "Class"};
 
 static void cells_of(const sw_module_row *m, char cell[NCOLS][48]) {
     sw_format_duration((double)m->forward_self_ns, cell[0], 48);
@@ -79,11 +104,21 @@ static void cells_of(const sw_module_row *m, char cell[NCOLS][48]) {
     sw_format_duration((double)m->backward_self_ns, cell[2], 48);
     sw_format_duration((double)m->backward_ns, cell[3], 48);
     snprintf(cell[4], 48, "%" PRIu64, m->forward_calls);
-    sw__format_bytes(m->param_bytes, cell[5], 48);
-    sw__format_bytes(m->grad_bytes, cell[6], 48);
-    sw__format_bytes(m->optimizer_bytes, cell[7], 48);
-    sw__format_bytes(m->activation_bytes, cell[8], 48);
-    sw__text_clean(m->kind, cell[9], 48);
+    sw_format_duration((double)m->device_forward_self_ns, cell[5], 48);
+    sw_format_duration((double)m->device_forward_ns, cell[6], 48);
+    sw_format_duration((double)m->device_backward_self_ns, cell[7], 48);
+    sw_format_duration((double)m->device_backward_ns, cell[8], 48);
+    snprintf(cell[9], 48, "%" PRIu64, m->device_forward_calls);
+    sw__format_bytes(m->param_bytes, cell[10], 48);
+    sw__format_bytes(m->grad_bytes, cell[11], 48);
+    sw__format_bytes(m->optimizer_bytes, cell[12], 48);
+    sw__format_bytes(m->activation_bytes, cell[13], 48);
+    sw__text_clean(m->kind, cell[14], 48);
+}
+
+/* Is column k shown? The GPU's only when some row has GPU times. */
+static int shown_column(int k, int device) {
+    return device || k < FIRST_DEVICE || k >= FIRST_DEVICE + NDEVICE;
 }
 
 static void module_label(const sw_module_row *m, char *out, size_t size) {
@@ -96,8 +131,9 @@ void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown) {
     if (n <= 0)
         return;
     long shown = n < TOP_MODULES ? n : TOP_MODULES;
+    int device = sw__modules_have_device(s);
     char sampling[200], label[SW__LABEL_MAX], cell[NCOLS][48];
-    sampling_text(s, sampling, sizeof sampling);
+    sampling_text(s, device, sampling, sizeof sampling);
     size_t width[NCOLS], label_width = strlen("Module");
     for (int k = 0; k < NCOLS; k++)
         width[k] = strlen(header[k]);
@@ -111,19 +147,24 @@ void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown) {
             width[k] = w > width[k] ? w : width[k];
         }
     }
+    const char *order = device ? "device self time" : "self time";
     if (markdown) {
-        fprintf(out, "\n#### Modules (top %ld of %ld by self time; %s)\n\n| Module |", shown, n,
+        fprintf(out, "\n#### Modules (top %ld of %ld by %s; %s)\n\n| Module |", shown, n, order,
                 sampling);
         for (int k = 0; k < NCOLS; k++)
-            fprintf(out, " %s |", header[k]);
+            if (shown_column(k, device))
+                fprintf(out, " %s |", header[k]);
         fputs("\n|:---|", out);
         for (int k = 0; k < NCOLS; k++)
-            fputs(k == NCOLS - 1 ? ":---|" : "---:|", out);
+            if (shown_column(k, device))
+                fputs(k == NCOLS - 1 ? ":---|" : "---:|", out);
         fputc('\n', out);
     } else {
-        fprintf(out, "\nModules (top %ld of %ld by self time; %s):\n", shown, n, sampling);
+        fprintf(out, "\nModules (top %ld of %ld by %s; %s):\n", shown, n, order, sampling);
         sw__put_padded(out, "Module", label_width, 0);
         for (int k = 0; k < NCOLS; k++) {
+            if (!shown_column(k, device))
+                continue;
             fputs("  ", out);
             sw__put_padded(out, header[k], width[k], k != NCOLS - 1);
         }
@@ -136,14 +177,17 @@ void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown) {
             fputs("| ", out);
             sw__md_put_cell(out, label);
             fputs(" |", out);
-            for (int k = 0; k < NCOLS; k++) {
+        } else {
+            sw__put_padded(out, label, label_width, 0);
+        }
+        for (int k = 0; k < NCOLS; k++) {
+            if (!shown_column(k, device))
+                continue;
+            if (markdown) {
                 fputc(' ', out);
                 sw__md_put_cell(out, cell[k]);
                 fputs(" |", out);
-            }
-        } else {
-            sw__put_padded(out, label, label_width, 0);
-            for (int k = 0; k < NCOLS; k++) {
+            } else {
                 fputs("  ", out);
                 sw__put_padded(out, cell[k], width[k], k != NCOLS - 1);
             }

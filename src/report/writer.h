@@ -163,8 +163,10 @@ void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
 
 /* ---- the modules table (module_rows.c) ---- */
 
-/* The snapshot's module rows, most self time (forward + backward) first: *out is malloc'ed
- * (free it); the count, or -1 when out of memory. */
+/* Has some module row GPU times (device_*_calls)? */
+int sw__modules_have_device(const sw_snapshot *s);
+/* The snapshot's module rows, most self time (forward + backward; the GPU's when there are
+ * GPU times) first: *out is malloc'ed (free it); the count, or -1 when out of memory. */
 long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out);
 /* Bytes in binary units ("1.50 MiB"); "-" for a negative (unknown) count. */
 void sw__format_bytes(int64_t bytes, char *out, size_t size);

@@ -490,7 +490,10 @@ static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
     int rc = sw__sql_prepare_int(run->db,
                                  "SELECT path, class, forward_calls, forward_ns, forward_self_ns,"
                                  " backward_calls, backward_ns, backward_self_ns,"
-                                 " activation_bytes, param_bytes, grad_bytes, optimizer_bytes"
+                                 " activation_bytes, param_bytes, grad_bytes, optimizer_bytes,"
+                                 " device_forward_calls, device_forward_ns,"
+                                 " device_forward_self_ns, device_backward_calls,"
+                                 " device_backward_ns, device_backward_self_ns"
                                  " FROM modules WHERE rank = ? ORDER BY seq",
                                  rank, &q);
     if (rc != 0)
@@ -510,6 +513,12 @@ static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
             .param_bytes = sqlite3_column_int64(q, 9),
             .grad_bytes = sqlite3_column_int64(q, 10),
             .optimizer_bytes = sqlite3_column_int64(q, 11),
+            .device_forward_calls = (uint64_t)sqlite3_column_int64(q, 12),
+            .device_forward_ns = (uint64_t)sqlite3_column_int64(q, 13),
+            .device_forward_self_ns = (uint64_t)sqlite3_column_int64(q, 14),
+            .device_backward_calls = (uint64_t)sqlite3_column_int64(q, 15),
+            .device_backward_ns = (uint64_t)sqlite3_column_int64(q, 16),
+            .device_backward_self_ns = (uint64_t)sqlite3_column_int64(q, 17),
         };
         rc = m.path && m.kind ? sw__snapshot_add_module(s, &m) : SW_ECORRUPT;
     }

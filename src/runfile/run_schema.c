@@ -69,7 +69,9 @@ static const char SCHEMA_SQL[] =
     "CREATE TABLE modules(rank INTEGER, seq INTEGER, path TEXT, class TEXT,"
     " forward_calls INTEGER, forward_ns INTEGER, forward_self_ns INTEGER,"
     " backward_calls INTEGER, backward_ns INTEGER, backward_self_ns INTEGER,"
-    " activation_bytes INTEGER, param_bytes INTEGER, grad_bytes INTEGER,"
+    " device_forward_calls INTEGER, device_forward_ns INTEGER, device_forward_self_ns INTEGER,"
+    " device_backward_calls INTEGER, device_backward_ns INTEGER,"
+    " device_backward_self_ns INTEGER, activation_bytes INTEGER, param_bytes INTEGER, grad_bytes INTEGER,"
     " optimizer_bytes INTEGER, PRIMARY KEY(rank, seq)) WITHOUT ROWID;";
 
 int sw__store_init(sqlite3 *db) {

@@ -310,15 +310,19 @@ static int write_notes(sw__store *st, int rank, const sw_snapshot *snap) {
 
 static int write_modules(sw__store *st, int rank, const sw_snapshot *snap) {
     sqlite3_stmt *q = NULL;
-    int rc = prepare(st->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &q);
+    int rc = prepare(st->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     &q);
     for (size_t i = 0; rc == 0 && i < snap->nmodules; i++) {
         const sw_module_row *m = &snap->modules[i];
         sqlite3_bind_int(q, 1, rank);
         sqlite3_bind_int64(q, 2, (sqlite3_int64)i);
         sqlite3_bind_text(q, 3, m->path, -1, SQLITE_STATIC);
         sqlite3_bind_text(q, 4, m->kind, -1, SQLITE_STATIC);
-        const uint64_t counts[] = {m->forward_calls,  m->forward_ns,  m->forward_self_ns,
-                                   m->backward_calls, m->backward_ns, m->backward_self_ns};
+        const uint64_t counts[] = {
+            m->forward_calls,         m->forward_ns,         m->forward_self_ns,
+            m->backward_calls,        m->backward_ns,        m->backward_self_ns,
+            m->device_forward_calls,  m->device_forward_ns,  m->device_forward_self_ns,
+            m->device_backward_calls, m->device_backward_ns, m->device_backward_self_ns};
         int col = 5;
         for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
             sqlite3_bind_int64(q, col++, (sqlite3_int64)counts[k]);

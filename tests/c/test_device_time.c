@@ -22,50 +22,9 @@
 #include <unistd.h>
 
 #include "test_helpers.h"
+#include "fake_gpu.h"
 
 #define MS 1000000ull
-
-/* The fake runtime's controls. */
-static struct {
-    void *lib;
-    void (*launch)(uint64_t ns);
-    uint64_t (*idle_at)(void);
-    void (*set_capturing)(int on);
-    void (*set_fail_records)(int on);
-    void (*set_error)(int error);
-    void (*counts)(uint64_t counts[6]);
-    int (*peek_error)(void);
-} gpu;
-
-enum { SYNCS, RECORDS, QUERIES, CREATED, DESTROYED, INVALIDATED };
-
-static int setup(void **state) {
-    (void)state;
-    setenv("STEPWATCH_CUDART", SW_FAKE_CUDART, 1);
-    gpu.lib = dlopen(SW_FAKE_CUDART, RTLD_NOW);
-    assert_non_null(gpu.lib);
-    *(void **)&gpu.launch = dlsym(gpu.lib, "fake_gpu_launch");
-    *(void **)&gpu.idle_at = dlsym(gpu.lib, "fake_gpu_idle_at");
-    *(void **)&gpu.set_capturing = dlsym(gpu.lib, "fake_gpu_set_capturing");
-    *(void **)&gpu.set_fail_records = dlsym(gpu.lib, "fake_gpu_set_fail_records");
-    *(void **)&gpu.set_error = dlsym(gpu.lib, "fake_gpu_set_error");
-    *(void **)&gpu.counts = dlsym(gpu.lib, "fake_gpu_counts");
-    *(void **)&gpu.peek_error = dlsym(gpu.lib, "cudaPeekAtLastError");
-    return 0;
-}
-
-static uint64_t count(int which) {
-    uint64_t c[6];
-    gpu.counts(c);
-    return c[which];
-}
-
-static void sleep_until(uint64_t monotonic_ns) {
-    struct timespec ts = {.tv_sec = (time_t)(monotonic_ns / 1000000000u),
-                          .tv_nsec = (long)(monotonic_ns % 1000000000u)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
-    }
-}
 
 static void sleep_ns(uint64_t ns) {
     sleep_until(sw_now_ns() + ns);
@@ -100,15 +59,8 @@ static void run_steps(sw_profiler *p, int steps, const part *parts, size_t npart
     sw_phase_end(p, SW_PHASE_TRAIN);
 }
 
-static const sw_counter_summary *counter(const sw_snapshot *s, const char *name) {
-    for (size_t i = 0; i < s->ncounters; i++)
-        if (strcmp(s->counters[i].name, name) == 0)
-            return &s->counters[i];
-    return NULL;
-}
-
 static double mean_ms(const sw_snapshot *s, const char *name) {
-    const sw_counter_summary *c = counter(s, name);
+    const sw_counter_summary *c = sw_test_counter(s, name);
     assert_non_null(c);
     return c->mean / 1e6;
 }
@@ -195,7 +147,7 @@ static void test_gpu_bound_times(void **state) {
                                   "device:train/optimizer"};
     const double kernels_ms[] = {10, 20, 5};
     for (int i = 0; i < 3; i++) {
-        assert_true(fabs(counter(s, phases[i])->min / 1e6 - kernels_ms[i]) <= 0.3);
+        assert_true(fabs(sw_test_counter(s, phases[i])->min / 1e6 - kernels_ms[i]) <= 0.3);
         assert_true(mean_ms(s, phases[i]) >= kernels_ms[i] - 0.3);
         assert_true(mean_ms(s, phases[i]) <= 1.25 * kernels_ms[i]);
     }
@@ -204,7 +156,7 @@ static void test_gpu_bound_times(void **state) {
     assert_true(step >= 35 && fabs(step - host_ms(s, "step")) <= 0.1 * host_ms(s, "step"));
     /* Every step but the warm-up one resolved; nothing waited, nothing was left behind. */
     assert_int_equal(info.warmup_steps, 1);
-    assert_int_equal(counter(s, "device:train/forward")->count, 11);
+    assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 11);
     assert_int_equal(info.steps_dropped, 0);
     assert_int_equal(info.failed, 0);
     assert_int_equal(count(SYNCS), syncs);
@@ -320,15 +272,6 @@ static void test_copy_timed(void **state) {
 
 /* ---- in the reports and the run file ---- */
 
-static char *report_of(const sw_snapshot *s, sw_format fmt) {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    assert_int_equal(sw_snapshot_write(s, fmt, out), 0);
-    fclose(out);
-    return text;
-}
-
 static void test_reports_and_run_file(void **state) {
     (void)state;
     char dir[] = "/tmp/sw_device_time_XXXXXX", path[256];
@@ -348,8 +291,8 @@ static void test_reports_and_run_file(void **state) {
     assert_int_equal(sw_run_snapshot(run, &s), 0);
     assert_true(fabs(mean_ms(s, "device:train/forward") - 4) <= 0.5);
 
-    assert_null(counter(s, "device:train/data")); /* no data wait in this loop */
-    char *table = report_of(s, SW_FORMAT_TABLE);
+    assert_null(sw_test_counter(s, "device:train/data")); /* no data wait in this loop */
+    char *table = sw_test_report(s, SW_FORMAT_TABLE);
     const char *section = strstr(table, "Device time (GPU events, per call):");
     assert_non_null(section);
     assert_non_null(strstr(section, "Host mean  Device mean"));
@@ -364,20 +307,20 @@ static void test_reports_and_run_file(void **state) {
                 strstr(counters, "device:train/") > section);
     assert_null(strstr(table, "e+06"));
     free(table);
-    char *md = report_of(s, SW_FORMAT_MARKDOWN);
+    char *md = sw_test_report(s, SW_FORMAT_MARKDOWN);
     assert_non_null(strstr(md, "#### Device time (GPU events, per call)"));
     assert_non_null(strstr(md, "| train/zero\\_grad |")); /* escaped as the table's cells */
     free(md);
-    char *lightning = report_of(s, SW_FORMAT_LIGHTNING);
+    char *lightning = sw_test_report(s, SW_FORMAT_LIGHTNING);
     assert_non_null(strstr(lightning, "Device time (GPU events, per call):"));
     free(lightning);
-    char *csv = report_of(s, SW_FORMAT_CSV);
+    char *csv = sw_test_report(s, SW_FORMAT_CSV);
     /* the device columns, then the memory per step's (the RSS is on by default) */
     assert_non_null(
         strstr(csv, ",device_count,device_mean_s,device_min_s,device_max_s,rss_max_bytes,"));
     assert_non_null(strstr(csv, "\nforward,train,forward,6,"));
     free(csv);
-    char *json = report_of(s, SW_FORMAT_JSON);
+    char *json = sw_test_report(s, SW_FORMAT_JSON);
     assert_non_null(strstr(json, "\"device\": {\"count\":6,\"mean_ns\":4"));
     free(json);
     sw_snapshot_free(s);
@@ -483,7 +426,7 @@ static void test_graph_capture(void **state) {
     run_steps(p, 3, parts, 1);
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
-    assert_int_equal(counter(s, "device:train/forward")->count, 6);
+    assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 6);
     assert_int_equal(info.steps_captured, 3);
     assert_int_equal(info.failed, 0);
     sw_snapshot_free(s);
@@ -633,8 +576,8 @@ static void test_every_step_timed_100_behind(void **state) {
     assert_true(lag.records >= 6 * 1500 + 2 && lag.records <= 9 * 1500);
     sw_snapshot *s = NULL;
     assert_int_equal(sw_snapshot_take(p, &s), 0);
-    assert_int_equal(counter(s, "device:train/backward")->count, 1500);
-    assert_true(fabs(counter(s, "device:train/backward")->mean - 10000) < 1);
+    assert_int_equal(sw_test_counter(s, "device:train/backward")->count, 1500);
+    assert_true(fabs(sw_test_counter(s, "device:train/backward")->mean - 10000) < 1);
     sw_snapshot_free(s);
     sw_profiler_free(p);
 }
@@ -655,7 +598,7 @@ static void test_sampled_2000_behind(void **state) {
     assert_true(info.most_behind < 1024); /* never full: no step lost to a full pool */
     sw_snapshot *s = NULL;
     assert_int_equal(sw_snapshot_take(p, &s), 0);
-    assert_int_equal(counter(s, "device:train/forward")->count, info.steps_timed);
+    assert_int_equal(sw_test_counter(s, "device:train/forward")->count, info.steps_timed);
     sw_snapshot_free(s);
     sw_profiler_free(p);
     assert_true(lag.gil == 0);
@@ -736,7 +679,7 @@ static void test_beside_public_watcher(void **state) {
     assert_int_equal(watched_calls, 8);
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
-    assert_int_equal(counter(s, "device:train/forward")->count, 6); /* still timed */
+    assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 6); /* still timed */
     sw_snapshot_free(s);
     assert_int_equal(sw_device_time_cuda(NULL, NULL), SW_EINVAL);
 }
@@ -767,7 +710,7 @@ static void test_fork_child(void **state) {
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     sw_device_time_info info;
     sw_snapshot *s = finish(p, &info);
-    assert_int_equal(counter(s, "device:train/forward")->count, 2);
+    assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 2);
     sw_snapshot_free(s);
 }
 
@@ -792,5 +735,5 @@ int main(void) {
         cmocka_unit_test(test_once_per_profiler),
         cmocka_unit_test(test_fork_child),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, fake_gpu_setup, NULL);
 }

@@ -5,6 +5,7 @@
 #include "stepwatch.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,25 @@ static inline int sw_test_in_child(void (*fn)(void), char *buf, size_t size) {
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The snapshot's counter called name, or NULL. */
+static inline const sw_counter_summary *sw_test_counter(const sw_snapshot *s, const char *name) {
+    for (size_t i = 0; i < s->ncounters; i++)
+        if (strcmp(s->counters[i].name, name) == 0)
+            return &s->counters[i];
+    return NULL;
+}
+
+/* The snapshot written in fmt, as a malloc'ed string (free it). Needs cmocka.h. Not inlined:
+ * GCC then takes the memstream's buffer for a pointer to a local (-Wdangling-pointer). */
+__attribute__((noinline, unused)) static char *sw_test_report(const sw_snapshot *s, sw_format fmt) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    assert_int_equal(sw_snapshot_write(s, fmt, out), 0);
+    fclose(out);
+    return text;
 }
 
 #endif

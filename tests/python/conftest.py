@@ -44,3 +44,20 @@ def sleepy():
 @pytest.fixture
 def build_dir():
     return os.environ.get("SW_BUILD_DIR")
+
+
+@pytest.fixture
+def fake_cudart(monkeypatch, build_dir):
+    """The fake CUDA runtime (tests/device/fake_cudart.c: one stream of a GPU that runs queued
+    kernels in real time), loaded with ctypes and named to stepwatch by STEPWATCH_CUDART: the
+    same library, one fake GPU. fake_gpu_launch(ns) queues a kernel; fake_gpu_counts fills
+    (syncs, records, queries, created, destroyed, invalidated)."""
+    import ctypes
+    lib = os.path.join(build_dir or "", "tests", "libfake_cudart.so")
+    if not os.path.exists(lib):
+        pytest.skip("the fake CUDA runtime is not built")
+    monkeypatch.setenv("STEPWATCH_CUDART", lib)
+    fake = ctypes.CDLL(lib)
+    fake.fake_gpu_launch.argtypes = [ctypes.c_uint64]
+    fake.fake_gpu_idle_at.restype = ctypes.c_uint64
+    return fake

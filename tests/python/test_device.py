@@ -218,7 +218,7 @@ def test_device_time_of_known_kernels_without_synchronizing():
                     "warmup_steps": 1, "failed": False, "steps_sampled_out": 0,
                     "sample_every": 1, "steps_captured": 0, "boundaries_captured": 0,
                     "most_behind": info["most_behind"], "events": gpu.events,
-                    "events_in": "Python"}
+                    "intervals": 0, "intervals_timed": 0, "events_in": "Python"}
     assert 1 <= info["most_behind"] <= 3  # the loss synchronizes every step
     assert gpu.synchronized == 0
     assert gpu.events <= 3 * 12  # pooled: made for the steps in flight, reused
@@ -403,7 +403,7 @@ def test_a_loop_that_raises_does_the_same_with_device_time():
     assert "device time stopped: the GPU runtime failed to create an event" in proc.stderr
 
 
-def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir):
+def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, fake_cudart):
     """device_time=True records through the CUDA runtime from C (here the fake runtime of
     tests/device/fake_cudart.c, with torch's answers stood in for: no CUDA here): the stream
     is asked once per step, no Python event is ever made, the phases get their kernels'
@@ -412,13 +412,7 @@ def test_device_time_true_records_in_c_on_the_step_stream(monkeypatch, build_dir
 
     from stepwatch import devicestats
 
-    lib = os.path.join(build_dir, "tests", "libfake_cudart.so")
-    if not os.path.exists(lib):
-        pytest.skip("the fake CUDA runtime is not built")
-    monkeypatch.setenv("STEPWATCH_CUDART", lib)
-    fake = ctypes.CDLL(lib)  # the same library stepwatch opens: one fake GPU
-    fake.fake_gpu_launch.argtypes = [ctypes.c_uint64]
-    fake.fake_gpu_idle_at.restype = ctypes.c_uint64
+    fake = fake_cudart  # the same library stepwatch opens: one fake GPU
     asked, made = [], []
     monkeypatch.setattr(devicestats, "_torch_clock", lambda: (
         lambda: made.append(1), lambda: True, lambda: asked.append(1) or 0))

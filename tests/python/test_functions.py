@@ -741,3 +741,52 @@ def check_flame_graphs(exe, run_file, html):
     assert 'data-chart="flame" data-flame="data"' in dom
     assert 'data-frame="train.py:5(scale)"' in dom
     assert "Function profiles" in dom
+
+
+# The profile's clock waits out its calibration (20 ms from the clock's start) the first time
+# its unit is read; meanwhile the program's other threads run (the GIL is off). In a fresh
+# process (the calibration is once per process): a thread records the time every half ms, and
+# the call that reads the unit right after the clock started is timed. With the GIL held
+# through the wait, the thread records nothing from the call's start until the wait ends
+# (clock start + 20 ms, at least t0 + wait): none after its first third. Without the GIL it records there
+# unless the system holds it off the CPU all that time (a loaded machine): one run of five
+# is enough to show it can.
+GIL_SCRIPT = '''
+import threading, time
+import stepwatch
+ticks, stop = [], threading.Event()
+def ticking():  # mostly asleep: a loaded system wakes it promptly
+    while not stop.is_set():
+        ticks.append(time.perf_counter())
+        time.sleep(0.0005)
+other = threading.Thread(target=ticking)
+other.start()
+prof = stepwatch.Profiler(functions=["work"], live=False)
+start = time.perf_counter()
+with prof.action("work"):  # the function profiler's tick clock starts here
+    sum(range(10))
+t0 = time.perf_counter()
+prof.function_actions()  # reads the unit: waits out the rest of the calibration
+t1 = time.perf_counter()
+stop.set()
+other.join()
+wait = 0.020 - (t0 - start)  # at least this much of the calibration was left
+print(wait, t1 - t0, sum(t0 + 0.3 * wait < t < t0 + wait for t in ticks))
+'''
+
+
+def test_the_calibration_wait_lets_other_threads_run():
+    import subprocess
+    runs = []
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", GIL_SCRIPT], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        wait, took, ran = out.stdout.split()
+        runs.append((float(wait), float(took), int(ran)))
+        if runs[-1][0] >= 0.010 and runs[-1][1] >= 0.9 * runs[-1][0] and runs[-1][2] > 0:
+            break
+    waited = [r for r in runs if r[0] >= 0.010 and r[1] >= 0.9 * r[0]]
+    if not waited:  # the clock's unit is 1 without an invariant TSC: nothing to wait for
+        pytest.skip(f"no calibration wait seen: {runs}")
+    assert any(ran > 0 for _, _, ran in waited), runs

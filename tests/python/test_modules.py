@@ -401,3 +401,147 @@ def test_fastai_profile_with_modules_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert "Modules (top" in out and "GELU" in out, out[-3000:]
     assert torch.nn.Module.__call__ is call  # the core made for modules= closed after its report
+
+
+# ---- GPU time per module: the fake CUDA runtime (tests/device/fake_cudart.c) ----------------
+
+class FakeKernels(torch.autograd.Function):
+    """Identity whose forward and backward each launch a kernel of known ns on the fake GPU."""
+
+    @staticmethod
+    def forward(ctx, x, fake, forward_ns, backward_ns):
+        ctx.fake, ctx.backward_ns = fake, backward_ns
+        fake.fake_gpu_launch(forward_ns)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.fake.fake_gpu_launch(ctx.backward_ns)
+        return grad, None, None, None
+
+
+class GpuLeaf(torch.nn.Module):
+    """Kernels of known GPU time, and a host time of its own (a sleep) unlike them."""
+
+    def __init__(self, fake, forward_ns, backward_ns, host_s=0.005):
+        super().__init__()
+        self.fake, self.forward_ns, self.backward_ns, self.host_s = fake, forward_ns, backward_ns, host_s
+        self.lin = torch.nn.Linear(8, 8)
+        self.host_ns = []  # the truth of its host time: each forward's, measured here
+
+    def forward(self, x):
+        t0 = time.perf_counter_ns()
+        out = FakeKernels.apply(self.lin(x), self.fake, self.forward_ns, self.backward_ns)
+        time.sleep(self.host_s)  # the GPU runs its kernel meanwhile: the host time is this
+        self.host_ns.append(time.perf_counter_ns() - t0)
+        return out
+
+
+class GpuBlock(torch.nn.Module):
+    """An inner leaf, then a kernel of its own: device self vs cumulative."""
+
+    def __init__(self, fake):
+        super().__init__()
+        self.fake = fake
+        self.inner = GpuLeaf(fake, 3_000_000, 2_000_000)
+
+    def forward(self, x):
+        return FakeKernels.apply(self.inner(x), self.fake, 1_000_000, 1_000_000)
+
+
+class GpuModel(torch.nn.Module):
+    def __init__(self, fake):
+        super().__init__()
+        self.enc = GpuLeaf(fake, 2_000_000, 3_000_000)
+        self.dec = GpuBlock(fake)
+
+    def forward(self, x):
+        return self.dec(self.enc(x))
+
+
+def test_module_device_times_on_the_step_stream(monkeypatch, fake_cudart, tmp_path):
+    """With device time on (here the fake CUDA runtime, torch's answers stood in for: no CUDA
+    here) each module's forward and backward are timed on the GPU by the phases' event
+    machinery: the kernels' known times come out as device times (within 5 %), cumulative and
+    self, while the host columns keep the host's times; nothing ever synchronizes."""
+    import ctypes
+
+    from stepwatch import devicestats
+
+    fake = fake_cudart  # the same library stepwatch opens: one fake GPU
+    monkeypatch.setattr(devicestats, "_torch_clock", lambda: (
+        lambda: pytest.fail("a Python event"), lambda: True, lambda: 0))
+    counts = (ctypes.c_uint64 * 6)()
+    fake.fake_gpu_counts(counts)
+    syncs = counts[0]
+    run = tmp_path / "run.sw"
+    model = GpuModel(fake)
+    model(torch.randn(4, 8)).sum().backward()  # torch's first matmul starts its libraries
+    prof = stepwatch.Profiler(device_time=True, modules=2, run_file=str(run))
+    # The GPU kept busy with earlier work: each module's kernels queue behind it, so a host
+    # that stalls (naming the modules at their first call, a loaded machine) leaves no idle
+    # GPU gap in their times.
+    fake.fake_gpu_launch(300_000_000)
+    for _ in range(6):  # steps 0, 2, 4 sampled
+        with prof.step():
+            fake.fake_gpu_launch(30_000_000)
+            model(torch.randn(4, 8)).sum().backward()
+    time.sleep(max(0, fake.fake_gpu_idle_at() - time.monotonic_ns()) / 1e9 + 0.005)
+    info = prof.device_time_info()
+    prof.close()  # the last sampled step's times are taken here: the GPU got there
+    fake.fake_gpu_counts(counts)
+    assert counts[0] == syncs  # never synchronized
+    assert info["events_in"] == "C" and info["intervals"] > 0, info
+    loaded = stepwatch.load(str(run))
+    data = json.loads(loaded.report("json"))
+    assert data["modules"]["clock"] == "host+device"
+    rows = {r["path"]: r for r in data["modules"]["rows"]}
+    print({p: (r["device_forward_ns"], r["device_backward_ns"], r["forward_ns"]) for p, r in rows.items()})
+    enc, dec, inner, top = rows["enc"], rows["dec"], rows["dec.inner"], rows[""]
+    steps = 3
+    for row in (enc, dec, inner, top):
+        assert row["device_forward_calls"] == row["forward_calls"] == steps, row
+        assert row["device_backward_calls"] == row["backward_calls"] == steps, row
+
+    def ms(n):  # n ms in each sampled step, in ns
+        return steps * n * 1e6
+
+    def near(got, want):  # within 5 %
+        return abs(got - want) <= 0.05 * want
+
+    assert near(enc["device_forward_ns"], ms(2)), enc
+    assert near(enc["device_backward_ns"], ms(3)), enc
+    assert near(inner["device_forward_ns"], ms(3)), inner
+    assert near(inner["device_backward_ns"], ms(2)), inner
+    assert near(dec["device_forward_ns"], ms(4)), dec  # its kernel and its leaf's
+    assert near(dec["device_forward_self_ns"], ms(1)), dec
+    assert near(dec["device_backward_ns"], ms(3)), dec
+    assert near(dec["device_backward_self_ns"], ms(1)), dec
+    assert near(top["device_forward_ns"], ms(6)), top
+    assert top["device_forward_self_ns"] < 0.05 * top["device_forward_ns"], top
+    # the host columns stay the host's: the leaves' sleeps, not their kernels
+    host = sum(model.enc.host_ns[1::2])  # the calls of the sampled steps (the warm-up's first)
+    assert abs(enc["forward_ns"] - host) <= 0.15 * host, (enc, host)
+    assert enc["forward_ns"] > 2 * enc["device_forward_ns"], enc  # 5 ms of host, 2 of GPU
+    text = loaded.report("table")
+    assert "by device self time; host and GPU device time" in text and "Dev fwd self" in text
+    csv_lines = loaded.report("csv").splitlines()
+    header = csv_lines[0].split(",")
+    line = [ln.split(",") for ln in csv_lines if ln.startswith("enc,forward,module,3,")][0]
+    assert len(line) == len(header) and line[header.index("device_count")] == "3"
+    assert near(float(line[header.index("device_total_s")]), ms(2) / 1e9)
+    # the HTML report's Modules section: the GPU's columns beside the host's, drawn
+    import shutil
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return  # the rest needs a browser (the other tests say so)
+    page = tmp_path / "report.html"
+    stepwatch.html(str(run), str(page))
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--window-size=1400,3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = done.stdout[done.stdout.index('data-table="modules"'):]
+    table = table[:table.index("</table>")]
+    assert "Dev fwd self" in table and "Dev bwd total" in table
+    assert table.index("dec") < table.index("enc.lin")  # the GPU's self time ranks

@@ -149,22 +149,11 @@ def decorated() -> None:
 '''
 
 
-def test_mypy_strict_passes_on_a_user_script(tmp_path):
-    pytest.importorskip("mypy")
-    script = tmp_path / "user_script.py"
-    script.write_text(textwrap.dedent(USER_SCRIPT))
-    # From tmp_path: stepwatch is the installed package (its py.typed and stubs), not python/.
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "--python-version", "3.11", str(script)], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Success" in done.stdout
-    # And the check can fail: a wrong call is caught.
-    script.write_text(textwrap.dedent(USER_SCRIPT) + "\nstepwatch.Profiler(warmup_steps='2')\n")
-    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           str(script)], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=600)
-    assert done.returncode == 1 and "warmup_steps" in done.stdout, done.stdout
+def test_mypy_strict_passes_on_a_user_script(mypy_run):
+    # No error in the script; the same script with a wrong call added fails on that call.
+    assert mypy_run.errors("user_script.py") == [], mypy_run.output
+    wrong = mypy_run.errors("user_script_wrong.py")
+    assert len(wrong) == 1 and "warmup_steps" in wrong[0], mypy_run.output
 
 
 def test_the_installed_package_carries_its_types_and_no_c_files():
@@ -246,44 +235,75 @@ def ranks() -> None:
 
 # The frameworks as mypy sees them when they ship no types or are not installed: skipped (Any).
 # A user's mypy that reads them gets their real base classes (the stubs import them); here it
-# would read torch, minutes of work.
-FRAMEWORKS_SKIPPED = """
+# would read them all, minutes of work. The scripts' run reads torch (a user's mypy does, for
+# the user script: live.py imports torch.utils.tensorboard); stubtest skips it too.
+FRAMEWORKS = "lightning.*,lightning_fabric.*,ignite.*,fastai.*,fastcore.*"
+SKIPPED = """
 [mypy]
 strict = True
-[mypy-torch.*,lightning.*,lightning_fabric.*,ignite.*,fastai.*,fastcore.*]
+[mypy-{}]
 follow_imports = skip
 ignore_missing_imports = True
 """
+FRAMEWORKS_SKIPPED = SKIPPED.format(FRAMEWORKS)
+STUBTEST_CONFIG = SKIPPED.format("torch.*," + FRAMEWORKS)
 
 
-def run_mypy(tmp_path, *args):
-    config = tmp_path / "mypy.ini"
-    config.write_text(FRAMEWORKS_SKIPPED)
-    return subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(config),
-                           "--no-incremental", *args], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=600)
+# The wrong calls added to ADAPTER_SCRIPT, each caught by the stub of its adapter.
+ADAPTER_WRONG = {'Argument "max_rows" to "BasicTimeProfiler"': 'BasicTimeProfiler(max_rows="10")',
+                 'Argument "logger_callback" to "ThroughputCallback"':
+                     'ThroughputCallback(logger_callback="wandbx")',
+                 'Argument "format" to "watch"': 'swdist.watch(format="html")',
+                 'Argument "format" to "Profiler"': 'Profiler(format="xml")',
+                 'Argument 1 to "TimeProfiler"': 'TimeProfiler("backwards")'}
 
 
-def test_mypy_strict_passes_on_a_script_of_the_adapters(tmp_path):
+class MypyRun:
+    """One `mypy --strict` run over the scripts, read per file."""
+
+    def __init__(self, done):
+        self.returncode, self.output = done.returncode, done.stdout + done.stderr
+
+    def errors(self, filename):
+        return [line for line in self.output.splitlines()
+                if line.startswith(filename + ":") and ": error:" in line]
+
+
+@pytest.fixture(scope="module")
+def mypy_run(tmp_path_factory):
+    """mypy --strict once over the user script, the adapters' script and each one with wrong
+    calls added: each mypy run reads the standard library's and torch's stubs (live.py imports
+    torch.utils.tensorboard) for most of a minute, so one run instead of four (the checks are
+    per file: an error is reported in the file it is in). The frameworks with no types of
+    their own are skipped (FRAMEWORKS_SKIPPED, torch read: the user script's view is a user's
+    own mypy's). From a temporary folder: stepwatch is the installed package (its py.typed
+    and stubs), not python/."""
     pytest.importorskip("mypy")
-    script = tmp_path / "adapters_script.py"
-    script.write_text(textwrap.dedent(ADAPTER_SCRIPT))
-    done = run_mypy(tmp_path, str(script))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Success" in done.stdout
-    # Wrong calls are caught, each by the stub of its adapter.
-    wrong = {'Argument "max_rows" to "BasicTimeProfiler"': 'BasicTimeProfiler(max_rows="10")',
-             'Argument "logger_callback" to "ThroughputCallback"':
-                 'ThroughputCallback(logger_callback="wandbx")',
-             'Argument "format" to "watch"': 'swdist.watch(format="html")',
-             'Argument "format" to "Profiler"': 'Profiler(format="xml")',
-             'Argument 1 to "TimeProfiler"': 'TimeProfiler("backwards")'}
-    script.write_text(textwrap.dedent(ADAPTER_SCRIPT) + "\n".join(wrong.values()) + "\n")
-    done = run_mypy(tmp_path, str(script))
-    assert done.returncode == 1, done.stdout
-    for message in wrong:
-        assert message in done.stdout, (message, done.stdout)
-    assert done.stdout.count("[arg-type]") == len(wrong), done.stdout
+    folder = tmp_path_factory.mktemp("mypy")
+    scripts = {"user_script.py": USER_SCRIPT,
+               "user_script_wrong.py": USER_SCRIPT + "\nstepwatch.Profiler(warmup_steps='2')\n",
+               "adapters_script.py": ADAPTER_SCRIPT,
+               "adapters_script_wrong.py":
+                   ADAPTER_SCRIPT + "\n".join(ADAPTER_WRONG.values()) + "\n"}
+    for name, text in scripts.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    (folder / "mypy.ini").write_text(FRAMEWORKS_SKIPPED)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini",
+                           "--no-incremental", "--python-version", "3.11", *scripts],
+                          capture_output=True, text=True, cwd=folder, timeout=600)
+    run = MypyRun(done)
+    # Errors in the wrong scripts only: mypy fails, and says where.
+    assert run.returncode == 1 and "(checked 4 source files)" in run.output, run.output
+    return run
+
+
+def test_mypy_strict_passes_on_a_script_of_the_adapters(mypy_run):
+    assert mypy_run.errors("adapters_script.py") == [], mypy_run.output
+    wrong = mypy_run.errors("adapters_script_wrong.py")
+    for message in ADAPTER_WRONG:
+        assert any(message in line for line in wrong), (message, mypy_run.output)
+    assert len(wrong) == len(ADAPTER_WRONG), mypy_run.output
+    assert all(line.endswith("[arg-type]") for line in wrong), mypy_run.output
 
 
 # What stubtest cannot judge: an enum with a str mixin gets str's __new__ from the checker.
@@ -307,7 +327,7 @@ def test_the_adapter_stubs_match_the_modules(tmp_path):
     allowlist = tmp_path / "allowlist.txt"
     allowlist.write_text("".join(f"{name}\n" for name in STUBTEST_ALLOWED
                                  if name.rsplit(".", 2)[0] in modules))
-    (tmp_path / "mypy.ini").write_text(FRAMEWORKS_SKIPPED)
+    (tmp_path / "mypy.ini").write_text(STUBTEST_CONFIG)
     done = subprocess.run([sys.executable, "-m", "mypy.stubtest", "--ignore-missing-stub",
                            "--allowlist", str(allowlist), "--mypy-config-file",
                            str(tmp_path / "mypy.ini"), *modules],

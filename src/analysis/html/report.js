@@ -746,12 +746,15 @@
       s.appendChild(el("p", { "class": "note" }, "No counters recorded."));
     }
 
-    /* Per-module time and memory (Profiler(modules=...)): every module, most self time first. */
+    /* Per-module time and memory (Profiler(modules=...)): every module, most self time first;
+       with GPU times (device time on), the GPU's columns beside the host's, sorted by them. */
     if (D.modules && D.modules.length) {
       s = section(P + "Modules", parent);
       var every = (D.notes.filter(function (n) { return n[0] === "modules_every"; })[0] || [])[1];
       var sampled = (D.notes.filter(function (n) { return n[0] === "modules_sampled_steps"; })[0] || [])[1];
-      s.appendChild(el("p", { "class": "note" }, "Host time summed over the sampled steps (every " +
+      var gpu = D.modules[0].device_self !== undefined;
+      s.appendChild(el("p", { "class": "note" }, (gpu ? "Host time and GPU device time (Dev: GPU events" +
+        " on the step's stream)" : "Host time") + " summed over the sampled steps (every " +
         (every || "?") + " step(s): " + (sampled || "?") + " sampled); total includes submodules, self does not."));
       var bytes = function (v) {
         if (v === null || v === undefined || isNaN(v)) return "-";
@@ -759,12 +762,18 @@
         while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
         return (i ? v.toFixed(v < 10 ? 2 : 1) : v) + " " + u[i];
       };
-      s.appendChild(table(D.modules.slice(), [["Module", "path", id, true], ["Class", "class", id, true, true],
+      var cols = [["Module", "path", id, true], ["Class", "class", id, true, true],
         ["Self", "self", fmtDur], ["Fwd self", "forward_self", fmtDur], ["Fwd total", "forward_total", fmtDur],
         ["Bwd self", "backward_self", fmtDur], ["Bwd total", "backward_total", fmtDur],
-        ["Forwards", "forward_calls", fmtCount, false, true], ["Backwards", "backward_calls", fmtCount, false, true],
+        ["Forwards", "forward_calls", fmtCount, false, true], ["Backwards", "backward_calls", fmtCount, false, true]];
+      if (gpu) cols = cols.slice(0, 2).concat([["Dev self", "device_self", fmtDur],
+        ["Dev fwd self", "device_forward_self", fmtDur], ["Dev fwd total", "device_forward_total", fmtDur],
+        ["Dev bwd self", "device_backward_self", fmtDur], ["Dev bwd total", "device_backward_total", fmtDur],
+        ["Dev forwards", "device_forward_calls", fmtCount, false, true]], cols.slice(2));
+      s.appendChild(table(D.modules.slice().sort(function (a, b) {
+        return gpu ? b.device_self - a.device_self : 0; }), cols.concat([
         ["Params", "params", bytes, false, true], ["Grads", "grads", bytes, false, true],
-        ["Optim state", "optimizer", bytes, false, true], ["Activations", "activations", bytes, false, true]],
+        ["Optim state", "optimizer", bytes, false, true], ["Activations", "activations", bytes, false, true]]),
         "modules"));
     }
 
