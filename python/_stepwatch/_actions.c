@@ -302,9 +302,14 @@ static PyObject *Timed_vectorcall(PyObject *callable, PyObject *const *args, siz
     if (p)
         sw_begin(p, id);
     PyObject *r = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    sw_py_aside aside = {0};
+    if (r == NULL) /* the end tells the watchers, which may run Python */
+        sw_py_set_aside(&aside);
     p = owner->p; /* the call may have closed the profiler */
     if (p)
         sw_end(p, id);
+    if (r == NULL)
+        sw_py_put_back(&aside);
     return r;
 }
 

@@ -113,30 +113,16 @@ static int failed(PyObject *what) {
  * result with an exception set"), and put back untouched, whatever the calls do. */
 typedef struct py_call {
     PyGILState_STATE gil;
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *pending;
-#else
-    PyObject *type, *value, *traceback;
-#endif
+    sw_py_aside pending;
 } py_call;
 
 static void enter(py_call *call) {
     call->gil = PyGILState_Ensure();
-#if PY_VERSION_HEX >= 0x030C0000
-    call->pending = PyErr_GetRaisedException();
-#else
-    PyErr_Fetch(&call->type, &call->value, &call->traceback);
-#endif
+    sw_py_set_aside(&call->pending);
 }
 
 static void leave(py_call *call) {
-    if (PyErr_Occurred()) /* never the program's: ours are said and cleared where raised */
-        PyErr_Clear();
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(call->pending);
-#else
-    PyErr_Restore(call->type, call->value, call->traceback);
-#endif
+    sw_py_put_back(&call->pending); /* ours, if any, are said and dropped: never the program's */
     PyGILState_Release(call->gil);
 }
 

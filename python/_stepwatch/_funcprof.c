@@ -171,8 +171,8 @@ static PyObject *bound_builtin(PyObject *descr, PyObject *self) {
  * or SW_FNODE_NONE. */
 static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, PyObject *self_arg,
                              int is_c) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     uint32_t index = SW_FNODE_NONE;
     PyObject *keep = NULL;
     sw_func f = {.file = "~", .line = 0};
@@ -197,8 +197,7 @@ static uint32_t add_function(fp_data *d, uint64_t key, PyObject *obj, PyObject *
             PyList_Append(d->objects, keep);
     }
     Py_XDECREF(keep);
-    PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
+    sw_py_put_back(&aside);
     return index;
 }
 
@@ -545,8 +544,8 @@ static int monitor_set_events(int c_events) {
 static void monitor_stop(void) {
     if (monitor.tool < 0)
         return;
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     monitoring_call("set_events", "(ii)", monitor.tool, 0);
     PyErr_Clear();
     for (int k = 0; k < EV_SETS; k++)
@@ -559,14 +558,14 @@ static void monitor_stop(void) {
     PyErr_Clear();
     monitor.tool = -1;
     monitor.noop = 0;
-    PyErr_Restore(et, ev, tb);
+    sw_py_put_back(&aside);
 }
 
 /* A thread's first action opens on this hook (c_calls: it records C builtins). 0, or -1
  * when sys.monitoring cannot be had. Keeps any exception pending. */
 static int monitor_begin(int c_calls) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     int rc = 0;
     if (monitor.noop) /* the floor was left on: ours takes the tool over */
         monitor_stop();
@@ -583,8 +582,7 @@ static int monitor_begin(int c_calls) {
             rc = -1;
         }
     }
-    PyErr_Clear();
-    PyErr_Restore(et, ev, tb);
+    sw_py_put_back(&aside);
     return rc;
 }
 
@@ -597,11 +595,10 @@ static void monitor_end(int c_calls) {
     if (monitor.threads == 0) {
         monitor_stop();
     } else if (c_calls && monitor.c_threads == 0) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
+        sw_py_aside aside;
+        sw_py_set_aside(&aside);
         monitor_set_events(0); /* the CALL events off; failing, they stay and are skipped */
-        PyErr_Clear();
-        PyErr_Restore(et, ev, tb);
+        sw_py_put_back(&aside);
     }
 }
 #endif /* FP_HAVE_MONITORING */

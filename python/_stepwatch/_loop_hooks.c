@@ -18,7 +18,11 @@
  * the batch's copy to the device (h2d_copy, data); anywhere else it costs one check.
  *
  * Hooks never raise on their own account and never swallow the user's exceptions: a closed
- * profiler or a closed Loop makes them call straight through.
+ * profiler or a closed Loop makes them call straight through, and once the call a hook wraps
+ * raised, its exception waits aside (sw_py_set_aside) while the hook's own work runs: that
+ * work may run Python (is there an optimizer?, a function profiler's watcher, the device
+ * clock, torch's allocator at a step's end). An optimizer step that raised gets no post-hook
+ * from torch: the next step finds it open but not running, and drops it.
  */
 #include "_loop.h"
 
@@ -167,6 +171,9 @@ void sw_py_loop_call_end(LoopObject *loop, PyObject *result) {
     if (p == NULL || action == SW_ID_NONE)
         return;
     uint64_t now = sw_now_ns();
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the ends below tell the watchers, which may run Python */
+        sw_py_set_aside(&aside);
     if (loop->candidate) {
         loop->candidate = 0;
         action = is_scalar(loop, result) ? loop->loss : loop->forward;
@@ -186,6 +193,8 @@ void sw_py_loop_call_end(LoopObject *loop, PyObject *result) {
     part_took(loop, now - loop->call_start);
     loop->step_last = now;
     resume_optimizer(loop);
+    if (result == NULL)
+        sw_py_put_back(&aside);
 }
 
 /* The spans the Loop records after the fact (sw_record): a function profiler watching their
@@ -247,6 +256,24 @@ static void new_batch_type(LoopObject *loop, PyObject *batch) {
     Py_XDECREF(r);
 }
 
+/* The loader's next() raised: a StopIteration says the loader is done, which may end a step
+ * (Python: torch's allocator); anything else only ends the fetch. */
+static PyObject *fetch_raised(LoopObject *loop, sw_py_funcs *funcs) {
+    int loader_done = PyErr_ExceptionMatches(PyExc_StopIteration);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
+    funcs_end(loop, funcs, loop->data);
+    sw_profiler *p = loop->owner->p;
+    if (p != NULL) {
+        loop->may_consume = 1;
+        resume_optimizer(loop);
+        if (loader_done)
+            sw_py_loop_loader_done(loop, p);
+    }
+    sw_py_put_back(&aside);
+    return NULL;
+}
+
 static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyObject *const *args,
                            size_t nargsf, PyObject *kwnames) {
     if (loop->in_fetch || PyVectorcall_NARGS(nargsf) < 1)
@@ -261,14 +288,16 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     uint64_t end = sw_now_ns();
     loop->in_fetch--;
     part_took(loop, end - start);
+    if (batch == NULL)
+        return fetch_raised(loop, funcs);
     funcs_end(loop, funcs, loop->data);
     if ((p = loop->owner->p) == NULL)
         return batch;
-    if (batch != NULL && loop->rule == RULE_MANUAL) {
+    if (loop->rule == RULE_MANUAL) {
         pending_event e = {loop->data, kind,  sw_py_batch_size(batch, loop->shape),
                            slot,       start, end};
         sw_py_loop_settle(loop, p, &e);
-    } else if (batch != NULL) { /* held until a forward consumes it */
+    } else { /* held until a forward consumes it */
         if (loop->on_batch_type != NULL && (PyObject *)Py_TYPE(batch) != loop->batch_type)
             new_batch_type(loop, batch);
         PyObject *leaf = sw_py_batch_leaf(batch, loop->shape);
@@ -284,10 +313,6 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     }
     loop->may_consume = 1;
     resume_optimizer(loop);
-    if (batch == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_StopIteration))
-            sw_py_loop_loader_done(loop, p); /* the loader is done */
-    }
     return batch;
 }
 
@@ -324,9 +349,9 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
         return result;
     /* The rules below call Python (is there an optimizer?): the backward's exception, if
      * any, waits aside, else it would be lost (a SystemError instead). */
-    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    sw_py_aside aside = {0};
     if (result == NULL)
-        PyErr_Fetch(&type, &value, &tb);
+        sw_py_set_aside(&aside);
     sw_end(p, loop->backward);
     loop->step_last = sw_now_ns();
     part_took(loop, loop->step_last - now);
@@ -334,7 +359,7 @@ static PyObject *hook_backward(LoopObject *loop, sw_profiler *p, PyObject *func,
     sw_py_loop_backward_done(loop, p);
     resume_optimizer(loop);
     if (result == NULL)
-        PyErr_Restore(type, value, tb);
+        sw_py_put_back(&aside);
     return result;
 }
 
@@ -349,6 +374,9 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the device clock and the watcher may run Python */
+        sw_py_set_aside(&aside);
     if (loop->owner->p == p)
         sw_device_mark(p, loop->zero_grad, 0);
     loop->in_zero_grad = 0;
@@ -359,6 +387,8 @@ static PyObject *hook_zero_grad(LoopObject *loop, sw_profiler *p, PyObject *func
         sw_py_loop_settle(loop, p, &e);
     }
     resume_optimizer(loop);
+    if (result == NULL)
+        sw_py_put_back(&aside);
     return result;
 }
 
@@ -378,11 +408,16 @@ static PyObject *hook_copy(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the device clock may run Python */
+        sw_py_set_aside(&aside);
     if (loop->owner->p == p)
         sw_device_mark(p, loop->copy, 0);
     loop->in_copy = 0;
     if (result != NULL && loop->owner->p == p)
         sw_py_loop_copied(loop, start, end);
+    if (result == NULL)
+        sw_py_put_back(&aside);
     return result;
 }
 
@@ -523,9 +558,14 @@ static PyObject *hook_closure(LoopObject *loop, sw_profiler *p, PyObject *func,
     uint64_t own = end - start > loop->closure_parts ? end - start - loop->closure_parts : 0;
     loop->closure_parts = outer_parts;
     part_took(loop, end - start); /* a closure inside a closure */
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the device clock may run Python */
+        sw_py_set_aside(&aside);
     if ((p = loop->owner->p) != NULL)
         sw_record(p, loop->closure, end - own, end);
     resume_optimizer(loop);
+    if (result == NULL)
+        sw_py_put_back(&aside);
     return result;
 }
 
@@ -571,7 +611,46 @@ done:
     return out;
 }
 
+/* Does an optimizer step run around this one (a step inside a step: Lookahead, ZeRO)? torch
+ * calls the pre-hooks from its step wrapper: another frame of that code further up the stack
+ * is a step that has not returned. Asked only while a step is open here (no cost otherwise);
+ * a nested step's outer frame is a few calls up, 64 is far beyond. */
+static int inside_a_step(void) {
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: torch's step wrapper */
+    if (frame == NULL)
+        return 0;
+    PyCodeObject *wrapper = PyFrame_GetCode(frame);
+    PyFrameObject *up = PyFrame_GetBack(frame);
+    int found = 0;
+    for (int depth = 0; up != NULL && !found && depth < 64; depth++) {
+        PyCodeObject *code = PyFrame_GetCode(up);
+        found = code == wrapper;
+        Py_DECREF(code);
+        PyFrameObject *next = PyFrame_GetBack(up);
+        Py_DECREF(up);
+        up = next;
+    }
+    Py_XDECREF(up);
+    Py_DECREF(wrapper);
+    if (PyErr_Occurred()) /* a frame object that could not be made (no memory) */
+        PyErr_Clear();
+    return found;
+}
+
+/* The outermost step open here is not running: it raised (torch calls no post-hook then)
+ * and the program went on. It ends now, recorded nowhere: its time stays in the step's
+ * "other". */
+static void optimizer_dropped(LoopObject *loop, sw_profiler *p) {
+    sw_device_mark(p, loop->optimizer, 0); /* marks come in pairs */
+    funcs_end(loop, loop->optimizer_funcs, loop->optimizer);
+    loop->optimizer_funcs = NULL;
+    loop->optimizer_depth = 0;
+    loop->optimizer_paused = 0;
+}
+
 static void optimizer_pre(LoopObject *loop, sw_profiler *p) {
+    if (loop->optimizer_depth > 0 && !inside_a_step())
+        optimizer_dropped(loop, p);
     if (++loop->optimizer_depth != 1)
         return;
     uint64_t now = sw_now_ns();

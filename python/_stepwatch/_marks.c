@@ -526,6 +526,9 @@ static PyObject *HandlerTimer_vectorcall(PyObject *callable, PyObject *const *ar
     uint64_t start = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(self->handler, args, nargsf, kwnames);
     uint64_t end = sw_now_ns();
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the record tells the device timing, which may run Python */
+        sw_py_set_aside(&aside);
     sw_profiler *p = self->owner->p;
     uint64_t ns = end >= start ? end - start : 0;
     if (p != NULL && ns >= self->threshold_ns) {
@@ -535,6 +538,8 @@ static PyObject *HandlerTimer_vectorcall(PyObject *callable, PyObject *const *ar
         if (self->kept < self->capacity)
             self->kept++;
     }
+    if (result == NULL)
+        sw_py_put_back(&aside);
     return result;
 }
 

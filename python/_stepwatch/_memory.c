@@ -154,10 +154,10 @@ void sw_py_step_end(ProfilerObject *owner, uint64_t end_ns) {
         return;
     if (owner->memory != NULL) {
         /* A step may end while an exception is on its way (a hook's): keep it intact. */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
+        sw_py_aside aside;
+        sw_py_set_aside(&aside);
         sw_py_step_memory(owner->memory, p);
-        PyErr_Restore(type, value, traceback);
+        sw_py_put_back(&aside);
     }
     sw_step_end_at(p, end_ns);
 }

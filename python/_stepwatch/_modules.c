@@ -525,6 +525,9 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
     f->t0 = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
+    sw_py_aside aside = {0};
+    if (result == NULL) /* reading the allocator calls torch (and clears its errors) */
+        sw_py_set_aside(&aside);
     f = &m->fwd[--m->fdepth];
     if (f->device)
         sw_device_interval_end(m->device, f->device);
@@ -541,10 +544,12 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
             row->activation_bytes = grown;
     }
     m->dirty = 1;
-    if (result != NULL)
+    if (result != NULL) {
         hook_backward(m, index, &inputs, result);
-    else
+    } else {
+        sw_py_put_back(&aside);
         name_oom(m, index, NULL, "forward");
+    }
     nodes_clear(&inputs);
     return result;
 }
@@ -561,11 +566,11 @@ static PyObject *hook_module_call(ModulesObject *m, PyObject *func, PyObject *co
     if (m->sampling) {
         PyObject *r = timed_call(m, func, args, nargsf, kwnames);
         if (m->fdepth == 0 && m->fskipped == 0) {
-            PyObject *type, *val, *tb;
-            PyErr_Fetch(&type, &val, &tb); /* the user's exception, if any, goes on */
-            PyDict_Clear(m->node_hooks);   /* the nodes keep their hooks */
+            sw_py_aside aside; /* the user's exception, if any, goes on */
+            sw_py_set_aside(&aside);
+            PyDict_Clear(m->node_hooks); /* the nodes keep their hooks */
             maybe_flush(m);
-            PyErr_Restore(type, val, tb);
+            sw_py_put_back(&aside);
         }
         return r;
     }
@@ -582,11 +587,11 @@ static PyObject *hook_autograd_backward(ModulesObject *m, PyObject *func, PyObje
     if (r == NULL)
         name_oom(m, m->bdepth ? m->bwd[m->bdepth - 1].index : UINT32_MAX, NULL, "backward");
     if (m->bdepth > 0) {
-        PyObject *type, *val, *tb;
-        PyErr_Fetch(&type, &val, &tb);
+        sw_py_aside aside;
+        sw_py_set_aside(&aside);
         bwd_close_all(m, sw_now_ns());
         maybe_flush(m);
-        PyErr_Restore(type, val, tb);
+        sw_py_put_back(&aside);
     }
     return r;
 }

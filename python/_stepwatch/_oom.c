@@ -16,8 +16,8 @@
  * result (new reference), or NULL. The pending exception, if any, waits aside meanwhile and
  * comes back as it was; every error of the call is cleared: it never raises. */
 static PyObject *call_oom(const char *name, const char *format, ...) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     va_list va;
     va_start(va, format);
     PyObject *args = Py_VaBuildValue(format, va);
@@ -28,8 +28,7 @@ static PyObject *call_oom(const char *name, const char *format, ...) {
     Py_XDECREF(func);
     Py_XDECREF(helper);
     Py_XDECREF(args);
-    PyErr_Clear();
-    PyErr_Restore(type, value, tb);
+    sw_py_put_back(&aside); /* the call's own error, if any, is dropped */
     return r;
 }
 

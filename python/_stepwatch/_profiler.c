@@ -99,14 +99,14 @@ static void detach_modules(ProfilerObject *self) {
     if (modules == NULL)
         return;
     self->modules = NULL;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     PyObject *r = PyObject_CallMethod(modules, "close", NULL);
     if (r == NULL)
         PyErr_WriteUnraisable(modules);
     Py_XDECREF(r);
     Py_DECREF(modules);
-    PyErr_Restore(type, value, tb);
+    sw_py_put_back(&aside);
 }
 
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {

@@ -448,10 +448,10 @@ static PyObject *Spans_timed(SpansObject *self, PyObject *const *args, Py_ssize_
     span_start(self, args[0], 0);
     PyObject *result = PyObject_Vectorcall(args[1], args + 2, (size_t)(nargs - 2), kwnames);
     uint64_t now = sw_now_ns();
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
     span_stop(self, args[0], now);
-    PyErr_Restore(type, value, traceback);
+    sw_py_put_back(&aside);
     return result;
 }
 
@@ -475,8 +475,13 @@ static PyObject *Spans_batch(SpansObject *self, PyObject *const *args, Py_ssize_
         self->copy = sw_action(p, "h2d_copy");
     sw_begin(p, self->copy);
     PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    sw_py_aside aside = {0};
+    if (result == NULL) /* the end tells the watchers, which may run Python */
+        sw_py_set_aside(&aside);
     if (self->owner->p == p)
         sw_end(p, self->copy);
+    if (result == NULL)
+        sw_py_put_back(&aside);
     return result;
 }
 

@@ -116,6 +116,40 @@ extern PyType_Spec sw_py_modules_hook_spec;
 extern PyType_Spec sw_py_node_hook_spec;
 
 /* ------------------------------------------------------------------------------------------
+ * The program's exception, set aside
+ * ---------------------------------------------------------------------------------------- */
+
+/* Where stepwatch's own work runs while an exception is on its way (after the user's call it
+ * wraps raised, in a hook firing as a frame unwinds), that exception waits aside: the work
+ * may run Python (a lookup, a function profiler's watcher, a device clock, torch's
+ * allocator), and Python run with an exception set loses it or turns it into a SystemError.
+ * sw_py_put_back restores it as it was (type, value, traceback) and drops whatever the work
+ * left set; with nothing set aside it only clears. 3.12 has one object for the three. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *traceback;
+#endif
+} sw_py_aside;
+
+static inline void sw_py_set_aside(sw_py_aside *aside) {
+#if PY_VERSION_HEX >= 0x030C0000
+    aside->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&aside->type, &aside->value, &aside->traceback);
+#endif
+}
+
+static inline void sw_py_put_back(sw_py_aside *aside) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(aside->exc);
+#else
+    PyErr_Restore(aside->type, aside->value, aside->traceback);
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
 
