@@ -762,16 +762,16 @@
         while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
         return (i ? v.toFixed(v < 10 ? 2 : 1) : v) + " " + u[i];
       };
-      var cols = [["Module", "path", id, true], ["Class", "class", id, true, true],
+      var moduleCols = [["Module", "path", id, true], ["Class", "class", id, true, true],
         ["Self", "self", fmtDur], ["Fwd self", "forward_self", fmtDur], ["Fwd total", "forward_total", fmtDur],
         ["Bwd self", "backward_self", fmtDur], ["Bwd total", "backward_total", fmtDur],
         ["Forwards", "forward_calls", fmtCount, false, true], ["Backwards", "backward_calls", fmtCount, false, true]];
-      if (gpu) cols = cols.slice(0, 2).concat([["Dev self", "device_self", fmtDur],
+      if (gpu) moduleCols = moduleCols.slice(0, 2).concat([["Dev self", "device_self", fmtDur],
         ["Dev fwd self", "device_forward_self", fmtDur], ["Dev fwd total", "device_forward_total", fmtDur],
         ["Dev bwd self", "device_backward_self", fmtDur], ["Dev bwd total", "device_backward_total", fmtDur],
-        ["Dev forwards", "device_forward_calls", fmtCount, false, true]], cols.slice(2));
+        ["Dev forwards", "device_forward_calls", fmtCount, false, true]], moduleCols.slice(2));
       s.appendChild(table(D.modules.slice().sort(function (a, b) {
-        return gpu ? b.device_self - a.device_self : 0; }), cols.concat([
+        return gpu ? b.device_self - a.device_self : 0; }), moduleCols.concat([
         ["Params", "params", bytes, false, true], ["Grads", "grads", bytes, false, true],
         ["Optim state", "optimizer", bytes, false, true], ["Activations", "activations", bytes, false, true]]),
         "modules"));
