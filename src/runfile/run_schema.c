@@ -7,10 +7,10 @@
 
 #include <stdio.h>
 
-/* The schema, version 5 (2: function profiles; 3: notes; 4: local rank, clock offset,
+/* The schema, version 6 (2: function profiles; 3: notes; 4: local rank, clock offset,
  * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
- * ranks; modules). Every table has a rank column so rank files merge
- * by union. */
+ * ranks; modules; 6: the modules' GPU device times). Every table has a rank column so rank
+ * files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
