@@ -224,6 +224,7 @@ static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->phases);
     Py_VISIT(self->counters);
     Py_VISIT(self->modules);
+    Py_VISIT(self->final);
     return sw_py_memory_traverse(self->memory, visit, arg);
 }
 
@@ -232,9 +233,25 @@ static int Profiler_clear(ProfilerObject *self) {
     Py_CLEAR(self->phases);
     Py_CLEAR(self->counters);
     Py_CLEAR(self->modules);
+    Py_CLEAR(self->final);
     sw_py_memory_free(self->memory);
     self->memory = NULL;
     return 0;
+}
+
+/* The run as it stands at close, kept so that report() and snapshot() still answer after
+ * `with Profiler() as prof:` (as cProfile's and torch.profiler's do). A failure only loses
+ * that: the run file is completed all the same. */
+static void keep_final_snapshot(ProfilerObject *self) {
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    sw_snapshot *s = NULL;
+    if (st == NULL || sw_snapshot_take(self->p, &s) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    Py_XSETREF(self->final, sw_py_snapshot_wrap(st, s));
+    if (self->final == NULL)
+        PyErr_Clear();
 }
 
 /* close() and the with block's end (not dealloc: there nothing may run meanwhile). */
@@ -242,6 +259,8 @@ static void profiler_close(ProfilerObject *self) {
     sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile: first, before anything */
     detach_modules(self);
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
+    if (self->p)
+        keep_final_snapshot(self);
     sw_profiler *p = self->p;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
     if (p) {
@@ -535,6 +554,8 @@ static PyObject *Profiler_note(ProfilerObject *self, PyObject *const *args, Py_s
 }
 
 static PyObject *Profiler_snapshot(ProfilerObject *self, PyObject *unused) {
+    if (self->p == NULL && self->final != NULL)
+        return Py_NewRef(self->final); /* closed: the run as it stood then */
     sw_profiler *p = open_profiler(self);
     module_state *st = sw_py_state_of_type(Py_TYPE(self));
     if (!p || !st)
@@ -690,7 +711,8 @@ static PyMethodDef Profiler_methods[] = {
      "(value None removes it)."},
     {"snapshot", (PyCFunction)Profiler_snapshot, METH_NOARGS,
      "snapshot($self, /)\n--\n\n"
-     "-> Snapshot of everything recorded so far."},
+     "-> Snapshot of everything recorded so far; once closed, of the run as it stood at\n"
+     "close (report() and records() as well)."},
     {"report", (PyCFunction)(void (*)(void))Profiler_report, METH_VARARGS | METH_KEYWORDS,
      "report($self, /, format='table', *, width=None, full_names=False, brief=False)\n--\n\n"
      "-> str (see Snapshot.report)."},

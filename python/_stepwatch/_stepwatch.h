@@ -168,6 +168,7 @@ typedef struct {
     const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
     sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
     PyObject *modules; /* Profiler(modules=...): stepwatch._modules' ModuleTimes, or NULL */
+    PyObject *final;   /* the Snapshot taken at close: what report() and snapshot() give then */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one

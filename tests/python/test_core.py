@@ -196,20 +196,36 @@ def test_enabled_switch():
     assert rows_by(p)["a"]["count"] == 1
 
 
-def test_closed_profiler_makes_actions_noops_and_calls_raise():
+def test_closed_profiler_makes_actions_noops_and_reports_the_run_as_closed():
     p = Profiler()
     a = p.action("a")
+    with a:
+        pass
     p.close()
     p.close()  # idempotent
-    with a:    # hot path: never raises
+    with a:    # hot path: never raises, records nothing more
         pass
     a.begin(); a.end()
     assert p.closed
+    assert rows_by(p)["a"]["count"] == 1  # the run as it stood at close
+    assert "a" in p.report()
     with pytest.raises(stepwatch.Error) as info:
-        p.report()
+        p.action("b")  # nothing new can be recorded
     assert info.value.name == "STATE" and "closed" in str(info.value)
     del a, p
     gc.collect()
+
+
+def test_a_with_block_closes_the_profiler_and_its_report_stays():
+    """`with Profiler() as prof:` then `prof.report()`, as cProfile and torch.profiler allow."""
+    with Profiler() as prof:
+        with prof.phase("train"):
+            for _ in range(3):
+                with prof.step(2):
+                    pass
+    assert prof.closed
+    assert prof.snapshot().info()["steps"] == 3
+    assert "train" in prof.report()
 
 
 def test_bad_arguments_raise_clearly():
