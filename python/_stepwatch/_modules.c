@@ -275,19 +275,16 @@ static void maybe_flush(ModulesObject *m) {
 static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const char *phase) {
     if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) /* every OOM error is one */
         return;
-    PyObject *type, *val, *tb;
-    PyErr_Fetch(&type, &val, &tb);
-    PyErr_NormalizeException(&type, &val, &tb);
-    if (tb && val)
-        PyException_SetTraceback(val, tb);
-    if (sw_py_oom_unnamed(val)) {
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
+    PyObject *exc = sw_py_aside_exception(&aside);
+    if (sw_py_oom_unnamed(exc)) {
         if (index == UINT32_MAX && module != NULL)
             index = index_of(m, module, UINT32_MAX);
-        sw_py_oom_report(m->owner, val, index == UINT32_MAX ? NULL : m->entries[index].path, phase);
+        sw_py_oom_report(m->owner, exc, index == UINT32_MAX ? NULL : m->entries[index].path, phase);
         flush(m, 0);
-        PyErr_Clear();
     }
-    PyErr_Restore(type, val, tb);
+    sw_py_put_back(&aside); /* drops what the report left set */
 }
 
 /* ---- backward: the stack of modules whose backward runs ----------------------------------- */

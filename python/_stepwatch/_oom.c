@@ -45,13 +45,10 @@ void sw_py_oom_seen(ProfilerObject *owner, PyObject *exc) {
 void sw_py_oom_seen_pending(ProfilerObject *owner) {
     if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
         return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (tb != NULL && value != NULL)
-        PyException_SetTraceback(value, tb);
-    sw_py_oom_seen(owner, value);
-    PyErr_Restore(type, value, tb);
+    sw_py_aside aside;
+    sw_py_set_aside(&aside);
+    sw_py_oom_seen(owner, sw_py_aside_exception(&aside));
+    sw_py_put_back(&aside);
 }
 
 int sw_py_oom_unnamed(PyObject *exc) {

@@ -149,6 +149,19 @@ static inline void sw_py_put_back(sw_py_aside *aside) {
 #endif
 }
 
+/* The exception set aside, as one object with its traceback (borrowed; NULL when none): what
+ * a look at the exception itself needs (is it an out-of-memory error? where from?). */
+static inline PyObject *sw_py_aside_exception(sw_py_aside *aside) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return aside->exc;
+#else
+    PyErr_NormalizeException(&aside->type, &aside->value, &aside->traceback);
+    if (aside->value != NULL && aside->traceback != NULL)
+        PyException_SetTraceback(aside->value, aside->traceback);
+    return aside->value;
+#endif
+}
+
 /* ------------------------------------------------------------------------------------------
  * Object layouts read by more than one file
  * ---------------------------------------------------------------------------------------- */
