@@ -1,5 +1,5 @@
 /*
- * _fitmarks.c — the per-batch marks of fastai's Learner, in C (stepwatch._stepwatch.FitMarks).
+ * _fastai.c — the per-batch marks of fastai's Learner, in C (stepwatch._stepwatch.FitMarks).
  *
  * fastai calls every callback on every event of every batch; stepwatch.fastai's callbacks
  * hand the events they time straight to a FitMarks' bound methods, so each mark is one C
@@ -486,4 +486,26 @@ PyType_Spec sw_py_fitmarks_spec = {
     .basicsize = sizeof(FitMarksObject),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = FitMarks_slots,
+};
+
+/* ------------------------------------------------------------------------------------------
+ * The module functions of stepwatch.fastai (added to the module at exec, _stepwatch.c)
+ * ---------------------------------------------------------------------------------------- */
+
+/* scale_time(seconds) -> str: sw_format_scale_time, fastxtend's durations (stepwatch.fastai's
+ * report uses the C writer's own cells). */
+static PyObject *fastai_scale_time(PyObject *module, PyObject *seconds) {
+    double v = PyFloat_AsDouble(seconds);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    char buf[64];
+    return PyUnicode_FromString(sw_format_scale_time(v, buf, sizeof buf));
+}
+
+PyMethodDef sw_py_fastai_functions[] = {
+    {"scale_time", fastai_scale_time, METH_O,
+     "scale_time($module, seconds, /)\n--\n\n"
+     "-> str: fastxtend's scale_time, as the fastxtend report writes its durations "
+     "(sw_format_scale_time): '838.2ms', '-' for zero, NaN and the infinities."},
+    {NULL, NULL, 0, NULL},
 };

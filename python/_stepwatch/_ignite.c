@@ -1,5 +1,5 @@
 /*
- * _marks.c — the per-iteration marks of an event-driven loop, in C (stepwatch._stepwatch.Marks).
+ * _ignite.c — the per-iteration marks of an event-driven loop, in C (stepwatch._stepwatch.Marks).
  *
  * PyTorch-Ignite announces each iteration by events (GET_BATCH_STARTED, GET_BATCH_COMPLETED,
  * ITERATION_STARTED, ITERATION_COMPLETED) and calls each handler through its own dispatch,
@@ -26,7 +26,7 @@
  *   iteration_end(engine)  the last ITERATION_COMPLETED handler: ends the work if still open,
  *                          keeps the row (engine.state.epoch and .iteration), ends the step.
  *
- * On an engine whose events stepwatch fires itself (FireEvent, _fire_event.c) none of these
+ * On an engine whose events stepwatch fires itself (FireEvent, _ignite_fire_event.c) none of these
  * is registered: FireEvent calls sw_py_marks_before/after around each iteration event's
  * handlers, which make the same marks without a handler call. There, slot i times the
  * handlers of iteration event i (SW_PY_GET_BATCH_STARTED...).
@@ -206,7 +206,7 @@ static void marks_iteration_end(MarksObject *self, PyObject *engine) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * The marks of one whole event, for FireEvent (_fire_event.c): what the handlers above do
+ * The marks of one whole event, for FireEvent (_ignite_fire_event.c): what the handlers above do
  * when registered first and last, without a handler call.
  * ---------------------------------------------------------------------------------------- */
 
@@ -666,4 +666,146 @@ PyType_Spec sw_py_handler_timer_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
              Py_TPFLAGS_HAVE_VECTORCALL,
     .slots = HandlerTimer_slots,
+};
+
+/* ------------------------------------------------------------------------------------------
+ * The module functions of stepwatch.ignite (added to the module at exec, _stepwatch.c):
+ * Ignite's print_results texts (sw_ignite_write_*), from cells stepwatch.ignite made
+ * ---------------------------------------------------------------------------------------- */
+
+/* The UTF-8 of a str cell (None as NULL when none_ok); NULL with an exception otherwise. The
+ * text lives as long as the str. */
+static int ignite_cell(PyObject *v, int none_ok, const char **out) {
+    *out = NULL;
+    if (v == Py_None && none_ok)
+        return 0;
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "Ignite cell: expected str, got %.80s", Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n;
+    *out = PyUnicode_AsUTF8AndSize(v, &n);
+    if (*out == NULL)
+        return -1;
+    if ((size_t)n != strlen(*out)) {
+        PyErr_SetString(PyExc_ValueError, "Ignite cell: contains a NUL character");
+        return -1;
+    }
+    return 0;
+}
+
+/* The cells of seq (a list or tuple, from PySequence_Fast: the str objects stay alive with
+ * it), each item a tuple of width str; an item's cell k may be None where bit k of none_ok
+ * is set. PyMem-allocated, *n items of width cells; NULL with an exception. */
+static const char **ignite_cells(PyObject *seq, Py_ssize_t width, unsigned none_ok, size_t *n,
+                                 const char *what) {
+    *n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    const char **cells = PyMem_Calloc(*n * (size_t)width + 1, sizeof *cells);
+    if (!cells)
+        return (const char **)PyErr_NoMemory();
+    for (size_t i = 0; i < *n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != width) {
+            PyErr_Format(PyExc_TypeError, "%s: each item is a %zd-tuple of str", what, width);
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < width; k++)
+            if (ignite_cell(PyTuple_GET_ITEM(item, k), (none_ok >> k) & 1u,
+                            &cells[i * (size_t)width + (size_t)k]) < 0)
+                goto fail;
+    }
+    return cells;
+fail:
+    PyMem_Free(cells);
+    return NULL;
+}
+
+typedef struct {
+    const char *processing, *dataflow, *total;
+    sw_ignite_event *events;
+    size_t nevents;
+    sw_ignite_row *rows;
+    size_t nrows;
+} ignite_text;
+
+static int write_ignite_basic(void *ctx, FILE *out) {
+    ignite_text *t = ctx;
+    return sw_ignite_write_basic(out, t->processing, t->dataflow, t->total, t->events, t->nevents);
+}
+
+static int write_ignite_handlers(void *ctx, FILE *out) {
+    ignite_text *t = ctx;
+    return sw_ignite_write_handlers(out, t->rows, t->nrows);
+}
+
+/* ignite_basic_text(processing, dataflow, total, events) -> str, events: (event, handlers,
+ * stats) str triples. */
+static PyObject *ignite_basic_text_fn(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4)
+        return PyErr_Format(PyExc_TypeError,
+                            "ignite_basic_text(processing, dataflow, total, events) takes 4 "
+                            "arguments");
+    ignite_text t = {0};
+    if (ignite_cell(args[0], 0, &t.processing) < 0 || ignite_cell(args[1], 0, &t.dataflow) < 0 ||
+        ignite_cell(args[2], 0, &t.total) < 0)
+        return NULL;
+    PyObject *events = PySequence_Fast(args[3], "ignite_basic_text: events must be a sequence");
+    if (!events)
+        return NULL;
+    PyObject *text = NULL;
+    const char **c = ignite_cells(events, 3, 0, &t.nevents, "ignite_basic_text");
+    t.events = c ? PyMem_Calloc(t.nevents + 1, sizeof *t.events) : NULL;
+    if (c && !t.events)
+        PyErr_NoMemory();
+    if (t.events) {
+        for (size_t i = 0; i < t.nevents; i++)
+            t.events[i] = (sw_ignite_event){c[3 * i], c[3 * i + 1], c[3 * i + 2]};
+        text = sw_py_text_of(sw_py_state_of_module(module), write_ignite_basic, &t,
+                             "ignite_basic_text");
+    }
+    PyMem_Free(t.events);
+    PyMem_Free(c);
+    Py_DECREF(events);
+    return text;
+}
+
+/* ignite_handlers_text(rows) -> str, rows: 9-tuples of str (handler, event, total, min,
+ * min_index, max, max_index, mean, std; an index None: the cell alone). */
+static PyObject *ignite_handlers_text_fn(PyObject *module, PyObject *rows_arg) {
+    PyObject *rows = PySequence_Fast(rows_arg, "ignite_handlers_text: rows must be a sequence");
+    if (!rows)
+        return NULL;
+    PyObject *text = NULL;
+    ignite_text t = {0};
+    const char **c = ignite_cells(rows, 9, 1u << 4 | 1u << 6, &t.nrows, "ignite_handlers_text");
+    if (c && t.nrows < 3)
+        PyErr_SetString(PyExc_ValueError, "ignite_handlers_text: Ignite's rows end with the "
+                                          "Total, Processing and Dataflow rows (3 at least)");
+    else if (c && !(t.rows = PyMem_Calloc(t.nrows, sizeof *t.rows)))
+        PyErr_NoMemory();
+    if (t.rows) {
+        for (size_t i = 0; i < t.nrows; i++) {
+            const char **r = c + 9 * i;
+            t.rows[i] = (sw_ignite_row){r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]};
+        }
+        text = sw_py_text_of(sw_py_state_of_module(module), write_ignite_handlers, &t,
+                             "ignite_handlers_text");
+    }
+    PyMem_Free(t.rows);
+    PyMem_Free(c);
+    Py_DECREF(rows);
+    return text;
+}
+
+PyMethodDef sw_py_ignite_functions[] = {
+    {"ignite_basic_text", (PyCFunction)(void (*)(void))ignite_basic_text_fn, METH_FASTCALL,
+     "ignite_basic_text($module, processing, dataflow, total, events, /)\n--\n\n"
+     "-> str: Ignite's BasicTimeProfiler.print_results text from its cells "
+     "(sw_ignite_write_basic); events: (event, handlers, stats) str triples."},
+    {"ignite_handlers_text", ignite_handlers_text_fn, METH_O,
+     "ignite_handlers_text($module, rows, /)\n--\n\n"
+     "-> str: Ignite's HandlersTimeProfiler.print_results text from its rows as cells "
+     "(sw_ignite_write_handlers): 9-tuples (handler, event, total, min, min_index, max, "
+     "max_index, mean, std) of str, an index None for a cell alone."},
+    {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,5 @@
 /*
- * _fire_event.c — Ignite's Engine._fire_event in C, making stepwatch's marks
+ * _ignite_fire_event.c — Ignite's Engine._fire_event in C, making stepwatch's marks
  * (stepwatch._stepwatch.FireEvent).
  *
  * Ignite's Engine calls self._fire_event(event) for every event, handlers or not: four per

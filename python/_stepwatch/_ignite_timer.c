@@ -1,5 +1,5 @@
 /*
- * _timer.c — Timer: Ignite's Timer (start, pause, resume, reset, step, value) over the
+ * _ignite_timer.c — Timer: Ignite's Timer (start, pause, resume, reset, step, value) over the
  * core's sw_timer. Methods take and ignore positional arguments so they can be attached as
  * event handlers.
  */

@@ -1,5 +1,5 @@
 /*
- * _spans.c — spans started and stopped by name, in C (stepwatch._stepwatch.Spans).
+ * _lightning.c — spans started and stopped by name, in C (stepwatch._stepwatch.Spans).
  *
  * Lightning hands its profiler every span as two calls, start(name) and stop(name), with a
  * name it formats anew each time ("[Callback]X.on_train_batch_end"), about 20 of them per
@@ -422,7 +422,8 @@ static PyMethodDef Scope_methods[] = {
 };
 
 static PyType_Slot Scope_slots[] = {
-    {Py_tp_doc, "A span of Spans.profile(name) as a context manager (python/_stepwatch/_spans.c)."},
+    {Py_tp_doc,
+     "A span of Spans.profile(name) as a context manager (python/_stepwatch/_lightning.c)."},
     {Py_tp_methods, Scope_methods},
     {Py_tp_dealloc, Scope_dealloc},
     {0, NULL},
@@ -692,7 +693,7 @@ static PyMemberDef Spans_members[] = {
 static PyType_Slot Spans_slots[] = {
     {Py_tp_doc, "Spans(profiler, classify, keep=1000)\n--\n\n"
                 "Spans started and stopped by name (Lightning's Profiler.start/stop) in C; "
-                "see python/_stepwatch/_spans.c."},
+                "see python/_stepwatch/_lightning.c."},
     {Py_tp_new, Spans_new},
     {Py_tp_methods, Spans_methods},
     {Py_tp_members, Spans_members},

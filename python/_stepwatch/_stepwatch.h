@@ -4,43 +4,12 @@
  * The extension is laid out like CPython's multi-file modules (Modules/_sqlite/, _io/):
  * one file per type or concern, this header for the module state, the object layouts more
  * than one file reads, and the type specs and helpers the files hand each other. Every
- * name shared between the files starts with sw_py_.
+ * name shared between the files starts with sw_py_. README.md (this folder) lists the
+ * files: the module, the core's types and features, and one room per framework.
  *
- *   _stepwatch.c  the module: definition, multi-phase init, state, module functions
- *   _util.c       shared helpers: SW_E* codes to exceptions, argument parsing, dict
- *                 building, batch sizes, binding like a function
- *   _profiler.c   Profiler: one sw_profiler; hands out Actions, Phases and Steps
- *   _actions.c    Action, Timed, Phase, Step and Prebound: the `with` hot path
- *   _snapshot.c   Snapshot: report text, plain records (row dicts), run metadata
- *   _runfile.c    load() and load_steps(): the run-file reader (sw_run_*)
- *   _timer.c      Timer: Ignite's Timer over sw_timer
- *   _loop.c       Loop: the per-step hot path of stepwatch.torch (_loop.h: what its three
- *                 files share)
- *   _loop_rules.c the Loop's step rules: where steps begin and end, phases, notes
- *   _loop_hooks.c LoopHook: the torch hooks, which time the events and tell the rules
- *   _marks.c      Marks and HandlerTimer: the per-iteration marks and the handler timing
- *                 of stepwatch.ignite
- *   _fire_event.c FireEvent: Ignite's Engine._fire_event in C, with the marks around the
- *                 iteration events (stepwatch.ignite)
- *   _fitmarks.c   FitMarks: the per-batch marks of stepwatch.fastai
- *   _funcprof.c   the function profiler: the interpreter's hooks, per action, per thread
- *   _funcstats.c  what it recorded, for Python: pstats' stats, the table, collapsed stacks
- *   _device.c     device statistics (a reader for the monitors) and Profiler(device_stats=,
- *                 device_time=): the sampler and the GPU clock on torch.cuda.Event
- *   _ranks.c      many ranks: a Profiler's payload, rounds and clock offset in the run file,
- *                 the cross-rank view (stepwatch.distributed carries the payloads)
- *   _spans.c      Spans: spans started and stopped by name (stepwatch.lightning's hot path)
- *   _intervals.c  Intervals: thunder's TimeProfiler marks, paired and summed
- *   _analysis.c   html(), export_chrome(), diagnose(), compare(): the C analyses
- *   _live.c       Live: the live status line's figures (sw_live_*)
- *   _memory.c     memory per step: torch's CUDA allocator, read at each step's end
- *   _modules.c    Modules: per-module time and memory, and the module an OOM came from
- *                 (Profiler(modules=True); stepwatch/_modules.py installs its hooks)
- *   _oom.c        where an out-of-memory error happened, in every run: exceptions leaving
- *                 what stepwatch watches go to stepwatch/_oom.py (traceback, stderr, notes)
- *
- * Dependencies point down: the type files call _util.c and the core (stepwatch.h); only
- * _stepwatch.c knows every type.
+ * Dependencies point down: the type files call _util.c, each other's helpers below them,
+ * _module_def.c and the core (stepwatch.h); only _stepwatch.c knows every type (the
+ * `layers` test checks it).
  */
 #ifndef SW_PY_STEPWATCH_H
 #define SW_PY_STEPWATCH_H
@@ -86,9 +55,20 @@ static inline module_state *sw_py_state_of_module(PyObject *module) {
     return (module_state *)PyModule_GetState(module);
 }
 
+/* The module's definition (_module_def.c), the identity PyType_GetModuleByDef looks for.
+ * It is a file of its own, below every other: the type files need the definition to find
+ * the state, and _stepwatch.c, which registers the types, fills in the rest of it (its
+ * functions, exec slot and GC hooks) at PyInit__stepwatch, so no type file depends on the
+ * file that registers it. The getters are inline here, as CPython's Modules/_io/_iomodule.h
+ * has them. */
+extern PyModuleDef sw_py_module_def;
+
 /* The state of the module that defined tp (or one of its bases: Profiler and Timer may be
  * subclassed). NULL with an exception set when there is none. */
-module_state *sw_py_state_of_type(PyTypeObject *tp);
+static inline module_state *sw_py_state_of_type(PyTypeObject *tp) {
+    PyObject *module = PyType_GetModuleByDef(tp, &sw_py_module_def);
+    return module ? sw_py_state_of_module(module) : NULL;
+}
 
 /* The type specs, one per type; _stepwatch.c makes the types from them at module exec. */
 extern PyType_Spec sw_py_profiler_spec; /* _profiler.c */
@@ -101,19 +81,22 @@ extern PyType_Spec sw_py_timed_spec;
 extern PyType_Spec sw_py_phase_spec;
 extern PyType_Spec sw_py_step_spec;
 extern PyType_Spec sw_py_snapshot_spec; /* _snapshot.c */
-extern PyType_Spec sw_py_timer_spec;    /* _timer.c */
-extern PyType_Spec sw_py_loop_spec;     /* _loop.c */
-extern PyType_Spec sw_py_hook_spec;     /* _loop_hooks.c */
-extern PyType_Spec sw_py_marks_spec;    /* _marks.c */
+extern PyType_Spec sw_py_timer_spec;    /* _ignite_timer.c */
+extern PyType_Spec sw_py_loop_spec;     /* _torch_loop.c */
+extern PyType_Spec sw_py_hook_spec;     /* _torch_loop_hooks.c */
+extern PyType_Spec sw_py_marks_spec;    /* _ignite.c */
 extern PyType_Spec sw_py_handler_timer_spec;
-extern PyType_Spec sw_py_fitmarks_spec; /* _fitmarks.c */
-extern PyType_Spec sw_py_spans_spec;    /* _spans.c */
+extern PyType_Spec sw_py_fitmarks_spec; /* _fastai.c */
+extern PyType_Spec sw_py_spans_spec;    /* _lightning.c */
 extern PyType_Spec sw_py_scope_spec;
-extern PyType_Spec sw_py_intervals_spec;  /* _intervals.c */
-extern PyType_Spec sw_py_fire_event_spec; /* _fire_event.c */
+extern PyType_Spec sw_py_intervals_spec;  /* _thunder.c */
+extern PyType_Spec sw_py_fire_event_spec; /* _ignite_fire_event.c */
 extern PyType_Spec sw_py_modules_spec;    /* _modules.c */
 extern PyType_Spec sw_py_modules_hook_spec;
 extern PyType_Spec sw_py_node_hook_spec;
+/* A framework's module functions, in its room; _stepwatch.c adds them at exec. */
+extern PyMethodDef sw_py_ignite_functions[]; /* _ignite.c: Ignite's print_results texts */
+extern PyMethodDef sw_py_fastai_functions[]; /* _fastai.c: fastxtend's scale_time */
 
 /* ------------------------------------------------------------------------------------------
  * The program's exception, set aside
@@ -309,7 +292,7 @@ PyObject *sw_py_compare(PyObject *module, PyObject *args, PyObject *kwargs);
 extern PyType_Spec sw_py_live_spec;
 
 /* ------------------------------------------------------------------------------------------
- * _marks.c: the marks of a whole iteration event, for FireEvent (_fire_event.c)
+ * _ignite.c: the marks of a whole iteration event, for FireEvent (_ignite_fire_event.c)
  * ---------------------------------------------------------------------------------------- */
 
 /* Ignite's per-iteration events, in the order FireEvent takes them; Marks' slot i times the

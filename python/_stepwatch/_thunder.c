@@ -1,5 +1,5 @@
 /*
- * _intervals.c — thunder's TimeProfiler marks, in C (stepwatch._stepwatch.Intervals).
+ * _thunder.c — thunder's TimeProfiler marks, in C (stepwatch._stepwatch.Intervals).
  *
  * thunder's TimeProfiler keeps, per key ("train batch", "train epoch", ...), the time of every
  * mark its callback hooks make, and pairs them up at the end of each training epoch: the 1st
@@ -215,7 +215,7 @@ static PyMemberDef Intervals_members[] = {
 static PyType_Slot Intervals_slots[] = {
     {Py_tp_doc, "Intervals(nkeys)\n--\n\n"
                 "Thunder's TimeProfiler marks per key, paired and summed in C "
-                "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_intervals.c."},
+                "(stepwatch.lightning.TimeProfiler); see python/_stepwatch/_thunder.c."},
     {Py_tp_new, Intervals_new},
     {Py_tp_methods, Intervals_methods},
     {Py_tp_members, Intervals_members},

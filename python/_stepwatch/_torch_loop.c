@@ -1,12 +1,12 @@
 /*
- * _loop.c — the per-step hot path of stepwatch.torch, in C (stepwatch._stepwatch.Loop).
+ * _torch_loop.c — the per-step hot path of stepwatch.torch, in C (stepwatch._stepwatch.Loop).
  *
  * stepwatch.torch.instrument() makes a Loop from the profiler and its actions, patches a few
- * torch entry points with the Loop's hooks (_loop_hooks.c: each times its event) and calls
+ * torch entry points with the Loop's hooks (_torch_loop_hooks.c: each times its event) and calls
  * close() when it is undone. The Loop holds the profiler, the ids, and the state of the step
- * in progress (_loop.h); the rules (_loop_rules.c) decide where steps begin and end.
+ * in progress (_torch_loop.h); the rules (_torch_loop_rules.c) decide where steps begin and end.
  */
-#include "_loop.h"
+#include "_torch_loop.h"
 
 #include <dlfcn.h>
 
@@ -98,8 +98,10 @@ static PyObject *Loop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
  * hooks call straight through from now on (uninstrument). */
 static PyObject *Loop_close(LoopObject *self, PyObject *unused) {
     sw_profiler *p = self->owner->p;
-    if (p != NULL && self->active)
+    if (p != NULL && self->active) {
+        sw_py_loop_user_loss_ended(self); /* the hooks' part first: the rules never call them */
         sw_py_loop_close_all(self, p);
+    }
     self->active = 0;
     Py_RETURN_NONE;
 }

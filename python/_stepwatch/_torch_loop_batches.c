@@ -1,5 +1,5 @@
 /*
- * _loop_batches.c — the batches stepwatch.torch's Loop holds until a forward consumes them.
+ * _torch_loop_batches.c — the batches stepwatch.torch's Loop holds until a forward consumes them.
  *
  * A batch belongs to the step that consumes it, not to the step running when it was
  * fetched, nor to the grad mode at fetch time: accelerate's and Lightning's loaders read one
@@ -21,11 +21,11 @@
  * .cuda (or the batch object's own .to) called outside the model while a fetched batch waits
  * for its forward is the copy of the oldest such batch (accelerate's loader copies a batch
  * after reading the next one ahead; the Trainer draws an update's micro-batches, then copies
- * each before its forward): _loop_hooks.c, hook_copy. It is recorded with the batch, as one
+ * each before its forward): _torch_loop_hooks.c, hook_copy. It is recorded with the batch, as one
  * span from its first copy's start as long as all its copies took (a copy of x, another of y,
  * never the work between them).
  */
-#include "_loop.h"
+#include "_torch_loop.h"
 
 #include <string.h>
 

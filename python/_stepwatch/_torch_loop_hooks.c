@@ -1,12 +1,13 @@
 /*
- * _loop_hooks.c — the torch hooks of stepwatch.torch's Loop (stepwatch._stepwatch.LoopHook).
+ * _torch_loop_hooks.c — the torch hooks of stepwatch.torch's Loop
+ * (stepwatch._stepwatch.LoopHook).
  *
  * stepwatch.torch.instrument() patches a few torch entry points (the DataLoader iterators'
  * __next__, nn.Module.__call__, torch.autograd.backward, the zero_grads, the functional
  * losses) and registers torch's global optimizer step hooks. They run several times per
  * step, so each is a Hook: a small C callable that calls through to the original and tells
  * the Loop what happened, with no Python frame of its own. The hooks time the events and
- * name them; where a step begins and ends is the rules' (_loop_rules.c).
+ * name them; where a step begins and ends is the rules' (_torch_loop_rules.c).
  *
  * Categories: data = the loader's next(); forward = the outermost module call (or compiled
  * function); loss = a loss module, a functional loss, a plain module returning a scalar
@@ -24,7 +25,7 @@
  * clock, torch's allocator at a step's end). An optimizer step that raised gets no post-hook
  * from torch: the next step finds it open but not running, and drops it.
  */
-#include "_loop.h"
+#include "_torch_loop.h"
 
 #include <frameobject.h>
 #include <structmember.h>
@@ -106,7 +107,7 @@ int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, in
     }
     int kind = sw_py_loop_forward_kind(loop, is_module ? module : NULL);
     loop->forward_caller = PyEval_GetFrame(); /* kept on the frame after the first time */
-    /* The batches it consumes: its step's, whenever they were fetched (_loop_batches.c). */
+    /* The batches it consumes: its step's, whenever they were fetched (_torch_loop_batches.c). */
     char take[MAX_QUEUED];
     uint64_t earliest = 0;
     int taken = loop->nqueued == 0

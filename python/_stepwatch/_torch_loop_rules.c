@@ -1,7 +1,7 @@
 /*
- * _loop_rules.c — the step rules of stepwatch.torch's Loop: where steps begin and end.
+ * _torch_loop_rules.c — the step rules of stepwatch.torch's Loop: where steps begin and end.
  *
- * The hooks (_loop_hooks.c) time torch's events and tell these functions about them; these
+ * The hooks (_torch_loop_hooks.c) time torch's events and tell these functions about them; these
  * decide, from the events alone, where each step begins and ends, which phase (train or
  * valid) it is in, and what the notes say. They call the core (sw_step_*, sw_phase_*,
  * sw_record) and nothing of torch but grad mode and "has an optimizer been made?".
@@ -23,7 +23,7 @@
  * calls are held back ("pending") until the step they belong to is known, so a batch fetched
  * before a `break` opens no step.
  */
-#include "_loop.h"
+#include "_torch_loop.h"
 
 static const char *const rule_names[] = {"none",     "dataloader", "forward",
                                          "backward", "optimizer",  "manual"};
@@ -279,9 +279,9 @@ int sw_py_loop_forward_begins(LoopObject *loop, sw_profiler *p, int kind, uint64
     return began;
 }
 
-/* Everything still open, when the loop closes: the step ends at its last event. */
+/* Everything still open, when the loop closes: the step ends at its last event. The
+ * user's loss function the hooks time has ended already (Loop.close ends it first). */
 void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p) {
-    sw_py_loop_user_loss_ended(loop);
     if (loop->inside != SW_ID_NONE && !loop->candidate)
         sw_end(p, loop->inside);
     loop->inside = SW_ID_NONE;

@@ -125,7 +125,7 @@ def _handler_name(handler):
     return getattr(handler, "__qualname__", handler.__class__.__name__)
 
 
-# The Engine._fire_event that FireEvent copies (_fire_event.c): Ignite's own from 0.5.3 (weak
+# The Engine._fire_event that FireEvent copies (_ignite_fire_event.c): Ignite's own from 0.5.3 (weak
 # references to the engine in the handlers' arguments) to 0.5.5, known by the fingerprint of
 # its source (_fire_event_fingerprint; 0.5.4 and 0.5.5 are the same text, 0.5.3 differs by a
 # comment). Any other, a later Ignite's or one patched onto Engine, is not copied: its events
@@ -175,8 +175,8 @@ class _Base:
     per-iteration rows for write_results.
 
     The marks that run every iteration are made by a C ``FireEvent`` standing in for the
-    engine's _fire_event (python/_stepwatch/_fire_event.c), or else by the bound methods of
-    a C ``Marks`` (python/_stepwatch/_marks.c) registered as Ignite handlers; the rows are
+    engine's _fire_event (python/_stepwatch/_ignite_fire_event.c), or else by the bound methods of
+    a C ``Marks`` (python/_stepwatch/_ignite.c) registered as Ignite handlers; the rows are
     kept in a C ring. Only epoch-level work runs in Python."""
 
     def __init__(self, profiler, phase, max_rows, slot_actions=()):
@@ -325,7 +325,7 @@ class _Base:
         handlers of _ITER_EVENTS[i] as Marks slot i), and the epoch and run marks.
 
         On an engine firing its events with Ignite's own _fire_event, a FireEvent takes its
-        place for the run: no handler of ours runs per iteration (_fire_event.c). On any
+        place for the run: no handler of ours runs per iteration (_ignite_fire_event.c). On any
         other, the marks are registered as handlers."""
         if _fires_events_as_ignite(self._engine):
             self._fire_event = _sw._stepwatch.FireEvent(self._engine, self._marks,
@@ -541,7 +541,7 @@ class HandlersTimeProfiler(_Base):
                 or any(n in repr(handler) for n in ["HandlersTimeProfiler.", "Timer."]))
 
     def _wrap(self, handler, event):
-        """The handler inside a C HandlerTimer (python/_stepwatch/_marks.c) that records each
+        """The handler inside a C HandlerTimer (python/_stepwatch/_ignite.c) that records each
         call as ``callback:<name> (<EVENT>)`` and keeps its durations for the CSV."""
         name = _handler_name(handler)
         key = (name, getattr(event, "name", str(event)))

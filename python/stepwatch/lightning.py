@@ -9,7 +9,7 @@
 ``teardown``, ``recorded_durations``; picklable and deep-copyable. Every Lightning action
 keeps its name and gets its category (data, forward, loss, backward, optimizer, zero_grad,
 callback; docs/python.md lists the rules). Its ``start``, ``stop`` and ``profile`` are C
-(``Spans``, python/_stepwatch/_spans.c): Lightning calls them 18 times each per training step
+(``Spans``, python/_stepwatch/_lightning.c): Lightning calls them 18 times each per training step
 of a bare Trainer, 6 more per callback, most of them through ``profile()``, which in C costs
 less than Lightning's own generator-based one in its default PassThroughProfiler.
 
@@ -47,7 +47,7 @@ __all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
 
 # ---- what each Lightning action is -----------------------------------------------------------
 
-# Roles in the loop's structure (python/_stepwatch/_spans.c).
+# Roles in the loop's structure (python/_stepwatch/_lightning.c).
 _NONE, _STEP, _CLOSE, _EPOCH = 0, 1, 2, 3
 
 # Lightning name -> category; the first match wins, other names are "other" (their time counts
@@ -78,7 +78,7 @@ _CLOSE_NAME = re.compile(r"\.on_((validation|test|predict)_(model_eval|start)"
 
 def classify(name, owners=None):
     """How stepwatch.lightning records a Lightning action name: (category, role, phase), as
-    python/_stepwatch/_spans.c reads it; category False: not timed. Called once per name.
+    python/_stepwatch/_lightning.c reads it; category False: not timed. Called once per name.
 
     owners maps Lightning's prefixes ("[LightningModule]Net", "[Callback]<state_key>", ...) to
     the objects of the run: a hook its object's class does not override is Lightning calling

@@ -37,7 +37,7 @@ class TimeProfiler(Callback):
     Downtime is thunder's: the epoch less its batches (``total ... downtime``), per sample.
     Needs a logger (MisconfigurationException otherwise), as thunder's.
 
-    The per-batch hooks are C (``Intervals``, python/_stepwatch/_intervals.c), set on the
+    The per-batch hooks are C (``Intervals``, python/_stepwatch/_thunder.c), set on the
     instance; the hooks it does not need are None there, which Lightning skips.
 
     ``profiler``: a stepwatch.Profiler to also record every timed interval into (p50/p99,

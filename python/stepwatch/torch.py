@@ -49,7 +49,7 @@ else "train"; the whole instrumented time is "fit". Everything is restored by
 the script.
 
 The hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
-python/_stepwatch/_loop.c) holding the step's state and its rules; this file only installs
+python/_stepwatch/_torch_loop.c) holding the step's state and its rules; this file only installs
 them. The two that code compiled by torch.compile may call (functional losses, compiled
 functions) sit behind a small Python function that calls the original while torch traces,
 so compiled graphs stay whole.

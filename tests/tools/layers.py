@@ -1,21 +1,28 @@
 #!/usr/bin/env python3
 """layers.py — check the C code against its layer order (src/layers.txt).
 
-    layers.py ROOT BUILD      check the source tree ROOT and the objects built under BUILD
+    layers.py [--unbuilt DIR]... ROOT BUILD
+                              check the source tree ROOT and the objects built under BUILD;
+                              --unbuilt: a folder this build does not compile (say, MPI's
+                              without MPI), whose files need no object
     layers.py --self-test     the check on small made-up trees: it must catch what it is for
 
 Two graphs are derived and checked:
   calls     from the object files: each object's defined and undefined symbols (nm), so a
             file calls a file when it uses a symbol the other defines. Objects are found
-            under BUILD's CMakeFiles/<target>.dir/ and mapped back to their sources.
+            under BUILD's [<folder>/]CMakeFiles/<target>.dir/ and mapped back to their
+            sources (the extension's: python/CMakeFiles/sw_python_objects.dir/_stepwatch/).
   includes  from the sources: every #include "..." resolved to a file of the tree.
 It fails on
   - a circle: files that call each other, directly or round a loop (or include each other);
   - an edge from one layer to another that src/layers.txt does not allow (a "public" layer
     may use only sw_ symbols of the others, never sw__, and include only include/);
+  - a C file of a layer with no object under BUILD (its calls would go unseen), unless
+    its folder is --unbuilt;
   - a C file in no layer, a layer whose path is gone, a circle in the table itself, a
     table line that src/README.md does not quote, or a file its folder's README does not
-    name (src/<layer>/README.md lists its files).
+    name (each layer's folder, src/<layer>/, cli/, python/_stepwatch/, has a README.md that
+    lists its files).
 Exit status 0 when all holds, 1 with one line per problem otherwise.
 """
 import os
@@ -162,8 +169,9 @@ def symbols(path):
 NOT_LAYERED = {"include", "tests", "bench", "examples", "third_party", "dist"}
 
 
-def check(root, build, readme=True):
-    """(problems, summary): the lines to print, and what was checked."""
+def check(root, build, readme=True, unbuilt=()):
+    """(problems, summary): the lines to print, and what was checked. unbuilt: folders
+    (relative to root, ending in /) this build does not compile."""
     table_path = os.path.join(root, "src", "layers.txt")
     table = read_table(table_path)
     layers = Layers(root, table)
@@ -199,10 +207,11 @@ def check(root, build, readme=True):
             else:
                 sources.append(rel)
 
-    # Every folder of the library has a README that names each of its files.
+    # Every folder of a layer (the library's, the command's, the extension's) has a README
+    # that names each of its files.
     for name, path, _ in table:
         folder = os.path.join(root, path)
-        if not (path.startswith("src/") and path.endswith("/") and os.path.isdir(folder)):
+        if not (path.endswith("/") and os.path.isdir(folder)):
             continue
         readme_path = os.path.join(folder, "README.md")
         if not os.path.isfile(readme_path):
@@ -251,6 +260,11 @@ def check(root, build, readme=True):
         uses.setdefault(source, set()).update(undefined)
     if not uses:
         problems.append(f"{build}: no object file of the tree's C sources (build it first)")
+    compiled = set(objs.values())
+    for rel in sources:
+        if rel.endswith(".c") and rel not in compiled and not rel.startswith(tuple(unbuilt)):
+            problems.append(f"{rel}: no object under the build, so its calls go unchecked "
+                            f"(build it, or name its folder with --unbuilt)")
     call_graph, edge_symbols = {}, {}
     for source, undefined in sorted(uses.items()):
         src_layer = layers.layer_of(source)
@@ -274,6 +288,8 @@ def check(root, build, readme=True):
     summary = (f"{len(table)} layers, {len(sources)} C files, "
                f"{sum(len(v) for v in include_graph.values())} includes, "
                f"{len(uses)} objects with {edges} call edges between files")
+    if unbuilt:
+        summary += " (not built here: " + ", ".join(unbuilt) + ")"
     return problems, summary
 
 
@@ -287,7 +303,11 @@ core     src/core/  ->
 """
 
 
-def make_tree(base, files, table=SELF_TABLE, readme=None, readme_leaves_out=()):
+def make_tree(base, files, table=SELF_TABLE, readme=None, readme_leaves_out=(),
+              own_target=(), not_compiled=()):
+    """own_target: files compiled as a target of their own folder's CMakeLists
+    (BUILD/<folder>/CMakeFiles/own.dir/<name>.o, as python/ builds the extension's);
+    not_compiled: files the build leaves out."""
     root = os.path.join(base, "tree")
     build = os.path.join(base, "build")
     for rel, text in list(files.items()) + [("src/layers.txt", table),
@@ -299,14 +319,17 @@ def make_tree(base, files, table=SELF_TABLE, readme=None, readme_leaves_out=()):
     with open(os.path.join(root, "src", "README.md"), "w", encoding="utf-8") as f:
         f.write(readme if readme is not None else "\n".join(table_lines(
             os.path.join(root, "src", "layers.txt"))) + "\n")
-    folders = {os.path.dirname(rel) for rel in files if rel.startswith("src/")}
+    folders = {os.path.dirname(rel) for rel in files}
     for folder in folders:  # each folder's README names its files
         names = sorted(os.path.basename(r) for r in files if os.path.dirname(r) == folder)
         with open(os.path.join(root, folder, "README.md"), "w", encoding="utf-8") as f:
             f.write("".join(f"- `{n}`\n" for n in names if n not in readme_leaves_out))
     for rel in files:
-        if rel.endswith(".c"):
+        if rel.endswith(".c") and rel not in not_compiled:
             obj = os.path.join(build, "CMakeFiles", "t.dir", rel + ".o")
+            if rel in own_target:
+                folder, name = rel.split("/", 1)
+                obj = os.path.join(build, folder, "CMakeFiles", "own.dir", name + ".o")
             os.makedirs(os.path.dirname(obj), exist_ok=True)
             cc = os.environ.get("CC", "cc")
             subprocess.run([cc, "-c", "-o", obj, "-I", os.path.join(root, "src"),
@@ -353,6 +376,23 @@ CASES = [
      ["ext/m.c: in no layer of src/layers.txt"]),
     ("a folder README that does not name a file", {}, {"readme_leaves_out": ["top.h"]},
      ["src/top/README.md: does not name top.h"]),
+    ("a front end's folder README that does not name a file", {},
+     {"readme_leaves_out": ["main.c"]}, ["app/README.md: does not name main.c"]),
+    ("an object of a folder's own target (the extension's) calling a private function", {
+        "app/ext/hook.c": "void core_fn(void);\nvoid hook(void) { core_fn(); }\n"},
+     {"own_target": ["app/ext/hook.c"]},
+     ["call app/ext/hook.c -> src/core/core.c (core_fn): app may not call core"]),
+    ("two files of a folder's own target that call each other", {
+        "app/ext/a.c": "void b(void);\nvoid a(int n) { if (n) b(); }\n",
+        "app/ext/b.c": "void a(int);\nvoid b(void) { a(0); }\n"},
+     {"own_target": ["app/ext/a.c", "app/ext/b.c"]},
+     ["call circle: app/ext/a.c -> app/ext/b.c (b), app/ext/b.c -> app/ext/a.c (a)"]),
+    ("a C file the build did not compile", {"app/ext/x.c": "void x(void) {}\n"},
+     {"not_compiled": ["app/ext/x.c"]},
+     ["app/ext/x.c: no object under the build, so its calls go unchecked (build it, or name "
+      "its folder with --unbuilt)"]),
+    ("a folder this build leaves out, named --unbuilt", {"app/ext/x.c": "void x(void) {}\n"},
+     {"not_compiled": ["app/ext/x.c"], "unbuilt": ["app/ext/"]}, []),
     ("a circle in the table", {}, {"table": SELF_TABLE.replace("src/core/  ->",
                                                                "src/core/  -> top")},
      ["table: a circle of layers: core -> top"]),
@@ -365,9 +405,11 @@ CASES = [
 def self_test():
     failures = 0
     for title, extra, options, expected in CASES:
+        options = dict(options)
+        unbuilt = options.pop("unbuilt", ())
         with tempfile.TemporaryDirectory() as base:
             root, build = make_tree(base, {**CLEAN, **extra}, **options)
-            problems, _ = check(root, build)
+            problems, _ = check(root, build, unbuilt=unbuilt)
         if sorted(problems) != sorted(expected):
             failures += 1
             print(f"FAIL {title}:\n  expected {expected}\n  got      {problems}")
@@ -379,10 +421,15 @@ def self_test():
 def main(argv):
     if argv[1:] == ["--self-test"]:
         return self_test()
-    if len(argv) != 3:
+    args, unbuilt = argv[1:], []
+    while len(args) > 2 and args[0] == "--unbuilt":
+        unbuilt.append(args[1])
+        args = args[2:]
+    if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    problems, summary = check(os.path.abspath(argv[1]), os.path.abspath(argv[2]))
+    problems, summary = check(os.path.abspath(args[0]), os.path.abspath(args[1]),
+                              unbuilt=unbuilt)
     for p in problems:
         print(p)
     print(f"layers: {summary}: " + (f"{len(problems)} problem(s)" if problems else "all good"))

@@ -1,15 +1,20 @@
 /*
- * _loop.h — what the three files of stepwatch.torch's Loop share (private to them; the rest
+ * _torch_loop.h — what the files of stepwatch.torch's Loop share (private to them; the rest
  * of the extension knows only sw_py_loop_spec and sw_py_hook_spec from _stepwatch.h).
  *
- *   _loop.c        the Loop type: made by stepwatch.torch.instrument(), hands out the hooks,
- *                  close(), mark()/mark_end() (stepwatch.step()), module_begin/module_end
- *   _loop_rules.c  the step rules: where steps begin and end (optimizer, backward, DataLoader,
- *                  forward, manual), the train/valid phases, the held-back events, the notes
- *   _loop_hooks.c  the torch hooks: LoopHook, the C callables patched over torch's entry
- *                  points; each times its event and tells the rules about it
- *   _loop_batches.c the batches fetched and not consumed yet: which step each belongs to,
- *                  and their copies to the device
+ *   _torch_loop.c          the Loop type: made by stepwatch.torch.instrument(), hands out the
+ *                          hooks, close(), mark()/mark_end() (stepwatch.step()),
+ *                          module_begin/module_end
+ *   _torch_loop_rules.c    the step rules: where steps begin and end (optimizer, backward,
+ *                          DataLoader, forward, manual), the train/valid phases, the
+ *                          held-back events, the notes
+ *   _torch_loop_hooks.c    the torch hooks: LoopHook, the C callables patched over torch's
+ *                          entry points; each times its event and tells the rules about it
+ *   _torch_loop_batches.c  the batches fetched and not consumed yet: which step each
+ *                          belongs to, and their copies to the device
+ *
+ * Calls point down: _torch_loop.c calls the hooks and the rules, the hooks call the rules
+ * and the batches, the rules call the batches; never back up (the `layers` test).
  *
  * The Loop holds the profiler, the ids, and the state of the step in progress; the hooks
  * change the state of the calls running now, the rules the state of the step.
@@ -45,7 +50,7 @@ typedef struct {
  * start), fetched and not consumed yet. It belongs to the step whose forward consumes it,
  * whenever and with whatever grad mode it was fetched (loaders that read ahead, an
  * update's micro-batches drawn before its first forward, an evaluation loop that fetches
- * with grad on and runs the forward under no_grad): see _loop_batches.c. */
+ * with grad on and runs the forward under no_grad): see _torch_loop_batches.c. */
 typedef struct {
     int startup;  /* a loader's start-up, not a batch */
     int iterator; /* its iterator's slot in LoopObject.iterators */
@@ -137,7 +142,7 @@ typedef struct {
 } LoopObject;
 
 /* ------------------------------------------------------------------------------------------
- * The step rules (_loop_rules.c). p is the open profiler (loop->owner->p, not NULL).
+ * The step rules (_torch_loop_rules.c). p is the open profiler (loop->owner->p, not NULL).
  * ---------------------------------------------------------------------------------------- */
 
 const char *sw_py_loop_rule_name(step_rule rule);
@@ -168,11 +173,11 @@ void sw_py_loop_optimizer_done(LoopObject *loop, sw_profiler *p, const void *opt
 /* stepwatch.step(): a mark (batch 0: no batch size given), the end of its `with` block. */
 void sw_py_loop_mark(LoopObject *loop, sw_profiler *p, uint32_t batch);
 void sw_py_loop_mark_end(LoopObject *loop, sw_profiler *p);
-/* Everything still open, when the loop closes. */
+/* Everything still open, when the loop closes (after sw_py_loop_user_loss_ended). */
 void sw_py_loop_close_all(LoopObject *loop, sw_profiler *p);
 
 /* ------------------------------------------------------------------------------------------
- * The batches fetched and not consumed yet (_loop_batches.c)
+ * The batches fetched and not consumed yet (_torch_loop_batches.c)
  * ---------------------------------------------------------------------------------------- */
 
 /* Holds b; the queue owns its key from then on. */
@@ -195,7 +200,7 @@ void sw_py_loop_consume(LoopObject *loop, sw_profiler *p, const char *take);
 int sw_py_loop_drop(LoopObject *loop, sw_profiler *p, int finished_only);
 
 /* ------------------------------------------------------------------------------------------
- * The hooks (_loop_hooks.c)
+ * The hooks (_torch_loop_hooks.c)
  * ---------------------------------------------------------------------------------------- */
 
 /* Loop.hook(kind, original=None): the LoopHook of kind wrapping original. */
@@ -205,7 +210,7 @@ PyObject *sw_py_loop_hook(LoopObject *loop, PyObject *args, PyObject *kwargs);
 int sw_py_loop_call_begin(LoopObject *loop, sw_profiler *p, PyObject *module, int is_module,
                           PyObject *const *inputs, Py_ssize_t ninputs);
 void sw_py_loop_call_end(LoopObject *loop, PyObject *result);
-/* The user's loss function (see _loop_hooks.c) ends now, if one runs. */
+/* The user's loss function (see _torch_loop_hooks.c) ends now, if one runs. */
 void sw_py_loop_user_loss_ended(LoopObject *loop);
 
 #endif
