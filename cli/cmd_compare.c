@@ -12,7 +12,7 @@ static const char HELP[] =
     "total of each, the change of the mean, and a verdict. A change is 'slower' or 'faster'\n"
     "when a Mann-Whitney U test on the two histograms gives p < 0.01 and the mean moved by\n"
     "at least 5 %; actions in only one run are 'new' or 'gone'. Regressions come first.\n\n"
-    "  -f, --format F          table (default), md, csv, json\n"
+    "  -f, --format F          " SWCLI_HELP_FORMATS " (default: table)\n"
     "      --fail-on-regression  exit with status 1 when anything got significantly slower\n"
     "  -o, --output OUT        write to OUT instead of standard output\n"
     "  -h, --help              this help\n\n"

@@ -12,7 +12,7 @@ static const char HELP[] =
     "waiting for data), callback and logging overhead, warm-up outliers, tail stalls, idle\n"
     "time between steps, the straggler rank (run files with several ranks), misuse and\n"
     "dropped events. Prints 'No problems found.' for a clean run.\n\n"
-    "  -f, --format F   table (plain text, default), md, json\n"
+    "  -f, --format F   " SWCLI_HELP_FORMATS " (default: table, plain text)\n"
     "      --check      exit with status 1 when there is a warning or a critical finding\n"
     "  -o, --output OUT write to OUT instead of standard output\n"
     "  -h, --help       this help\n\n"

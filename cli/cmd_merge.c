@@ -2,14 +2,14 @@
 #include "options.h"
 
 static const char HELP[] =
-    "usage: stepwatch merge RUN... -o OUT [--force] [-f table|md|json]\n\n"
+    "usage: stepwatch merge RUN... -o OUT [--force] [-f F]\n\n"
     "Merge run files (one per rank) into one file that keeps every rank; report, html and\n"
     "diagnose then show all ranks together and the slowest ones. The cross-rank view\n"
     "(per action the time per step across ranks, the stragglers and their blame) is\n"
     "printed on standard output.\n\n"
     "  -o, --output OUT the merged run file (must not exist unless --force)\n"
     "  --force          replace OUT if it is an earlier stepwatch run file\n"
-    "  -f, --format F   the cross-rank view: table (default), md, json\n"
+    "  -f, --format F   the cross-rank view: " SWCLI_HELP_FORMATS " (default: table)\n"
     "  -h, --help       this help\n";
 
 /* The cross-rank view of the merged file on standard output; for a single rank, a line (an

@@ -6,7 +6,7 @@
 static const char HELP[] =
     "usage: stepwatch report RUN [--format F] [--rank N] [-o OUT]\n\n"
     "Print the report of a run file (all ranks merged unless --rank is given).\n\n"
-    "  -f, --format F   table (default), lightning, fastxtend, ignite, md, csv, json\n"
+    "  -f, --format F   " SWCLI_HELP_FORMATS " (default: table)\n"
     "  -r, --rank N     only rank N\n"
     "  -o, --output OUT write to OUT instead of standard output\n"
     "  -h, --help       this help\n";

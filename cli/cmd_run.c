@@ -38,7 +38,7 @@ static const char HELP[] =
     "      --run-file P  the run file (default stepwatch-{rank}.db; {rank} is the rank)\n"
     "  -t, --timeline    keep every span (for 'stepwatch export --chrome')\n"
     "  -f, --format F    the report the Python command prints at exit (STEPWATCH_FORMAT):\n"
-    "                    table (default), lightning, fastxtend, ignite, md, csv, json\n"
+    "                    " SWCLI_HELP_FORMATS " (default: table)\n"
     "  -o, --output P    the Python command writes that report to P, not to stderr\n"
     "                    (STEPWATCH_OUTPUT)\n"
     "      --warmup N    first N steps of each phase kept out of the statistics\n"

@@ -52,10 +52,14 @@
 /* A set of report formats, for swcli_args.formats: SWCLI_FORMAT(SW_FORMAT_CSV) | ... */
 #define SWCLI_FORMAT(f) (1u << (f))
 
+/* Where a help text names the formats -f takes: -h prints the ones the subcommand writes
+ * there, from the library's list (sw_format_name), so no help text lists them by hand. */
+#define SWCLI_HELP_FORMATS "{formats}"
+
 /* One subcommand's common options: preset the defaults, then swcli_option fills them in. */
 typedef struct swcli_args {
     const char *command; /* "report": names the subcommand in messages */
-    const char *help;    /* printed on standard output by -h/--help */
+    const char *help;    /* printed on standard output by -h/--help (SWCLI_HELP_FORMATS) */
     unsigned formats;    /* what -f accepts, a set of SWCLI_FORMAT(f); 0: every format */
     sw_format format;    /* -f/--format F */
     int rank;            /* -r/--rank N, from 0 to SWCLI_MAX_RANK */

@@ -340,7 +340,7 @@ SW_API sw_phase sw_phase_id(sw_profiler *p, const char *name);
 SW_API const char *sw_phase_name(const sw_profiler *p, sw_phase phase);
 
 /* Enter and leave a phase. A phase is also timed as an action of the same name, recorded
- * in the enclosing phase (so "train" and "valid" appear under "fit", as fastxtend shows).
+ * in the enclosing phase (so "train" and "valid" appear under "fit").
  * Phases nest (fit > epoch > train). */
 SW_API void sw_phase_begin(sw_profiler *p, sw_phase phase);
 SW_API void sw_phase_end(sw_profiler *p, sw_phase phase);
@@ -486,8 +486,8 @@ SW_API sw_id sw_site_id(sw_profiler *p, sw_site *site, const char *name);
 #endif
 
 /* ------------------------------------------------------------------------------------------
- * Timer — Ignite's Timer: start, pause, resume, reset, step, value.
- * Not thread-safe (one timer per user); no allocation.
+ * Timer — a stopwatch that pauses: the time it ran, in total or per step (start, pause,
+ * resume, reset, step, value). Not thread-safe (one timer per user); no allocation.
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct sw_timer {
@@ -498,7 +498,7 @@ typedef struct sw_timer {
     uint64_t steps;
 } sw_timer;
 
-/* Reset and start running (Ignite's Timer() constructor and reset()). */
+/* Reset and start running. */
 SW_API void sw_timer_init(sw_timer *t, int average);
 SW_API void sw_timer_reset(sw_timer *t);
 SW_API void sw_timer_pause(sw_timer *t);
@@ -554,8 +554,8 @@ SW_API void sw_stats_init(sw_stats *s);
 SW_API void sw_stats_add(sw_stats *s, uint64_t ns, uint64_t self_ns, int64_t step,
                          uint64_t samples);
 SW_API void sw_stats_merge(sw_stats *into, const sw_stats *from);
-/* Sample standard deviation (n - 1, as Ignite/torch.std) and population (n, as np.std),
- * in ns; 0 when undefined. */
+/* Sample standard deviation (n - 1) and population standard deviation (n), in ns; 0 when
+ * undefined. */
 SW_API double sw_stats_stddev(const sw_stats *s);
 SW_API double sw_stats_pstddev(const sw_stats *s);
 /* Samples per second over the calls (samples / total time); 0 when unknown. */
@@ -672,8 +672,11 @@ typedef enum sw_format {
 
 #define SW_JSON_SCHEMA_VERSION 1
 
-/* "table", "lightning", "fastxtend", "ignite", "md"/"markdown", "csv", "json".
- * SW_EFORMAT for anything else. */
+/* The formats are numbered from 0 without a gap, and sw_format_name(fmt) is NULL past the
+ * last, so `for (sw_format f = 0; sw_format_name(f); f++)` lists every name: the library's
+ * writer table is the one list (the command's help and Python's stepwatch.FORMATS are read
+ * from it). sw_format_parse takes those names and "md" for markdown; SW_EFORMAT for
+ * anything else. */
 SW_API int sw_format_parse(const char *name, sw_format *out);
 SW_API const char *sw_format_name(sw_format fmt);
 

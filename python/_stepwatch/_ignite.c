@@ -36,7 +36,7 @@
  * Like the rest of the hot path, marks never raise on the loop's account: a closed profiler
  * makes them no-ops, and an engine state that cannot be read gives zeros.
  */
-#include "_stepwatch.h"
+#include "_ignite.h"
 
 #include <structmember.h>
 #include <stdlib.h>

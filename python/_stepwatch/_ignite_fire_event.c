@@ -33,7 +33,7 @@
  * still holds the object). Like the marks, nothing here raises on the loop's account; an
  * exception comes only from what Ignite's loop would raise (a handler's, the engine's).
  */
-#include "_stepwatch.h"
+#include "_ignite.h"
 
 #include <structmember.h>
 

@@ -37,10 +37,12 @@ const sw_snapshot *sw_py_snapshot_of(module_state *st, PyObject *obj) {
 int sw_py_parse_format(const char *name, sw_format *out) {
     int rc = sw_format_parse(name, out);
     if (rc < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "unknown report format '%s' (table, lightning, fastxtend, ignite, "
-                     "markdown, csv, json)",
-                     name);
+        char list[128] = ""; /* the library's names (its writer table is the one list) */
+        for (sw_format f = 0; sw_format_name(f) != NULL; f++) {
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", sw_format_name(f));
+        }
+        PyErr_Format(PyExc_ValueError, "unknown report format '%s' (%s)", name, list);
         return -1;
     }
     return 0;
@@ -263,8 +265,7 @@ static PyObject *Snapshot_info(SnapshotObject *self, PyObject *unused) {
 static PyMethodDef Snapshot_methods[] = {
     {"report", (PyCFunction)(void (*)(void))sw_py_snapshot_report, METH_VARARGS | METH_KEYWORDS,
      "report($self, /, format='table', *, width=None, full_names=False, brief=False)\n--\n\n"
-     "-> str: table,\n"
-     "lightning, fastxtend, ignite, markdown, csv, json. width: columns the table may take\n"
+     "-> str: format is one of stepwatch.FORMATS (or 'md'). width: columns the table may take\n"
      "(default: the terminal's); full_names: never shorten a name (for files); brief:\n"
      "Lightning's extended=False layout."},
     {"records", (PyCFunction)(void (*)(void))sw_py_snapshot_records, METH_VARARGS | METH_KEYWORDS,

@@ -186,6 +186,42 @@ static PyTypeObject **type_slot(module_state *st, size_t i) {
 /* The module functions of a framework's room (_ignite.c, _fastai.c), beside this file's. */
 static PyMethodDef *const framework_functions[] = {sw_py_ignite_functions, sw_py_fastai_functions};
 
+/* A tuple of the n names name_of(0..n-1), as the module's attribute `attr`. */
+static int add_names(PyObject *module, const char *attr, Py_ssize_t n,
+                     const char *(*name_of)(int)) {
+    PyObject *names = PyTuple_New(n);
+    for (Py_ssize_t i = 0; names != NULL && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(name_of((int)i));
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    int rc = names ? PyModule_AddObjectRef(module, attr, names) : -1;
+    Py_XDECREF(names);
+    return rc;
+}
+
+static const char *format_name(int i) {
+    return sw_format_name((sw_format)i);
+}
+
+static const char *category_name(int i) {
+    return sw_category_name((sw_category)i);
+}
+
+/* FORMATS, the report format names (the library's writer table: sw_format_name from 0), and
+ * CATEGORIES, the step breakdown's categories (sw_category_name): read from the library, the
+ * one place each list is written, so Python never types them again. */
+static int add_lists(PyObject *module) {
+    Py_ssize_t nformats = 0;
+    while (sw_format_name((sw_format)nformats) != NULL)
+        nformats++;
+    if (add_names(module, "FORMATS", nformats, format_name) < 0)
+        return -1;
+    return add_names(module, "CATEGORIES", SW_CAT_COUNT, category_name);
+}
+
 static int module_exec(PyObject *module) {
     module_state *st = sw_py_state_of_module(module);
     for (size_t i = 0; i < NTYPES; i++) {
@@ -216,7 +252,8 @@ static int module_exec(PyObject *module) {
     st->shape_name = PyUnicode_InternFromString("shape");
     if (!st->shape_name)
         return -1;
-    if (PyModule_AddStringConstant(module, "__version__", SW_VERSION_STRING) < 0 ||
+    if (add_lists(module) < 0 ||
+        PyModule_AddStringConstant(module, "__version__", SW_VERSION_STRING) < 0 ||
         PyModule_AddIntConstant(module, "JSON_SCHEMA_VERSION", SW_JSON_SCHEMA_VERSION) < 0 ||
         PyModule_AddIntConstant(module, "MAX_RING_CAPACITY", SW_MAX_RING_CAPACITY) < 0 ||
         PyModule_AddIntConstant(module, "RANK_PAYLOAD_SIZE", SW_RANK_PAYLOAD_SIZE) < 0)

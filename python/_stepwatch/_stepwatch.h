@@ -292,29 +292,6 @@ PyObject *sw_py_compare(PyObject *module, PyObject *args, PyObject *kwargs);
 extern PyType_Spec sw_py_live_spec;
 
 /* ------------------------------------------------------------------------------------------
- * _ignite.c: the marks of a whole iteration event, for FireEvent (_ignite_fire_event.c)
- * ---------------------------------------------------------------------------------------- */
-
-/* Ignite's per-iteration events, in the order FireEvent takes them; Marks' slot i times the
- * handlers of event i. */
-enum {
-    SW_PY_GET_BATCH_STARTED,
-    SW_PY_GET_BATCH_COMPLETED,
-    SW_PY_ITERATION_STARTED,
-    SW_PY_ITERATION_COMPLETED,
-    SW_PY_ITERATION_EVENTS
-};
-
-/* The number of slots of marks, a Marks. */
-int sw_py_marks_slots(PyObject *marks);
-
-/* The marks before and after the handlers of iteration event `event` (SW_PY_*) on marks, a
- * Marks; `timed`: the handlers are timed as slot `event` (< sw_py_marks_slots). engine: the
- * Ignite engine whose state is read. Never raise. */
-void sw_py_marks_before(PyObject *marks, int event, int timed, PyObject *engine);
-void sw_py_marks_after(PyObject *marks, int event, int timed, PyObject *engine);
-
-/* ------------------------------------------------------------------------------------------
  * _funcprof.c: the function profiler of one Profiler (its watcher on the core profiler)
  * ---------------------------------------------------------------------------------------- */
 

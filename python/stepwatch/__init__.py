@@ -21,12 +21,14 @@ default profiler and lazy access to the framework adapters::
     print(stepwatch.diagnose("run.db"), stepwatch.compare("base.db", "run.db"))
 """
 import importlib
+import pkgutil
 import sys
 import threading
 from types import ModuleType
 from typing import Any, Callable
 
 from ._stepwatch import (
+    FORMATS,
     JSON_SCHEMA_VERSION,
     MAX_RING_CAPACITY,
     Action,
@@ -54,19 +56,19 @@ from ._stepwatch import (
 )
 from ._stepwatch import RANK_PAYLOAD_SIZE, ranks_view, run_ranks
 
+# The adapters are attributes too (stepwatch.torch, ...: _ADAPTERS below) but not in __all__:
+# `from stepwatch import *` imports no framework.
 __all__ = [
     "Action", "Error", "Live", "Phase", "Profiler", "Snapshot", "Step", "Timed", "Timer",
     "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
-    "load_steps", "now_ns", "clock_in_use",
+    "load_steps", "now_ns", "clock_in_use", "FORMATS",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
     "step",
-    "torch", "lightning", "thunder", "ignite", "fastai", "live",
-    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
+    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks",
 ]
 
-FORMATS: tuple[str, ...] = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
 
 _default: Profiler | None = None
 _default_lock = threading.Lock()
@@ -164,7 +166,10 @@ def step(batch_size: int = 0) -> _StepMark:
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
-_ADAPTERS = ("torch", "lightning", "thunder", "ignite", "fastai", "live", "distributed")
+# The adapters (torch, lightning, ignite, fastai, thunder, transformers, ...) and tools, one
+# module each in this folder: the folder is their one list. Imported only when asked for
+# (each imports its framework).
+_ADAPTERS = frozenset(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def __getattr__(name: str) -> ModuleType:

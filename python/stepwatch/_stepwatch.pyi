@@ -7,6 +7,8 @@ from typing import Any, Literal, Self, TypeVar
 from stepwatch.functions import FunctionStats
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+# The Literals a type checker needs, kept equal to the C library's lists (FORMATS and "md",
+# CATEGORIES) by test_typing.py.
 _Format = Literal["table", "lightning", "fastxtend", "ignite", "markdown", "md", "csv", "json"]
 _Category = Literal["data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback",
                     "other"]
@@ -14,6 +16,8 @@ _Path = str | bytes
 
 __version__: str
 JSON_SCHEMA_VERSION: int
+FORMATS: tuple[str, ...]
+CATEGORIES: tuple[str, ...]
 MAX_RING_CAPACITY: int
 RANK_PAYLOAD_SIZE: int
 

@@ -147,8 +147,8 @@ class Profiler(_LightningProfiler):
             ``{dirpath}/{stage}-{filename}-{local_rank}.txt``, else to the log).
         extended: as SimpleProfiler, for ``format="lightning"``: False gives its short
             layout (Action, Mean duration, Total time). The stepwatch table ignores it.
-        format: the report's layout: table (default: Lightning's columns and std, p50, p99,
-            self time), lightning (SimpleProfiler's), fastxtend, ignite, markdown, csv, json.
+        format: the report's layout, one of stepwatch.FORMATS: table (default: Lightning's
+            columns and std, p50, p99, self time), lightning (SimpleProfiler's), and the rest.
         warmup_steps: first steps of each phase kept out of the statistics.
         run_file: also write a stepwatch run file; "{rank}" expands to the rank, read when
             Lightning sets the profiler up (``stepwatch.distributed_rank``), "{stage}" to the

@@ -39,7 +39,9 @@ import stepwatch as _sw
 
 __all__ = ["Callback"]
 
-_CATEGORIES = ("data", "forward", "loss", "backward", "optimizer", "zero_grad")
+# The step's own parts: the library's categories (stepwatch.CATEGORIES) but the handlers'
+# and the rest.
+_CATEGORIES = tuple(c for c in _sw.CATEGORIES if c not in ("callback", "other"))
 
 
 def _totals(records):

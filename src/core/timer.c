@@ -1,4 +1,4 @@
-/* timer.c — Ignite's Timer: an elapsed-time counter that can pause, resume and average. */
+/* timer.c — sw_timer: an elapsed-time counter that can pause, resume and average per step. */
 #include "stepwatch.h"
 
 void sw_timer_init(sw_timer *t, int average) {

@@ -24,7 +24,7 @@
  * device time is the GPU time of its kernels plus the GPU's idle gaps inside it. The time
  * between the end of one step and the begin of the next (the gap) counts in the next step's
  * device time, as its host time does. A loop that begins a step once its batch arrived
- * (stepwatch.torch, Ignite: sw_step_begin_at, the data wait recorded after the fact) fetches
+ * (the Python adapters: sw_step_begin_at, the data wait recorded after the fact) fetches
  * in the gap, where the GPU runs what is left of the previous step: the gap's elapsed time
  * is then the part of the data wait the GPU sat idle, the step's device "data". A data span
  * inside the step is timed like the others, with the same meaning: device "data" is the

@@ -441,10 +441,13 @@ def test_c_command_runs_python_scripts(tmp_path, build_dir):
                       "for x in DataLoader(torch.randn(8, 2), batch_size=4):\n"
                       "    torch.nn.Linear(2, 1)(x)\n")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    # In tmp_path: `stepwatch run` writes its run file (stepwatch-0.db) where it runs, and one
+    # was once committed from a test run in the checkout (issue 38).
     out = subprocess.run([exe, "run", "--", sys.executable, str(script)], capture_output=True,
-                         text=True, timeout=300, env=env)
+                         text=True, timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "forward" in out.stdout + out.stderr
+    assert (tmp_path / "stepwatch-0.db").exists()
 
 
 def test_compilations_are_noted_and_diagnosed_as_compilation(tmp_path):
