@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from ._stepwatch import (
+    CATEGORIES,
     FORMATS,
     JSON_SCHEMA_VERSION,
     MAX_RING_CAPACITY,
@@ -63,6 +64,7 @@ __all__ = [
     "compare", "diagnose", "export_chrome", "html",
     "JSON_SCHEMA_VERSION", "MAX_RING_CAPACITY", "__version__", "batch_size", "category_of", "load",
     "load_steps", "now_ns", "clock_in_use", "FORMATS",
+    "CATEGORIES",
     "strerror", "write_output", "profiler", "set_profiler", "action", "report", "records",
     "distributed_rank",
     "step",
