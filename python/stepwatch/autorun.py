@@ -141,7 +141,7 @@ def _write_report(prof, fmt, output, view=None, run_file=None):
         if prof.function_actions():
             text += "\n" + prof.function_report()
     if view is not None:
-        text += "\n" + view.report(fmt if fmt in ("markdown", "md", "json") else "table")
+        text += "\n" + view.report_after(fmt)
     if output:
         stepwatch.write_output(output, text)  # all or nothing: an old report stays whole
     else:

@@ -81,6 +81,15 @@ class RankView:
     def report(self, format="table", top=None):
         return ranks_view(self.payloads, self.world_size, format, top or self.top)
 
+    # The formats the view writes itself (sw_ranks_write); a report in any other (a peer's
+    # table, CSV) is followed by the view's table.
+    _OWN_FORMATS = ("markdown", "md", "json")
+
+    def report_after(self, report_format):
+        """The view to print under a report in report_format: in that format where the view
+        has it, else as its table (what every adapter prints below its report)."""
+        return self.report(report_format if report_format in self._OWN_FORMATS else "table")
+
     def __repr__(self):
         worst = self.stragglers[0] if self.stragglers else None
         who = f", straggler rank {worst['rank']} ({worst['blame']})" if worst else ""

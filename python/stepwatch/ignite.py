@@ -366,7 +366,7 @@ class _Base:
         view = self._ranks.view if self._ranks is not None else None
         if view is None:
             return text
-        return text + view.report(format if format in ("markdown", "json") else "table")
+        return text + view.report_after(format)
 
     def _write_csv(self, output_path, header, rows):
         text = io.StringIO(newline="")

@@ -294,7 +294,7 @@ class Profiler(_LightningProfiler):
         text = recorder.report(self.format, full_names=True, brief=not self.extended)
         view = self._ranks.view if self._ranks is not None else None
         if view is not None:  # the view's own formats; the peers' table styles get the table
-            text += view.report(self.format if self.format in ("markdown", "json") else "table")
+            text += view.report_after(self.format)
         if self.format in ("csv", "json"):
             return text
         stage = f"{self._stage.upper()} " if self._stage is not None else ""

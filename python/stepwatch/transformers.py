@@ -211,8 +211,7 @@ class Callback(TrainerCallback):
         if self.report and state.is_world_process_zero:
             text = self.profiler.report(self.format, full_names=bool(self.output))
             if self.ranks is not None:
-                text += "\n" + self.ranks.report(self.format if self.format in
-                                                 ("markdown", "md", "json") else "table")
+                text += "\n" + self.ranks.report_after(self.format)
             self.report_text = text
             if self.output:
                 _sw.write_output(self.output, text)
