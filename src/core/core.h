@@ -192,6 +192,9 @@ void sw__ticker_close(sw__ticker *t);
  * 0) until it does, and the new elements are zeroed. 0, or SW_ENOMEM with the array and
  * *cap as they were:  if (sw__grow(&t->rows, sizeof *t->rows, &t->cap, t->n + 1, 16) != 0) */
 int sw__grow(void *array, size_t size, size_t *cap, size_t need, size_t first);
+/* The same for an array that never holds more than most elements (need <= most): the room
+ * doubles as above but stops at most (the engine's bounded histories). */
+int sw__grow_at_most(void *array, size_t size, size_t *cap, size_t need, size_t first, size_t most);
 
 /* ---- small shared helpers (util.c) ---- */
 
