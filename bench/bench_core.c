@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
 
     /* The TSC clock: a profiler that asks for it switches the process. */
     double tsc_pair = 0, tsc_floor = 0, mono_floor = 0;
-    sw_options tsc_opts = {.clock = SW_CLOCK_TSC};
+    sw_options tsc_opts = {.size = sizeof(sw_options), .clock = SW_CLOCK_TSC};
     int tsc = 0;
     if (sw_profiler_new(&tsc_opts, &p) == 0) {
         tsc = sw_clock_in_use() == SW_CLOCK_TSC;

@@ -71,7 +71,8 @@ static sw_profiler *profiler(int mode) {
         exit(1);
     int rc = 0;
     if (mode == INSTANT) {
-        sw_gpu_clock clock = {.event_new = instant_new,
+        sw_gpu_clock clock = {.size = sizeof(sw_gpu_clock),
+                              .event_new = instant_new,
                               .record = instant_record,
                               .query = instant_query,
                               .elapsed_ns = instant_elapsed,
@@ -118,7 +119,7 @@ static double step_ns(int mode) {
         double ns = (now_s(CLOCK_MONOTONIC) - t0) * 1e9 / STEPS;
         best = ns < best ? ns : best;
     }
-    sw_device_time_info info = {0};
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     if (mode == INSTANT &&
         (sw_device_time_info_get(p, &info) != 0 || info.steps_timed + 1 < 5 * (uint64_t)STEPS)) {
         fprintf(stderr, "bench_device: the device timing timed %llu steps\n",
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
 
     /* The sampler at 2 Hz: the process's CPU while the main thread sleeps. */
     sw_profiler *p = NULL;
-    sw_options o = {.device_stats = 1, .device_stats_ms = 500};
+    sw_options o = {.size = sizeof(sw_options), .device_stats = 1, .device_stats_ms = 500};
     double cpu0 = now_s(CLOCK_PROCESS_CPUTIME_ID), wall0 = now_s(CLOCK_MONOTONIC);
     if (sw_profiler_new(&o, &p) != 0)
         return 1;

@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
     close(fd);
     unlink(run_path);
 
-    sw_options opts = {.run_file = run_path, .timeline = 1, .name = "bench_journal"};
+    sw_options opts = {
+        .size = sizeof(sw_options), .run_file = run_path, .timeline = 1, .name = "bench_journal"};
     sw_profiler *p = NULL;
     int rc = sw_profiler_new(&opts, &p);
     if (rc != 0) {

@@ -53,9 +53,10 @@ int swcli_cmd_report(int argc, char **argv) {
         return swcli_input_error(path, rc);
     }
     /* A report kept in a file keeps every name whole. */
-    report_job job = {.snap = snap,
-                      .format = args.format,
-                      .layout = {.full_names = strcmp(args.output, "-") != 0}};
+    report_job job = {
+        .snap = snap,
+        .format = args.format,
+        .layout = {.size = sizeof(sw_write_options), .full_names = strcmp(args.output, "-") != 0}};
     code = swcli_write_output(args.output, path, write_report, &job);
     sw_snapshot_free(snap);
     sw_run_close(run);

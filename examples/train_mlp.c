@@ -220,14 +220,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    sw_options po = {0};
+    sw_options po = SW_OPTIONS_INIT;
     po.name = "train_mlp";
     po.warmup_steps = 1;
     /* Without --run-file, the core takes STEPWATCH_RUN_FILE/STEPWATCH_TIMELINE from the
      * environment (`stepwatch run -- train_mlp`). */
     po.run_file = a.run_file;
     po.timeline = a.timeline;
-    sw_engine_options eo = {0};
+    sw_engine_options eo = SW_ENGINE_OPTIONS_INIT;
     eo.profiler_options = &po;
     eo.max_epochs = (uint64_t)a.epochs;
     eo.csv_path = a.csv;
@@ -240,10 +240,11 @@ int main(int argc, char **argv) {
                 sw_strerror(rc));
         return 1;
     }
-    sw_data_source ts = {loader_next, loader_reset, &train_loader, loader_length(&train_loader)};
+    sw_data_source ts = {sizeof(sw_data_source), loader_next, loader_reset, &train_loader,
+                         loader_length(&train_loader)};
     sw_engine_set_train(e, &ts, trainer_train_step, &t);
     if (valid.n > 0) {
-        sw_data_source vs = {loader_next, loader_reset, &valid_loader,
+        sw_data_source vs = {sizeof(sw_data_source), loader_next, loader_reset, &valid_loader,
                              loader_length(&valid_loader)};
         sw_engine_set_valid(e, &vs, trainer_valid_step, &t);
     }

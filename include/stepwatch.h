@@ -9,7 +9,9 @@
  *   - Hot-path calls (sw_begin, sw_end, sw_record, sw_step_*, sw_phase_*) return void. They
  *     never allocate after warm-up, never lock, never print, never abort. Misuse (an end
  *     without a begin, mismatched nesting, too deep nesting) is counted and shown in reports.
- *   - A zeroed sw_options means defaults. sw_*_free(NULL) is a no-op.
+ *   - Option structs begin with their size (see "Structs that grow" below): start from
+ *     SW_OPTIONS_INIT and the like, which set it and leave every other field zeroed, which
+ *     means its default. A NULL options pointer means defaults. sw_*_free(NULL) is a no-op.
  *   - Times are nanoseconds of CLOCK_MONOTONIC unless a name says otherwise.
  *
  * Threads
@@ -22,6 +24,32 @@
  * Fork
  *   A child process made by fork() starts with an empty profiler (same actions, no
  *   statistics) and never writes into the parent's run file.
+ *
+ * Structs that grow (the ABI rule; docs/core.md, "Structs that grow")
+ *   Each struct a caller fills in and hands to the library (sw_options, sw_write_options,
+ *   sw_engine_options, sw_ftable_options, sw_ranks_options, sw_mpi_options), fills in for
+ *   it to call back (sw_data_source, sw_gpu_clock), or gives it to fill (sw_live_values,
+ *   sw_device_time_info) begins with `size_t size`: sizeof the struct as the caller was
+ *   compiled, set by its initializer (SW_OPTIONS_INIT, SW_ENGINE_OPTIONS_INIT, ...), which
+ *   zeroes every other field: the defaults. Fields are only ever added at the end, so a
+ *   program built against an older stepwatch.h works with a newer library:
+ *     - a size smaller than the library's struct (an older caller): the fields past it read
+ *       as zero, their default; of an output struct only the first size bytes are filled;
+ *     - a larger size (a caller built against a newer header): an input is accepted when
+ *       every byte past the library's struct is zero (the newer fields at their defaults),
+ *       else the call fails with SW_EUNSUPPORTED and sw_last_error() names the struct and
+ *       the first byte this library does not know; of an output, the bytes past the
+ *       library's struct are zeroed;
+ *     - a size under the struct of the first release (0: a struct zeroed by hand instead of
+ *       its initializer) is SW_EINVAL, named the same way.
+ *   None of them has padding after its last field, so a newer field can never lie in bytes
+ *   an older library takes for padding. tests/abi holds the first release's structs and
+ *   checks all of this.
+ *   Other structs do not grow that way: records and snapshots the library allocates and
+ *   hands out by pointer (sw_snapshot, sw_engine_state, sw_step_record, ...) get new fields
+ *   at their end only; structs a caller keeps by value or passes as arrays (sw_stats,
+ *   sw_hist, sw_timer, sw_time_profiler, sw_row, sw_module_row, sw_ignite_row, ...) are
+ *   fixed: changing one means a new struct and a new call.
  */
 #ifndef STEPWATCH_H
 #define STEPWATCH_H
@@ -29,6 +57,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* The initializer of a sized struct ("Structs that grow", above): its size, every other
+ * field zero. C (C99 on) takes a designated initializer; C++ before C++20 has none, so it
+ * gets a value-initialized copy with the size set (no missing-initializer warning). */
+#ifdef __cplusplus
+template <typename T> inline T sw__sized_init() {
+    T t = T();
+    t.size = sizeof(T);
+    return t;
+}
+#define SW__SIZED_INIT(T) (sw__sized_init<T>())
+#else
+#define SW__SIZED_INIT(T) \
+    { .size = sizeof(T) }
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -175,8 +218,16 @@ typedef enum sw_step_memory_mode {
 } sw_step_memory_mode;
 #define SW_STEP_RSS_EVERY_MS 10
 
+/* A profiler's options. Start from SW_OPTIONS_INIT (its size set, every other field zeroed:
+ * the defaults) and set what you need:
+ *     sw_options o = SW_OPTIONS_INIT;
+ *     o.run_file = "run-{rank}.db";
+ * or, in one expression: &(sw_options){.size = sizeof(sw_options), .run_file = "run.db"}.
+ * The fields are ordered so that none is followed by padding (and the recorder reads the
+ * ones the hot path needs at the offsets it always did); a new option is added at the end
+ * ("Structs that grow", at the top). */
 typedef struct sw_options {
-    const char *name;           /* run name shown in reports; NULL = "stepwatch" */
+    size_t size;                /* sizeof(sw_options) as the caller was compiled */
     uint32_t warmup_steps;      /* first N steps of each phase kept out of statistics; 0 = none */
     uint32_t max_depth;         /* open spans per thread; 0 = 64 */
     const char *run_file;       /* write a run file (SQLite) here; "{rank}" expands to the
@@ -193,6 +244,10 @@ typedef struct sw_options {
     int no_signal_handlers;   /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
     int rank;                 /* this process's rank; 0 with world_size 0 = from the environment */
     int world_size;           /* 0 = from the environment (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*) */
+    int local_rank;           /* the rank on this host; 0 = from the environment (LOCAL_RANK,
+                                OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
+                                else 0 */
+    const char *name;         /* run name shown in reports; NULL = "stepwatch" */
     const char *command;      /* the command line recorded in metadata; NULL = /proc/self/cmdline */
     int device_stats;         /* nonzero: sample CPU, memory and GPUs into counters
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_STATS=1 from
@@ -200,18 +255,20 @@ typedef struct sw_options {
     uint32_t device_stats_ms; /* the sampling interval; 0 = 500 */
     int device_time;          /* nonzero: GPU time per phase with the CUDA runtime
                                 (stepwatch/device.h); also STEPWATCH_DEVICE_TIME=1 */
-    int local_rank;           /* the rank on this host; 0 = from the environment (LOCAL_RANK,
-                                OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID),
-                                else 0 */
     sw_live_mode live;        /* the live status line on stderr */
     sw_clock_kind clock;      /* the profiler clock (sw_clock_kind); SW_EINVAL for another value */
     sw_step_memory_mode step_memory; /* RSS per step (sw_step_memory_mode); SW_EINVAL for
                                         another value */
+    /* New options go here, at the end. */
 } sw_options;
+
+#define SW_OPTIONS_INIT SW__SIZED_INIT(sw_options)
 
 /* Create a profiler. opts may be NULL (defaults). On success *out is set and 0 returned;
  * on error *out is NULL and a negative code is returned (SW_EINVAL for a ring_capacity over
- * SW_MAX_RING_CAPACITY, an unknown on_full or live, SW_ENOMEM). The caller owns *out.
+ * SW_MAX_RING_CAPACITY, an unknown on_full or live, a size under the first release's
+ * sw_options; SW_EUNSUPPORTED for options of a newer stepwatch.h set that this library does
+ * not know: sw_last_error() says which; SW_ENOMEM). The caller owns *out.
  * A run file that cannot be created never fails this call: the profiler works without one,
  * one line on stderr says why, and sw_profiler_run_file tells it too. A run file replaces
  * only an earlier stepwatch run file that no live process writes; anything else at the path
@@ -682,8 +739,10 @@ SW_API const char *sw_format_name(sw_format fmt);
 
 /* Write a report of s in fmt to out. SW_EINVAL for NULL arguments, SW_EIO on write error. */
 SW_API int sw_snapshot_write(const sw_snapshot *s, sw_format fmt, FILE *out);
-/* How a report is laid out (sw_snapshot_write_ex). Zeroed = sw_snapshot_write's layout. */
+/* How a report is laid out (sw_snapshot_write_ex). SW_WRITE_OPTIONS_INIT = sw_snapshot_write's
+ * layout. */
 typedef struct sw_write_options {
+    size_t size;    /* sizeof(sw_write_options) as the caller was compiled */
     size_t width;   /* columns the stepwatch table may take; 0 = the terminal's: $COLUMNS,
                         else the width of out's terminal, 80 for a file or a pipe */
     int full_names; /* nonzero: no layout ever shortens a name (the table, Lightning's and
@@ -692,8 +751,10 @@ typedef struct sw_write_options {
                         extended=False (Action, Mean duration, Total time; by mean). Other
                         layouts ignore it */
 } sw_write_options;
+#define SW_WRITE_OPTIONS_INIT SW__SIZED_INIT(sw_write_options)
 
-/* sw_snapshot_write with layout options (NULL = zeroed). Same errors. */
+/* sw_snapshot_write with layout options (NULL = defaults). Same errors, and those of a size
+ * ("Structs that grow": SW_EINVAL, SW_EUNSUPPORTED). */
 SW_API int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
                                 const sw_write_options *opts);
 /* Snapshot p and write it. */

@@ -136,7 +136,13 @@ static void add_to_run_list(sw_profiler *p) {
 
 int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
     sw__error_clear();
-    sw_options o = opts ? *opts : (sw_options){0};
+    sw_options o;
+    int rc = sw__sized_in(&o, sizeof o, opts, SW__END_OF(sw_options, step_memory), "sw_options");
+    if (rc != 0) {
+        if (out != NULL)
+            *out = NULL;
+        return rc;
+    }
     /* `stepwatch run -- ./program` asks for a run file through the environment. */
     int from_env = 0;
     if (o.run_file == NULL && (o.run_file = claim_env_run_file()) != NULL) {
@@ -149,7 +155,7 @@ int sw_profiler_new(const sw_options *opts, sw_profiler **out) {
             *out = NULL;
         return SW_EINVAL;
     }
-    int rc = sw__profiler_new(&o, out);
+    rc = sw__profiler_new(&o, out);
     if (rc != 0)
         return rc;
     if (o.run_file != NULL) {

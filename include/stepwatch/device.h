@@ -97,6 +97,8 @@ SW_API int sw_device_stats_source(sw_profiler *p, sw_sample_fn fn, void *ctx);
  * made once and reused; every call returns 0 on success, < 0 on an error (the timing then
  * stops and says why once). */
 typedef struct sw_gpu_clock {
+    size_t size; /* sizeof(sw_gpu_clock) as the caller was compiled (stepwatch.h, "Structs
+                    that grow") */
     void *ctx;
     /* At each step's begin: 1 when the device is in use now (the Python module answers
        torch.cuda.is_initialized(), so no event ever creates a CUDA context); 0 when not (the
@@ -113,7 +115,9 @@ typedef struct sw_gpu_clock {
     int (*elapsed_ns)(void *ctx, void *start, void *end, uint64_t *ns);
     void (*event_free)(void *ctx, void *event);
     void (*release)(void *ctx); /* when the timing stops; may be NULL */
+    /* New calls go here, at the end (NULL in an older caller's clock). */
 } sw_gpu_clock;
+#define SW_GPU_CLOCK_INIT SW__SIZED_INIT(sw_gpu_clock)
 
 /* Time p's steps on the GPU with the CUDA runtime, loaded now with dlopen (a runtime
  * already in the process first; STEPWATCH_CUDART names another library, for tests), on
@@ -123,7 +127,8 @@ typedef struct sw_gpu_clock {
  * does the same at sw_profiler_new (then a missing runtime is only said, not an error). */
 SW_API int sw_device_time_cuda(sw_profiler *p, void *stream);
 /* The same with the events of clock (copied; its release is called when the timing stops,
- * also when this call fails). */
+ * also when this call fails). SW_EINVAL / SW_EUNSUPPORTED for its size (stepwatch.h,
+ * "Structs that grow"). */
 SW_API int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock);
 
 /* The stream a step's events go on, asked at each step's begin on the thread that marks it
@@ -147,6 +152,9 @@ SW_API int sw_device_time_cuda_streams(sw_profiler *p, sw_stream_fn fn, void *ct
 SW_API void sw_device_mark(sw_profiler *p, sw_id action, int begins);
 
 typedef struct sw_device_time_info {
+    size_t size;                  /* sizeof(sw_device_time_info) as the caller was compiled, set
+                                before sw_device_time_info_get fills the rest (stepwatch.h,
+                                "Structs that grow") */
     uint64_t steps_timed;         /* steps whose device times were recorded */
     uint64_t steps_dropped;       /* never resolved: the run ended before the GPU reached them, or
                                 the step ended on another thread (counted, never waited for) */
@@ -161,9 +169,13 @@ typedef struct sw_device_time_info {
     uint64_t events;              /* GPU events made (pooled and reused) */
     uint64_t intervals;           /* intervals begun (sw_device_interval_begin) */
     uint64_t intervals_timed;     /* their times handed to sw_device_intervals_take */
+    /* New figures go here, at the end. */
 } sw_device_time_info;
+#define SW_DEVICE_TIME_INFO_INIT SW__SIZED_INIT(sw_device_time_info)
 
-/* What the device timing of p did so far. SW_ENOTFOUND when p is not timed. */
+/* What the device timing of p did so far, into the first out->size bytes of *out.
+ * SW_ENOTFOUND when p is not timed; SW_EINVAL for NULL or a size under the first
+ * release's. */
 SW_API int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out);
 
 /* ------------------------------------------------------------------------------------------

@@ -4,10 +4,12 @@
  * fastai's callback events onto the events below.
  *
  *   sw_engine *e = NULL;
- *   sw_engine_options eo = {0};
+ *   sw_engine_options eo = SW_ENGINE_OPTIONS_INIT;
  *   eo.max_epochs = 3;
  *   sw_engine_new(&eo, &e);
- *   sw_data_source train = {my_next, my_reset, &loader, -1};   // -1: length unknown
+ *   sw_data_source train = SW_DATA_SOURCE_INIT;
+ *   train.next = my_next, train.reset = my_reset, train.ctx = &loader;
+ *   train.length = -1;                         // -1: length unknown
  *   sw_engine_set_train(e, &train, my_step, &model);
  *   sw_engine_on(e, SW_EVENT_ITERATION_COMPLETED, "log", log_loss, NULL, 100);
  *   int rc = sw_engine_run(e);                 // 0, or the error that stopped the run
@@ -87,11 +89,14 @@ typedef struct sw_engine_state {
  *   length: batches per pass, or -1 (or 0) if unknown: then a pass ends when next returns 0,
  *          and the engine learns the length from the first pass. */
 typedef struct sw_data_source {
+    size_t size; /* sizeof(sw_data_source) as the caller was compiled (stepwatch.h, "Structs
+                    that grow") */
     int (*next)(void *ctx, void **batch, uint32_t *batch_size);
     int (*reset)(void *ctx);
     void *ctx;
     int64_t length;
 } sw_data_source;
+#define SW_DATA_SOURCE_INIT SW__SIZED_INIT(sw_data_source)
 
 /* The processing function (Ignite's process_function, fastai's one_batch): compute on one
  * batch. Returns 0 or a negative SW_E* code. */
@@ -102,29 +107,34 @@ typedef int (*sw_process_fn)(sw_engine *e, void *batch, uint32_t batch_size, voi
 typedef int (*sw_handler_fn)(sw_engine *e, sw_event ev, void *user);
 
 typedef struct sw_engine_options {
+    size_t size;                        /* sizeof(sw_engine_options) as the caller was compiled
+                                           (stepwatch.h, "Structs that grow") */
     sw_profiler *profiler;              /* record into this profiler (not owned); NULL = the engine
                                   makes its own from profiler_options and frees it */
     const sw_options *profiler_options; /* used only when profiler is NULL; NULL = defaults */
     uint64_t max_epochs;                /* 0 = 1 */
     int64_t epoch_length;               /* training batches per epoch; 0 = the source's length */
     uint32_t validate_every;            /* run the validation loop every N epochs; 0 = 1 */
-    const char *csv_path;               /* Ignite's BasicTimeProfiler.write_results CSV, streamed
-                                  here one row per training iteration; NULL = none */
     uint32_t handler_rows;              /* for Ignite's HandlersTimeProfiler.write_results CSV
                                   (sw_engine_write_handlers_csv): keep the last N durations
                                   of the training loop's processing function and dataflow and
                                   of each handler; 0 = keep none (no memory) */
+    const char *csv_path;               /* Ignite's BasicTimeProfiler.write_results CSV, streamed
+                                  here one row per training iteration; NULL = none */
+    /* New options go here, at the end. */
 } sw_engine_options;
+#define SW_ENGINE_OPTIONS_INIT SW__SIZED_INIT(sw_engine_options)
 
-/* Create an engine. opts may be NULL (defaults). 0, SW_EINVAL, SW_ENOMEM, or the code of
- * sw_profiler_new. The caller owns *out. */
+/* Create an engine. opts may be NULL (defaults). 0, SW_EINVAL, SW_EUNSUPPORTED (a size:
+ * stepwatch.h, "Structs that grow"), SW_ENOMEM, or the code of sw_profiler_new. The caller owns *out. */
 SW_API int sw_engine_new(const sw_engine_options *opts, sw_engine **out);
 /* Free the engine (and its profiler if it made it). NULL is a no-op. */
 SW_API void sw_engine_free(sw_engine *e);
 
 /* The training loop's data and processing function (required before sw_engine_run), and the
  * validation loop's (optional; fn may be the same). The source struct is copied. SW_EINVAL
- * for a NULL next/fn, SW_ESTATE while running. */
+ * for a NULL next/fn, SW_ESTATE while running, and a size's errors (SW_EINVAL,
+ * SW_EUNSUPPORTED). */
 SW_API int sw_engine_set_train(sw_engine *e, const sw_data_source *data, sw_process_fn fn,
                                void *user);
 SW_API int sw_engine_set_valid(sw_engine *e, const sw_data_source *data, sw_process_fn fn,

@@ -206,12 +206,16 @@ SW_API const char *sw_fprofile_action(const sw_fprofile *fp, uint32_t i);
 /* ---- writing ----------------------------------------------------------------------------- */
 
 typedef struct sw_ftable_options {
+    size_t size;        /* sizeof(sw_ftable_options) as the caller was compiled (stepwatch.h,
+                           "Structs that grow") */
     uint32_t max_lines; /* > 0: at most this many functions per action (pstats' int) */
-    double fraction;    /* in (0, 1): this share of them, rounded (pstats' float); else all */
     int full_paths;     /* nonzero: file names as recorded; 0: base names (pstats' strip_dirs) */
+    double fraction;    /* in (0, 1): this share of them, rounded (pstats' float); else all */
     const char *sort;   /* "cumulative" (NULL), "tottime" or "ncalls" */
     const char *suffix; /* appended to each "Profile stats for: <action>" line, or NULL */
+    /* New options go here, at the end. */
 } sw_ftable_options;
+#define SW_FTABLE_OPTIONS_INIT SW__SIZED_INIT(sw_ftable_options)
 
 /* The report a cProfile user reads, for action (NULL: every action): per action
  *   Profile stats for: <action>
@@ -220,7 +224,8 @@ typedef struct sw_ftable_options {
  *      List reduced from N to M due to restriction <M>
  *      ncalls  tottime  percall  cumtime  percall filename:lineno(function)
  * as pstats.Stats(...).strip_dirs().sort_stats(...).print_stats(...) prints it. opts may be
- * NULL. SW_EINVAL (bad sort), SW_ENOTFOUND (no such action), SW_EIO, SW_ENOMEM. */
+ * NULL. SW_EINVAL (bad sort, a size under the first release's), SW_EUNSUPPORTED (a newer
+ * option set: stepwatch.h, "Structs that grow"), SW_ENOTFOUND (no such action), SW_EIO, SW_ENOMEM. */
 SW_API int sw_fprofile_write_table(const sw_fprofile *fp, const char *action,
                                    const sw_ftable_options *opts, FILE *out);
 

@@ -12,6 +12,8 @@ extern "C" {
 /* The last window of a run. Undefined figures are NaN (no step ended in the window, no batch
  * sizes, no steady-state step yet). */
 typedef struct sw_live_values {
+    size_t size;          /* sizeof(sw_live_values) as the caller was compiled, set before
+                             sw_live_update fills the rest (stepwatch.h, "Structs that grow") */
     double window_s;      /* how much time the figures cover (up to the window asked for) */
     uint64_t steps;       /* steps that ended in the window, warm-up included, all phases */
     uint64_t total_steps; /* steps that ended since the start */
@@ -23,7 +25,9 @@ typedef struct sw_live_values {
     sw_category slowest;  /* the category with the most step time; SW_CAT_COUNT if none.
                               "other" is step time no categorized action covered */
     double slowest_share; /* its share of step time, 0..1 */
+    /* New figures go here, at the end. */
 } sw_live_values;
+#define SW_LIVE_VALUES_INIT SW__SIZED_INIT(sw_live_values)
 
 typedef struct sw_live sw_live;
 
@@ -32,7 +36,8 @@ typedef struct sw_live sw_live;
  * window_s <= 0 means 10 s. p must outlive the window. SW_EINVAL, SW_ENOMEM. Not
  * thread-safe: one caller per window (the profiler itself may record meanwhile). */
 SW_API int sw_live_new(sw_profiler *p, double window_s, sw_live **out);
-/* Snapshot p now and fill *out. 0, SW_ENOMEM, SW_EINVAL. Takes the profiler's lock briefly
+/* Snapshot p now and fill *out (its first out->size bytes). 0, SW_ENOMEM, SW_EINVAL (also
+ * for a size under the first release's). Takes the profiler's lock briefly
  * (a snapshot): call it a few times a second at most, not per step. */
 SW_API int sw_live_update(sw_live *w, sw_live_values *out);
 SW_API void sw_live_free(sw_live *w);

@@ -5,8 +5,10 @@
  *
  *     mpicc train.c -lstepwatch_mpi -lstepwatch
  *
- *     sw_profiler *p;  sw_profiler_new(&(sw_options){.run_file = "run-{rank}.db"}, &p);
- *     sw_mpi_attach(p, &(sw_mpi_options){.aggregate_every = 100});   (collective)
+ *     sw_profiler *p;  sw_options o = SW_OPTIONS_INIT;  o.run_file = "run-{rank}.db";
+ *     sw_profiler_new(&o, &p);
+ *     sw_mpi_options mo = SW_MPI_OPTIONS_INIT;  mo.aggregate_every = 100;
+ *     sw_mpi_attach(p, &mo);   (collective)
  *     ... the training loop (steps, actions) ...
  *     sw_profiler_free(p);     (collective: the final round; or MPI_Finalize runs it)
  *
@@ -42,18 +44,23 @@ extern "C" {
 #endif
 
 typedef struct sw_mpi_options {
+    size_t size;              /* sizeof(sw_mpi_options) as the caller was compiled (stepwatch.h,
+                                 "Structs that grow") */
     MPI_Comm comm;            /* the ranks to aggregate over; 0 or MPI_COMM_NULL = WORLD */
-    uint32_t aggregate_every; /* > 0: a round every N steps (see above); 0 = at the end only */
     double timeout_s;         /* how long rank 0 waits at the final round; 0 = 30 s */
+    FILE *out;                /* rank 0's final view; NULL = stderr */
+    uint32_t aggregate_every; /* > 0: a round every N steps (see above); 0 = at the end only */
     int top;                  /* stragglers printed; 0 = 3 */
     sw_format format;         /* SW_FORMAT_TABLE (default), _MARKDOWN or _JSON */
-    FILE *out;                /* rank 0's final view; NULL = stderr */
     int quiet;                /* nonzero: print nothing (the view is still stored) */
+    /* New options go here, at the end. */
 } sw_mpi_options;
+#define SW_MPI_OPTIONS_INIT SW__SIZED_INIT(sw_mpi_options)
 
 /* Aggregate p across the ranks of o->comm (o may be NULL: defaults). Collective over comm
  * (it duplicates comm for its own messages and estimates the clock offsets). Returns 0,
- * SW_EINVAL (NULL p, MPI not initialized), SW_ESTATE (a profiler is attached already), or the
+ * SW_EINVAL (NULL p, MPI not initialized, o->size under the first release's), SW_EUNSUPPORTED
+ * (o sets options of a newer stepwatch/mpi.h), SW_ESTATE (a profiler is attached already), or the
  * codes of sw_ranks_attach; SW_EIO when an MPI call fails. */
 SW_API int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *o);
 

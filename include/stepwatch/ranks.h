@@ -123,6 +123,8 @@ typedef int (*sw_gather_fn)(void *ctx, const void *mine, void *all, size_t size,
                             double timeout_s);
 
 typedef struct sw_ranks_options {
+    size_t size;          /* sizeof(sw_ranks_options) as the caller was compiled (stepwatch.h,
+                             "Structs that grow") */
     int rank, world_size; /* in the transport (0, 0: the profiler's) */
     sw_gather_fn gather;
     void *ctx;
@@ -133,7 +135,9 @@ typedef struct sw_ranks_options {
     int quiet;                  /* nonzero: print nothing (the view is still stored) */
     void (*release)(void *ctx); /* called when p is freed, after the final round: the
                                    transport lets go of ctx (NULL: nothing to do) */
+    /* New options go here, at the end. */
 } sw_ranks_options;
+#define SW_RANKS_OPTIONS_INIT SW__SIZED_INIT(sw_ranks_options)
 
 /* Aggregate p over a transport: sw_ranks_aggregate gathers now (collective: every rank must
  * call it, in the same order as its other collectives); on rank 0 the view is reduced,

@@ -268,7 +268,8 @@ static int start_clock(module_state *st, sw_profiler *p, PyObject *factory, PyOb
         clock_release(c);
         return -1;
     }
-    sw_gpu_clock clock = {.ctx = c,
+    sw_gpu_clock clock = {.size = sizeof clock,
+                          .ctx = c,
                           .ready = ready ? clock_ready : NULL,
                           .event_new = clock_event_new,
                           .record = clock_record,
@@ -374,7 +375,7 @@ int sw_py_device_start(ProfilerObject *self, PyObject *stats, PyObject *timing) 
 }
 
 PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     if (self->p == NULL || sw_device_time_info_get(self->p, &info) != 0)
         Py_RETURN_NONE;
     PyObject *d = Py_BuildValue(

@@ -238,7 +238,7 @@ static int write_collapsed(void *ctx, FILE *out) {
 
 PyObject *sw_py_profiler_function_report(ProfilerObject *self, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"action", "restriction", "sort", "suffix", "full_paths", NULL};
-    report_args a = {0};
+    report_args a = {.opts = SW_FTABLE_OPTIONS_INIT};
     PyObject *restriction = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzzp:function_report", kwlist, &a.action,
                                      &restriction, &a.opts.sort, &a.opts.suffix,

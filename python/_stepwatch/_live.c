@@ -32,6 +32,7 @@ static PyObject *Live_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     LiveObject *self = (LiveObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
+    self->last = (sw_live_values)SW_LIVE_VALUES_INIT;
     int rc = sw_live_new(owner->p, window_s, &self->w);
     if (rc < 0) {
         Py_DECREF(self);

@@ -177,7 +177,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
-    sw_options opts = {0};
+    sw_options opts = SW_OPTIONS_INIT;
     opts.name = name;
     opts.warmup_steps = warmup;
     opts.run_file = run_file;

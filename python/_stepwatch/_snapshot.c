@@ -235,7 +235,7 @@ PyObject *sw_py_snapshot_report(PyObject *self, PyObject *args, PyObject *kwargs
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|s$Opp:report", kwlist, &fmt, &width,
                                      &full_names, &brief))
         return NULL;
-    sw_write_options opts = {.full_names = full_names, .brief = brief};
+    sw_write_options opts = {.size = sizeof opts, .full_names = full_names, .brief = brief};
     if (width != Py_None) {
         Py_ssize_t w = PyNumber_AsSsize_t(width, PyExc_OverflowError);
         if (w == -1 && PyErr_Occurred())

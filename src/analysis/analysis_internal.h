@@ -8,6 +8,7 @@
 #ifndef SW_ANALYSIS_INTERNAL_H
 #define SW_ANALYSIS_INTERNAL_H
 
+#include "report/json_out.h"
 #include "series.h"
 #include "stepwatch.h"
 
@@ -115,7 +116,7 @@ int sw__html_write_input(const sw__input *in, FILE *out);
 /* The comparison page of a (baseline) and b (html.c). */
 int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out);
 /* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL). */
-int sw__html_json_flames(FILE *out, const sw_fprofile *fp);
+int sw__html_json_flames(sw__jw *w, const sw_fprofile *fp);
 /* The page's style sheet and scripts: src/analysis/html/report.css, report.js and flame.js
  * (flame.js is written before report.js, which calls it, only when there is a flame graph),
  * embedded by cmake/embed.cmake as NUL-terminated arrays. */
@@ -128,9 +129,9 @@ extern const char sw__html_flame_js[];
 /* A JSON string literal with quotes. Escapes ", \, control characters, and also <, >, &,
  * U+2028 and U+2029, so the output is safe inside an HTML <script> element. */
 void sw__json_string(FILE *out, const char *s);
-/* A string the HTML report shows: cleaned as for a terminal (bidirectional and control
- * characters made visible), then as sw__json_string. */
-void sw__json_display_string(FILE *out, const char *s);
+/* A string the HTML report shows (its JSON, written with w): cleaned as for a terminal
+ * (bidirectional and control characters made visible), then a JSON string. */
+void sw__jw_display_string(sw__jw *w, const char *s);
 /* A JSON number; NaN and infinities (not JSON) become null. */
 void sw__json_number(FILE *out, double v);
 /* HTML text with &, <, >, " and ' escaped. */

@@ -22,12 +22,12 @@ void sw__json_string(FILE *out, const char *s) {
     sw__jw_string(&w, s ? s : "");
 }
 
-void sw__json_display_string(FILE *out, const char *s) {
+void sw__jw_display_string(sw__jw *w, const char *s) {
     /* The HTML page shows what it holds: names cleaned by the text formats' one rule first
      * (bidirectional controls as \u202E, not live), then JSON-encoded. */
     char clean[SW__LABEL_MAX];
     sw__text_clean(s, clean, sizeof clean);
-    sw__json_string(out, clean);
+    sw__jw_string(w, clean);
 }
 
 void sw__json_number(FILE *out, double v) {

@@ -14,6 +14,7 @@
  * and compare's verdicts under "compare"; the same script draws both.
  */
 #include "analysis_internal.h"
+#include "report/json_out.h"
 #include "report/writer.h"
 #include "series.h"
 
@@ -149,148 +150,130 @@ static int on_counter(void *ctx, int rank, const sw_counter_record *c) {
     return 0;
 }
 
-/* ---- JSON pieces ---- */
+/* ---- JSON pieces, through the report layer's streaming writer (report/json_out.h) ---- */
 
-static void key(FILE *out, const char *k) {
-    fprintf(out, "\"%s\": ", k);
-}
-
-static void kv_num(FILE *out, const char *k, double v, int comma) {
-    key(out, k);
-    sw__json_number(out, v);
-    if (comma)
-        fputs(", ", out);
-}
-
-static void kv_str(FILE *out, const char *k, const char *v, int comma) {
-    key(out, k);
-    sw__json_display_string(out, v ? v : "");
-    if (comma)
-        fputs(", ", out);
+/* A string the page shows, cleaned (sw__jw_display_string); NULL shows as "". */
+static void kv_shown(sw__jw *w, const char *k, const char *v) {
+    sw__jw_key(w, k);
+    sw__jw_display_string(w, v ? v : "");
 }
 
 /* A quantile of calls st summarizes, null when there are none. */
-static void json_quantile(FILE *out, const sw_stats *st, const sw_hist *h, double q) {
-    sw__json_number(out, st->count ? (double)sw_stats_quantile(st, h, q) : NAN);
+static void json_quantile(sw__jw *w, const char *k, const sw_stats *st, const sw_hist *h,
+                          double q) {
+    sw__jw_kv_double(w, k, st->count ? (double)sw_stats_quantile(st, h, q) : NAN);
 }
 
 /* Non-empty buckets as [low, high, count]; st gives the calls' range. */
-static void json_hist(FILE *out, const sw_stats *st, const sw_hist *h) {
-    fputs("{\"p50\": ", out);
-    json_quantile(out, st, h, 0.5);
-    fputs(", \"p99\": ", out);
-    json_quantile(out, st, h, 0.99);
-    fputs(", \"buckets\": [", out);
-    int first = 1;
+static void json_hist(sw__jw *w, const sw_stats *st, const sw_hist *h) {
+    sw__jw_object_begin(w);
+    json_quantile(w, "p50", st, h, 0.5);
+    json_quantile(w, "p99", st, h, 0.99);
+    sw__jw_key(w, "buckets");
+    sw__jw_array_begin(w);
     for (uint32_t i = 0; i < SW_HIST_BUCKETS; i++) {
         if (!h->buckets[i])
             continue;
-        fprintf(out, "%s[%llu, %llu, %u]", first ? "" : ", ",
-                (unsigned long long)sw_hist_bucket_low(i),
-                (unsigned long long)sw_hist_bucket_high(i), h->buckets[i]);
-        first = 0;
+        sw__jw_array_begin(w);
+        sw__jw_uint(w, sw_hist_bucket_low(i));
+        sw__jw_uint(w, sw_hist_bucket_high(i));
+        sw__jw_uint(w, h->buckets[i]);
+        sw__jw_array_end(w);
     }
-    fputs("]}", out);
+    sw__jw_array_end(w);
+    sw__jw_object_end(w);
 }
 
-static void json_run(FILE *out, const sw_snapshot *s, int nranks, uint64_t step_records) {
-    fputs("\"run\": {", out);
-    kv_str(out, "name", s->name ? s->name : "stepwatch", 1);
-    kv_str(out, "host", s->host, 1);
-    kv_str(out, "command", s->command, 1);
-    kv_num(out, "pid", (double)s->pid, 1);
-    kv_num(out, "rank", s->rank, 1);
-    kv_num(out, "world_size", s->world_size, 1);
-    kv_num(out, "ranks", nranks, 1);
-    kv_num(out, "start_unix_ns", (double)s->start_unix_ns, 1);
-    kv_num(out, "elapsed_ns", (double)s->elapsed_ns, 1);
-    kv_num(out, "wall_ns", (double)s->wall_ns, 1);
-    kv_num(out, "steps", (double)s->steps, 1);
-    kv_num(out, "step_records", (double)step_records, 1);
-    kv_num(out, "warmup_steps", s->warmup_steps, 1);
-    kv_num(out, "threads", (double)s->threads, 1);
-    kv_num(out, "dropped_events", (double)s->dropped_events, 0);
-    fputs("}", out);
+static void json_run(sw__jw *w, const sw_snapshot *s, int nranks, uint64_t step_records) {
+    sw__jw_key(w, "run");
+    sw__jw_object_begin(w);
+    kv_shown(w, "name", s->name ? s->name : "stepwatch");
+    kv_shown(w, "host", s->host);
+    kv_shown(w, "command", s->command);
+    sw__jw_kv_int(w, "pid", s->pid);
+    sw__jw_kv_int(w, "rank", s->rank);
+    sw__jw_kv_int(w, "world_size", s->world_size);
+    sw__jw_kv_int(w, "ranks", nranks);
+    sw__jw_kv_uint(w, "start_unix_ns", s->start_unix_ns);
+    sw__jw_kv_uint(w, "elapsed_ns", s->elapsed_ns);
+    sw__jw_kv_uint(w, "wall_ns", s->wall_ns);
+    sw__jw_kv_uint(w, "steps", s->steps);
+    sw__jw_kv_uint(w, "step_records", step_records);
+    sw__jw_kv_uint(w, "warmup_steps", s->warmup_steps);
+    sw__jw_kv_uint(w, "threads", s->threads);
+    sw__jw_kv_uint(w, "dropped_events", s->dropped_events);
+    sw__jw_object_end(w);
 }
 
 /* The points of a series: [first step, count, min, mean, max, median, first start, last
  * end] (times in ns since the run started) and, with sums, the mean per category. */
-static void json_points(FILE *out, const sw__series *st, int sums) {
-    kv_num(out, "first", (double)st->origin, 1);
-    kv_num(out, "width", (double)st->width, 1);
-    fputs("\"points\": [", out);
-    int first = 1;
+static void json_points(sw__jw *w, const sw__series *st, int sums) {
+    sw__jw_kv_uint(w, "first", st->origin);
+    sw__jw_kv_uint(w, "width", st->width);
+    sw__jw_key(w, "points");
+    sw__jw_array_begin(w);
     for (size_t i = 0; i < st->npoints; i++) {
         const sw__point *p = &st->points[i];
         if (p->count == 0)
             continue;
-        fprintf(out, "%s[%llu, %llu, ", first ? "" : ",\n  ",
-                (unsigned long long)(st->origin + i * st->width), (unsigned long long)p->count);
-        sw__json_number(out, p->min);
-        fputs(", ", out);
-        sw__json_number(out, p->sum / (double)p->count);
-        fputs(", ", out);
-        sw__json_number(out, p->max);
-        fputs(", ", out);
-        sw__json_number(out, round(sw__series_median(st, i)));
-        fprintf(out, ", %llu, %llu", (unsigned long long)p->t_lo, (unsigned long long)p->t_hi);
-        for (int k = 0; sums && k < SW_CAT_COUNT; k++) {
-            fputs(", ", out);
-            sw__json_number(out, round(p->sums[k] / (double)p->count));
-        }
-        fputc(']', out);
-        first = 0;
+        sw__jw_array_begin(w);
+        sw__jw_uint(w, st->origin + i * st->width);
+        sw__jw_uint(w, p->count);
+        sw__jw_double(w, p->min);
+        sw__jw_double(w, p->sum / (double)p->count);
+        sw__jw_double(w, p->max);
+        sw__jw_double(w, round(sw__series_median(st, i)));
+        sw__jw_uint(w, p->t_lo);
+        sw__jw_uint(w, p->t_hi);
+        for (int k = 0; sums && k < SW_CAT_COUNT; k++)
+            sw__jw_double(w, round(p->sums[k] / (double)p->count));
+        sw__jw_array_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
-static void json_steps(FILE *out, const sw__series *st) {
-    fputs("\"steps\": {", out);
-    json_points(out, st, 1);
-    fputs("}", out);
+static void json_steps(sw__jw *w, const sw__series *st) {
+    sw__jw_key(w, "steps");
+    sw__jw_object_begin(w);
+    json_points(w, st, 1);
+    sw__jw_object_end(w);
 }
 
 /* The step time per phase, for the step-time chart (phases without steps are left out). */
-static void json_step_phases(FILE *out, const html_ctx *h) {
-    fputs("\"step_phases\": [", out);
-    int first = 1;
+static void json_step_phases(sw__jw *w, const html_ctx *h) {
+    sw__jw_key(w, "step_phases");
+    sw__jw_array_begin(w);
     for (int k = 0; k < NPHASES; k++) {
         if (h->phase_steps[k].npoints == 0)
             continue;
-        fputs(first ? "\n  {" : ",\n  {", out);
-        kv_str(out, "phase", phase_names[k], 1);
-        json_points(out, &h->phase_steps[k], 0);
-        fputc('}', out);
-        first = 0;
+        sw__jw_object_begin(w);
+        kv_shown(w, "phase", phase_names[k]);
+        json_points(w, &h->phase_steps[k], 0);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
-static void json_stats(FILE *out, const sw_row *r, const sw_snapshot *s) {
+static void json_stats(sw__jw *w, const sw_row *r, const sw_snapshot *s) {
     const sw_stats *st = &r->stats;
-    kv_num(out, "calls", (double)st->count, 1);
-    kv_num(out, "total_ns", (double)st->total_ns, 1);
-    kv_num(out, "self_ns", (double)st->self_ns, 1);
+    sw__jw_kv_uint(w, "calls", st->count);
+    sw__jw_kv_uint(w, "total_ns", st->total_ns);
+    sw__jw_kv_uint(w, "self_ns", st->self_ns);
     /* null (shown "-") where a figure is undefined: a deviation of one call, the range and
      * quantiles of none, a rate without batch sizes. */
     double none = NAN;
-    kv_num(out, "mean_ns", st->count ? st->mean_ns : none, 1);
-    kv_num(out, "std_ns", st->count >= 2 ? sw_stats_stddev(st) : none, 1);
-    kv_num(out, "min_ns", st->count ? (double)st->min_ns : none, 1);
-    kv_num(out, "max_ns", st->count ? (double)st->max_ns : none, 1);
-    key(out, "p50_ns");
-    json_quantile(out, st, &r->hist, 0.5);
-    fputs(", ", out);
-    key(out, "p90_ns");
-    json_quantile(out, st, &r->hist, 0.9);
-    fputs(", ", out);
-    key(out, "p99_ns");
-    json_quantile(out, st, &r->hist, 0.99);
-    fputs(", ", out);
-    kv_num(out, "pct", s->wall_ns ? (double)st->total_ns / (double)s->wall_ns * 100.0 : NAN, 1);
-    kv_num(out, "samples_per_s", st->samples ? sw_stats_samples_per_s(st) : none, 1);
-    kv_num(out, "warmup_calls", (double)r->warmup.count, 1);
-    kv_num(out, "warmup_total_ns", (double)r->warmup.total_ns, 0);
+    sw__jw_kv_double(w, "mean_ns", st->count ? st->mean_ns : none);
+    sw__jw_kv_double(w, "std_ns", st->count >= 2 ? sw_stats_stddev(st) : none);
+    sw__jw_kv_double(w, "min_ns", st->count ? (double)st->min_ns : none);
+    sw__jw_kv_double(w, "max_ns", st->count ? (double)st->max_ns : none);
+    json_quantile(w, "p50_ns", st, &r->hist, 0.5);
+    json_quantile(w, "p90_ns", st, &r->hist, 0.9);
+    json_quantile(w, "p99_ns", st, &r->hist, 0.99);
+    sw__jw_kv_double(w, "pct",
+                     s->wall_ns ? (double)st->total_ns / (double)s->wall_ns * 100.0 : none);
+    sw__jw_kv_double(w, "samples_per_s", st->samples ? sw_stats_samples_per_s(st) : none);
+    sw__jw_kv_uint(w, "warmup_calls", r->warmup.count);
+    sw__jw_kv_uint(w, "warmup_total_ns", r->warmup.total_ns);
 }
 
 /* A row of one phase (not the roll-up, not calls outside any phase) with enough calls for a
@@ -313,273 +296,306 @@ static int among_largest(const sw_snapshot *s, size_t i, size_t n) {
     return larger < n;
 }
 
-static void json_actions(FILE *out, const sw_snapshot *s) {
-    fputs("\"actions\": [", out);
+static void json_actions(sw__jw *w, const sw_snapshot *s) {
+    sw__jw_key(w, "actions");
+    sw__jw_array_begin(w);
     for (size_t i = 0; i < s->nrows; i++) {
         const sw_row *r = &s->rows[i];
-        fputs(i ? ",\n  {" : "\n  {", out);
-        kv_str(out, "action", r->action_name, 1);
-        kv_str(out, "phase", r->phase_name, 1);
-        kv_num(out, "rollup", r->phase == SW_PHASE_ALL, 1);
-        kv_str(out, "category", sw_category_name(r->category), 1);
+        sw__jw_object_begin(w);
+        kv_shown(w, "action", r->action_name);
+        kv_shown(w, "phase", r->phase_name);
+        sw__jw_kv_uint(w, "rollup", r->phase == SW_PHASE_ALL);
+        kv_shown(w, "category", sw_category_name(r->category));
         sw_counter_summary device;
         if (sw__device_of(s, r, &device)) /* GPU time of the same calls (docs/device.md) */
-            kv_num(out, "device_mean_ns", device.mean, 1);
-        json_stats(out, r, s);
+            sw__jw_kv_double(w, "device_mean_ns", device.mean);
+        json_stats(w, r, s);
         if (among_largest(s, i, SW__HTML_HISTS)) {
-            fputs(", \"hist\": ", out);
-            json_hist(out, &r->stats, &r->hist);
+            sw__jw_key(w, "hist");
+            json_hist(w, &r->stats, &r->hist);
         }
-        fputc('}', out);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
 /* A series' points with samples, as [origin of the point, min, mean, max] (the mean
- * rounded when the values are whole, as bytes are). */
-static void json_min_mean_max(FILE *out, const sw__series *ser, int round_mean) {
-    int first = 1;
-    for (size_t p = 0; p < ser->npoints; p++) {
+ * rounded when the values are whole, as bytes are), under key "points". */
+static void json_min_mean_max(sw__jw *w, const sw__series *ser, int round_mean) {
+    sw__jw_key(w, "points");
+    sw__jw_array_begin(w);
+    for (size_t p = 0; ser && p < ser->npoints; p++) {
         const sw__point *pt = &ser->points[p];
         if (!pt->count)
             continue;
         double mean = pt->sum / (double)pt->count;
-        fprintf(out, "%s[%llu, ", first ? "" : ", ",
-                (unsigned long long)(ser->origin + p * ser->width));
-        sw__json_number(out, pt->min);
-        fputs(", ", out);
-        sw__json_number(out, round_mean ? round(mean) : mean);
-        fputs(", ", out);
-        sw__json_number(out, pt->max);
-        fputc(']', out);
-        first = 0;
+        sw__jw_array_begin(w);
+        sw__jw_uint(w, ser->origin + p * ser->width);
+        sw__jw_double(w, pt->min);
+        sw__jw_double(w, round_mean ? round(mean) : mean);
+        sw__jw_double(w, pt->max);
+        sw__jw_array_end(w);
     }
+    sw__jw_array_end(w);
 }
 
-static void json_counters(FILE *out, const sw_snapshot *s, const html_ctx *h) {
-    fputs("\"counters\": [", out);
+static void json_counters(sw__jw *w, const sw_snapshot *s, const html_ctx *h) {
+    sw__jw_key(w, "counters");
+    sw__jw_array_begin(w);
     for (size_t i = 0; i < s->ncounters; i++) {
         const sw_counter_summary *c = &s->counters[i];
-        fputs(i ? ",\n  {" : "\n  {", out);
-        kv_str(out, "name", c->name, 1);
-        kv_num(out, "count", (double)c->count, 1);
-        kv_num(out, "last", c->last, 1);
-        kv_num(out, "min", c->min, 1);
-        kv_num(out, "max", c->max, 1);
-        kv_num(out, "mean", c->mean, 1);
-        fputs("\"points\": [", out);
+        sw__jw_object_begin(w);
+        kv_shown(w, "name", c->name);
+        sw__jw_kv_uint(w, "count", c->count);
+        sw__jw_kv_double(w, "last", c->last);
+        sw__jw_kv_double(w, "min", c->min);
+        sw__jw_kv_double(w, "max", c->max);
+        sw__jw_kv_double(w, "mean", c->mean);
         const sw__series *ser = NULL;
         for (size_t j = 0; j < h->ncounters && !ser; j++)
             if (c->name && strcmp(h->counters[j].name, c->name) == 0)
                 ser = &h->counters[j].series;
-        if (ser)
-            json_min_mean_max(out, ser, 0); /* [time ns, min, mean, max] */
-        fputs("]}", out);
+        json_min_mean_max(w, ser, 0); /* [time ns, min, mean, max] */
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
 /* "memory": the memory per step's series, [first step, min, mean, max] per point (those
  * with steps), and the summary line the reports print. */
-static void json_memory(FILE *out, const sw_snapshot *s, const html_ctx *h) {
+static void json_memory(sw__jw *w, const sw_snapshot *s, const html_ctx *h) {
     char line[256];
     sw__memory_text(&s->memory, line, sizeof line);
-    fputs("\"memory\": {\"summary\": ", out);
-    sw__json_string(out, line);
-    fputs(", \"series\": [", out);
-    int any = 0;
+    sw__jw_key(w, "memory");
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "summary", line);
+    sw__jw_key(w, "series");
+    sw__jw_array_begin(w);
     for (int k = 0; k < NMEMORY; k++) {
         const sw__series *ser = &h->memory[k];
         if (!ser->started)
             continue;
-        fprintf(out, "%s{\"name\": \"%s\", \"width\": %llu, \"points\": [", any ? ", " : "",
-                memory_names[k], (unsigned long long)ser->width);
-        json_min_mean_max(out, ser, 1);
-        fputs("]}", out);
-        any = 1;
+        sw__jw_object_begin(w);
+        sw__jw_kv_string(w, "name", memory_names[k]);
+        sw__jw_kv_uint(w, "width", ser->width);
+        json_min_mean_max(w, ser, 1);
+        sw__jw_object_end(w);
     }
-    fputs("]}", out);
+    sw__jw_array_end(w);
+    sw__jw_object_end(w);
 }
 
-static void json_misuse(FILE *out, const sw_misuse *m) {
-    fputs("\"misuse\": {", out);
-    kv_num(out, "end_without_begin", (double)m->end_without_begin, 1);
-    kv_num(out, "mismatched_end", (double)m->mismatched_end, 1);
-    kv_num(out, "depth_overflow", (double)m->depth_overflow, 1);
-    kv_num(out, "bad_id", (double)m->bad_id, 1);
-    kv_num(out, "phase_mismatch", (double)m->phase_mismatch, 1);
-    kv_num(out, "step_overlap", (double)m->step_overlap, 1);
-    kv_num(out, "bad_record", (double)m->bad_record, 1);
-    kv_num(out, "open_at_snapshot", (double)m->open_at_snapshot, 0);
-    fputs("}", out);
+/* A pair [a, b] of strings (a finding's number and its text, a note's key and value). */
+static void string_pair(sw__jw *w, const char *a, const char *b) {
+    sw__jw_array_begin(w);
+    sw__jw_string(w, a ? a : "");
+    sw__jw_string(w, b ? b : "");
+    sw__jw_array_end(w);
 }
 
-static void json_findings(FILE *out, const sw__diagnosis *d) {
-    fputs("\"findings\": [", out);
+static void json_findings(sw__jw *w, const sw__diagnosis *d) {
+    sw__jw_key(w, "findings");
+    sw__jw_array_begin(w);
     for (size_t i = 0; i < d->nfindings; i++) {
         const sw__finding *f = &d->findings[i];
-        fputs(i ? ",\n  {" : "\n  {", out);
-        kv_str(out, "id", f->id, 1);
-        kv_str(out, "severity", sw__severity_name(f->severity), 1);
-        kv_str(out, "title", f->title, 1);
-        kv_str(out, "sentence", f->sentence, 1);
-        fputs("\"numbers\": [", out);
+        sw__jw_object_begin(w);
+        kv_shown(w, "id", f->id);
+        kv_shown(w, "severity", sw__severity_name(f->severity));
+        kv_shown(w, "title", f->title);
+        kv_shown(w, "sentence", f->sentence);
+        sw__jw_key(w, "numbers");
+        sw__jw_array_begin(w);
         for (size_t k = 0; k < f->nnumbers; k++) {
             char text[48];
             sw__number_text(&f->numbers[k], text, sizeof text);
-            fputs(k ? ", [" : "[", out);
-            sw__json_string(out, f->numbers[k].name);
-            fputs(", ", out);
-            sw__json_string(out, text);
-            fputc(']', out);
+            string_pair(w, f->numbers[k].name, text);
         }
-        fputs("]}", out);
+        sw__jw_array_end(w);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
+}
+
+/* The mean per category of steps whose category times sum to category_ns, rounded. */
+static void category_means(sw__jw *w, const double *category_ns, uint64_t steps) {
+    for (int c = 0; c < SW_CAT_COUNT; c++)
+        sw__jw_double(w, round(category_ns[c] / (double)steps));
 }
 
 /* The steady steps of each phase: mean step time, mean per category, samples/s. */
-static void json_breakdown(FILE *out, const html_ctx *h) {
-    fputs("\"breakdown\": [", out);
-    int first = 1;
+static void json_breakdown(sw__jw *w, const html_ctx *h) {
+    sw__jw_key(w, "breakdown");
+    sw__jw_array_begin(w);
     for (int k = 0; k < NPHASES; k++) {
         const steady_sums *st = &h->steady[k];
         if (!st->steps)
             continue;
-        fputs(first ? "\n  {" : ",\n  {", out);
-        kv_str(out, "phase", phase_names[k], 1);
-        kv_num(out, "steps", (double)st->steps, 1);
-        kv_num(out, "step_ns", st->step_ns / (double)st->steps, 1);
-        kv_num(out, "samples_per_s",
-               st->sized_ns > 0 ? (double)st->samples / st->sized_ns * 1e9 : NAN, 1);
-        fputs("\"category_ns\": [", out);
-        for (int c = 0; c < SW_CAT_COUNT; c++) {
-            fputs(c ? ", " : "", out);
-            sw__json_number(out, round(st->category_ns[c] / (double)st->steps));
-        }
-        fputs("]}", out);
-        first = 0;
+        sw__jw_object_begin(w);
+        kv_shown(w, "phase", phase_names[k]);
+        sw__jw_kv_uint(w, "steps", st->steps);
+        sw__jw_kv_double(w, "step_ns", st->step_ns / (double)st->steps);
+        sw__jw_kv_double(w, "samples_per_s",
+                         st->sized_ns > 0 ? (double)st->samples / st->sized_ns * 1e9 : NAN);
+        sw__jw_key(w, "category_ns");
+        sw__jw_array_begin(w);
+        category_means(w, st->category_ns, st->steps);
+        sw__jw_array_end(w);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
 /* The steady steps' histogram per phase. */
-static void json_step_hists(FILE *out, const html_ctx *h) {
-    fputs("\"step_hists\": [", out);
-    int first = 1;
+static void json_step_hists(sw__jw *w, const html_ctx *h) {
+    sw__jw_key(w, "step_hists");
+    sw__jw_array_begin(w);
     for (int k = 0; k < NPHASES; k++) {
         if (!h->steady[k].steps)
             continue;
-        fputs(first ? "\n  {" : ",\n  {", out);
-        kv_str(out, "phase", phase_names[k], 1);
-        kv_num(out, "steps", (double)h->steady[k].steps, 1);
-        fputs("\"hist\": ", out);
-        json_hist(out, &h->step_range[k], &h->step_hist[k]);
-        fputc('}', out);
-        first = 0;
+        sw__jw_object_begin(w);
+        kv_shown(w, "phase", phase_names[k]);
+        sw__jw_kv_uint(w, "steps", h->steady[k].steps);
+        sw__jw_key(w, "hist");
+        json_hist(w, &h->step_range[k], &h->step_hist[k]);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
+}
+
+/* The cross-rank view's stragglers with their blame. */
+static void json_stragglers(sw__jw *w, const sw_ranks *v) {
+    sw__jw_key(w, "stragglers");
+    sw__jw_array_begin(w);
+    for (size_t i = 0; v && i < v->nstragglers; i++) {
+        const sw_rank_straggler *g = &v->stragglers[i];
+        sw__jw_object_begin(w);
+        sw__jw_kv_int(w, "rank", g->rank);
+        kv_shown(w, "host", g->host);
+        sw__jw_kv_double(w, "excess_ns", g->excess_ns);
+        kv_shown(w, "blame", sw_blame_name(g->blame));
+        sw__jw_kv_double(w, "blame_ns", g->blame_ns);
+        kv_shown(w, "part", g->part);
+        sw__jw_kv_double(w, "part_ns", g->part ? g->part_ns : NAN);
+        sw__jw_kv_double(w, "step_ns", g->step_ns);
+        sw__jw_object_end(w);
+    }
+    sw__jw_array_end(w);
 }
 
 /* Per rank, the mean steady step and its categories (ranks x categories heatmap), and the
- * cross-rank view's stragglers with their blame; only for a run of several ranks. */
-static void json_ranks(FILE *out, const html_ctx *h) {
-    fputs("\"ranks\": {\"per_rank\": [", out);
-    int first = 1;
+ * stragglers; only for a run of several ranks. */
+static void json_ranks(sw__jw *w, const html_ctx *h) {
+    sw__jw_key(w, "ranks");
+    sw__jw_object_begin(w);
+    sw__jw_key(w, "per_rank");
+    sw__jw_array_begin(w);
     for (int r = 0; h->max_rank > 0 && r <= h->max_rank; r++) {
         const rank_sums *rs = &h->ranks[r];
         if (!rs->steps)
             continue;
-        fprintf(out, "%s[%d, %llu, ", first ? "\n  " : ",\n  ", r, (unsigned long long)rs->steps);
-        sw__json_number(out, round(rs->step_ns / (double)rs->steps));
-        for (int c = 0; c < SW_CAT_COUNT; c++) {
-            fputs(", ", out);
-            sw__json_number(out, round(rs->category_ns[c] / (double)rs->steps));
-        }
-        fputc(']', out);
-        first = 0;
+        sw__jw_array_begin(w);
+        sw__jw_int(w, r);
+        sw__jw_uint(w, rs->steps);
+        sw__jw_double(w, round(rs->step_ns / (double)rs->steps));
+        category_means(w, rs->category_ns, rs->steps);
+        sw__jw_array_end(w);
     }
-    fputs("], \"stragglers\": [", out);
+    sw__jw_array_end(w);
     const sw_ranks *v = h->in->ranks;
-    for (size_t i = 0; v && i < v->nstragglers; i++) {
-        const sw_rank_straggler *g = &v->stragglers[i];
-        fputs(i ? ",\n  {" : "\n  {", out);
-        kv_num(out, "rank", g->rank, 1);
-        kv_str(out, "host", g->host, 1);
-        kv_num(out, "excess_ns", g->excess_ns, 1);
-        kv_str(out, "blame", sw_blame_name(g->blame), 1);
-        kv_num(out, "blame_ns", g->blame_ns, 1);
-        kv_str(out, "part", g->part, 1);
-        kv_num(out, "part_ns", g->part ? g->part_ns : NAN, 1);
-        kv_num(out, "step_ns", g->step_ns, 0);
-        fputc('}', out);
-    }
-    fputs("]", out);
+    json_stragglers(w, v);
     if (v) {
-        fputs(", ", out);
-        kv_num(out, "world_size", v->world_size, 1);
-        kv_num(out, "threshold_ns", v->threshold_ns, 0);
+        sw__jw_kv_int(w, "world_size", v->world_size);
+        sw__jw_kv_double(w, "threshold_ns", v->threshold_ns);
     }
-    fputs("}", out);
+    sw__jw_object_end(w);
+}
+
+/* One module's byte counts; unknown ones (negative) are null. */
+static void module_bytes(sw__jw *w, const sw_module_row *m) {
+    const int64_t bytes[] = {m->param_bytes, m->grad_bytes, m->optimizer_bytes,
+                             m->activation_bytes};
+    static const char *const names[] = {"params", "grads", "optimizer", "activations"};
+    for (int k = 0; k < 4; k++)
+        sw__jw_kv_double(w, names[k], bytes[k] < 0 ? NAN : (double)bytes[k]);
 }
 
 /* The module table (sw_set_modules): every module, in the report's order (most self time
  * first); the page's table sorts on any column. Unknown byte counts are null. GPU times
  * (device_*) only when some module has them. */
-static void json_modules(FILE *out, const sw_snapshot *s) {
+static void json_modules(sw__jw *w, const sw_snapshot *s) {
     int device = sw__modules_have_device(s);
-    fputs("\"modules\": [", out);
+    sw__jw_key(w, "modules");
+    sw__jw_array_begin(w);
     for (size_t i = 0; i < s->nmodules; i++) {
         const sw_module_row *m = &s->modules[i];
-        fputs(i ? ",\n{" : "{", out);
-        kv_str(out, "path", m->path[0] ? m->path : "(model)", 1);
-        kv_str(out, "class", m->kind, 1);
-        kv_num(out, "forward_calls", (double)m->forward_calls, 1);
-        kv_num(out, "forward_self", (double)m->forward_self_ns, 1);
-        kv_num(out, "forward_total", (double)m->forward_ns, 1);
-        kv_num(out, "backward_calls", (double)m->backward_calls, 1);
-        kv_num(out, "backward_self", (double)m->backward_self_ns, 1);
-        kv_num(out, "backward_total", (double)m->backward_ns, 1);
-        kv_num(out, "self", (double)(m->forward_self_ns + m->backward_self_ns), 1);
+        sw__jw_object_begin(w);
+        kv_shown(w, "path", m->path[0] ? m->path : "(model)");
+        kv_shown(w, "class", m->kind);
+        sw__jw_kv_uint(w, "forward_calls", m->forward_calls);
+        sw__jw_kv_uint(w, "forward_self", m->forward_self_ns);
+        sw__jw_kv_uint(w, "forward_total", m->forward_ns);
+        sw__jw_kv_uint(w, "backward_calls", m->backward_calls);
+        sw__jw_kv_uint(w, "backward_self", m->backward_self_ns);
+        sw__jw_kv_uint(w, "backward_total", m->backward_ns);
+        sw__jw_kv_uint(w, "self", m->forward_self_ns + m->backward_self_ns);
         if (device) {
-            kv_num(out, "device_forward_calls", (double)m->device_forward_calls, 1);
-            kv_num(out, "device_forward_self", (double)m->device_forward_self_ns, 1);
-            kv_num(out, "device_forward_total", (double)m->device_forward_ns, 1);
-            kv_num(out, "device_backward_calls", (double)m->device_backward_calls, 1);
-            kv_num(out, "device_backward_self", (double)m->device_backward_self_ns, 1);
-            kv_num(out, "device_backward_total", (double)m->device_backward_ns, 1);
-            kv_num(out, "device_self",
-                   (double)(m->device_forward_self_ns + m->device_backward_self_ns), 1);
+            sw__jw_kv_uint(w, "device_forward_calls", m->device_forward_calls);
+            sw__jw_kv_uint(w, "device_forward_self", m->device_forward_self_ns);
+            sw__jw_kv_uint(w, "device_forward_total", m->device_forward_ns);
+            sw__jw_kv_uint(w, "device_backward_calls", m->device_backward_calls);
+            sw__jw_kv_uint(w, "device_backward_self", m->device_backward_self_ns);
+            sw__jw_kv_uint(w, "device_backward_total", m->device_backward_ns);
+            sw__jw_kv_uint(w, "device_self",
+                           m->device_forward_self_ns + m->device_backward_self_ns);
         }
-        const int64_t bytes[] = {m->param_bytes, m->grad_bytes, m->optimizer_bytes,
-                                 m->activation_bytes};
-        static const char *const names[] = {"params", "grads", "optimizer", "activations"};
-        for (int k = 0; k < 4; k++)
-            kv_num(out, names[k], bytes[k] < 0 ? NAN : (double)bytes[k], k < 3);
-        fputc('}', out);
+        module_bytes(w, m);
+        sw__jw_object_end(w);
     }
-    fputs("]", out);
+    sw__jw_array_end(w);
 }
 
 /* The run's notes (sw_set_note): the step rule, what could not be separated, ... */
-static void json_notes(FILE *out, const sw_snapshot *s) {
-    fputs("\"notes\": [", out);
-    for (size_t i = 0; i < s->nnotes; i++) {
-        fputs(i ? ", [" : "[", out);
-        sw__json_string(out, s->notes[i].key);
-        fputs(", ", out);
-        sw__json_string(out, s->notes[i].value);
-        fputc(']', out);
-    }
-    fputs("]", out);
+static void json_notes(sw__jw *w, const sw_snapshot *s) {
+    sw__jw_key(w, "notes");
+    sw__jw_array_begin(w);
+    for (size_t i = 0; i < s->nnotes; i++)
+        string_pair(w, s->notes[i].key, s->notes[i].value);
+    sw__jw_array_end(w);
 }
 
-/* One run's document without its braces: "run": ..., "steps": ..., everything the script
- * draws. */
-static int json_document(const sw__input *in, FILE *out) {
+static void json_categories(sw__jw *w) {
+    sw__jw_key(w, "categories");
+    sw__jw_array_begin(w);
+    for (int k = 0; k < SW_CAT_COUNT; k++)
+        sw__jw_string(w, sw_category_name((sw_category)k));
+    sw__jw_array_end(w);
+}
+
+/* The members of one run's document ("run", "steps", ...: everything the script draws), in
+ * the object open in w, from what h gathered. */
+static int json_members(sw__jw *w, const sw__input *in, const html_ctx *h, const sw__diagnosis *d) {
+    const sw_snapshot *s = in->snap;
+    json_run(w, s, d->nranks ? d->nranks : in->nranks, h->step_records);
+    json_categories(w);
+    json_breakdown(w, h);
+    json_steps(w, &h->steps);
+    json_step_hists(w, h);
+    json_step_phases(w, h);
+    json_actions(w, s);
+    json_counters(w, s, h);
+    json_memory(w, s, h);
+    sw__json_put_misuse(w, &s->misuse);
+    json_findings(w, d);
+    json_ranks(w, h);
+    json_notes(w, s);
+    json_modules(w, s);
+    return sw__html_json_flames(w, in->functions);
+}
+
+/* One run's document's members, into the object open in w. */
+static int json_document(const sw__input *in, sw__jw *w) {
     if (!in || !in->snap || !in->foreach_step)
         return SW_EINVAL;
-    const sw_snapshot *s = in->snap;
     html_ctx h = {.in = in, .max_rank = -1};
     sw__diagnosis *d = calloc(1, sizeof *d);
     h.step_hist = calloc(NPHASES, sizeof *h.step_hist);
@@ -602,38 +618,8 @@ static int json_document(const sw__input *in, FILE *out) {
         rc = h.err;
     if (rc == 0)
         rc = sw__diagnose(in, d);
-    if (rc == 0) {
-        json_run(out, s, d->nranks ? d->nranks : in->nranks, h.step_records);
-        fputs(",\n\"categories\": [", out);
-        for (int k = 0; k < SW_CAT_COUNT; k++)
-            fprintf(out, "%s\"%s\"", k ? ", " : "", sw_category_name((sw_category)k));
-        fputs("],\n", out);
-        json_breakdown(out, &h);
-        fputs(",\n", out);
-        json_steps(out, &h.steps);
-        fputs(",\n", out);
-        json_step_hists(out, &h);
-        fputs(",\n", out);
-        json_step_phases(out, &h);
-        fputs(",\n", out);
-        json_actions(out, s);
-        fputs(",\n", out);
-        json_counters(out, s, &h);
-        fputs(",\n", out);
-        json_memory(out, s, &h);
-        fputs(",\n", out);
-        json_misuse(out, &s->misuse);
-        fputs(",\n", out);
-        json_findings(out, d);
-        fputs(",\n", out);
-        json_ranks(out, &h);
-        fputs(",\n", out);
-        json_notes(out, s);
-        fputs(",\n", out);
-        json_modules(out, s);
-        fputs(",\n", out);
-        rc = sw__html_json_flames(out, in->functions);
-    }
+    if (rc == 0)
+        rc = json_members(w, in, &h, d);
     for (size_t i = 0; i < h.ncounters; i++)
         sw__series_free(&h.counters[i].series);
     sw__series_free(&h.steps);
@@ -652,6 +638,16 @@ static int has_flames(const sw__input *in) {
     return in && in->functions && sw_fprofile_tree_count(in->functions) > 0;
 }
 
+/* compare's verdicts of a -> b, its JSON document as a value of the page's. */
+typedef struct compare_pair {
+    const sw_snapshot *a, *b;
+} compare_pair;
+
+static int write_compare(void *ctx, FILE *out) {
+    const compare_pair *pair = ctx;
+    return sw_compare_write(pair->a, pair->b, SW_FORMAT_JSON, out);
+}
+
 /* The page: head, style, the data (a's document; with b, b's under "other" and compare's
  * verdicts of a -> b under "compare"), then the scripts. */
 static int write_page(const sw__input *a, const sw__input *b, FILE *out) {
@@ -664,16 +660,29 @@ static int write_page(const sw__input *a, const sw__input *b, FILE *out) {
         fputs(" vs ", out);
         sw__html_text(out, b->snap->name ? b->snap->name : "stepwatch");
     }
-    fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n{", out);
-    int rc = json_document(a, out);
+    fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n", out);
+    /* Inside <script>: <, > and & escaped too, so no string can end the element. Each
+     * member down to the rows' objects (a step point, an action) on a line of its own. */
+    sw__jw w;
+    sw__jw_init(&w, out, 3);
+    w.html_safe = 1;
+    sw__jw_object_begin(&w);
+    int rc = json_document(a, &w);
     if (rc == 0 && b) {
-        fputs(",\n\"other\": {", out);
-        rc = json_document(b, out);
-        fputs("},\n\"compare\": ", out);
+        sw__jw_key(&w, "other");
+        sw__jw_object_begin(&w);
+        rc = json_document(b, &w);
+        sw__jw_object_end(&w);
+        sw__jw_key(&w, "compare");
+        compare_pair pair = {a->snap, b->snap};
         if (rc == 0)
-            rc = sw_compare_write(a->snap, b->snap, SW_FORMAT_JSON, out);
+            sw__jw_value_by(&w, write_compare, &pair);
     }
-    fputs("\n}\n</script>\n", out);
+    sw__jw_object_end(&w);
+    int written = sw__jw_finish(&w);
+    if (rc == 0)
+        rc = written;
+    fputs("</script>\n", out);
     fputs(page_body, out);
     if (has_flames(a) || has_flames(b))
         fprintf(out, "<script>\n%s</script>\n", sw__html_flame_js);

@@ -32,7 +32,7 @@ static uint32_t keep_nodes(const sw_ftree *t, int64_t *keep) {
     }
 }
 
-static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
+static int write_flame(sw__jw *w, const sw_fprofile *fp, const sw_ftree *t) {
     uint32_t n = sw_ftree_size(t);
     const sw_fnode *nodes = sw_ftree_nodes(t);
     int64_t *keep = malloc((size_t)n * sizeof *keep);
@@ -46,14 +46,16 @@ static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
     for (uint32_t c = 1; c < n; c++)
         if (keep[c] < 0 && keep[nodes[c].parent] >= 0)
             left_out[nodes[c].parent] += nodes[c].total_ns;
-    fputs("{\"action\": ", out);
-    sw__json_display_string(out, sw_ftree_action(t));
-    fprintf(out, ", \"spans\": %llu, \"total_ns\": %llu, \"nodes\": [",
-            (unsigned long long)nodes[0].calls, (unsigned long long)nodes[0].total_ns);
+    sw__jw_object_begin(w);
+    sw__jw_key(w, "action");
+    sw__jw_display_string(w, sw_ftree_action(t));
+    sw__jw_kv_uint(w, "spans", nodes[0].calls);
+    sw__jw_kv_uint(w, "total_ns", nodes[0].total_ns);
+    sw__jw_key(w, "nodes");
+    sw__jw_array_begin(w);
     /* [parent, name, calls, total_ns, self_ns]; a left-out child's time stays in its parent's
      * self time, so the boxes still add up */
     char label[512];
-    int first = 1;
     for (uint32_t i = 0; i < n; i++) {
         if (keep[i] < 0)
             continue;
@@ -62,29 +64,29 @@ static int write_flame(FILE *out, const sw_fprofile *fp, const sw_ftree *t) {
             snprintf(label, sizeof label, "%s", sw_ftree_action(t));
         else
             sw_func_label(sw_fprofile_func(fp, nodes[i].func), 0, label, sizeof label);
-        fprintf(out, "%s[%lld, ", first ? "" : ", ",
-                i == 0 ? -1LL : (long long)keep[nodes[i].parent]);
-        sw__json_display_string(out, label);
-        fprintf(out, ", %llu, %llu, %llu]", (unsigned long long)nodes[i].calls,
-                (unsigned long long)nodes[i].total_ns, (unsigned long long)self);
-        first = 0;
+        sw__jw_array_begin(w);
+        sw__jw_int(w, i == 0 ? -1 : keep[nodes[i].parent]);
+        sw__jw_display_string(w, label);
+        sw__jw_uint(w, nodes[i].calls);
+        sw__jw_uint(w, nodes[i].total_ns);
+        sw__jw_uint(w, self);
+        sw__jw_array_end(w);
     }
-    fputs("]}", out);
+    sw__jw_array_end(w);
+    sw__jw_object_end(w);
     free(keep);
     free(left_out);
-    return ferror(out) ? SW_EIO : 0;
+    return w->rc;
 }
 
-int sw__html_json_flames(FILE *out, const sw_fprofile *fp) {
-    fputs("\"flames\": [", out);
+int sw__html_json_flames(sw__jw *w, const sw_fprofile *fp) {
+    sw__jw_key(w, "flames");
+    sw__jw_array_begin(w);
     sw_fprofile *merged = NULL;
     int rc = fp ? sw_fprofile_merge(fp, &merged) : 0;
-    for (uint32_t i = 0; rc == 0 && merged && i < sw_fprofile_tree_count(merged); i++) {
-        if (i)
-            fputs(",\n", out);
-        rc = write_flame(out, merged, sw_fprofile_tree(merged, i));
-    }
+    for (uint32_t i = 0; rc == 0 && merged && i < sw_fprofile_tree_count(merged); i++)
+        rc = write_flame(w, merged, sw_fprofile_tree(merged, i));
     sw_fprofile_free(merged);
-    fputs("]", out);
+    sw__jw_array_end(w);
     return rc;
 }

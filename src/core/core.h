@@ -110,6 +110,21 @@ int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row);
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);
 
+/* ---- structs that carry their size (sized.c; stepwatch.h, "Structs that grow") ---- */
+
+/* Where a struct's field ends: the size of the first release's struct is where its last
+ * field of that release ends (SW__END_OF(sw_options, step_memory)). */
+#define SW__END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+/* Read a caller's struct theirs (NULL: defaults) into mine, this library's (my_size bytes):
+ * its first theirs->size bytes, the rest zeroed; mine's size becomes my_size. SW_EINVAL for
+ * a size under first (the end of the first release's struct), SW_EUNSUPPORTED for a nonzero
+ * byte past my_size; sw_last_error() then names type. */
+int sw__sized_in(void *mine, size_t my_size, const void *theirs, size_t first, const char *type);
+/* Fill a caller's output struct theirs from mine: at most theirs->size bytes, zeroes past
+ * my_size; theirs->size is kept. SW_EINVAL for a size under first (sw_last_error names
+ * type). */
+int sw__sized_out(void *theirs, const void *mine, size_t my_size, size_t first, const char *type);
+
 /* ---- why a call failed (errors.c; sw_last_error) ---- */
 
 /* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",
@@ -177,6 +192,9 @@ void sw__ticker_close(sw__ticker *t);
  * 0) until it does, and the new elements are zeroed. 0, or SW_ENOMEM with the array and
  * *cap as they were:  if (sw__grow(&t->rows, sizeof *t->rows, &t->cap, t->n + 1, 16) != 0) */
 int sw__grow(void *array, size_t size, size_t *cap, size_t need, size_t first);
+/* The same for an array that never holds more than most elements (need <= most): the room
+ * doubles as above but stops at most (the engine's bounded histories). */
+int sw__grow_at_most(void *array, size_t size, size_t *cap, size_t need, size_t first, size_t most);
 
 /* ---- small shared helpers (util.c) ---- */
 

@@ -59,7 +59,7 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
     if (out == NULL)
         return SW_EINVAL;
     *out = NULL;
-    sw_options defaults = {0};
+    sw_options defaults = SW_OPTIONS_INIT;
     if (opts == NULL)
         opts = &defaults;
 

@@ -216,7 +216,8 @@ int sw__cudart_clock(void *stream, sw_stream_fn streams_fn, void *ctx, void (*re
         cudart_release(c);
         return SW_EUNSUPPORTED;
     }
-    *out = (sw_gpu_clock){.ctx = c,
+    *out = (sw_gpu_clock){.size = sizeof(sw_gpu_clock),
+                          .ctx = c,
                           .ready = cudart_ready,
                           .event_new = cudart_event_new,
                           .record = cudart_record,

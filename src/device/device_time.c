@@ -466,14 +466,21 @@ static const sw__sink_ops device_time_ops = {
     .on_fork_child = forget_in_child,
 };
 
-int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *clock) {
-    if (p == NULL || clock == NULL || !clock->event_new || !clock->record || !clock->query ||
+int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *given) {
+    sw_gpu_clock c; /* the caller's clock, of whatever stepwatch/device.h it was built with */
+    int rc = sw__sized_in(&c, sizeof c, given, SW__END_OF(sw_gpu_clock, release), "sw_gpu_clock");
+    if (rc == SW_EUNSUPPORTED && given->release) /* its size covers release */
+        given->release(given->ctx);
+    if (rc != 0)
+        return rc;
+    const sw_gpu_clock *clock = &c;
+    if (p == NULL || given == NULL || !clock->event_new || !clock->record || !clock->query ||
         !clock->elapsed_ns || !clock->event_free) {
-        if (clock && clock->release)
+        if (clock->release)
             clock->release(clock->ctx);
         return SW_EINVAL;
     }
-    int rc = sw__sink_find(p, &device_time_ops) ? SW_ESTATE : 0;
+    rc = sw__sink_find(p, &device_time_ops) ? SW_ESTATE : 0;
     sw__device_time *dt = rc == 0 ? calloc(1, sizeof *dt) : NULL;
     if (rc == 0 && dt == NULL)
         rc = SW_ENOMEM;
@@ -544,18 +551,21 @@ int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
     sw__device_time *dt = (sw__device_time *)sw__sink_find(p, &device_time_ops);
     if (dt == NULL)
         return SW_ENOTFOUND;
-    *out = (sw_device_time_info){.steps_timed = atomic_load(&dt->timed),
-                                 .steps_dropped = atomic_load(&dt->dropped_steps),
-                                 .spans_dropped = atomic_load(&dt->dropped_spans),
-                                 .warmup_steps = atomic_load(&dt->warmup),
-                                 .failed = atomic_load(&dt->failed),
-                                 .steps_sampled_out = atomic_load(&dt->sampled_out),
-                                 .sample_every = atomic_load(&dt->sample_every),
-                                 .steps_captured = atomic_load(&dt->steps_captured),
-                                 .boundaries_captured = atomic_load(&dt->boundaries_captured),
-                                 .most_behind = atomic_load(&dt->most_behind),
-                                 .events = atomic_load(&dt->nevents),
-                                 .intervals = atomic_load(&dt->intervals),
-                                 .intervals_timed = atomic_load(&dt->intervals_timed)};
-    return 0;
+    sw_device_time_info info = {.size = sizeof info,
+                                .steps_timed = atomic_load(&dt->timed),
+                                .steps_dropped = atomic_load(&dt->dropped_steps),
+                                .spans_dropped = atomic_load(&dt->dropped_spans),
+                                .warmup_steps = atomic_load(&dt->warmup),
+                                .failed = atomic_load(&dt->failed),
+                                .steps_sampled_out = atomic_load(&dt->sampled_out),
+                                .sample_every = atomic_load(&dt->sample_every),
+                                .steps_captured = atomic_load(&dt->steps_captured),
+                                .boundaries_captured = atomic_load(&dt->boundaries_captured),
+                                .most_behind = atomic_load(&dt->most_behind),
+                                .events = atomic_load(&dt->nevents),
+                                .intervals = atomic_load(&dt->intervals),
+                                .intervals_timed = atomic_load(&dt->intervals_timed)};
+    /* Into the caller's struct, of whatever stepwatch/device.h it was built with. */
+    return sw__sized_out(out, &info, sizeof info, SW__END_OF(sw_device_time_info, intervals_timed),
+                         "sw_device_time_info");
 }

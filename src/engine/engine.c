@@ -52,11 +52,15 @@ int sw_engine_new(const sw_engine_options *opts, sw_engine **out) {
     if (!out)
         return SW_EINVAL;
     *out = NULL;
+    sw_engine_options o;
+    int rc = sw__sized_in(&o, sizeof o, opts, SW__END_OF(sw_engine_options, csv_path),
+                          "sw_engine_options");
+    if (rc != 0)
+        return rc;
     sw_engine *e = calloc(1, sizeof *e);
     if (!e)
         return SW_ENOMEM;
-    if (opts)
-        e->opts = *opts;
+    e->opts = o;
     if (e->opts.max_epochs == 0)
         e->opts.max_epochs = 1;
     if (e->opts.validate_every == 0)
@@ -66,8 +70,8 @@ int sw_engine_new(const sw_engine_options *opts, sw_engine **out) {
         return SW_EINVAL;
     }
     e->opts.profiler_options = NULL; /* not kept: the caller's struct may go away */
-    if (opts && opts->csv_path) {
-        e->csv_path = sw__strdup(opts->csv_path);
+    if (o.csv_path) {
+        e->csv_path = sw__strdup(o.csv_path);
         if (!e->csv_path) {
             free(e);
             return SW_ENOMEM;
@@ -77,7 +81,7 @@ int sw_engine_new(const sw_engine_options *opts, sw_engine **out) {
     if (e->opts.profiler) {
         e->profiler = e->opts.profiler;
     } else {
-        int rc = sw_profiler_new(opts ? opts->profiler_options : NULL, &e->profiler);
+        rc = sw_profiler_new(o.profiler_options, &e->profiler);
         if (rc < 0) {
             free(e->csv_path);
             free(e);
@@ -114,11 +118,18 @@ void sw_engine_free(sw_engine *e) {
 
 static int sw__set_loop(sw_engine *e, sw__loop *loop, const sw_data_source *data, sw_process_fn fn,
                         void *user) {
-    if (!e || !data || !data->next || !fn)
+    if (!e || !data || !fn)
         return SW_EINVAL;
     if (e->running)
         return SW_ESTATE;
-    loop->data = *data;
+    sw_data_source source;
+    int rc = sw__sized_in(&source, sizeof source, data, SW__END_OF(sw_data_source, length),
+                          "sw_data_source");
+    if (rc != 0)
+        return rc;
+    if (!source.next)
+        return SW_EINVAL;
+    loop->data = source;
     loop->fn = fn;
     loop->user = user;
     loop->set = 1;

@@ -18,17 +18,10 @@ void sw__history_add(sw__history *h, uint64_t ns) {
     if (h->cap == 0)
         return;
     uint32_t slot = (uint32_t)(h->count % h->cap);
-    if (slot >= h->allocated) {
-        /* Still filling up: grow by doubling, up to cap. Out of memory drops the value. */
-        uint32_t grown = h->allocated ? h->allocated * 2 : 64;
-        if (grown > h->cap)
-            grown = h->cap;
-        uint64_t *values = realloc(h->values, (size_t)grown * sizeof *values);
-        if (values == NULL)
-            return;
-        h->values = values;
-        h->allocated = grown;
-    }
+    /* Still filling up: the room doubles, up to cap. Out of memory drops the value. */
+    if (sw__grow_at_most(&h->values, sizeof *h->values, &h->allocated, (size_t)slot + 1, 64,
+                         h->cap) != 0)
+        return;
     h->values[slot] = ns;
     h->count++;
 }

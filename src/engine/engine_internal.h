@@ -14,9 +14,9 @@
  * to cap (engine_history.c). */
 typedef struct sw__history {
     uint64_t *values;
-    uint32_t cap;       /* most values kept; 0 = none */
-    uint32_t allocated; /* room in values */
-    uint64_t count;     /* values added so far: the ring holds the last min(count, cap) */
+    uint32_t cap;     /* most values kept; 0 = none */
+    size_t allocated; /* room in values */
+    uint64_t count;   /* values added so far: the ring holds the last min(count, cap) */
 } sw__history;
 
 typedef struct sw__handler {

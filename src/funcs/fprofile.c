@@ -44,6 +44,8 @@ static inline uint32_t hash_key(uint64_t key, uint32_t parent) {
     return (uint32_t)(h >> 32);
 }
 
+/* Not sw__grow: a table of slots is rebuilt at twice the size, every key placed anew (its
+ * slot depends on the size), not extended in place. */
 int sw__slots_grow(uint32_t **slots, uint32_t *mask, uint32_t first, uint32_t n,
                    uint32_t (*hash)(const void *ctx, uint32_t i), const void *ctx) {
     uint32_t size = *slots ? (*mask + 1) * 2 : 64;
@@ -78,9 +80,8 @@ static sw_ftree *tree_new(const char *action) {
     if (t == NULL)
         return NULL;
     t->action = sw__strdup(action ? action : "");
-    t->cap = 16;
-    t->nodes = calloc(t->cap, sizeof *t->nodes);
-    if (t->action == NULL || t->nodes == NULL || tree_grow_map(t) < 0) {
+    if (t->action == NULL || sw__grow(&t->nodes, sizeof *t->nodes, &t->cap, 1, 16) != 0 ||
+        tree_grow_map(t) < 0) {
         free(t->action);
         free(t->nodes);
         free(t);
@@ -403,6 +404,8 @@ static uint32_t label_slot(const sw_fprofile *into, uint32_t *slots, uint32_t ma
 int sw_fprofile_merge_into(sw_fprofile *into, const sw_fprofile *from) {
     if (into == NULL || from == NULL)
         return SW_EINVAL;
+    /* A table of slots for both function tables, at most half full (built once, not grown:
+     * not sw__grow's). */
     uint32_t size = 64;
     while (size < 2 * ((uint64_t)into->nfuncs + from->nfuncs + 1))
         size *= 2;

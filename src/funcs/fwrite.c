@@ -200,13 +200,15 @@ int sw_fprofile_write_table(const sw_fprofile *fp, const char *action,
                             const sw_ftable_options *opts, FILE *out) {
     if (fp == NULL || out == NULL)
         return SW_EINVAL;
-    sw_ftable_options defaults = {0};
-    const sw_ftable_options *o = opts ? opts : &defaults;
+    sw_ftable_options o;
+    int rc = sw__sized_in(&o, sizeof o, opts, SW__END_OF(sw_ftable_options, suffix),
+                          "sw_ftable_options");
+    if (rc != 0)
+        return rc;
     if (action != NULL)
-        return write_action(fp, action, o, out);
-    int rc = 0;
+        return write_action(fp, action, &o, out);
     for (uint32_t i = 0; rc == 0 && i < sw_fprofile_action_count(fp); i++)
-        rc = write_action(fp, sw_fprofile_action(fp, i), o, out);
+        rc = write_action(fp, sw_fprofile_action(fp, i), &o, out);
     return rc;
 }
 

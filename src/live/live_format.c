@@ -3,7 +3,7 @@
  * terminal, whole parts are left out, least important first (samples/s, then the slowest
  * category, the data share, the quantiles); an undefined figure leaves its part out.
  */
-#include "stepwatch.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,8 +29,11 @@ char *sw_live_format(const sw_live_values *v, char *buf, size_t size, int width)
     if (buf == NULL || size == 0)
         return buf;
     buf[0] = '\0';
-    if (v == NULL)
+    sw_live_values given; /* a caller's values, of whatever stepwatch/live.h it was built with */
+    if (v == NULL || sw__sized_in(&given, sizeof given, v,
+                                  SW__END_OF(sw_live_values, slowest_share), "sw_live_values"))
         return buf;
+    v = &given;
     /* In display order; rank says what goes first when the line is too wide (highest first). */
     enum { NPARTS = 6 };
     char part[NPARTS][80], a[32], b[32];

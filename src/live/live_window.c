@@ -91,7 +91,7 @@ static const live_mark *window_start(const sw_live *w) {
 }
 
 static void values_of(const live_mark *from, const live_mark *to, sw_live_values *v) {
-    memset(v, 0, sizeof *v);
+    *v = (sw_live_values)SW_LIVE_VALUES_INIT;
     double dt = (double)minus(to->time_ns, from->time_ns) / 1e9;
     v->window_s = dt;
     v->steps = minus(to->steps, from->steps);
@@ -141,6 +141,9 @@ int sw_live_update(sw_live *w, sw_live_values *out) {
         w->count++;
     mark_of(s, sw_now_ns(), &w->marks[w->newest]);
     sw_snapshot_free(s);
-    values_of(window_start(w), &w->marks[w->newest], out);
-    return 0;
+    sw_live_values v;
+    values_of(window_start(w), &w->marks[w->newest], &v);
+    /* Into the caller's struct, of whatever stepwatch/live.h it was built with. */
+    return sw__sized_out(out, &v, sizeof v, SW__END_OF(sw_live_values, slowest_share),
+                         "sw_live_values");
 }

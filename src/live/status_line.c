@@ -109,7 +109,7 @@ static void erase(status_line *s) {
 /* One redraw (the ticker's tick); a broken line ends the thread. */
 static int redraw(void *arg) {
     status_line *s = arg;
-    sw_live_values v;
+    sw_live_values v = SW_LIVE_VALUES_INIT;
     /* Nothing to show before the first step ends. The line goes to the first profiler
      * of the process with a step (`stepwatch run -- python` has a profiler of its own
      * besides the script's); the others keep looking. */

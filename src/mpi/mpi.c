@@ -172,10 +172,28 @@ static int estimate_clock(int64_t *offset) {
     return 0;
 }
 
-int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *o) {
-    static const sw_mpi_options defaults;
-    if (o == NULL)
-        o = &defaults;
+/* The caller's options (NULL: defaults), of whatever stepwatch/mpi.h it was built with, as
+ * stepwatch.h's "Structs that grow" reads them. This library calls only the public API, so it
+ * reads the size itself (the reason is not in sw_last_error here). */
+static int options_of(const sw_mpi_options *given, sw_mpi_options *o) {
+    memset(o, 0, sizeof *o);
+    if (given == NULL)
+        return 0;
+    if (given->size < offsetof(sw_mpi_options, quiet) + sizeof given->quiet)
+        return SW_EINVAL;
+    for (size_t i = sizeof *o; i < given->size; i++)
+        if (((const unsigned char *)given)[i] != 0)
+            return SW_EUNSUPPORTED;
+    memcpy(o, given, given->size < sizeof *o ? given->size : sizeof *o);
+    return 0;
+}
+
+int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *given) {
+    sw_mpi_options options;
+    int rc = options_of(given, &options);
+    if (rc != 0)
+        return rc;
+    const sw_mpi_options *o = &options;
     if (p == NULL || !mpi_usable())
         return SW_EINVAL;
     if (g.p != NULL)
@@ -187,7 +205,8 @@ int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *o) {
     PMPI_Comm_rank(g.comm, &g.rank);
     PMPI_Comm_size(g.comm, &g.world);
     g.user_comm = user;
-    sw_ranks_options ro = {.rank = g.rank,
+    sw_ranks_options ro = {.size = sizeof ro,
+                           .rank = g.rank,
                            .world_size = g.world,
                            .gather = gather,
                            .timeout_s = o->timeout_s,
@@ -196,7 +215,7 @@ int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *o) {
                            .out = o->out,
                            .quiet = o->quiet,
                            .release = release};
-    int rc = sw_ranks_attach(p, &ro);
+    rc = sw_ranks_attach(p, &ro);
     if (rc != 0) {
         PMPI_Comm_free(&g.comm);
         memset(&g, 0, sizeof g);

@@ -72,8 +72,16 @@ static const sw__sink_ops ranks_ops = {
     .on_fork_child = forget_in_child,
 };
 
-int sw_ranks_attach(sw_profiler *p, const sw_ranks_options *o) {
-    if (p == NULL || o == NULL || o->gather == NULL)
+int sw_ranks_attach(sw_profiler *p, const sw_ranks_options *given) {
+    if (p == NULL || given == NULL)
+        return SW_EINVAL;
+    sw_ranks_options copy; /* of whatever stepwatch/ranks.h the caller was built with */
+    int rc = sw__sized_in(&copy, sizeof copy, given, SW__END_OF(sw_ranks_options, release),
+                          "sw_ranks_options");
+    if (rc != 0)
+        return rc;
+    const sw_ranks_options *o = &copy;
+    if (o->gather == NULL)
         return SW_EINVAL;
     if (o->format != SW_FORMAT_TABLE && o->format != SW_FORMAT_MARKDOWN &&
         o->format != SW_FORMAT_JSON)

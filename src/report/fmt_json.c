@@ -91,7 +91,7 @@ static void put_run(sw__jw *w, const sw_snapshot *s) {
     sw__jw_object_end(w);
 }
 
-static void put_misuse(sw__jw *w, const sw_misuse *m) {
+void sw__json_put_misuse(sw__jw *w, const sw_misuse *m) {
     sw__jw_key(w, "misuse");
     sw__jw_object_begin(w);
     sw__jw_kv_uint(w, "end_without_begin", m->end_without_begin);
@@ -205,7 +205,7 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
     }
     sw__jw_array_end(&w);
 
-    put_misuse(&w, &s->misuse);
+    sw__json_put_misuse(&w, &s->misuse);
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
     put_memory(&w, &s->memory);
     if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */

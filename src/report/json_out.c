@@ -238,6 +238,14 @@ void sw__jw_double(sw__jw *w, double v) {
     raw_value(w, buf);
 }
 
+void sw__jw_value_by(sw__jw *w, int (*write)(void *ctx, FILE *out), void *ctx) {
+    if (!before_item(w, 0))
+        return;
+    int rc = write(ctx, w->out);
+    if (rc != 0)
+        w->rc = rc;
+}
+
 void sw__jw_bool(sw__jw *w, int v) {
     raw_value(w, v ? "true" : "false");
 }

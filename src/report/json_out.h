@@ -54,6 +54,11 @@ void sw__jw_double(sw__jw *w, double v); /* shortest form that reads back exactl
 void sw__jw_bool(sw__jw *w, int v);
 void sw__jw_null(sw__jw *w);
 
+/* A value another writer puts straight into w's stream (a whole JSON document of its own,
+ * as compare's verdicts in the HTML page): the comma and line break before it, then
+ * write(ctx, out). A nonzero return becomes w's error. */
+void sw__jw_value_by(sw__jw *w, int (*write)(void *ctx, FILE *out), void *ctx);
+
 /* Shorthands for a member: key then value. */
 void sw__jw_kv_string(sw__jw *w, const char *key, const char *s);
 void sw__jw_kv_uint(sw__jw *w, const char *key, uint64_t v);

@@ -3,6 +3,7 @@
  * file per format, see writer.h), handles the empty snapshot, and reports write errors.
  * sw_report is a snapshot of a live profiler written the same way.
  */
+#include "core/core.h"
 #include "writer.h"
 
 #include <string.h>
@@ -49,12 +50,15 @@ int sw_snapshot_write_ex(const sw_snapshot *s, sw_format fmt, FILE *out,
     const sw__writer *w = writer_of(fmt);
     if (w == NULL)
         return SW_EINVAL;
-    static const sw_write_options defaults = {0};
-    int rc = 0;
+    sw_write_options layout;
+    int rc = sw__sized_in(&layout, sizeof layout, opts, SW__END_OF(sw_write_options, brief),
+                          "sw_write_options");
+    if (rc != 0)
+        return rc;
     if (s->nrows == 0 && !w->machine)
         fputs("stepwatch: no actions recorded\n", out);
     else
-        rc = w->write(s, out, opts ? opts : &defaults);
+        rc = w->write(s, out, &layout);
     if (rc == 0 && !w->machine && s->nrows > 0 && sw__device_any(s))
         sw__put_device_section(s, out, fmt == SW_FORMAT_MARKDOWN);
     if (rc == 0 && !w->machine && s->nrows > 0)

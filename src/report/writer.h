@@ -9,6 +9,7 @@
 #ifndef SW_REPORT_WRITER_H
 #define SW_REPORT_WRITER_H
 
+#include "json_out.h"
 #include "stepwatch.h"
 
 typedef struct sw__writer {
@@ -25,6 +26,10 @@ extern const sw__writer sw__writer_ignite;
 extern const sw__writer sw__writer_markdown;
 extern const sw__writer sw__writer_csv;
 extern const sw__writer sw__writer_json;
+
+/* The "misuse" member as the JSON report writes it (fmt_json.c); the HTML page's data
+ * carries the same object. */
+void sw__json_put_misuse(sw__jw *w, const sw_misuse *m);
 
 /* ---- text helpers (text.c) ---- */
 

@@ -154,6 +154,38 @@ static int name_put(name_table *t, uint32_t id, const char *name) {
     return t->names[id] ? 0 : SW_ENOMEM;
 }
 
+/* A row of "SELECT rank FROM ranks": the next rank, while there is room for it. */
+typedef struct rank_list {
+    sw_run *run;
+    int64_t room;
+} rank_list;
+
+static int rank_row(sqlite3_stmt *q, void *ctx) {
+    rank_list *l = ctx;
+    if (l->run->nranks < l->room)
+        l->run->ranks[l->run->nranks++].rank = sqlite3_column_int(q, 0);
+    return 0;
+}
+
+/* A row of "SELECT rank, kind, id, name FROM names": into its rank's table of its kind. */
+static int name_row(sqlite3_stmt *q, void *ctx) {
+    sw_run *run = ctx;
+    int rank = sqlite3_column_int(q, 0);
+    const char *kind = (const char *)sqlite3_column_text(q, 1);
+    int64_t id = sqlite3_column_int64(q, 2);
+    int rc = 0;
+    for (int r = 0; r < run->nranks; r++) {
+        if (run->ranks[r].rank != rank || kind == NULL)
+            continue;
+        for (int k = 0; k < KIND_COUNT; k++)
+            if (strcmp(kind, KIND_NAME[k]) == 0)
+                rc = id < 0 ? SW_ECORRUPT
+                            : name_put(&run->ranks[r].names[k], (uint32_t)id,
+                                       (const char *)sqlite3_column_text(q, 3));
+    }
+    return rc;
+}
+
 static int load_ranks(sw_run *run) {
     int64_t n = 0;
     int rc = sw__sql_int(run->db, "SELECT count(*) FROM ranks", SW__NO_BIND, &n);
@@ -175,32 +207,13 @@ static int load_ranks(sw_run *run) {
     if (run->ranks == NULL)
         return SW_ENOMEM;
     sqlite3_stmt *q = NULL;
+    rank_list ranks = {run, n};
     rc = sw__sql_prepare(run->db, "SELECT rank FROM ranks ORDER BY rank", &q);
-    while (rc == 0 && run->nranks < n && sqlite3_step(q) == SQLITE_ROW)
-        run->ranks[run->nranks++].rank = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    if (rc != 0)
-        return rc;
-    rc = sw__sql_prepare(run->db, "SELECT rank, kind, id, name FROM names", &q);
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        int rank = sqlite3_column_int(q, 0);
-        const char *kind = (const char *)sqlite3_column_text(q, 1);
-        int64_t id = sqlite3_column_int64(q, 2);
-        for (int r = 0; r < run->nranks; r++) {
-            if (run->ranks[r].rank != rank || kind == NULL)
-                continue;
-            for (int k = 0; k < KIND_COUNT; k++)
-                if (strcmp(kind, KIND_NAME[k]) == 0)
-                    rc = id < 0 ? SW_ECORRUPT
-                                : name_put(&run->ranks[r].names[k], (uint32_t)id,
-                                           (const char *)sqlite3_column_text(q, 3));
-        }
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    sqlite3_finalize(q);
-    return rc;
+    if (rc == 0)
+        rc = sw__sql_each_row(q, rank_row, &ranks);
+    if (rc == 0)
+        rc = sw__sql_prepare(run->db, "SELECT rank, kind, id, name FROM names", &q);
+    return rc == 0 ? sw__sql_each_row(q, name_row, run) : rc;
 }
 
 static const rank_info *find_rank(const sw_run *run, int rank) {
@@ -349,6 +362,45 @@ static void column_stats(sqlite3_stmt *q, int col, sw_stats *s) {
     s->samples = (uint64_t)sqlite3_column_int64(q, col + 9);
 }
 
+/* The row of one rank in "ranks": the snapshot's header (found set). */
+typedef struct header_read {
+    sw_snapshot *s;
+    int found;
+} header_read;
+
+static int header_row(sqlite3_stmt *q, void *ctx) {
+    header_read *h = ctx;
+    sw_snapshot *s = h->s;
+    h->found = 1;
+    s->name = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 0));
+    s->host = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 1));
+    s->command = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 2));
+    s->pid = sqlite3_column_int64(q, 3);
+    s->rank = sqlite3_column_int(q, 4);
+    s->world_size = sqlite3_column_int(q, 5);
+    s->start_unix_ns = (uint64_t)sqlite3_column_int64(q, 6);
+    s->elapsed_ns = (uint64_t)sqlite3_column_int64(q, 7);
+    s->wall_ns = (uint64_t)sqlite3_column_int64(q, 8);
+    s->steps = (uint64_t)sqlite3_column_int64(q, 9);
+    s->warmup_steps = (uint32_t)sqlite3_column_int64(q, 10);
+    s->threads = (uint64_t)sqlite3_column_int64(q, 11);
+    s->dropped_events = (uint64_t)sqlite3_column_int64(q, 12);
+    uint64_t *misuse[] = {&s->misuse.end_without_begin, &s->misuse.mismatched_end,
+                          &s->misuse.depth_overflow,    &s->misuse.bad_id,
+                          &s->misuse.phase_mismatch,    &s->misuse.step_overlap,
+                          &s->misuse.bad_record,        &s->misuse.open_at_snapshot};
+    for (int i = 0; i < 8; i++)
+        *misuse[i] = (uint64_t)sqlite3_column_int64(q, 13 + i);
+    s->local_rank = sqlite3_column_int(q, 21);
+    uint64_t *memory[] = {&s->memory.rss_steps,          &s->memory.rss_max,
+                          &s->memory.rss_last,           &s->memory.allocator_steps,
+                          &s->memory.peak_allocated_max, &s->memory.allocated_last,
+                          &s->memory.reserved_max,       &s->memory.reserved_last};
+    for (int i = 0; i < 8; i++)
+        *memory[i] = (uint64_t)sqlite3_column_int64(q, 22 + i);
+    return 0;
+}
+
 static int read_header(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
     int rc = sw__sql_prepare_int(
@@ -363,40 +415,35 @@ static int read_header(sw_run *run, int rank, sw_snapshot *s) {
         rank, &q);
     if (rc != 0)
         return rc;
-    int step = sqlite3_step(q);
-    if (step == SQLITE_ROW) {
-        s->name = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 0));
-        s->host = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 1));
-        s->command = sw__snapshot_string(s, (const char *)sqlite3_column_text(q, 2));
-        s->pid = sqlite3_column_int64(q, 3);
-        s->rank = sqlite3_column_int(q, 4);
-        s->world_size = sqlite3_column_int(q, 5);
-        s->start_unix_ns = (uint64_t)sqlite3_column_int64(q, 6);
-        s->elapsed_ns = (uint64_t)sqlite3_column_int64(q, 7);
-        s->wall_ns = (uint64_t)sqlite3_column_int64(q, 8);
-        s->steps = (uint64_t)sqlite3_column_int64(q, 9);
-        s->warmup_steps = (uint32_t)sqlite3_column_int64(q, 10);
-        s->threads = (uint64_t)sqlite3_column_int64(q, 11);
-        s->dropped_events = (uint64_t)sqlite3_column_int64(q, 12);
-        uint64_t *misuse[] = {&s->misuse.end_without_begin, &s->misuse.mismatched_end,
-                              &s->misuse.depth_overflow,    &s->misuse.bad_id,
-                              &s->misuse.phase_mismatch,    &s->misuse.step_overlap,
-                              &s->misuse.bad_record,        &s->misuse.open_at_snapshot};
-        for (int i = 0; i < 8; i++)
-            *misuse[i] = (uint64_t)sqlite3_column_int64(q, 13 + i);
-        s->local_rank = sqlite3_column_int(q, 21);
-        uint64_t *memory[] = {&s->memory.rss_steps,          &s->memory.rss_max,
-                              &s->memory.rss_last,           &s->memory.allocator_steps,
-                              &s->memory.peak_allocated_max, &s->memory.allocated_last,
-                              &s->memory.reserved_max,       &s->memory.reserved_last};
-        for (int i = 0; i < 8; i++)
-            *memory[i] = (uint64_t)sqlite3_column_int64(q, 22 + i);
-        rc = 0;
-    } else {
-        rc = step == SQLITE_DONE ? SW_ENOTFOUND : sw__sqlite_rc(step);
-    }
-    sqlite3_finalize(q);
-    return rc;
+    header_read h = {s, 0};
+    rc = sw__sql_each_row(q, header_row, &h);
+    return rc == 0 && !h.found ? SW_ENOTFOUND : rc;
+}
+
+/* A row of "aggregates": one sw_row into the snapshot (the row struct is reused). */
+typedef struct rows_read {
+    sw_snapshot *s;
+    sw_row *row;
+} rows_read;
+
+static int aggregate_row(sqlite3_stmt *q, void *ctx) {
+    rows_read *r = ctx;
+    sw_row *row = r->row;
+    memset(row, 0, sizeof *row);
+    row->action = (sw_id)sqlite3_column_int64(q, 0);
+    row->phase = (sw_phase)sqlite3_column_int64(q, 1);
+    row->action_name = (const char *)sqlite3_column_text(q, 2);
+    row->phase_name = (const char *)sqlite3_column_text(q, 3);
+    int category = sqlite3_column_int(q, 4);
+    if (category < 0 || category >= SW_CAT_COUNT || row->action_name == NULL ||
+        row->phase_name == NULL)
+        return SW_ECORRUPT;
+    row->category = (sw_category)category;
+    column_stats(q, 5, &row->stats);
+    column_stats(q, 15, &row->warmup);
+    int rc = sw__hist_decode(sqlite3_column_blob(q, 25), (size_t)sqlite3_column_bytes(q, 25),
+                             &row->hist);
+    return rc == 0 ? sw__snapshot_add_row(r->s, row) : rc;
 }
 
 static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
@@ -410,36 +457,25 @@ static int read_rows(sw_run *run, int rank, sw_snapshot *s) {
         rank, &q);
     if (rc != 0)
         return rc;
-    sw_row *row = malloc(
-        sizeof *row); /* a sw_row holds a 2.4 kB histogram: keep it off the stack */
-    int step = SQLITE_DONE;
-    if (row == NULL)
-        rc = SW_ENOMEM;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        memset(row, 0, sizeof *row);
-        row->action = (sw_id)sqlite3_column_int64(q, 0);
-        row->phase = (sw_phase)sqlite3_column_int64(q, 1);
-        row->action_name = (const char *)sqlite3_column_text(q, 2);
-        row->phase_name = (const char *)sqlite3_column_text(q, 3);
-        int category = sqlite3_column_int(q, 4);
-        if (category < 0 || category >= SW_CAT_COUNT || row->action_name == NULL ||
-            row->phase_name == NULL) {
-            rc = SW_ECORRUPT;
-            break;
-        }
-        row->category = (sw_category)category;
-        column_stats(q, 5, &row->stats);
-        column_stats(q, 15, &row->warmup);
-        rc = sw__hist_decode(sqlite3_column_blob(q, 25), (size_t)sqlite3_column_bytes(q, 25),
-                             &row->hist);
-        if (rc == 0)
-            rc = sw__snapshot_add_row(s, row);
+    /* A sw_row holds a 2.4 kB histogram: keep it off the stack. */
+    rows_read r = {s, malloc(sizeof *r.row)};
+    if (r.row == NULL) {
+        sqlite3_finalize(q);
+        return SW_ENOMEM;
     }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    free(row);
-    sqlite3_finalize(q);
+    rc = sw__sql_each_row(q, aggregate_row, &r);
+    free(r.row);
     return rc;
+}
+
+static int counter_summary_row(sqlite3_stmt *q, void *s) {
+    sw_counter_summary c = {.name = (const char *)sqlite3_column_text(q, 0),
+                            .count = (uint64_t)sqlite3_column_int64(q, 1),
+                            .last = sqlite3_column_double(q, 2),
+                            .min = sqlite3_column_double(q, 3),
+                            .max = sqlite3_column_double(q, 4),
+                            .mean = sqlite3_column_double(q, 5)};
+    return c.name ? sw__snapshot_add_counter(s, &c) : SW_ECORRUPT;
 }
 
 static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
@@ -449,40 +485,44 @@ static int read_counters(sw_run *run, int rank, sw_snapshot *s) {
         "SELECT name, count, last, min, max, mean FROM counter_summaries WHERE rank = ?"
         " ORDER BY seq",
         rank, &q);
-    if (rc != 0)
-        return rc;
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        sw_counter_summary c = {.name = (const char *)sqlite3_column_text(q, 0),
-                                .count = (uint64_t)sqlite3_column_int64(q, 1),
-                                .last = sqlite3_column_double(q, 2),
-                                .min = sqlite3_column_double(q, 3),
-                                .max = sqlite3_column_double(q, 4),
-                                .mean = sqlite3_column_double(q, 5)};
-        rc = c.name ? sw__snapshot_add_counter(s, &c) : SW_ECORRUPT;
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    sqlite3_finalize(q);
-    return rc;
+    return rc == 0 ? sw__sql_each_row(q, counter_summary_row, s) : rc;
+}
+
+static int note_row(sqlite3_stmt *q, void *s) {
+    const char *key = (const char *)sqlite3_column_text(q, 0);
+    const char *value = (const char *)sqlite3_column_text(q, 1);
+    return key ? sw__snapshot_set_note(s, key, value) : SW_ECORRUPT;
 }
 
 static int read_notes(sw_run *run, int rank, sw_snapshot *s) {
     sqlite3_stmt *q = NULL;
     int rc = sw__sql_prepare_int(
         run->db, "SELECT key, value FROM notes WHERE rank = ? ORDER BY seq", rank, &q);
-    if (rc != 0)
-        return rc;
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(q, 0);
-        const char *value = (const char *)sqlite3_column_text(q, 1);
-        rc = key ? sw__snapshot_set_note(s, key, value) : SW_ECORRUPT;
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    sqlite3_finalize(q);
-    return rc;
+    return rc == 0 ? sw__sql_each_row(q, note_row, s) : rc;
+}
+
+static int module_row(sqlite3_stmt *q, void *s) {
+    sw_module_row m = {
+        .path = (const char *)sqlite3_column_text(q, 0),
+        .kind = (const char *)sqlite3_column_text(q, 1),
+        .forward_calls = (uint64_t)sqlite3_column_int64(q, 2),
+        .forward_ns = (uint64_t)sqlite3_column_int64(q, 3),
+        .forward_self_ns = (uint64_t)sqlite3_column_int64(q, 4),
+        .backward_calls = (uint64_t)sqlite3_column_int64(q, 5),
+        .backward_ns = (uint64_t)sqlite3_column_int64(q, 6),
+        .backward_self_ns = (uint64_t)sqlite3_column_int64(q, 7),
+        .activation_bytes = sqlite3_column_int64(q, 8),
+        .param_bytes = sqlite3_column_int64(q, 9),
+        .grad_bytes = sqlite3_column_int64(q, 10),
+        .optimizer_bytes = sqlite3_column_int64(q, 11),
+        .device_forward_calls = (uint64_t)sqlite3_column_int64(q, 12),
+        .device_forward_ns = (uint64_t)sqlite3_column_int64(q, 13),
+        .device_forward_self_ns = (uint64_t)sqlite3_column_int64(q, 14),
+        .device_backward_calls = (uint64_t)sqlite3_column_int64(q, 15),
+        .device_backward_ns = (uint64_t)sqlite3_column_int64(q, 16),
+        .device_backward_self_ns = (uint64_t)sqlite3_column_int64(q, 17),
+    };
+    return m.path && m.kind ? sw__snapshot_add_module(s, &m) : SW_ECORRUPT;
 }
 
 static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
@@ -496,36 +536,7 @@ static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
                                  " device_backward_ns, device_backward_self_ns"
                                  " FROM modules WHERE rank = ? ORDER BY seq",
                                  rank, &q);
-    if (rc != 0)
-        return rc;
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        sw_module_row m = {
-            .path = (const char *)sqlite3_column_text(q, 0),
-            .kind = (const char *)sqlite3_column_text(q, 1),
-            .forward_calls = (uint64_t)sqlite3_column_int64(q, 2),
-            .forward_ns = (uint64_t)sqlite3_column_int64(q, 3),
-            .forward_self_ns = (uint64_t)sqlite3_column_int64(q, 4),
-            .backward_calls = (uint64_t)sqlite3_column_int64(q, 5),
-            .backward_ns = (uint64_t)sqlite3_column_int64(q, 6),
-            .backward_self_ns = (uint64_t)sqlite3_column_int64(q, 7),
-            .activation_bytes = sqlite3_column_int64(q, 8),
-            .param_bytes = sqlite3_column_int64(q, 9),
-            .grad_bytes = sqlite3_column_int64(q, 10),
-            .optimizer_bytes = sqlite3_column_int64(q, 11),
-            .device_forward_calls = (uint64_t)sqlite3_column_int64(q, 12),
-            .device_forward_ns = (uint64_t)sqlite3_column_int64(q, 13),
-            .device_forward_self_ns = (uint64_t)sqlite3_column_int64(q, 14),
-            .device_backward_calls = (uint64_t)sqlite3_column_int64(q, 15),
-            .device_backward_ns = (uint64_t)sqlite3_column_int64(q, 16),
-            .device_backward_self_ns = (uint64_t)sqlite3_column_int64(q, 17),
-        };
-        rc = m.path && m.kind ? sw__snapshot_add_module(s, &m) : SW_ECORRUPT;
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    sqlite3_finalize(q);
-    return rc;
+    return rc == 0 ? sw__sql_each_row(q, module_row, s) : rc;
 }
 
 static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
@@ -735,6 +746,28 @@ static void describe_incomplete(sqlite3_stmt *q, char *out, size_t size) {
                  rank, covered_s);
 }
 
+/* The clauses of sw_run_incomplete, one per row of an incomplete rank. */
+typedef struct incomplete_text {
+    char *what;
+    size_t size;
+    int ranks;
+} incomplete_text;
+
+static int incomplete_row(sqlite3_stmt *q, void *ctx) {
+    incomplete_text *t = ctx;
+    if (t->what != NULL && t->size > 0) {
+        size_t used = strlen(t->what);
+        if (t->ranks == 0)
+            used += (size_t)snprintf(t->what + used, t->size - used, "incomplete: ");
+        else if (used < t->size)
+            used += (size_t)snprintf(t->what + used, t->size - used, "; ");
+        if (used < t->size)
+            describe_incomplete(q, t->what + used, t->size - used);
+    }
+    t->ranks++;
+    return 0;
+}
+
 int sw_run_incomplete(sw_run *run, char *what, size_t size) {
     sw__error_clear();
     if (run == NULL)
@@ -747,23 +780,10 @@ int sw_run_incomplete(sw_run *run, char *what, size_t size) {
                                           " updated_unix_ns FROM ranks"
                                           " WHERE complete = 0 ORDER BY rank",
                                           &q));
-    int incomplete = 0, step = SQLITE_DONE;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        if (what != NULL && size > 0) {
-            size_t used = strlen(what);
-            if (incomplete == 0)
-                used += (size_t)snprintf(what + used, size - used, "incomplete: ");
-            else if (used < size)
-                used += (size_t)snprintf(what + used, size - used, "; ");
-            if (used < size)
-                describe_incomplete(q, what + used, size - used);
-        }
-        incomplete++;
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = reading(run, sw__sqlite_rc(step));
-    sqlite3_finalize(q);
-    return rc != 0 ? rc : incomplete;
+    incomplete_text t = {what, size, 0};
+    if (rc == 0)
+        rc = reading(run, sw__sql_each_row(q, incomplete_row, &t));
+    return rc != 0 ? rc : t.ranks;
 }
 
 /* ---- records ---- */
@@ -780,6 +800,47 @@ static int prepare_ranked(sw_run *run, const char *select, const char *order, in
     return rc;
 }
 
+/* A walk over records for the caller's fn (one of the three). A nonzero value of fn stops
+ * the walk and is returned as it is; SQLite's errors get their sentence (reading). */
+typedef struct visit {
+    sw_run *run;
+    sw_step_fn step_fn;
+    sw_span_fn span_fn;
+    sw_counter_fn counter_fn;
+    void *ctx;
+    int stopped;          /* fn returned nonzero */
+    uint64_t done, total; /* spans, for the progress callback */
+} visit;
+
+static int visited(visit *v, int rc) {
+    v->stopped = rc != 0;
+    return rc;
+}
+
+static int visit_end(visit *v, int rc) {
+    return v->stopped ? rc : reading(v->run, rc);
+}
+
+static int step_row(sqlite3_stmt *q, void *ctx) {
+    sw_step_record r = {.step = (uint64_t)sqlite3_column_int64(q, 1),
+                        .phase = (sw_phase)sqlite3_column_int64(q, 2),
+                        .batch_size = (uint32_t)sqlite3_column_int64(q, 3),
+                        .warmup = sqlite3_column_int(q, 4),
+                        .thread = (uint32_t)sqlite3_column_int64(q, 5),
+                        .start_ns = (uint64_t)sqlite3_column_int64(q, 6),
+                        .duration_ns = (uint64_t)sqlite3_column_int64(q, 7)};
+    for (int c = 0; c < SW_CAT_COUNT; c++)
+        r.category_ns[c] = (uint64_t)sqlite3_column_int64(q, 8 + c);
+    int col = 8 + SW_CAT_COUNT; /* memory: NULL where it was not measured */
+    r.rss_bytes = (uint64_t)sqlite3_column_int64(q, col);
+    r.has_allocator = sqlite3_column_type(q, col + 1) != SQLITE_NULL;
+    r.allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 1);
+    r.peak_allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 2);
+    r.reserved_bytes = (uint64_t)sqlite3_column_int64(q, col + 3);
+    visit *v = ctx;
+    return visited(v, v->step_fn(v->ctx, sqlite3_column_int(q, 0), &r));
+}
+
 int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     sw__error_clear();
     if (run == NULL || fn == NULL)
@@ -791,33 +852,17 @@ int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
                             " optimizer_ns, zero_grad_ns, callback_ns, other_ns, rss_bytes,"
                             " allocated_bytes, peak_allocated_bytes, reserved_bytes FROM steps",
                             rank >= 0 ? "step" : "start_ns, rank", rank, &q);
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        sw_step_record r = {.step = (uint64_t)sqlite3_column_int64(q, 1),
-                            .phase = (sw_phase)sqlite3_column_int64(q, 2),
-                            .batch_size = (uint32_t)sqlite3_column_int64(q, 3),
-                            .warmup = sqlite3_column_int(q, 4),
-                            .thread = (uint32_t)sqlite3_column_int64(q, 5),
-                            .start_ns = (uint64_t)sqlite3_column_int64(q, 6),
-                            .duration_ns = (uint64_t)sqlite3_column_int64(q, 7)};
-        for (int c = 0; c < SW_CAT_COUNT; c++)
-            r.category_ns[c] = (uint64_t)sqlite3_column_int64(q, 8 + c);
-        int col = 8 + SW_CAT_COUNT; /* memory: NULL where it was not measured */
-        r.rss_bytes = (uint64_t)sqlite3_column_int64(q, col);
-        r.has_allocator = sqlite3_column_type(q, col + 1) != SQLITE_NULL;
-        r.allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 1);
-        r.peak_allocated_bytes = (uint64_t)sqlite3_column_int64(q, col + 2);
-        r.reserved_bytes = (uint64_t)sqlite3_column_int64(q, col + 3);
-        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
-        if (rc != 0) {
-            sqlite3_finalize(q);
-            return rc;
-        }
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = reading(run, sw__sqlite_rc(step));
-    sqlite3_finalize(q);
-    return rc;
+    visit v = {.run = run, .step_fn = fn, .ctx = ctx};
+    return rc == 0 ? visit_end(&v, sw__sql_each_row(q, step_row, &v)) : rc;
+}
+
+static int counter_row(sqlite3_stmt *q, void *ctx) {
+    sw_counter_record r = {.counter = (sw_id)sqlite3_column_int64(q, 1),
+                           .thread = (uint32_t)sqlite3_column_int64(q, 2),
+                           .time_ns = (uint64_t)sqlite3_column_int64(q, 3),
+                           .value = sqlite3_column_double(q, 4)};
+    visit *v = ctx;
+    return visited(v, v->counter_fn(v->ctx, sqlite3_column_int(q, 0), &r));
 }
 
 int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
@@ -827,22 +872,8 @@ int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx) {
     sqlite3_stmt *q = NULL;
     int rc = prepare_ranked(run, "SELECT rank, counter, thread, time_ns, value FROM counters",
                             "time_ns, rank", rank, &q);
-    int step;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        sw_counter_record r = {.counter = (sw_id)sqlite3_column_int64(q, 1),
-                               .thread = (uint32_t)sqlite3_column_int64(q, 2),
-                               .time_ns = (uint64_t)sqlite3_column_int64(q, 3),
-                               .value = sqlite3_column_double(q, 4)};
-        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
-        if (rc != 0) {
-            sqlite3_finalize(q);
-            return rc;
-        }
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = reading(run, sw__sqlite_rc(step));
-    sqlite3_finalize(q);
-    return rc;
+    visit v = {.run = run, .counter_fn = fn, .ctx = ctx};
+    return rc == 0 ? visit_end(&v, sw__sql_each_row(q, counter_row, &v)) : rc;
 }
 
 void sw_run_set_progress(sw_run *run, sw_progress_fn fn, void *ctx) {
@@ -871,12 +902,49 @@ static int count_spans(sw_run *run, int rank, uint64_t *total) {
     return rc;
 }
 
+/* A row of span_chunks: its spans decoded and copied into the sorted table. */
+typedef struct chunk_copy {
+    const sw_run *run;
+    sqlite3_stmt *insert;
+    sw_span_record *chunk; /* SW__SPAN_CHUNK_MAX */
+    uint64_t done, total;
+} chunk_copy;
+
+static int chunk_row(sqlite3_stmt *q, void *ctx) {
+    chunk_copy *c = ctx;
+    int chunk_rank = sqlite3_column_int(q, 0);
+    int64_t thread = sqlite3_column_int64(q, 1);
+    size_t got = 0;
+    if (thread < 0 || thread > UINT32_MAX)
+        return SW_ECORRUPT;
+    int rc = sw__spans_decode(sqlite3_column_blob(q, 3), (size_t)sqlite3_column_bytes(q, 3),
+                              (uint32_t)thread, c->chunk, SW__SPAN_CHUNK_MAX, &got);
+    if (rc == 0 && got != (size_t)sqlite3_column_int64(q, 2))
+        rc = SW_ECORRUPT;
+    for (size_t i = 0; rc == 0 && i < got; i++) {
+        const sw_span_record *s = &c->chunk[i];
+        sqlite3_bind_int(c->insert, 1, chunk_rank);
+        sqlite3_bind_int64(c->insert, 2, s->thread);
+        sqlite3_bind_int64(c->insert, 3, s->depth);
+        sqlite3_bind_int64(c->insert, 4, (int64_t)s->start_ns);
+        sqlite3_bind_int64(c->insert, 5, (int64_t)s->duration_ns);
+        sqlite3_bind_int64(c->insert, 6, s->action);
+        sqlite3_bind_int64(c->insert, 7, s->phase);
+        sqlite3_bind_int64(c->insert, 8, s->step);
+        rc = sw__sqlite_rc(sqlite3_step(c->insert));
+        sqlite3_reset(c->insert);
+        progress(c->run, "reading spans", ++c->done, c->total);
+    }
+    return rc;
+}
+
 /* Spans are stored in packed chunks, each thread's in the order they ended (a parent after
  * its children). To visit them by start time they are decoded into a temporary table and
  * read back through SQLite's sorter, which spills to temporary files: memory stays bounded
  * however long the timeline. */
 static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
-    sqlite3_stmt *q = NULL, *insert = NULL;
+    sqlite3_stmt *q = NULL;
+    chunk_copy c = {.run = run};
     int rc = sw__sqlite_rc(sqlite3_exec(
         run->db,
         "PRAGMA temp_store = FILE;"
@@ -889,61 +957,46 @@ static int spans_to_temp_table(sw_run *run, int rank, uint64_t *total) {
      * chunks to neither. */
     if (rc == 0)
         rc = count_spans(run, rank, total);
+    c.total = *total;
     if (rc == 0)
         rc = sw__sql_prepare(run->db, "INSERT INTO temp.sw_sorted_spans VALUES(?,?,?,?,?,?,?,?)",
-                             &insert);
+                             &c.insert);
+    c.chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *c.chunk);
+    if (c.chunk == NULL && rc == 0)
+        rc = SW_ENOMEM;
     if (rc == 0)
         rc = prepare_ranked(run, "SELECT rank, thread, count, data FROM span_chunks", "rank, rowid",
                             rank, &q);
-    sw_span_record *chunk = malloc(SW__SPAN_CHUNK_MAX * sizeof *chunk);
-    if (chunk == NULL && rc == 0)
-        rc = SW_ENOMEM;
-    uint64_t done = 0;
-    int step = SQLITE_DONE;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        int chunk_rank = sqlite3_column_int(q, 0);
-        int64_t thread = sqlite3_column_int64(q, 1);
-        size_t got = 0;
-        if (thread < 0 || thread > UINT32_MAX) {
-            rc = SW_ECORRUPT;
-            break;
-        }
-        rc = sw__spans_decode(sqlite3_column_blob(q, 3), (size_t)sqlite3_column_bytes(q, 3),
-                              (uint32_t)thread, chunk, SW__SPAN_CHUNK_MAX, &got);
-        if (rc == 0 && got != (size_t)sqlite3_column_int64(q, 2))
-            rc = SW_ECORRUPT;
-        for (size_t i = 0; rc == 0 && i < got; i++) {
-            const sw_span_record *s = &chunk[i];
-            sqlite3_bind_int(insert, 1, chunk_rank);
-            sqlite3_bind_int64(insert, 2, s->thread);
-            sqlite3_bind_int64(insert, 3, s->depth);
-            sqlite3_bind_int64(insert, 4, (int64_t)s->start_ns);
-            sqlite3_bind_int64(insert, 5, (int64_t)s->duration_ns);
-            sqlite3_bind_int64(insert, 6, s->action);
-            sqlite3_bind_int64(insert, 7, s->phase);
-            sqlite3_bind_int64(insert, 8, s->step);
-            rc = sw__sqlite_rc(sqlite3_step(insert));
-            sqlite3_reset(insert);
-            progress(run, "reading spans", ++done, *total);
-        }
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = sw__sqlite_rc(step);
-    free(chunk);
-    sqlite3_finalize(q);
-    sqlite3_finalize(insert);
+    if (rc == 0)
+        rc = sw__sql_each_row(q, chunk_row, &c);
+    free(c.chunk);
+    sqlite3_finalize(c.insert);
     int committed = sw__sqlite_rc(sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL));
     return rc ? rc : committed;
+}
+
+static int span_row(sqlite3_stmt *q, void *ctx) {
+    sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),
+                        .depth = (uint32_t)sqlite3_column_int64(q, 2),
+                        .start_ns = (uint64_t)sqlite3_column_int64(q, 3),
+                        .duration_ns = (uint64_t)sqlite3_column_int64(q, 4),
+                        .action = (sw_id)sqlite3_column_int64(q, 5),
+                        .phase = (sw_phase)sqlite3_column_int64(q, 6),
+                        .step = sqlite3_column_int64(q, 7)};
+    visit *v = ctx;
+    int rc = visited(v, v->span_fn(v->ctx, sqlite3_column_int(q, 0), &r));
+    progress(v->run, "writing spans", ++v->done, v->total);
+    return rc;
 }
 
 int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
     sw__error_clear();
     if (run == NULL || fn == NULL)
         return SW_EINVAL;
-    uint64_t total = 0, done = 0;
-    int rc = reading(run, spans_to_temp_table(run, rank, &total));
+    visit v = {.run = run, .span_fn = fn, .ctx = ctx};
+    int rc = reading(run, spans_to_temp_table(run, rank, &v.total));
     sqlite3_stmt *q = NULL;
-    progress(run, "sorting spans", 0, total); /* SQLite sorts at the first row it returns */
+    progress(run, "sorting spans", 0, v.total); /* SQLite sorts at the first row it returns */
     if (rc == 0)
         rc = reading(
             run, sw__sql_prepare(run->db,
@@ -952,21 +1005,8 @@ int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx) {
                                  " step FROM temp.sw_sorted_spans ORDER BY start_ns, rank, thread,"
                                  " depth",
                                  &q));
-    int step = SQLITE_DONE;
-    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-        sw_span_record r = {.thread = (uint32_t)sqlite3_column_int64(q, 1),
-                            .depth = (uint32_t)sqlite3_column_int64(q, 2),
-                            .start_ns = (uint64_t)sqlite3_column_int64(q, 3),
-                            .duration_ns = (uint64_t)sqlite3_column_int64(q, 4),
-                            .action = (sw_id)sqlite3_column_int64(q, 5),
-                            .phase = (sw_phase)sqlite3_column_int64(q, 6),
-                            .step = sqlite3_column_int64(q, 7)};
-        rc = fn(ctx, sqlite3_column_int(q, 0), &r);
-        progress(run, "writing spans", ++done, total);
-    }
-    if (rc == 0 && step != SQLITE_DONE)
-        rc = reading(run, sw__sqlite_rc(step));
-    sqlite3_finalize(q);
+    if (rc == 0)
+        rc = visit_end(&v, sw__sql_each_row(q, span_row, &v));
     /* The sorted copy lives in a temporary file until dropped. */
     sqlite3_exec(run->db, "DROP TABLE IF EXISTS temp.sw_sorted_spans", NULL, NULL, NULL);
     return rc;

@@ -58,6 +58,16 @@ int sw__sql_prepare_int(sqlite3 *db, const char *sql, int64_t value, sqlite3_stm
     return rc;
 }
 
+int sw__sql_each_row(sqlite3_stmt *q, int (*row)(sqlite3_stmt *q, void *ctx), void *ctx) {
+    int rc = 0, step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW)
+        rc = row(q, ctx);
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    return rc;
+}
+
 int sw__sql_int(sqlite3 *db, const char *sql, int64_t bind, int64_t *out) {
     sqlite3_stmt *q = NULL;
     int rc = bind == SW__NO_BIND ? sw__sql_prepare(db, sql, &q)

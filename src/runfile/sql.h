@@ -1,7 +1,7 @@
 /*
  * sql.h — the few SQLite steps every run-file reader and writer repeats (sql.c): prepare a
- * statement (with its one integer parameter, where it has one) and read a one-integer answer,
- * each giving 0 or an SW_E* code; SQLite's result codes as SW_E* codes.
+ * statement (with its one integer parameter, where it has one), read its rows, read a
+ * one-integer answer, each giving 0 or an SW_E* code; SQLite's result codes as SW_E* codes.
  */
 #ifndef SW_RUNFILE_SQL_H
 #define SW_RUNFILE_SQL_H
@@ -25,6 +25,10 @@ int sw__sql_exec(sqlite3 *db, const char *sql);
 int sw__sql_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **q);
 /* The same, with ?1 bound to value. */
 int sw__sql_prepare_int(sqlite3 *db, const char *sql, int64_t value, sqlite3_stmt **q);
+/* The one read loop: each row of q, in order, to row(q, ctx), until row returns nonzero
+ * (that value is returned) or SQLite fails (its code as SW_E*); 0 after the last row.
+ * Finalizes q. */
+int sw__sql_each_row(sqlite3_stmt *q, int (*row)(sqlite3_stmt *q, void *ctx), void *ctx);
 /* Run sql (?1 bound to bind unless SW__NO_BIND) and give its first row's first column;
  * SW_ECORRUPT when it gives no row (a query that must give one gave none). */
 int sw__sql_int(sqlite3 *db, const char *sql, int64_t bind, int64_t *out);

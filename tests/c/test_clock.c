@@ -35,7 +35,7 @@ static void test_monotonic_by_default_and_bad_kinds_refused(void **state) {
     uint64_t before = mono_ns(), t = sw_now_ns(), after = mono_ns();
     assert_true(before <= t && t <= after);
     sw_profiler_free(p);
-    sw_options bad = {.clock = (sw_clock_kind)7};
+    sw_options bad = {.size = sizeof(sw_options), .clock = (sw_clock_kind)7};
     assert_int_equal(sw_profiler_new(&bad, &p), SW_EINVAL);
     assert_null(p);
 }
@@ -98,7 +98,7 @@ static void test_tsc_clock_is_calibrated_against_monotonic(void **state) {
     assert_true(row->stats.total_ns >= 20000000u && row->stats.total_ns < 5000000000u);
     sw_snapshot_free(snap);
     /* Asking for CLOCK_MONOTONIC now changes nothing: the clock is the process's. */
-    sw_options mono = {.clock = SW_CLOCK_MONOTONIC};
+    sw_options mono = {.size = sizeof(sw_options), .clock = SW_CLOCK_MONOTONIC};
     sw_profiler *q = NULL;
     assert_int_equal(sw_profiler_new(&mono, &q), 0);
     assert_int_equal(sw_clock_in_use(), SW_CLOCK_TSC);

@@ -94,7 +94,7 @@ static void two_samplers_without_nvml(void) {
     setenv("STEPWATCH_NVML", "/nonexistent/libnvidia-ml.so.1", 1);
     for (int i = 0; i < 2; i++) {
         sw_profiler *p = NULL;
-        sw_options o = {.device_stats = 1, .device_stats_ms = 20};
+        sw_options o = {.size = sizeof(sw_options), .device_stats = 1, .device_stats_ms = 20};
         if (sw_profiler_new(&o, &p) != 0)
             _exit(3);
         sw_snapshot *s = snapshot_with_samples(p, "process_rss_bytes", 2);

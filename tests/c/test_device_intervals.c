@@ -95,7 +95,7 @@ static void test_nested_times_cumulative_and_self(void **state) {
     /* taken once: a second take adds nothing */
     sw_device_interval_sum again[NTAGS] = {0};
     assert_int_equal(sw_device_intervals_take(t, again, NTAGS), 0);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     assert_int_equal(info.intervals, 20);
     assert_int_equal(info.intervals_timed, 20);
@@ -154,7 +154,7 @@ static void test_resolved_later_never_waiting(void **state) {
     gpu.launch(100 * MS); /* the next step's begin resolves the earlier ones, not itself */
     nested_step(p, t);
     assert_int_equal(sw_device_intervals_take(t, sums, NTAGS), 12);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     uint64_t events = info.events;
     for (int i = 0; i < 3; i++) { /* the pool serves them: no new events */

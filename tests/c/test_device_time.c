@@ -141,10 +141,10 @@ static void without_runtime(void) {
         _exit(3);
     sw_profiler_free(p);
     /* Asked through the options: the profiler works, without device time. */
-    sw_options o = {.device_time = 1};
+    sw_options o = {.size = sizeof(sw_options), .device_time = 1};
     if (sw_profiler_new(&o, &p) != 0)
         _exit(4);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     if (sw_device_time_info_get(p, &info) != SW_ENOTFOUND)
         _exit(5);
     sw_phase_begin(p, SW_PHASE_TRAIN);
@@ -184,7 +184,7 @@ static void test_gpu_bound_times(void **state) {
     truth = &t;
     run_steps(p, 12, parts, sizeof parts / sizeof *parts);
     truth = NULL;
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     printf("device ms: data %.3f forward %.3f loss %.3f backward %.3f optimizer %.3f step %.3f "
            "(host step %.3f, data %.3f)\n",
@@ -237,7 +237,7 @@ static void test_host_bound_times(void **state) {
     const part parts[] = {
         {"data", 4 * MS, 0, 0}, {"forward", 3 * MS, 1 * MS, 0}, {"backward", 3 * MS, 2 * MS, 0}};
     run_steps(p, 10, parts, sizeof parts / sizeof *parts);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         char name[64];
@@ -270,7 +270,7 @@ static void test_data_between_steps(void **state) {
         sw_step_end(p);
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     double device = mean_ms(s, "device:train/data"), host = host_ms(s, "data");
     printf("data between steps: host %.3f ms, device (GPU idle) %.3f ms\n", host, device);
@@ -310,7 +310,7 @@ static void test_copy_timed(void **state) {
         sw_step_end(p);
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     /* A copy's device time is its kernel's, or its host time when the host took longer (a
      * preempted host records the end event late). */
@@ -347,7 +347,7 @@ static void test_reports_and_run_file(void **state) {
      * end, so its device time is its kernels' 4 ms exactly, however late the host runs. */
     gpu.launch(100 * MS);
     run_steps(p, 6, parts, 2);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot_free(finish(p, &info)); /* the run file completes */
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(path, &run), 0);
@@ -505,7 +505,7 @@ static void test_gpu_far_behind(void **state) {
     int unreached = 0;
     for (int i = 0; i < 30; i++)
         unreached += queued_end[i] > now;
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     uint64_t t0 = mono_ns();
     sw_profiler_free(p); /* does not wait for the 1.5 s of queued kernels either */
@@ -536,7 +536,7 @@ static void test_graph_capture(void **state) {
     gpu.set_capturing(0);
     assert_int_equal(count(INVALIDATED), 0);
     run_steps(p, 3, parts, 1);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 6);
     assert_int_equal(info.steps_captured, 3);
@@ -554,7 +554,7 @@ static void test_program_error_kept(void **state) {
     run_steps(p, 3, parts, 1);
     assert_int_equal(gpu.peek_error(), 719);
     gpu.set_error(0);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     assert_int_equal(info.failed, 0);
     sw_snapshot_free(s);
@@ -567,7 +567,7 @@ static void failing_records(void) {
     gpu.set_fail_records(1);
     run_steps(p, 3, parts, 1); /* the training goes on */
     gpu.set_fail_records(0);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_device_time_info_get(p, &info);
     sw_snapshot *s = NULL;
     sw_snapshot_take(p, &s);
@@ -635,7 +635,8 @@ static void lag_free(void *ctx, void *event) {
 }
 
 static int attach_lag_clock(sw_profiler *p) {
-    sw_gpu_clock clock = {.event_new = lag_new,
+    sw_gpu_clock clock = {.size = sizeof(sw_gpu_clock),
+                          .event_new = lag_new,
                           .record = lag_record,
                           .query = lag_query,
                           .elapsed_ns = lag_elapsed,
@@ -672,7 +673,7 @@ static sw_profiler *lagging_loop(uint64_t behind, int steps, sw_device_time_info
 /* 100 steps behind: every step timed, from a pool of events made once. */
 static void test_every_step_timed_100_behind(void **state) {
     (void)state;
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_profiler *p = lagging_loop(100, 1500, &info);
     printf("100 behind: timed %llu of 1500, events made %llu, records %d (%.1f per step)\n",
            (unsigned long long)info.steps_timed, (unsigned long long)info.events, lag.records,
@@ -697,7 +698,7 @@ static void test_every_step_timed_100_behind(void **state) {
 /* 2000 steps behind, more than the pool holds: a regular sample, said. */
 static void test_sampled_2000_behind(void **state) {
     (void)state;
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_profiler *p = lagging_loop(2000, 5000, &info);
     printf("2000 behind: timed %llu of 5000, sampled out %llu, every %llu, dropped %llu\n",
            (unsigned long long)info.steps_timed, (unsigned long long)info.steps_sampled_out,
@@ -719,7 +720,7 @@ static void test_sampled_2000_behind(void **state) {
 /* An event factory that fails in the middle of a step (at a span's end, where it once
  * crashed): the timing stops, the loop and its host times go on. */
 static void factory_fails(void) {
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     lag.fail_new_after = 0;
     memset(&lag, 0, sizeof lag);
     lag.lag = 1;
@@ -757,7 +758,7 @@ static void test_capture_mid_step(void **state) {
     assert_int_equal(attach_lag_clock(p), 0);
     const part parts[] = {{"forward", 0, 0, 0}, {"loss", 100000, 0, 0}};
     run_steps(p, 3, parts, 2);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     assert_int_equal(sw_device_time_info_get(p, &info), 0);
     assert_int_equal(info.failed, 0);
     assert_true(info.boundaries_captured >= 2);
@@ -789,7 +790,7 @@ static void test_beside_public_watcher(void **state) {
     assert_int_equal(sw_watch(p, fwd, 0), 0);
     run_steps(p, 2, parts, 1);
     assert_int_equal(watched_calls, 8);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 6); /* still timed */
     sw_snapshot_free(s);
@@ -820,7 +821,7 @@ static void test_fork_child(void **state) {
     int status = 0;
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    sw_device_time_info info;
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
     sw_snapshot *s = finish(p, &info);
     assert_int_equal(sw_test_counter(s, "device:train/forward")->count, 2);
     sw_snapshot_free(s);

@@ -48,7 +48,7 @@ static int cs_reset(void *ctx) {
 static sw_data_source source_of(counting_source *s, int n, int known) {
     memset(s, 0, sizeof *s);
     s->n = n;
-    sw_data_source d = {cs_next, cs_reset, s, known ? n : -1};
+    sw_data_source d = {sizeof(sw_data_source), cs_next, cs_reset, s, known ? n : -1};
     return d;
 }
 
@@ -93,7 +93,7 @@ static int process_slow_after_3(sw_engine *e, void *batch, uint32_t size, void *
 }
 
 static sw_engine *new_engine(uint64_t epochs, const char *csv) {
-    sw_engine_options o = {0};
+    sw_engine_options o = SW_ENGINE_OPTIONS_INIT;
     o.max_epochs = epochs;
     o.csv_path = csv;
     sw_engine *e = NULL;
@@ -213,7 +213,7 @@ static void test_unknown_length(void **state) {
 static void test_epoch_length_restarts_source(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 4, 0);
-    sw_engine_options o = {0};
+    sw_engine_options o = SW_ENGINE_OPTIONS_INIT;
     o.max_epochs = 1;
     o.epoch_length = 10;
     sw_engine *e = NULL;
@@ -517,7 +517,7 @@ __attribute__((noinline)) static char *capture(int (*fn)(const sw_engine *, FILE
 static void test_handlers_csv(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 3, 1);
-    sw_engine_options o = {0};
+    sw_engine_options o = SW_ENGINE_OPTIONS_INIT;
     o.max_epochs = 2;
     o.handler_rows = 4;
     sw_engine *e = NULL;
@@ -709,7 +709,7 @@ static int attach_during_run(sw_engine *e, sw_event ev, void *user) {
 static void test_bad_arguments(void **state) {
     sw_engine *e = NULL;
     assert_int_equal(sw_engine_new(NULL, NULL), SW_EINVAL);
-    sw_engine_options o = {0};
+    sw_engine_options o = SW_ENGINE_OPTIONS_INIT;
     o.epoch_length = -2;
     assert_int_equal(sw_engine_new(&o, &e), SW_EINVAL);
     assert_null(e);
@@ -718,7 +718,7 @@ static void test_bad_arguments(void **state) {
     counting_source ts;
     sw_data_source td = source_of(&ts, 2, 1);
     assert_int_equal(sw_engine_set_train(e, &td, NULL, NULL), SW_EINVAL);
-    sw_data_source none = {0};
+    sw_data_source none = SW_DATA_SOURCE_INIT;
     assert_int_equal(sw_engine_set_train(e, &none, process_noop, NULL), SW_EINVAL);
     assert_int_equal(sw_engine_on(e, SW_EVENT_COUNT, "x", log_handler, NULL, 1), SW_EINVAL);
     assert_int_equal(sw_engine_on(e, SW_EVENT_STARTED, "", log_handler, NULL, 1), SW_EINVAL);
@@ -737,7 +737,7 @@ static void test_bad_arguments(void **state) {
 static void test_external_profiler(void **state) {
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(NULL, &p), 0);
-    sw_engine_options o = {0};
+    sw_engine_options o = SW_ENGINE_OPTIONS_INIT;
     o.profiler = p;
     o.max_epochs = 2;
     sw_engine *e = NULL;

@@ -34,13 +34,13 @@ static void test_known_delay_is_measured(void **state) {
     loader l;
     assert_int_equal(loader_init(&l, &ds, 16, 1, (uint64_t)DELAY_NS, 3), 0);
 
-    sw_options po = {0}; /* no warm-up: every batch counts */
-    sw_engine_options eo = {0};
+    sw_options po = SW_OPTIONS_INIT; /* no warm-up: every batch counts */
+    sw_engine_options eo = SW_ENGINE_OPTIONS_INIT;
     eo.profiler_options = &po;
     eo.max_epochs = 1;
     sw_engine *e = NULL;
     assert_int_equal(sw_engine_new(&eo, &e), 0);
-    sw_data_source src = {loader_next, loader_reset, &l, loader_length(&l)};
+    sw_data_source src = {sizeof(sw_data_source), loader_next, loader_reset, &l, loader_length(&l)};
     assert_int_equal(sw_engine_set_train(e, &src, process_noop, NULL), 0);
     assert_int_equal(sw_engine_run(e), 0);
     assert_int_equal(l.batches, 25);

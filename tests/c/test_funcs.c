@@ -68,7 +68,7 @@ static char *text_of(int (*write)(const sw_fprofile *, const char *, FILE *), co
 }
 
 static int write_table(const sw_fprofile *fp, const char *action, FILE *out) {
-    sw_ftable_options o = {.max_lines = 2};
+    sw_ftable_options o = {.size = sizeof(sw_ftable_options), .max_lines = 2};
     return sw_fprofile_write_table(fp, action, &o, out);
 }
 
@@ -150,7 +150,7 @@ static void test_table_text(void **state) {
     sw_func b = {.file = "~", .line = 0, .name = "<built-in method time.sleep>"};
     sw_func_label(&b, 0, label, sizeof label);
     assert_string_equal(label, "{built-in method time.sleep}");
-    sw_ftable_options bad = {.sort = "bogus"};
+    sw_ftable_options bad = {.size = sizeof(sw_ftable_options), .sort = "bogus"};
     assert_int_equal(sw_fprofile_write_table(fp, "step", &bad, stdout), SW_EINVAL);
     sw_fprofile_free(fp);
 }
@@ -284,7 +284,7 @@ static void test_stack_rules(void **state) {
 /* ---- the run file ---- */
 
 static void write_rank(const char *path, int rank) {
-    sw_options o = {.run_file = path, .rank = rank, .world_size = 2};
+    sw_options o = {.size = sizeof(sw_options), .run_file = path, .rank = rank, .world_size = 2};
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     sw_fprofile *fp = recursion_profile();
@@ -339,7 +339,7 @@ static void test_run_file_round_trip(void **state) {
     sw_fprofile_free(fp);
     sw_profiler_free(p);
     snprintf(a, sizeof a, "%s/empty.db", g_dir);
-    sw_options o = {.run_file = a};
+    sw_options o = {.size = sizeof(sw_options), .run_file = a};
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     sw_profiler_free(p);
     assert_int_equal(sw_run_open(a, &run), 0);

@@ -17,12 +17,12 @@ static inline void sw_test_spin(uint64_t ns) {
 }
 
 /* A fresh profiler or a failed test. */
-#define SW_TEST_PROFILER(var, ...)                                  \
-    sw_profiler *var = NULL;                                        \
-    do {                                                            \
-        sw_options sw__test_opts = {__VA_ARGS__};                   \
-        assert_int_equal(sw_profiler_new(&sw__test_opts, &var), 0); \
-        assert_non_null(var);                                       \
+#define SW_TEST_PROFILER(var, ...)                                            \
+    sw_profiler *var = NULL;                                                  \
+    do {                                                                      \
+        sw_options sw__test_opts = {.size = sizeof(sw_options), __VA_ARGS__}; \
+        assert_int_equal(sw_profiler_new(&sw__test_opts, &var), 0);           \
+        assert_non_null(var);                                                 \
     } while (0)
 
 /* Run fn in a child process whose stderr goes into buf (NUL-terminated); its exit status

@@ -166,7 +166,8 @@ static shared *map_shared(void) {
 
 /* The child: record steps of ~1 ms until killed (or max_steps), then free or just exit. */
 static void child_loop(shared *sh, const char *path, long max_steps, int free_at_end) {
-    sw_options o = {.run_file = path, .flush_interval_ms = 100, .timeline = 1};
+    sw_options o = {
+        .size = sizeof(sw_options), .run_file = path, .flush_interval_ms = 100, .timeline = 1};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(90);
@@ -396,8 +397,8 @@ static void test_blocking_ring_from_the_environment(void **state) {
     assert_int_equal(query_int(path, "SELECT count(*) FROM steps"), 500);
     assert_int_equal(query_int(path, "SELECT sum(count) FROM span_chunks"), 500 * 5);
 
-    sw_options too_big = {.ring_capacity = SW_MAX_RING_CAPACITY + 1};
-    sw_options unknown_policy = {.on_full = (sw_full_policy)2};
+    sw_options too_big = {.size = sizeof(sw_options), .ring_capacity = SW_MAX_RING_CAPACITY + 1};
+    sw_options unknown_policy = {.size = sizeof(sw_options), .on_full = (sw_full_policy)2};
     assert_int_equal(sw_profiler_new(&too_big, &p), SW_EINVAL);
     assert_null(p);
     assert_int_equal(sw_profiler_new(&unknown_policy, &p), SW_EINVAL);

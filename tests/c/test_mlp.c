@@ -70,12 +70,13 @@ static void train(int adam, float lr, trainer *t) {
     loader tl, vl;
     assert_int_equal(loader_init(&tl, &tr, 32, 1, 0, 1), 0);
     assert_int_equal(loader_init(&vl, &va, 32, 0, 0, 1), 0);
-    sw_engine_options eo = {0};
+    sw_engine_options eo = SW_ENGINE_OPTIONS_INIT;
     eo.max_epochs = 3;
     sw_engine *e = NULL;
     assert_int_equal(sw_engine_new(&eo, &e), 0);
-    sw_data_source ts = {loader_next, loader_reset, &tl, loader_length(&tl)};
-    sw_data_source vs = {loader_next, loader_reset, &vl, -1};
+    sw_data_source ts = {sizeof(sw_data_source), loader_next, loader_reset, &tl,
+                         loader_length(&tl)};
+    sw_data_source vs = {sizeof(sw_data_source), loader_next, loader_reset, &vl, -1};
     sw_engine_set_train(e, &ts, trainer_train_step, t);
     sw_engine_set_valid(e, &vs, trainer_valid_step, t);
     sw_engine_on(e, SW_EVENT_EPOCH_COMPLETED, "record", record_epoch, t, 1);

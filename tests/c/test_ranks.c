@@ -469,7 +469,11 @@ static void test_attached_transport_aggregates_at_free(void **state) {
     FILE *out = fopen(out_path, "w");
     SW_TEST_PROFILER(p, .rank = 0, .world_size = 3, .run_file = path, .no_signal_handlers = 1);
     record_steps(p, fast);
-    sw_ranks_options o = {.gather = fake_gather, .ctx = &tr, .out = out, .release = fake_release};
+    sw_ranks_options o = {.size = sizeof(sw_ranks_options),
+                          .gather = fake_gather,
+                          .ctx = &tr,
+                          .out = out,
+                          .release = fake_release};
     assert_int_equal(sw_ranks_aggregate(p, 0, NULL), SW_ENOTFOUND);
     assert_int_equal(sw_ranks_attach(p, &o), 0);
     assert_int_equal(sw_ranks_attach(p, &o), SW_ESTATE);
@@ -508,13 +512,16 @@ static void test_attached_transport_aggregates_at_free(void **state) {
     sw_run_close(run);
     /* bad options */
     SW_TEST_PROFILER(q, .rank = 0, .world_size = 2);
-    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){0}), SW_EINVAL);
-    assert_int_equal(
-        sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather, .format = SW_FORMAT_CSV}),
-        SW_EFORMAT);
-    assert_int_equal(
-        sw_ranks_attach(q, &(sw_ranks_options){.gather = fake_gather, .rank = 2, .world_size = 2}),
-        SW_EINVAL);
+    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options)SW_RANKS_OPTIONS_INIT), SW_EINVAL);
+    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){.size = sizeof(sw_ranks_options),
+                                                            .gather = fake_gather,
+                                                            .format = SW_FORMAT_CSV}),
+                     SW_EFORMAT);
+    assert_int_equal(sw_ranks_attach(q, &(sw_ranks_options){.size = sizeof(sw_ranks_options),
+                                                            .gather = fake_gather,
+                                                            .rank = 2,
+                                                            .world_size = 2}),
+                     SW_EINVAL);
     sw_profiler_free(q);
 }
 

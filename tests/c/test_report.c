@@ -381,7 +381,7 @@ static void test_write_options(void **state) {
     fixture *f = *state;
     setenv("COLUMNS", "80", 1);
     /* NULL and zeroed options are sw_snapshot_write's layout */
-    const sw_write_options zero = {0};
+    const sw_write_options zero = SW_WRITE_OPTIONS_INIT;
     for (int fmt = SW_FORMAT_TABLE; fmt <= SW_FORMAT_JSON; fmt++) {
         char *plain = render(&f->snap, (sw_format)fmt);
         char *with_null = render_ex(&f->snap, (sw_format)fmt, NULL);
@@ -393,7 +393,8 @@ static void test_write_options(void **state) {
         free(with_zero);
     }
     /* a width asked for wins over $COLUMNS */
-    char *w60 = render_ex(&f->snap, SW_FORMAT_TABLE, &(sw_write_options){.width = 60});
+    char *w60 = render_ex(&f->snap, SW_FORMAT_TABLE,
+                          &(sw_write_options){.size = sizeof(sw_write_options), .width = 60});
     setenv("COLUMNS", "60", 1);
     char *columns60 = render(&f->snap, SW_FORMAT_TABLE);
     setenv("COLUMNS", "80", 1);
@@ -405,18 +406,22 @@ static void test_write_options(void **state) {
     const sw_format shortening[] = {SW_FORMAT_TABLE, SW_FORMAT_LIGHTNING, SW_FORMAT_FASTXTEND};
     for (size_t i = 0; i < 3; i++) {
         char *cut = render(&f->snap, shortening[i]);
-        char *whole = render_ex(&f->snap, shortening[i], &(sw_write_options){.full_names = 1});
+        char *whole = render_ex(
+            &f->snap, shortening[i],
+            &(sw_write_options){.size = sizeof(sw_write_options), .full_names = 1});
         if (strstr(cut, long_name) != NULL || strstr(whole, long_name) == NULL)
             fail_msg("%s: the long name should be cut by default, whole with full_names",
                      sw_format_name(shortening[i]));
         free(cut);
         free(whole);
     }
-    char *table = render_ex(&f->snap, SW_FORMAT_TABLE, &(sw_write_options){.full_names = 1});
+    char *table = render_ex(&f->snap, SW_FORMAT_TABLE,
+                            &(sw_write_options){.size = sizeof(sw_write_options), .full_names = 1});
     assert_non_null(strstr(table, "p50"));
     free(table);
     /* brief: Lightning's extended=False (its log_row): three columns, largest mean first */
-    char *brief = render_ex(&f->snap, SW_FORMAT_LIGHTNING, &(sw_write_options){.brief = 1});
+    char *brief = render_ex(&f->snap, SW_FORMAT_LIGHTNING,
+                            &(sw_write_options){.size = sizeof(sw_write_options), .brief = 1});
     assert_null(strstr(brief, "Num calls"));
     assert_null(strstr(brief, "\n|  Total "));
     assert_non_null(strstr(brief, "Mean duration (s)"));

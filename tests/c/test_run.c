@@ -262,7 +262,11 @@ static void test_notes(void **state) {
     path_in_dir(live, sizeof live, "notes.db");
     path_in_dir(old, sizeof old, "no-notes.db");
     path_in_dir(merged, sizeof merged, "notes-merged.db");
-    sw_options o = {.run_file = live, .rank = 1, .world_size = 2, .no_signal_handlers = 1};
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = live,
+                    .rank = 1,
+                    .world_size = 2,
+                    .no_signal_handlers = 1};
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     assert_int_equal(sw_set_note(p, "step_rule", "optimizer"), 0);

@@ -112,7 +112,8 @@ static void test_detached_sink_is_not_closed(void **state) {
  * the consumer learns of it. Nothing is dropped. */
 static void test_full_ring_wakes_the_sink(void **state) {
     (void)state;
-    sw_options o = {.timeline = 1, .ring_capacity = 8, .on_full = SW_FULL_BLOCK};
+    sw_options o = {
+        .size = sizeof(sw_options), .timeline = 1, .ring_capacity = 8, .on_full = SW_FULL_BLOCK};
     sw_profiler *p = core_profiler(&o);
     int closed = 0;
     counting_sink *c = attach_counting(p, &closed);

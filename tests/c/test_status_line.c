@@ -30,7 +30,7 @@ static void without_descriptors(void) {
     if (errno != EMFILE)
         _exit(3);
     for (int i = 0; i < 2; i++) {
-        sw_options o = {.live = SW_LIVE_ON};
+        sw_options o = {.size = sizeof(sw_options), .live = SW_LIVE_ON};
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0)
             _exit(4);
@@ -58,7 +58,7 @@ static void test_says_why_once(void **state) {
 
 /* The same asked for with descriptors to spare: it starts, and says nothing. */
 static void with_descriptors(void) {
-    sw_options o = {.live = SW_LIVE_ON};
+    sw_options o = {.size = sizeof(sw_options), .live = SW_LIVE_ON};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(4);

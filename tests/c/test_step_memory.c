@@ -65,7 +65,7 @@ static void test_allocator_summary(void **state) {
     assert_int_equal(s->memory.rss_steps, 0); /* SW_STEP_MEMORY_OFF: no RSS */
     sw_snapshot_free(s);
     sw_profiler_free(p);
-    sw_options bad = {.step_memory = (sw_step_memory_mode)7};
+    sw_options bad = {.size = sizeof(sw_options), .step_memory = (sw_step_memory_mode)7};
     assert_int_equal(sw_profiler_new(&bad, &p), SW_EINVAL);
 }
 

@@ -178,7 +178,8 @@ static void test_write_errors_then_recovery(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         signal(SIGXFSZ, SIG_IGN);
-        sw_options o = {.run_file = path, .flush_interval_ms = 50, .timeline = 1};
+        sw_options o = {
+            .size = sizeof(sw_options), .run_file = path, .flush_interval_ms = 50, .timeline = 1};
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0)
             _exit(3);

@@ -22,7 +22,8 @@ static void record(sw_profiler *p, int steps, int spans_per_step) {
 
 /* A ring of 64 events and a flusher that runs once a second: most spans find it full. */
 static void ring_full_child(void) {
-    sw_options o = {.run_file = g_path,
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = g_path,
                     .timeline = 1,
                     .ring_capacity = 64,
                     .flush_interval_ms = 1000,
@@ -41,8 +42,10 @@ static void no_memory_child(void) {
     struct rlimit lim = {300u << 20, 300u << 20};
     if (setrlimit(RLIMIT_AS, &lim) != 0)
         _exit(4);
-    sw_options o = {
-        .run_file = g_path, .ring_capacity = SW_MAX_RING_CAPACITY, .no_signal_handlers = 1};
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = g_path,
+                    .ring_capacity = SW_MAX_RING_CAPACITY,
+                    .no_signal_handlers = 1};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(3);

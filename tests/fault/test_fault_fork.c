@@ -67,7 +67,7 @@ static int child(int index) {
     if (ok && index % 4 == 0) {
         char run[320];
         snprintf(run, sizeof run, "%s/worker-{pid}.db", g_dir);
-        sw_options o = {.run_file = run, .flush_interval_ms = 5};
+        sw_options o = {.size = sizeof(sw_options), .run_file = run, .flush_interval_ms = 5};
         sw_profiler *p = NULL;
         g_stage = 3;
         ok = sw_profiler_new(&o, &p) == 0;

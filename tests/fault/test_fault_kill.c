@@ -43,7 +43,10 @@ static void child(const char *path, unsigned seed, int with_term_handler) {
     for (int round = 1;; round++) {
         atomic_store(&g_progress->steps, 0);
         atomic_store(&g_progress->round, round);
-        sw_options o = {.run_file = path, .timeline = 1, .flush_interval_ms = FLUSH_MS};
+        sw_options o = {.size = sizeof(sw_options),
+                        .run_file = path,
+                        .timeline = 1,
+                        .flush_interval_ms = FLUSH_MS};
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0 || sw_profiler_run_file(p, NULL) != 0)
             _exit(90);

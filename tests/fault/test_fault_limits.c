@@ -26,7 +26,7 @@ static void train_limited(const char *path, const char *err_path, int resource, 
     getrlimit(resource, &l);
     l.rlim_cur = limit;
     setrlimit(resource, &l);
-    sw_options o = {.run_file = path, .flush_interval_ms = 20};
+    sw_options o = {.size = sizeof(sw_options), .run_file = path, .flush_interval_ms = 20};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(3);
@@ -143,12 +143,13 @@ static void test_engine_csv_too_large(void **state) {
         getrlimit(RLIMIT_FSIZE, &l);
         l.rlim_cur = 4096;
         setrlimit(RLIMIT_FSIZE, &l);
-        sw_engine_options eo = {.csv_path = path};
+        sw_engine_options eo = {.size = sizeof(sw_engine_options), .csv_path = path};
         sw_engine *e = NULL;
         if (sw_engine_new(&eo, &e) != 0)
             _exit(3);
         int left = 500;
-        sw_data_source ds = {.next = engine_source_next, .ctx = &left};
+        sw_data_source ds = {
+            .size = sizeof(sw_data_source), .next = engine_source_next, .ctx = &left};
         sw_engine_set_train(e, &ds, engine_step, NULL);
         int rc = sw_engine_run(e);
         FILE *f = fopen(err_path, "w");

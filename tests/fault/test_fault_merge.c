@@ -7,7 +7,8 @@
 static char g_r0[300], g_r1[300];
 
 static void make_rank(const char *path, int rank, int steps) {
-    sw_options o = {.run_file = path,
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = path,
                     .rank = rank,
                     .world_size = 2,
                     .no_signal_handlers = 1,

@@ -22,7 +22,10 @@ static int setup(void **state) {
     if (fault_make_dir(state) != 0)
         return -1;
     fault_path(g_run, sizeof g_run, "names.db");
-    sw_options o = {.run_file = g_run, .no_signal_handlers = 1, .name = "=cmd\xE2\x80\xAE"};
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = g_run,
+                    .no_signal_handlers = 1,
+                    .name = "=cmd\xE2\x80\xAE"};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         return -1;

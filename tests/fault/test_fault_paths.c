@@ -120,7 +120,7 @@ static void test_unwritable_places(void **state) {
     if (pid == 0) {
         if (getuid() == 0 && setuid(65534) != 0)
             _exit(2);
-        sw_options o = {.run_file = path};
+        sw_options o = {.size = sizeof(sw_options), .run_file = path};
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0)
             _exit(3);
@@ -162,7 +162,7 @@ static void test_run_file_of_a_live_process(void **state) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        sw_options o = {.run_file = path, .flush_interval_ms = 10};
+        sw_options o = {.size = sizeof(sw_options), .run_file = path, .flush_interval_ms = 10};
         sw_profiler *p = NULL;
         if (sw_profiler_new(&o, &p) != 0 || sw_profiler_run_file(p, NULL) != 0)
             _exit(3);

@@ -12,7 +12,10 @@ static void child(const char *path, int start_fd) {
     char go;
     if (read(start_fd, &go, 1) != 1)
         _exit(3);
-    sw_options o = {.run_file = path, .no_signal_handlers = 1, .flush_interval_ms = 5};
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = path,
+                    .no_signal_handlers = 1,
+                    .flush_interval_ms = 5};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(3);

@@ -31,7 +31,7 @@ static void child(const char *path, int ready, int closing, int own) {
     if (own)
         signal(SIGHUP, own_handler);
     /* A long flush interval: every step is still to be written when the signal comes. */
-    sw_options o = {.run_file = path, .flush_interval_ms = 60000};
+    sw_options o = {.size = sizeof(sw_options), .run_file = path, .flush_interval_ms = 60000};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         _exit(3);

@@ -33,7 +33,11 @@ static void put_file(const char *target, const char *name, const char *from) {
 /* A small run: two steps of a loop with a counter and the timeline; left complete, or in WAL
  * mode as a killed run leaves it (the profiler never freed: its file stays in WAL mode). */
 static void run_seed(const char *path, int complete) {
-    sw_options o = {.run_file = path, .timeline = 1, .name = "seed", .no_signal_handlers = 1};
+    sw_options o = {.size = sizeof(sw_options),
+                    .run_file = path,
+                    .timeline = 1,
+                    .name = "seed",
+                    .no_signal_handlers = 1};
     sw_profiler *p = NULL;
     if (sw_profiler_new(&o, &p) != 0)
         exit(1);
@@ -96,7 +100,8 @@ int main(int argc, char **argv) {
     free(blob);
     /* two ranks' payloads, as a transport gathers them */
     sw_profiler *p = NULL;
-    if (sw_profiler_new(&(sw_options){.no_signal_handlers = 1}, &p) != 0)
+    if (sw_profiler_new(&(sw_options){.size = sizeof(sw_options), .no_signal_handlers = 1}, &p) !=
+        0)
         exit(1);
     sw_id data = sw_action(p, "data"), coll = sw_action(p, "collective:allreduce");
     sw_phase_begin(p, SW_PHASE_TRAIN);

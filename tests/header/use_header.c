@@ -30,6 +30,7 @@ int main(void) {
     sw_snapshot *s = NULL;
     int rc;
     memset(&opts, 0, sizeof opts);
+    opts.size = sizeof opts;
     opts.warmup_steps = 1;
     rc = sw_profiler_new(&opts, &p);
     if (rc != 0) {

@@ -265,12 +265,13 @@ static void test_example_mlp_functions_per_action(void **state) {
     assert_int_equal(trainer_init(&t, sizes, 3, 32, 0, 0.05f, 5), 0);
     loader tl;
     assert_int_equal(loader_init(&tl, &tr, 32, 1, 0, 1), 0);
-    sw_engine_options eo = {0};
+    sw_engine_options eo = SW_ENGINE_OPTIONS_INIT;
     eo.max_epochs = 2;
     sw_engine *e = NULL;
     assert_int_equal(sw_engine_new(&eo, &e), 0);
     assert_int_equal(sw_instrument_start(sw_engine_profiler(e), "forward,backward,optimizer"), 0);
-    sw_data_source ts = {loader_next, loader_reset, &tl, loader_length(&tl)};
+    sw_data_source ts = {sizeof(sw_data_source), loader_next, loader_reset, &tl,
+                         loader_length(&tl)};
     sw_engine_set_train(e, &ts, trainer_train_step, &t);
     assert_int_equal(sw_engine_run(e), 0);
     int64_t steps = 2 * loader_length(&tl);

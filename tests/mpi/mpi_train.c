@@ -45,12 +45,15 @@ int main(int argc, char **argv) {
     snprintf(run_file, sizeof run_file, "%s/run-{rank}.db", dir);
     snprintf(view, sizeof view, "%s/view.json", dir);
     sw_profiler *p = NULL;
-    sw_options opts = {
-        .name = "mpi_train", .run_file = run_file, .warmup_steps = (uint32_t)env_int("WARMUP", 2)};
+    sw_options opts = {.size = sizeof(sw_options),
+                       .name = "mpi_train",
+                       .run_file = run_file,
+                       .warmup_steps = (uint32_t)env_int("WARMUP", 2)};
     if (sw_profiler_new(&opts, &p) != 0)
         return 1;
     FILE *out = rank == 0 ? fopen(view, "w") : NULL;
-    sw_mpi_options mo = {.aggregate_every = (uint32_t)env_int("AGGREGATE_EVERY", 0),
+    sw_mpi_options mo = {.size = sizeof(sw_mpi_options),
+                         .aggregate_every = (uint32_t)env_int("AGGREGATE_EVERY", 0),
                          .timeout_s = env_int("TIMEOUT_S", 30),
                          .format = SW_FORMAT_JSON,
                          .out = out};
