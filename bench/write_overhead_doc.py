@@ -351,6 +351,8 @@ def instruction_rows(f, group):
                 budget, met = f"<= {ir(MODULES_BUDGET_IR, '')} (1 % of a 2 ms step)", \
                     over <= MODULES_BUDGET_IR
         rows.append(row(v, LABELS.get(v, v), ours, anchor, ratio, budget, met))
+    for v in g["skipped"]:  # a peer not installed here
+        rows.append(row(v, LABELS.get(v, v), "not measured", g["skipped"][v]))
     return rows
 
 

@@ -28,7 +28,7 @@ bin=$(realpath "$bin"); cli=$(realpath "$cli")
 mkdir -p "$(dirname "$png")"
 # --screenshot draws the window's size from the top of the page: the summary, the step time
 # series and where each step's time goes
-"$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1100 \
+"$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1140 \
     --screenshot="$(realpath -m "$png")" "file://$work/report.html" >/dev/null 2>&1
 if [ ! -s "$png" ]; then
     echo "screenshot-report: chromium wrote no $png" >&2
