@@ -1,7 +1,7 @@
 # The README's commands. CMake (CMakeLists.txt) is the build system; this file only drives it.
 #   make demo   build everything and run the main job: a real C training run, profiled
 #   make test   build everything and run every test: C (plain, ASan+UBSan, TSan) and Python
-#   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/
+#   make bench  the overhead benchmarks; a table on stdout, JSON under build/bench/, docs/overhead.md
 #   make wheel  dist/: an sdist that builds with only a compiler, manylinux2014 wheels (zig cc)
 #   make fault-long  the fault-injection suite at length (docs/reliability.md): 75 rounds of
 #               random kills (60 SIGKILLs), 5000 forks while flushing, 8000 short-lived threads

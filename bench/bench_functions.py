@@ -18,7 +18,7 @@ and for Lightning, also the two AdvancedProfilers as users run them (every Light
 profiled): Lightning's (cProfile per action) and stepwatch.lightning.AdvancedProfiler.
 
 Slowdown = time with the profiler / time without; overhead = slowdown - 1. The budget
-(DESIGN.md) is stepwatch's overhead <= half of cProfile's at the same detail.
+(docs/overhead.md) is stepwatch's overhead <= half of cProfile's at the same detail.
 
 The floor of each detail: the interpreter's hook installed and doing nothing (the frame
 evaluation hook passing every frame through; a profile function returning at once), what

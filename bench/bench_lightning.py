@@ -20,7 +20,7 @@ that one thread here): on a machine shared with other work, wall-clock steps mos
 the waits for a core, which no profiler causes. Wall-clock figures are kept too. Each fit
 gives its steps after the first WARMUP; a variant's step time is the median of all of them,
 and its overhead the difference to "none". The 95 % interval comes from resampling whole
-fits (a block bootstrap). Budgets (DESIGN.md): stepwatch.lightning.Profiler <= 1/3 of
+fits (a block bootstrap). Budgets (docs/overhead.md): stepwatch.lightning.Profiler <= 1/3 of
 SimpleProfiler's overhead, TimeProfiler <= SimpleProfiler's; the fits give a verdict only
 when they resolve SimpleProfiler's overhead (its interval above zero and narrower than it).
 

@@ -21,7 +21,7 @@ The medians of the per-step times are compared; the slowdowns come with a 95 % i
 a block bootstrap (on a shared VM the step time wanders, and the interval says how far one
 run's figure can be trusted).
 
-Budget (docs/DESIGN.md, issue 16), on the real step: stepwatch's slowdown <= the floor's + 0.5
+Budget (docs/overhead.md, issue 16), on the real step: stepwatch's slowdown <= the floor's + 0.5
 percentage points, and its overhead >= 20x below torch.profiler's.
 """
 import contextlib

@@ -146,7 +146,7 @@ enum {
 /* In snapshot rows: all phases rolled up. (A macro: ISO C limits enumerators to int.) */
 #define SW_PHASE_ALL ((sw_phase)0xFFFFFFFFu)
 
-/* Each action belongs to one category (see DESIGN.md's vocabulary). sw_action gives it the
+/* Each action belongs to one category (docs/core.md, "What is measured"). sw_action gives it the
  * category its name says: "data", "forward", "loss", "backward", "optimizer", "zero_grad",
  * names starting with "callback:", "h2d_copy" (the copy of the batch to the device, a part
  * of its data: category data), and everything else is "other". A front end whose

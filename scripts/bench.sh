@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench.sh BUILD_ROOT — `make bench`: every benchmark, side by side with its anchor in
-# the same run. Prints one table per benchmark; figures as JSON under BUILD_ROOT/bench/.
+# the same run. Prints one table per benchmark; figures as JSON under BUILD_ROOT/bench/, then
+# docs/overhead.md written from them (bench/write_overhead_doc.py).
 set -euo pipefail
 root="${1:-build}"
 rel="$root/release"
@@ -80,3 +81,7 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_instructions.py ]; then
 fi
 echo
 echo "figures written to $out/"
+# docs/overhead.md: one table per group from that JSON, the last figures beside the new ones
+py="$root/venv/bin/python"
+[ -x "$py" ] || py=python3
+"$py" bench/write_overhead_doc.py --bench "$out"
