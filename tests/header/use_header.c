@@ -40,6 +40,13 @@ int main(void) {
     rc = train(p);
     if (rc == 0)
         rc = sw_snapshot_take(p, &s);
+    /* The sized structs' initializers, as C (designated) and as C++ (a value-initialized
+     * copy) take them. */
+    sw_write_options layout = SW_WRITE_OPTIONS_INIT;
+    sw_engine_options engine = SW_ENGINE_OPTIONS_INIT;
+    layout.full_names = 1;
+    if (rc == 0 && engine.size == sizeof engine)
+        rc = sw_snapshot_write_ex(s, SW_FORMAT_CSV, stdout, &layout);
     sw_snapshot_free(s);
     sw_profiler_free(p);
     return rc == 0 ? 0 : 1;
