@@ -78,7 +78,12 @@ def row(key, what, stepwatch, anchor="", ratio="", budget="", met=None):
 
 
 def us(ns, sign=""):
-    return f"{ns / 1e3:{sign}.2f} µs"
+    """A duration in ns as ns, µs or ms, three significant digits or more."""
+    for unit, scale in (("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:{sign}.{2 if abs(v) < 10 else 1 if abs(v) < 100 else 0}f} {unit}"
+    return f"{ns:{sign}.0f} ns"
 
 
 def ir(n, sign="+"):
@@ -86,7 +91,12 @@ def ir(n, sign="+"):
 
 
 def times(x):
-    return "∞" if math.isinf(x) else f"{x:.0f}x"
+    return "∞" if math.isinf(x) else f"{x:.{0 if abs(x) >= 10 else 1 if abs(x) >= 1 else 2}f}x"
+
+
+def spread(lo, hi):
+    """' (lo to hi)' over the rounds, nothing for one round."""
+    return "" if lo == hi else f" ({ir(lo)} to {ir(hi)})"
 
 
 # ---- one function per benchmark JSON: its rows ------------------------------------------------
@@ -334,7 +344,7 @@ def instruction_rows(f, group):
     rows = []
     for v in variants:
         lo, hi = lo_hi[v]
-        ours = f"{ir(added[v])} Ir per step ({ir(lo)} to {ir(hi)})"
+        ours = f"{ir(added[v])} Ir per step{spread(lo, hi)}"
         anchor, ratio, budget, met = f"bare step: {ir(g['ir_per_step']['none'], '')} Ir", "", "", None
         peer = PEERS.get(v)
         if peer in added:
