@@ -78,7 +78,12 @@ def row(key, what, stepwatch, anchor="", ratio="", budget="", met=None):
 
 
 def us(ns, sign=""):
-    return f"{ns / 1e3:{sign}.2f} µs"
+    """A duration in ns as ns, µs or ms, three significant digits or more."""
+    for unit, scale in (("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:{sign}.{2 if abs(v) < 10 else 1 if abs(v) < 100 else 0}f} {unit}"
+    return f"{ns:{sign}.0f} ns"
 
 
 def ir(n, sign="+"):
@@ -86,7 +91,16 @@ def ir(n, sign="+"):
 
 
 def times(x):
-    return "∞" if math.isinf(x) else f"{x:.0f}x"
+    return "∞" if math.isinf(x) else f"{x:.{0 if abs(x) >= 10 else 1 if abs(x) >= 1 else 2}f}x"
+
+
+def ratio_text(ours, theirs):
+    return f"{ours / theirs:.2f}" if theirs > 0 else ""
+
+
+def spread(lo, hi):
+    """' (lo to hi)' over the rounds, nothing for one round."""
+    return "" if lo == hi else f" ({ir(lo)} to {ir(hi)})"
 
 
 # ---- one function per benchmark JSON: its rows ------------------------------------------------
@@ -96,7 +110,8 @@ def core_rows(f):
     for key, label in (("1thread", "1 thread"), ("2threads", "2 threads at once")):
         r = f[f"ratio_{key}"]
         rows.append(row(f"pair_{key}", f"C `sw_begin`/`sw_end` pair, {label}",
-                        f"{f[f'pair_ns_{key}']:.1f} ns", f"2 clock reads: {f[f'floor_ns_{key}']:.1f} ns",
+                        f"{f[f'pair_ns_{key}']:.1f} ns",
+                        f"2 clock reads: {f[f'floor_ns_{key}']:.1f} ns",
                         f"{r:.2f}x", "<= 1.5x", r <= 1.5))
     grown = f["rss_kib_after"] - f["rss_kib_before"]
     rows.append(row("rss", f"RSS after {f['spans']:,} spans over 10 actions",
@@ -129,7 +144,8 @@ def device_rows(f):
                 "<= 1 % of a 2 ms step (20 µs)", added <= 20_000)]
     if f["step_ns_cudart"] > 0:
         rows.append(row("cudart", "the same on the CUDA runtime (the fake one of tests/device)",
-                        f"{us(f['step_ns_cudart'])} per step", f"plain step: {us(f['step_ns_plain'])}"))
+                        f"{us(f['step_ns_cudart'])} per step",
+                        f"plain step: {us(f['step_ns_plain'])}"))
     return rows
 
 
@@ -234,7 +250,8 @@ def fastai_rows(f):
             rows.append(row(mode, what, ours, "fastxtend not installed"))
             continue
         lo, hi = f[f"{mode}_ratio_range"] or (math.nan, math.nan)
-        rows.append(row(mode, what, ours, f"fastxtend's: {us(f[f'fastxtend_{mode}_overhead_ns'], '+')}",
+        theirs = f"fastxtend's: {us(f[f'fastxtend_{mode}_overhead_ns'], '+')}"
+        rows.append(row(mode, what, ours, theirs,
                         f"{f[f'{mode}_ratio']:.2f} ({lo:.2f} to {hi:.2f})", "<= 1/5",
                         f["budgets_met"][f"{mode}_le_fifth_of_fastxtend"]))
     return rows
@@ -282,8 +299,10 @@ def lightning_rows(f):
     rows.append(row("fits", f"whole `Trainer.fit`s, `Profiler` (step {us(f['step_ns'])} CPU)",
                     f"{us(v['stepwatch']['overhead_ns'], '+')} ({us(lo, '+')} to {us(hi, '+')})",
                     f"`SimpleProfiler`: {us(v['simple']['overhead_ns'], '+')} ({us(slo, '+')} to "
-                    f"{us(shi, '+')})", "",
-                    "<= 1/3" if resolved else "no verdict: the fits do not resolve SimpleProfiler's",
+                    f"{us(shi, '+')})",
+                    ratio_text(v["stepwatch"]["overhead_ns"], v["simple"]["overhead_ns"]),
+                    "<= 1/3" if resolved
+                    else "no verdict: the fits do not resolve SimpleProfiler's",
                     met["profiler_le_third_of_simple"] if resolved else None))
     return rows
 
@@ -308,7 +327,8 @@ LABELS = {
     "ignite_handlers": "Ignite's `HandlersTimeProfiler`",
     "stepwatch_throughput": "stepwatch Throughput (`learn.profile()`)",
     "fastxtend_throughput": "fastxtend's `ThroughputCallback`",
-    "stepwatch_simple": "stepwatch Simple", "fastxtend_simple": "fastxtend's `SimpleProfilerCallback`",
+    "stepwatch_simple": "stepwatch Simple",
+    "fastxtend_simple": "fastxtend's `SimpleProfilerCallback`",
     "instrument": "`stepwatch.torch.instrument()`",
     "instrument_no_memory": "the same with `Profiler(memory=False)`",
     "floor": "do-nothing wrappers at the same points (the floor)",
@@ -317,7 +337,8 @@ LABELS = {
     "modules_every_step": "the same, `modules=1` (every step)",
     "modules_hook_only": "the same, `modules=1000` (the hook only)",
 }
-LOOPS = {"lightning": "Lightning `Trainer.fit`", "devicestats": "Lightning `Trainer.fit` with `DeviceStatsMonitor`",
+LOOPS = {"lightning": "Lightning `Trainer.fit`",
+         "devicestats": "Lightning `Trainer.fit` with `DeviceStatsMonitor`",
          "ignite": "Ignite `Engine.run`", "fastai": "fastai `Learner.fit`",
          "torch": "a plain torch loop", "modules": "a plain torch loop (4 module calls a step)"}
 MODULES_BUDGET_IR = 60_000  # 1 % of a 2 ms launch-bound step (20 µs) at about 3 instructions/ns
@@ -334,8 +355,9 @@ def instruction_rows(f, group):
     rows = []
     for v in variants:
         lo, hi = lo_hi[v]
-        ours = f"{ir(added[v])} Ir per step ({ir(lo)} to {ir(hi)})"
-        anchor, ratio, budget, met = f"bare step: {ir(g['ir_per_step']['none'], '')} Ir", "", "", None
+        ours = f"{ir(added[v])} Ir per step{spread(lo, hi)}"
+        anchor = f"bare step: {ir(g['ir_per_step']['none'], '')} Ir"
+        ratio, budget, met = "", "", None
         peer = PEERS.get(v)
         if peer in added:
             anchor = f"{LABELS[peer]}: {ir(added[peer])}"

@@ -84,7 +84,8 @@ def self_test():
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "docs"))
         with open(os.path.join(d, "docs", "a.md"), "w") as f:
-            f.write("# A page\n## The `make` commands\n## Twice\n## Twice\n```\n# not a heading\n```\n")
+            f.write("# A page\n## The `make` commands\n## Twice\n## Twice\n"
+                    "```\n# not a heading\n```\n")
         with open(os.path.join(d, "README.md"), "w") as f:
             f.write("[ok](docs/a.md) [ok](docs/a.md#the-make-commands) [ok](docs/a.md#twice-1)\n"
                     "![img](docs/a.md) [web](https://example.com/x) `[code](nowhere.md)`\n"
