@@ -118,6 +118,14 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     return rc;
 }
 
+/* The path stays as the client sent it, %-escapes included: the three paths need none, so
+ * "/%00" or "/%2e%2e/" are nothing this server has (404), never a name decoded into one. */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
 /* ---- the refresher ---- */
 
 static struct MHD_Response *doc_response(int doc, char *text, size_t len, const char *state) {
@@ -278,8 +286,9 @@ static void print_url(const swcli_server *s, const char *bind_addr, int port, in
     }
     fprintf(stderr, "stepwatch: serving the live report at http://%s:%d%s\n", host, port,
             s->prefix);
-    fprintf(stderr, "stepwatch: (its data at %sdata.json, Prometheus' text at %smetrics%s)\n",
-            s->prefix, s->prefix,
+    fprintf(stderr,
+            "stepwatch: (beside the page: data.json, its data, and metrics, Prometheus' "
+            "text%s)\n",
             loopback ? "" : "; keep the URL to yourself: its token is the only key");
     fflush(stderr);
 }
@@ -339,7 +348,8 @@ int swcli_server_start(const swcli_server_options *o, swcli_server **out) {
             s->listen_fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PER_IP,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
-            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S, MHD_OPTION_END);
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK,
+            no_unescape, NULL, MHD_OPTION_END);
     if (ok && !s->daemon)
         swcli_error("serve: libmicrohttpd would not start on %s port %d", bind_addr, port);
     if (s->daemon)
