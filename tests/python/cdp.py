@@ -64,8 +64,9 @@ class Browser:
 
     def wait_for(self, expression, timeout=120):
         deadline = time.monotonic() + timeout
+        guarded = f"(function () {{ try {{ return ({expression}); }} catch (e) {{ return false; }} }})()"
         while time.monotonic() < deadline:
-            value = self.eval(expression)
+            value = self.eval(guarded)
             if value:
                 return value
             time.sleep(0.2)

@@ -66,6 +66,8 @@ class Server:
         self.port, self.prefix = int(m.group(2)), m.group(3)
 
     def stderr(self):
+        if self.err.closed:
+            return self.said
         self.err.seek(0)
         return self.err.read()
 
@@ -85,6 +87,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.said = self.stderr()
         self.err.close()
         return self.proc.returncode
 
@@ -411,7 +414,7 @@ from torch.utils.data import DataLoader, Dataset
 
 class Slow(Dataset):
     def __len__(self):
-        return 4096
+        return 2048
     def __getitem__(self, i):
         time.sleep(0.0004)
         return torch.randn(32), torch.randint(0, 4, ()).long()
@@ -452,7 +455,7 @@ def test_live_page_of_a_torch_run_in_chromium(tmp_path, build_dir):
     exe = cli(build_dir)
     (tmp_path / "train.py").write_text(TRAIN)
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    s = Server([exe, "run", "--serve=0", "--run-file", "run.db", "--", "python", "train.py", "3"],
+    s = Server([exe, "run", "--serve=0", "--run-file", "run.db", "--", "python", "train.py", "2"],
                str(tmp_path), env=env)
     browser = Browser(tmp_path)
     shots = SHOTS or str(tmp_path)
@@ -464,10 +467,18 @@ def test_live_page_of_a_torch_run_in_chromium(tmp_path, build_dir):
         zoom = drag_zoom(browser)
         assert zoom, "the drag zoomed nothing"
         browser.screenshot(os.path.join(shots, "live-1.png"))
+        # A real pointer (trusted events) over the step chart: its tip is up.
+        x, y = browser.eval("""(function () {
+          var r = document.querySelector('svg[data-chart="step-time"] rect.hit').getBoundingClientRect();
+          return [r.left + r.width * 0.5, r.top + r.height * 0.5]; })()""")
+        browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+        tip = "document.getElementById('sw-tip').style.display === 'block'"
+        browser.wait_for(tip)
         polls = browser.eval("Number(document.getElementById('sw-live').getAttribute('data-polls'))")
         browser.wait_for(f"{STEPS} > {first} && Number(document.getElementById('sw-live')"
                          f".getAttribute('data-polls')) > {polls}")
         second = browser.eval(STEPS)
+        assert browser.eval(tip), "the redraw took the hover's tip away"
         browser.screenshot(os.path.join(shots, "live-2.png"))
         assert second > first
         # Redrawn in place with new data: the page was not loaded again, the zoom is kept,
