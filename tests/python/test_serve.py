@@ -505,3 +505,67 @@ def test_live_page_of_a_torch_run_in_chromium(tmp_path, build_dir):
         code = s.stop()
     assert code == 0, s.stderr()
     assert "the run ended; its final report stays up" in s.stderr()
+
+
+# ---- two nodes on one host: every rank on one page ----
+
+def test_two_nodes_on_one_page_name_the_slow_rank(tmp_path, build_dir):
+    """Two `stepwatch run -- torchrun --nnodes 2 --node_rank K --nproc_per_node 2` on one host
+    (test_distributed.py's DDP script, rank 3's data loader slowed by a known delay), served
+    as one directory while they run: the page's data has all four ranks and names rank 3,
+    blamed on data, and so do /metrics and the page drawn in Chromium."""
+    pytest.importorskip("torch.distributed")
+    import test_distributed as td
+    exe = cli(build_dir)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    script = tmp_path / "train_ddp.py"
+    script.write_text(td.SCRIPT)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = td._env(DATA_RANK=3, STEPS=24)
+    server = Server([exe, "serve", str(d), "--port", "0"], str(tmp_path))
+    nodes = [subprocess.Popen(
+        [exe, "run", "--run-file", str(d / "run-{rank}.db"), "--", "torchrun", "--nnodes=2",
+         f"--node_rank={k}", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+         f"--master_port={port}", str(script)],
+        cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for k in range(2)]
+    browser = None
+    try:
+        outs = [n.communicate(timeout=600)[0] for n in nodes]
+        assert [n.returncode for n in nodes] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+        deadline = time.monotonic() + 120
+        while True:
+            _, headers, body = server.get("data.json")
+            data = json.loads(body)
+            if headers["X-Stepwatch-Run"] == "complete" and data and data["run"]["ranks"] == 4:
+                break
+            assert time.monotonic() < deadline, (headers, data and data["run"])
+            time.sleep(0.5)
+        assert [r[0] for r in data["ranks"]["per_rank"]] == [0, 1, 2, 3]
+        worst = data["ranks"]["stragglers"][0]
+        assert (worst["rank"], worst["blame"]) == (3, "data"), data["ranks"]["stragglers"]
+        parser = pytest.importorskip("prometheus_client.parser")
+        fam = {f.name: f for f in parser.text_string_to_metric_families(
+            server.get("metrics")[2].decode())}
+        assert sorted(x.labels["rank"] for x in fam["stepwatch_steps"].samples) == ["0", "1", "2", "3"]
+        excess = {x.labels["rank"]: x.labels["blame"]
+                  for x in fam["stepwatch_straggler_excess_seconds"].samples}
+        assert excess.get("3") == "data", excess
+        browser = Browser(tmp_path)
+        browser.open(server.url)
+        browser.wait_for("document.body && document.body.getAttribute('data-rendered') === '1'")
+        text = browser.eval("document.getElementById('sw-main').innerText")
+        assert "ranks: 4" in text and "rank 3" in text, text[:3000]
+        browser.eval("""(function () { var h = [].filter.call(document.querySelectorAll('h2'),
+          function (e) { return /rank/i.test(e.textContent); })[0]; if (h) h.scrollIntoView(); })()""")
+        browser.screenshot(os.path.join(SHOTS or str(tmp_path), "live-two-nodes.png"))
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+        if browser:
+            browser.close()
+        server.stop()
