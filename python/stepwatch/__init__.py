@@ -63,7 +63,7 @@ __all__ = [
     "distributed_rank",
     "step",
     "torch", "lightning", "thunder", "ignite", "fastai", "live",
-    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed",
+    "RANK_PAYLOAD_SIZE", "ranks_view", "run_ranks", "distributed", "notebook",
 ]
 
 FORMATS: tuple[str, ...] = ("table", "lightning", "fastxtend", "ignite", "markdown", "csv", "json")
@@ -163,6 +163,9 @@ def step(batch_size: int = 0) -> _StepMark:
     prof.step_begin(batch_size)
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
+
+# Profiler's and Snapshot's rich display in Jupyter (_repr_html_); imports nothing heavy.
+from . import notebook  # noqa: E402
 
 _ADAPTERS = ("torch", "lightning", "thunder", "ignite", "fastai", "live", "distributed")
 
