@@ -36,6 +36,15 @@ static int recent(const char *path, time_t not_before) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime >= not_before;
 }
 
+/* A recent stepwatch run file (another program's SQLite file in the directory is left out). */
+static int rank_file(const char *path, time_t not_before) {
+    sw_run *run = NULL;
+    if (!recent(path, not_before) || sw_run_open(path, &run) != 0)
+        return 0;
+    sw_run_close(run);
+    return 1;
+}
+
 /* The run of src, opened: *run NULL (and 0) when there is none yet. */
 static int open_source(const swcli_live_source *src, sw_run **run) {
     *run = NULL;
@@ -55,7 +64,7 @@ static int open_source(const swcli_live_source *src, sw_run **run) {
     const char **paths = calloc(g.gl_pathc, sizeof *paths);
     size_t n = 0;
     for (size_t i = 0; paths && i < g.gl_pathc && n < SWCLI_DIR_FILES; i++)
-        if (recent(g.gl_pathv[i], src->not_before))
+        if (rank_file(g.gl_pathv[i], src->not_before))
             paths[n++] = g.gl_pathv[i];
     int rc = paths ? 0 : SW_ENOMEM;
     if (rc == 0 && n == 1 && sw_run_open(paths[0], run) != 0)

@@ -69,10 +69,6 @@ struct swcli_server {
     struct MHD_Response *not_found, *not_allowed, *unavailable;
 };
 
-int swcli_server_available(void) {
-    return 1;
-}
-
 /* ---- the answers ---- */
 
 static struct MHD_Response *fixed_response(const char *text) {
@@ -428,10 +424,6 @@ void swcli_server_wait(void) {
 }
 
 #else /* built without libmicrohttpd */
-
-int swcli_server_available(void) {
-    return 0;
-}
 
 int swcli_server_start(const swcli_server_options *o, swcli_server **out) {
     (void)o;

@@ -32,8 +32,6 @@ void swcli_server_finish(swcli_server *s);
 void swcli_server_stop(swcli_server *s);
 /* Wait for Ctrl-C (SIGINT) or SIGTERM, which then end nothing else. */
 void swcli_server_wait(void);
-/* Nonzero when this build has the server (libmicrohttpd). */
-int swcli_server_available(void);
 
 /* --port P and --bind ADDR (getopt_long results 'p' and SWCLI_OPT_BIND) into o, for `serve`
  * and `run --serve` (cmd_serve.c): SWCLI_NEXT, or the exit code after a usage error; any

@@ -656,9 +656,9 @@ static int has_flames(const sw__input *in) {
 }
 
 /* The page: head, style, the data (a's document; with b, b's under "other" and compare's
- * verdicts of a -> b under "compare"), then the scripts. */
-/* live: the live page, whose script (html/live.js) fetches the data again and redraws; a may
- * then be NULL (no run file yet: the data is null until the first fetch finds one). */
+ * verdicts of a -> b under "compare"), then the scripts. live: the live page, whose script
+ * (html/live.js) fetches the data again and redraws; a may then be NULL (no run file yet: the
+ * data is null until the first fetch finds one). */
 static int write_page(const sw__input *a, const sw__input *b, int live, FILE *out) {
     if ((!live && (!a || !a->snap)) || (a && !a->snap) || !out || (b && !b->snap))
         return SW_EINVAL;

@@ -33,7 +33,8 @@ class Browser:
             m = re.search(r"DevTools listening on (ws://\S+)", line)
             url = m.group(1) if m else None
         assert url, "chromium did not start its DevTools endpoint"
-        self.ws = sync.connect(url, max_size=None, open_timeout=60)
+        self._conn = sync.connect(url, max_size=None, open_timeout=60)
+        self.ws = self._conn.__enter__()  # (as `with connect(...)` would: websockets asks it)
         self.next_id = 0
         self.session = None
 
@@ -80,7 +81,7 @@ class Browser:
 
     def close(self):
         try:
-            self.ws.close()
+            self._conn.__exit__(None, None, None)
         finally:
             self.proc.terminate()
             try:
