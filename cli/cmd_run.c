@@ -14,6 +14,7 @@
  * was written.
  * The exit status is the program's (128 + N when killed by signal N).
  */
+#include "live_server.h"
 #include "options.h"
 
 #include <errno.h>
@@ -57,6 +58,10 @@ static const char HELP[] =
     "      --no-step-memory  no memory per step (RSS; torch's CUDA allocator in Python)\n"
     "      --modules[=K] each nn.Module's forward and backward time and memory, every K-th\n"
     "                    step (default 10): the report's Modules table (docs/python.md)\n"
+    "      --serve[=PORT]  serve the live HTML report, data.json and /metrics while it runs\n"
+    "                    (stepwatch serve; default port 8765) and the final report after it,\n"
+    "                    until Ctrl-C\n"
+    "      --bind ADDR   with --serve: listen on ADDR, not 127.0.0.1 (a token in the URL)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -277,6 +282,8 @@ typedef struct run_options {
     const char *modules;                   /* "on" or the step interval, as written */
     int timeline, builtins, device_time, no_step_memory;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
+    int serve;             /* --serve: the live report's server (live_server.h) */
+    swcli_server_options server;
 } run_options;
 
 enum {
@@ -292,7 +299,8 @@ enum {
     OPT_DEVICE_STATS,
     OPT_DEVICE_TIME,
     OPT_NO_STEP_MEMORY,
-    OPT_MODULES
+    OPT_MODULES,
+    OPT_SERVE
 };
 
 /* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
@@ -394,8 +402,11 @@ static int run_option(run_options *o, int opt, char *arg) {
         o->modules = arg ? arg : "on";
         return SWCLI_NEXT;
     }
-    default:
-        return swcli_option(&o->args, opt, arg);
+    case OPT_SERVE:
+        o->serve = 1;
+        return arg ? swcli_serve_option(&o->args, &o->server, 'p', arg) : SWCLI_NEXT;
+    default: /* --bind, and the common options */
+        return swcli_serve_option(&o->args, &o->server, opt, arg);
     }
 }
 
@@ -419,9 +430,13 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
         {"device-time", no_argument, NULL, OPT_DEVICE_TIME},
         {"no-step-memory", no_argument, NULL, OPT_NO_STEP_MEMORY},
         {"modules", optional_argument, NULL, OPT_MODULES},
+        {"serve", optional_argument, NULL, OPT_SERVE},
+        {"bind", required_argument, NULL, SWCLI_OPT_BIND},
         SWCLI_OPTION_HELP,
         SWCLI_OPTION_END};
-    *o = (run_options){.args = {.command = "run", .help = HELP}, .run_file = "stepwatch-{rank}.db"};
+    *o = (run_options){.args = {.command = "run", .help = HELP},
+                       .run_file = "stepwatch-{rank}.db",
+                       .server = {.port = SWCLI_SERVE_PORT, .follow = 1}};
     optind = 1;
     /* '+': stop at the first non-option, the program's name; -m and -c end the options too
      * (what follows is the Python program's, as with python itself). */
@@ -429,6 +444,8 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
     for (int opt; code == SWCLI_NEXT && o->python_flag == NULL &&
                   (opt = getopt_long(argc, argv, "+f:o:thm:c:", options, NULL)) != -1;)
         code = run_option(o, opt, optarg);
+    if (code == SWCLI_NEXT && o->server.bind && !o->serve)
+        return swcli_usage(&o->args, "--bind is where --serve listens: give --serve too");
     if (code == SWCLI_NEXT && optind == argc && o->python_flag == NULL)
         return swcli_usage(&o->args, "run needs a command: stepwatch run -- CMD ARGS... (or "
                                      "-m MODULE, -c CODE)");
@@ -504,6 +521,38 @@ static int run_and_wait(char **argv, const char *name) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* --serve: the file rank 0 writes ({rank} as 0), or its directory when the name holds {pid}
+ * (the ranks' files merged); the server follows the run from a second before it starts. */
+static swcli_server *start_server(run_options *o, const char *path, time_t started) {
+    char source[PATH_MAX];
+    size_t n = 0;
+    for (const char *c = path; *c && n + 2 < sizeof source;) {
+        if (strncmp(c, "{rank}", 6) == 0) {
+            source[n++] = '0';
+            c += 6;
+        } else {
+            source[n++] = *c++;
+        }
+    }
+    source[n] = '\0';
+    if (strstr(source, "{pid}")) {
+        char *slash = strrchr(source, '/');
+        *slash = '\0'; /* path is absolute: there is one */
+    }
+    o->server.source = source;
+    o->server.not_before = started;
+    swcli_server *server = NULL;
+    return swcli_server_start(&o->server, &server) == 0 ? server : NULL;
+}
+
+/* --serve, once the program ended: the final report stays up until Ctrl-C. */
+static void serve_final(swcli_server *server) {
+    swcli_server_finish(server);
+    fprintf(stderr, "stepwatch: the run ended; its final report stays up until Ctrl-C\n");
+    swcli_server_wait();
+    swcli_server_stop(server);
+}
+
 int swcli_cmd_run(int argc, char **argv) {
     run_options o;
     int code = run_options_parse(&o, argc, argv);
@@ -532,13 +581,19 @@ int swcli_cmd_run(int argc, char **argv) {
         struct timespec started; /* a second early: file times come from a coarser clock */
         clock_gettime(CLOCK_REALTIME, &started);
         started.tv_sec -= 1;
-        code = run_and_wait(exec_argv, ncmd > 0 ? cmd[0] : exec_argv[0]);
+        swcli_server *server = o.serve ? start_server(&o, path, started.tv_sec) : NULL;
+        if (o.serve && !server)
+            code = -1; /* it said why */
+        else
+            code = run_and_wait(exec_argv, ncmd > 0 ? cmd[0] : exec_argv[0]);
         if (code < 0)
             code = SWCLI_EXIT_IO;
         else if (code != 127)
             report_run_files(path, &started, list_fd >= 0 ? list : NULL);
         if (list_fd >= 0)
             unlink(list);
+        if (server)
+            serve_final(server);
     }
     if (exec_argv != cmd)
         free(exec_argv);

@@ -22,5 +22,6 @@ int swcli_cmd_merge(int argc, char **argv);    /* merge RUN... -o OUT */
 int swcli_cmd_html(int argc, char **argv);     /* html RUN -o OUT */
 int swcli_cmd_compare(int argc, char **argv);  /* compare A B [--format F] */
 int swcli_cmd_diagnose(int argc, char **argv); /* diagnose RUN [--format F] */
+int swcli_cmd_serve(int argc, char **argv);    /* serve RUN|DIR [--port P] [--bind A] */
 
 #endif

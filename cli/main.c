@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"html", swcli_cmd_html, "write a self-contained HTML report"},
     {"compare", swcli_cmd_compare, "what got slower or faster between two runs"},
     {"diagnose", swcli_cmd_diagnose, "plain-language findings about a run"},
+    {"serve", swcli_cmd_serve, "serve the live HTML report and /metrics of a running job"},
 };
 #define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
 

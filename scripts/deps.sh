@@ -7,7 +7,8 @@
 #         Python venv and headers, sqlite3, Chromium (the HTML report is drawn in it) and
 #         clang with its libFuzzer runtime (the fuzz targets), Open MPI (the mpirun tests of
 #         libstepwatch_mpi), clang-format (scripts/format.sh), valgrind (make bench counts
-#         instructions with callgrind)
+#         instructions with callgrind), libmicrohttpd (the live report's server, stepwatch
+#         serve; the command builds without it and then says so)
 #   wheel: the Python venv (the build tools' venv: zig's C compiler, CMake, auditwheel come
 #         from PyPI), tclsh and dpkg-source (SQLite's amalgamation from Debian's source)
 # .ci/run installs the same list up front.
@@ -57,6 +58,7 @@ if [ "$what" = test ]; then
     need libopenmpi-dev test -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
     need clang-format have_cmd clang-format        # scripts/format.sh (.clang-format)
     need valgrind have_header valgrind/callgrind.h # make bench's instruction counts
+    need libmicrohttpd-dev have_header microhttpd.h # stepwatch serve's HTTP server
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 

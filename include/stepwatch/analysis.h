@@ -40,6 +40,20 @@ SW_API int sw_html_write(sw_run *run, FILE *out);
  * then each run's own sections. SW_EINVAL for NULL arguments. */
 SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out);
 
+/* The live page (`stepwatch serve`, docs/live.md): sw_html_write's page whose script fetches
+ * "data.json" beside it every two seconds and redraws in place, keeping the zoom and the
+ * hover; its Content-Security-Policy allows requests to its own origin only. run NULL: the
+ * page of a run whose file is not there yet (it draws once the first fetch finds data).
+ * sw_html_write_data writes the data document alone: the JSON the page embeds and fetches. */
+SW_API int sw_html_write_live(sw_run *run, FILE *out);
+SW_API int sw_html_write_data(sw_run *run, FILE *out);
+
+/* The run's figures in Prometheus' text exposition format (version 0.0.4): steps and samples,
+ * their rates over the last 10 s, the steady step's p50/p99, the category shares, memory,
+ * per rank where the file has several, and the cross-rank view's stragglers. The names and
+ * labels are listed in docs/live.md and do not change. Memory is bounded by the ranks. */
+SW_API int sw_metrics_write(sw_run *run, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -262,6 +262,17 @@ static PyObject *Snapshot_info(SnapshotObject *self, PyObject *unused) {
     return snapshot_info(self->s);
 }
 
+/* Jupyter's rich display of a snapshot: stepwatch.notebook.summary_html draws it. */
+static PyObject *Snapshot_repr_html(SnapshotObject *self, PyObject *unused) {
+    (void)unused;
+    PyObject *module = PyImport_ImportModule("stepwatch.notebook");
+    if (!module)
+        return NULL;
+    PyObject *html = PyObject_CallMethod(module, "summary_html", "O", (PyObject *)self);
+    Py_DECREF(module);
+    return html;
+}
+
 static PyMethodDef Snapshot_methods[] = {
     {"report", (PyCFunction)(void (*)(void))sw_py_snapshot_report, METH_VARARGS | METH_KEYWORDS,
      "report($self, /, format='table', *, width=None, full_names=False, brief=False)\n--\n\n"
@@ -275,6 +286,9 @@ static PyMethodDef Snapshot_methods[] = {
     {"info", (PyCFunction)Snapshot_info, METH_NOARGS,
      "info($self, /)\n--\n\n"
      "-> dict: run metadata, steps, misuse counts, memory, counters, notes."},
+    {"_repr_html_", (PyCFunction)Snapshot_repr_html, METH_NOARGS,
+     "_repr_html_($self, /)\n--\n\n"
+     "-> str: the at-a-glance bar and the top actions, for Jupyter (stepwatch.notebook)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -168,6 +168,9 @@ def step(batch_size: int = 0) -> _StepMark:
     return _StepMark(lambda: prof.step_end() if prof.step_index >= 0 else None)
 
 
+# Profiler's and Snapshot's rich display in Jupyter (_repr_html_); imports nothing heavy.
+from . import notebook  # noqa: E402
+
 # The adapters (torch, lightning, ignite, fastai, thunder, transformers, ...) and tools, one
 # module each in this folder: the folder is their one list. Imported only when asked for
 # (each imports its framework).

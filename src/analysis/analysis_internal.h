@@ -115,14 +115,20 @@ void sw__number_text(const sw__number *n, char *buf, size_t size);
 int sw__html_write_input(const sw__input *in, FILE *out);
 /* The comparison page of a (baseline) and b (html.c). */
 int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out);
+/* The live page of in (in NULL: no run yet) and the data document alone, which its script
+ * fetches (html.c, docs/live.md). */
+int sw__html_write_live_input(const sw__input *in, FILE *out);
+int sw__html_json_input(const sw__input *in, FILE *out);
 /* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL). */
 int sw__html_json_flames(sw__jw *w, const sw_fprofile *fp);
 /* The page's style sheet and scripts: src/analysis/html/report.css, report.js and flame.js
- * (flame.js is written before report.js, which calls it, only when there is a flame graph),
+ * (flame.js is written before report.js, which calls it, only when there is a flame graph
+ * or the page is live; live.js after it),
  * embedded by cmake/embed.cmake as NUL-terminated arrays. */
 extern const char sw__html_report_css[];
 extern const char sw__html_report_js[];
 extern const char sw__html_flame_js[];
+extern const char sw__html_live_js[];
 
 /* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
 

@@ -35,7 +35,10 @@ static const char page_head[] =
     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     "<meta name=\"generator\" content=\"stepwatch\">\n"
     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-    "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n";
+    "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
+/* The live page (docs/live.md) may fetch its data from where it came from, nothing else. */
+static const char page_csp_end[] = "\">\n";
+static const char page_csp_live_end[] = "; connect-src 'self'\">\n";
 static const char page_body[] =
     "</head>\n<body>\n<div id=\"sw-error\"></div>\n<main id=\"sw-main\"></main>\n"
     "<div id=\"sw-tip\" class=\"tip\"></div>\n"
@@ -648,24 +651,19 @@ static int write_compare(void *ctx, FILE *out) {
     return sw_compare_write(pair->a, pair->b, SW_FORMAT_JSON, out);
 }
 
-/* The page: head, style, the data (a's document; with b, b's under "other" and compare's
- * verdicts of a -> b under "compare"), then the scripts. */
-static int write_page(const sw__input *a, const sw__input *b, FILE *out) {
-    if (!a || !a->snap || !out || (b && !b->snap))
-        return SW_EINVAL;
-    fputs(page_head, out);
-    fprintf(out, "<style>\n%s</style>\n<title>stepwatch: ", sw__html_report_css);
-    sw__html_text(out, a->snap->name ? a->snap->name : "stepwatch");
-    if (b) {
-        fputs(" vs ", out);
-        sw__html_text(out, b->snap->name ? b->snap->name : "stepwatch");
+/* The page's data: a's document (with b, b's under "other" and compare's verdicts of a -> b
+ * under "compare"); null when there is no run yet (the live page before its run file
+ * exists). html_safe: inside <script>, <, > and & escaped too, so no string can end the
+ * element. Each member down to the rows' objects (a step point, an action) on a line of its
+ * own. */
+static int write_data(const sw__input *a, const sw__input *b, int html_safe, FILE *out) {
+    if (!a) {
+        fputs("null\n", out);
+        return 0;
     }
-    fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n", out);
-    /* Inside <script>: <, > and & escaped too, so no string can end the element. Each
-     * member down to the rows' objects (a step point, an action) on a line of its own. */
     sw__jw w;
     sw__jw_init(&w, out, 3);
-    w.html_safe = 1;
+    w.html_safe = html_safe;
     sw__jw_object_begin(&w);
     int rc = json_document(a, &w);
     if (rc == 0 && b) {
@@ -680,22 +678,54 @@ static int write_page(const sw__input *a, const sw__input *b, FILE *out) {
     }
     sw__jw_object_end(&w);
     int written = sw__jw_finish(&w);
-    if (rc == 0)
-        rc = written;
+    return rc == 0 ? written : rc;
+}
+
+/* The page: head, style, the data (a's document; with b, b's under "other" and compare's
+ * verdicts of a -> b under "compare"), then the scripts. live: the live page, whose script
+ * (html/live.js) fetches the data again and redraws; a may then be NULL (no run file yet: the
+ * data is null until the first fetch finds one). */
+static int write_page(const sw__input *a, const sw__input *b, int live, FILE *out) {
+    if ((!live && (!a || !a->snap)) || (a && !a->snap) || !out || (b && !b->snap))
+        return SW_EINVAL;
+    fputs(page_head, out);
+    fputs(live ? page_csp_live_end : page_csp_end, out);
+    fprintf(out, "<style>\n%s</style>\n<title>stepwatch: ", sw__html_report_css);
+    sw__html_text(out, a && a->snap->name ? a->snap->name : "stepwatch");
+    if (b) {
+        fputs(" vs ", out);
+        sw__html_text(out, b->snap->name ? b->snap->name : "stepwatch");
+    }
+    fputs("</title>\n<script type=\"application/json\" id=\"sw-data\">\n", out);
+    int rc = write_data(a, b, 1, out);
     fputs("</script>\n", out);
     fputs(page_body, out);
-    if (has_flames(a) || has_flames(b))
+    if (live || has_flames(a) || has_flames(b))
         fprintf(out, "<script>\n%s</script>\n", sw__html_flame_js);
-    fprintf(out, "<script>\n%s</script>\n</body>\n</html>\n", sw__html_report_js);
+    fprintf(out, "<script>\n%s</script>\n", sw__html_report_js);
+    if (live) /* after report.js, whose window.swReport it calls */
+        fprintf(out, "<script>\n%s</script>\n", sw__html_live_js);
+    fputs("</body>\n</html>\n", out);
     if (rc == 0 && ferror(out))
         rc = SW_EIO;
     return rc;
 }
 
 int sw__html_write_input(const sw__input *in, FILE *out) {
-    return write_page(in, NULL, out);
+    return write_page(in, NULL, 0, out);
 }
 
 int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *out) {
-    return b ? write_page(a, b, out) : SW_EINVAL;
+    return b ? write_page(a, b, 0, out) : SW_EINVAL;
+}
+
+int sw__html_write_live_input(const sw__input *in, FILE *out) {
+    return write_page(in, NULL, 1, out);
+}
+
+int sw__html_json_input(const sw__input *in, FILE *out) {
+    if (!in || !in->snap || !out)
+        return SW_EINVAL;
+    int rc = write_data(in, NULL, 0, out);
+    return rc == 0 && ferror(out) ? SW_EIO : rc;
 }

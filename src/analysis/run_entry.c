@@ -115,15 +115,20 @@ static void html_input_free(html_input *h) {
     sw_snapshot_free(h->snap);
 }
 
-SW_API int sw_html_write(sw_run *run, FILE *out) {
-    if (!run || !out)
-        return SW_EINVAL;
+/* write's page or document of run. */
+static int html_run(sw_run *run, FILE *out, int (*write)(const sw__input *, FILE *)) {
     html_input h = {0};
     int rc = html_input_open(run, &h);
     if (rc == 0)
-        rc = sw__html_write_input(&h.in, out);
+        rc = write(&h.in, out);
     html_input_free(&h);
     return rc;
+}
+
+SW_API int sw_html_write(sw_run *run, FILE *out) {
+    if (!run || !out)
+        return SW_EINVAL;
+    return html_run(run, out, sw__html_write_input);
 }
 
 SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out) {
@@ -138,4 +143,18 @@ SW_API int sw_html_write_compare(sw_run *a, sw_run *b, FILE *out) {
     html_input_free(&hb);
     html_input_free(&ha);
     return rc;
+}
+
+/* The live page and its data (docs/live.md): the same input as sw_html_write. */
+SW_API int sw_html_write_live(sw_run *run, FILE *out) {
+    if (!out)
+        return SW_EINVAL;
+    return run ? html_run(run, out, sw__html_write_live_input)
+               : sw__html_write_live_input(NULL, out);
+}
+
+SW_API int sw_html_write_data(sw_run *run, FILE *out) {
+    if (!run || !out)
+        return SW_EINVAL;
+    return html_run(run, out, sw__html_json_input);
 }

@@ -216,8 +216,8 @@ static void expect(int rc, const char *stderr_text, const char *fmt, ...) {
 /* The options the subcommands share (cli/options.c) with their exact messages: help, unknown
  * options, the operands, --rank, --format, and the number checks. */
 static void test_common_options(void **state) {
-    static const char *const commands[] = {"run",  "report",  "export",  "merge",
-                                           "html", "compare", "diagnose"};
+    static const char *const commands[] = {"run",  "report",  "export",   "merge",
+                                           "html", "compare", "diagnose", "serve"};
     char args[1000], out[600], want[1000], merged[600];
     snprintf(out, sizeof out, "%s/help.txt", g_dir);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {

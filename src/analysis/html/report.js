@@ -375,9 +375,13 @@
     return box;
   }
 
+  /* The step charts' views (x axis, zoom) in their order on the page, kept across the live
+   * page's redraws (live.js through window.swReport), so that new data keeps the zoom. */
+  var VIEWS = [], viewsDrawn = 0;
   /* The step charts with their controls: the x axis (step or wall time), zoom and reset. */
   function stepCharts(D) {
-    var view = { axis: "step", range: null }, box = el("div", { "class": "steps" });
+    var k = viewsDrawn++;
+    var view = VIEWS[k] || (VIEWS[k] = { axis: "step", range: null }), box = el("div", { "class": "steps" });
     var bar = el("div", { "class": "controls" }), holder = el("div");
     var axes = [["step", "x: step"], ["time", "x: wall time"]].map(function (a) {
       var b = el("button", { type: "button", "data-axis": a[0] }, a[1]);
@@ -810,6 +814,7 @@
 
   function render(D) {
     var main = document.getElementById("sw-main");
+    viewsDrawn = 0;
     pageWidth();
     if (!D.other) {
       main.appendChild(el("h1", {}, "stepwatch \u2014 " + D.run.name));
@@ -885,9 +890,22 @@
     box.textContent = "The report could not be drawn: " + (e && e.stack ? e.stack : e);
     console.error(e);
   }
+  /* The live page (live.js) draws the report again from new data, in place. */
+  window.swReport = {
+    redraw: function (D) {
+      try {
+        document.getElementById("sw-main").textContent = "";
+        document.getElementById("sw-error").textContent = "";
+        render(D);
+      } catch (e) {
+        fail(e);
+      }
+    }
+  };
   try {
     var started = performance.now();
-    render(JSON.parse(document.getElementById("sw-data").textContent));
+    var data = JSON.parse(document.getElementById("sw-data").textContent);
+    if (data !== null) render(data); /* null: a live page before its run file exists */
     /* how long reading the data and drawing took, for bench/bench_html.py */
     document.body.setAttribute("data-draw-ms", Math.round(performance.now() - started));
   } catch (e) {
