@@ -59,8 +59,10 @@ static const char HELP[] =
     "      --modules[=K] each nn.Module's forward and backward time and memory, every K-th\n"
     "                    step (default 10): the report's Modules table (docs/python.md)\n"
     "      --serve[=PORT]  serve the live HTML report, data.json and /metrics while it runs\n"
-    "                    (stepwatch serve; default port 8765) and the final report after it,\n"
-    "                    until Ctrl-C\n"
+    "                    (stepwatch serve; default port 8765) and the final report after it\n"
+    "      --linger S    with --serve: keep the final report up S seconds after the program\n"
+    "                    ends (Ctrl-C ends it sooner). Default: until Ctrl-C when standard\n"
+    "                    input is a terminal, else 0 (a batch job never waits on it)\n"
     "      --bind ADDR   with --serve: listen on ADDR, not 127.0.0.1 (a token in the URL)\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
@@ -283,6 +285,7 @@ typedef struct run_options {
     int timeline, builtins, device_time, no_step_memory;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     int serve;             /* --serve: the live report's server (live_server.h) */
+    double linger;         /* --linger: seconds the final report stays up; < 0 until Ctrl-C */
     swcli_server_options server;
 } run_options;
 
@@ -300,7 +303,8 @@ enum {
     OPT_DEVICE_TIME,
     OPT_NO_STEP_MEMORY,
     OPT_MODULES,
-    OPT_SERVE
+    OPT_SERVE,
+    OPT_LINGER
 };
 
 /* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
@@ -405,6 +409,14 @@ static int run_option(run_options *o, int opt, char *arg) {
     case OPT_SERVE:
         o->serve = 1;
         return arg ? swcli_serve_option(&o->args, &o->server, 'p', arg) : SWCLI_NEXT;
+    case OPT_LINGER: {
+        char *end = NULL;
+        double s = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(s >= 0 && s <= 86400.0 * 365))
+            return swcli_usage(&o->args, "--linger takes seconds (0 or more), not '%s'", arg);
+        o->linger = s;
+        return SWCLI_NEXT;
+    }
     default: /* --bind, and the common options */
         return swcli_serve_option(&o->args, &o->server, opt, arg);
     }
@@ -432,11 +444,13 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
         {"modules", optional_argument, NULL, OPT_MODULES},
         {"serve", optional_argument, NULL, OPT_SERVE},
         {"bind", required_argument, NULL, SWCLI_OPT_BIND},
+        {"linger", required_argument, NULL, OPT_LINGER},
         SWCLI_OPTION_HELP,
         SWCLI_OPTION_END};
     *o = (run_options){.args = {.command = "run", .help = HELP},
                        .run_file = "stepwatch-{rank}.db",
-                       .server = {.port = SWCLI_SERVE_PORT, .follow = 1}};
+                       .server = {.port = SWCLI_SERVE_PORT, .follow = 1},
+                       .linger = isatty(STDIN_FILENO) ? -1 : 0};
     optind = 1;
     /* '+': stop at the first non-option, the program's name; -m and -c end the options too
      * (what follows is the Python program's, as with python itself). */
@@ -444,6 +458,8 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
     for (int opt; code == SWCLI_NEXT && o->python_flag == NULL &&
                   (opt = getopt_long(argc, argv, "+f:o:thm:c:", options, NULL)) != -1;)
         code = run_option(o, opt, optarg);
+    if (code == SWCLI_NEXT && o->linger > 0 && !o->serve)
+        return swcli_usage(&o->args, "--linger is how long --serve stays up: give --serve too");
     if (code == SWCLI_NEXT && o->server.bind && !o->serve)
         return swcli_usage(&o->args, "--bind is where --serve listens: give --serve too");
     if (code == SWCLI_NEXT && optind == argc && o->python_flag == NULL)
@@ -545,11 +561,16 @@ static swcli_server *start_server(run_options *o, const char *path, time_t start
     return swcli_server_start(&o->server, &server) == 0 ? server : NULL;
 }
 
-/* --serve, once the program ended: the final report stays up until Ctrl-C. */
-static void serve_final(swcli_server *server) {
+/* --serve, once the program ended: the final report stays up until Ctrl-C, or --linger
+ * seconds; not at all in a batch job (no terminal on standard input) unless --linger asks. */
+static void serve_final(swcli_server *server, double linger) {
     swcli_server_finish(server);
-    fprintf(stderr, "stepwatch: the run ended; its final report stays up until Ctrl-C\n");
-    swcli_server_wait();
+    if (linger < 0)
+        fprintf(stderr, "stepwatch: the run ended; its final report stays up until Ctrl-C\n");
+    else if (linger > 0)
+        fprintf(stderr, "stepwatch: the run ended; its final report stays up for %g s "
+                        "(Ctrl-C ends it sooner)\n", linger);
+    swcli_server_wait(linger);
     swcli_server_stop(server);
 }
 
@@ -593,7 +614,7 @@ int swcli_cmd_run(int argc, char **argv) {
         if (list_fd >= 0)
             unlink(list);
         if (server)
-            serve_final(server);
+            serve_final(server, o.linger);
     }
     if (exec_argv != cmd)
         free(exec_argv);

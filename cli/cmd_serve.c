@@ -65,7 +65,7 @@ int swcli_cmd_serve(int argc, char **argv) {
     swcli_server *server = NULL;
     if (swcli_server_start(&o, &server) != 0)
         return SWCLI_EXIT_IO;
-    swcli_server_wait();
+    swcli_server_wait(-1);
     swcli_server_stop(server);
     return SWCLI_EXIT_OK;
 }

@@ -35,6 +35,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef SW_HAVE_MICROHTTPD
@@ -410,7 +411,7 @@ void swcli_server_stop(swcli_server *s) {
     free(s);
 }
 
-void swcli_server_wait(void) {
+void swcli_server_wait(double seconds) {
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -418,8 +419,23 @@ void swcli_server_wait(void) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGINT, SIG_DFL); /* an ignored signal would never arrive */
     signal(SIGTERM, SIG_DFL);
-    int got = 0;
-    while (sigwait(&stop, &got) != 0) {
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += (time_t)seconds;
+    end.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    for (;;) {
+        struct timespec now, left = {0, 0};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (seconds >= 0) {
+            double s = (double)(end.tv_sec - now.tv_sec) + (end.tv_nsec - now.tv_nsec) / 1e9;
+            if (s <= 0)
+                return;
+            left.tv_sec = (time_t)s;
+            left.tv_nsec = (long)((s - (double)left.tv_sec) * 1e9);
+        }
+        int got = seconds >= 0 ? sigtimedwait(&stop, NULL, &left) : sigwaitinfo(&stop, NULL);
+        if (got == SIGINT || got == SIGTERM)
+            return;
     }
 }
 
@@ -441,7 +457,8 @@ void swcli_server_stop(swcli_server *s) {
     (void)s;
 }
 
-void swcli_server_wait(void) {
+void swcli_server_wait(double seconds) {
+    (void)seconds;
 }
 
 #endif

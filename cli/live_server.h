@@ -30,8 +30,9 @@ int swcli_server_start(const swcli_server_options *o, swcli_server **out);
 void swcli_server_finish(swcli_server *s);
 /* Stop serving and free (NULL is fine). */
 void swcli_server_stop(swcli_server *s);
-/* Wait for Ctrl-C (SIGINT) or SIGTERM, which then end nothing else. */
-void swcli_server_wait(void);
+/* Wait for Ctrl-C (SIGINT) or SIGTERM, which then end nothing else, or seconds at most (a
+ * negative value: no limit). */
+void swcli_server_wait(double seconds);
 
 /* --port P and --bind ADDR (getopt_long results 'p' and SWCLI_OPT_BIND) into o, for `serve`
  * and `run --serve` (cmd_serve.c): SWCLI_NEXT, or the exit code after a usage error; any

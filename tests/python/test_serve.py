@@ -332,9 +332,32 @@ def test_bad_command_lines_are_named(tmp_path, build_dir):
                          (["serve", str(tmp_path / "nope.db")], "no such run file"),
                          (["serve", str(tmp_path), "--port", "70000"], "--port takes"),
                          (["run", "--bind", "0.0.0.0", "--", "true"], "give --serve too"),
-                         (["run", "--serve=x", "--", "true"], "--port takes")):
+                         (["run", "--serve=x", "--", "true"], "--port takes"),
+                         (["run", "--linger", "5", "--", "true"], "give --serve too"),
+                         (["run", "--serve=0", "--linger", "-1", "--", "true"], "--linger takes")):
         done = subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
         assert done.returncode in (2, 3) and needle in done.stderr, (args, done.stderr)
+
+
+def test_a_batch_job_under_run_serve_ends_with_its_program(tmp_path, build_dir):
+    """No terminal on standard input (a batch job, CI): once the program ends, run --serve
+    exits with its status instead of waiting for a Ctrl-C that never comes."""
+    exe = cli(build_dir)
+    started = time.monotonic()
+    done = subprocess.run([exe, "run", "--serve=0", "--run-file", "run.db", "--", sys.executable,
+                           "-c", "import sys; sys.exit(3)"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)
+    if "built without libmicrohttpd" in done.stderr:
+        pytest.skip("this stepwatch was built without libmicrohttpd")
+    assert done.returncode == 3, done.stderr
+    assert "serving the live report at" in done.stderr
+    assert "stays up" not in done.stderr
+    # --linger keeps it up that long at most, and says so
+    done = subprocess.run([exe, "run", "--serve=0", "--linger", "1", "--run-file", "run.db",
+                           "--", sys.executable, "-c", "pass"], cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "stays up for 1 s" in done.stderr, done.stderr
+    assert time.monotonic() - started < 100
 
 
 # ---- the training loop is not touched ----
@@ -458,7 +481,8 @@ def test_live_page_of_a_torch_run_in_chromium(tmp_path, build_dir):
     exe = cli(build_dir)
     (tmp_path / "train.py").write_text(TRAIN)
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    s = Server([exe, "run", "--serve=0", "--run-file", "run.db", "--", "python", "train.py", "2"],
+    s = Server([exe, "run", "--serve=0", "--linger", "600", "--run-file", "run.db", "--",
+                "python", "train.py", "2"],
                str(tmp_path), env=env)
     browser = Browser(tmp_path)
     shots = SHOTS or str(tmp_path)
