@@ -302,12 +302,11 @@ static PyObject *hook_next(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
         if (loop->on_batch_type != NULL && (PyObject *)Py_TYPE(batch) != loop->batch_type)
             new_batch_type(loop, batch);
         PyObject *leaf = sw_py_batch_leaf(batch, loop->shape);
-        queued_batch b = {0,
-                          slot,
-                          sw_py_batch_size(batch, loop->shape),
-                          leaf == NULL ? NULL : PyWeakref_NewRef(leaf, NULL),
-                          start,
-                          end};
+        queued_batch b = {.iterator = slot,
+                          .batch_size = sw_py_batch_size(batch, loop->shape),
+                          .key = leaf == NULL ? NULL : PyWeakref_NewRef(leaf, NULL),
+                          .start = start,
+                          .end = end};
         if (leaf != NULL && b.key == NULL)
             PyErr_Clear(); /* not weakly referable (a number): only consumed in order */
         sw_py_loop_enqueue(loop, p, &b);
@@ -535,7 +534,8 @@ static PyObject *hook_iter(LoopObject *loop, sw_profiler *p, PyObject *func, PyO
     part_took(loop, end - start);
     if (iterator == NULL || (p = loop->owner->p) == NULL)
         return iterator;
-    queued_batch b = {1, iterator_slot(loop, p, iterator), 0, NULL, start, end};
+    queued_batch b = {
+        .startup = 1, .iterator = iterator_slot(loop, p, iterator), .start = start, .end = end};
     sw_py_loop_enqueue(loop, p, &b);
     loop->last_end = 0; /* a new loop, also over the same persistent iterator */
     return iterator;
