@@ -243,6 +243,8 @@ class Watch:
     """
 
     def __init__(self, profiler, flops_per_batch=None, length_fn=None, peak_flops=None):
+        """profiler None: only counts (last_flops, counts), for a front end that reports
+        itself (stepwatch.lightning.ThroughputMonitor)."""
         if flops_per_batch is not None and not callable(flops_per_batch) and \
                 (not isinstance(flops_per_batch, (int, float)) or flops_per_batch < 0):
             raise ValueError("flops_per_batch must be a number >= 0 or a callable of the batch")
@@ -266,6 +268,7 @@ class Watch:
         self.counted_steps = []     # step indexes a count ran in (slower than the others)
         self.compiled = False
         self.root = None            # weakref to the outermost module
+        self.last_flops = None      # forward+backward FLOPs of the latest training batch, once known
         self._handles = []
         self._counting = None       # [counter, signature, forwards, optimizer steps] or None
         self._pre = self._post = None  # the optimizer hooks, only while a step is counted
@@ -321,6 +324,7 @@ class Watch:
         sig = _signature(args, kwargs)
         count = self.counts.get(sig)
         if count is not None:
+            self.last_flops = count.forward + count.backward
             self.total[0] += count.forward
             self.total[1] += count.backward
             self.total[2] += count.optimizer
@@ -331,9 +335,18 @@ class Watch:
     def _has_optimizer(self):
         return self._post is not None
 
+    def batch_flops(self):
+        """Forward+backward FLOPs of the latest training batch: counted, or from
+        flops_per_batch; None while its step is still being counted."""
+        if self.flops_per_batch is not None:
+            return None  # the caller has them
+        return self.last_flops
+
     def _start(self, sig):
         counter = StepCounter()
-        self.counted_steps.append(self.profiler.step_index)
+        self.last_flops = None
+        self.counted_steps.append(self.profiler.step_index if self.profiler is not None
+                                  else self.forwards - 1)
         self._counting = [counter, sig, 1, 0]
         self._pre = _optim.register_optimizer_step_pre_hook(self._optimizer_begins)
         self._post = None
@@ -366,6 +379,7 @@ class Watch:
         self._pre = self._post = None
         count = _Count(counter, forwards, steps)
         self.counts[sig] = count
+        self.last_flops = count.forward + count.backward
         self.total[0] += count.forward * forwards
         self.total[1] += count.backward * forwards
         self.total[2] += count.optimizer * max(1, steps)
@@ -389,6 +403,8 @@ class Watch:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self.profiler is None:
+            return None
         figures = self.figures()
         if not self.profiler.closed:
             for key, value in _notes(figures).items():

@@ -74,10 +74,10 @@ PEAKS = {
 _NAMES = (
     (r"\bgb200\b", "GB200"),
     (r"\bb200\b", "B200"),
-    (r"\bh200\b.*\bnvl\b", "H200 NVL"),
+    (r"\bh200\b.*\bnvl\w*", "H200 NVL"),
     (r"\bh200\b", "H200 SXM"),
-    (r"\bh100\b.*\bnvl\b", "H100 NVL"),
-    (r"\bh100\b.*\bpcie\b", "H100 PCIe"),
+    (r"\bh100\b.*\bnvl\w*", "H100 NVL"),
+    (r"\bh100\b.*\b(pcie|hbm2e)\b", "H100 PCIe"),  # the PCIe part is the one with HBM2e
     (r"\bh100\b.*\b(sxm\w*|hbm3)\b", "H100 SXM"),
     (r"\ba100\b.*\bpcie\b", "A100 PCIe"),
     (r"\ba100\b.*\bsxm\w*", "A100 SXM"),
