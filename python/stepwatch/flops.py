@@ -122,16 +122,19 @@ class StepCounter(FlopCounterMode):
         self.flop_counts["Global"][func_packet] += n
         first = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if first is not None:
-            self.dtypes[_dtype_name(first.dtype)] += n
+            self.dtypes[_dtype_name(first.dtype, first.device.type == "cuda")] += n
             self.devices[first.device] += n
         return out
 
 
-def _dtype_name(dtype):
+def _dtype_name(dtype, cuda=True):
+    """"fp32", "tf32", "bf16", "fp16", "fp8" (peaks.DTYPES), else torch's name. float32 is
+    tf32 where the matmuls may use it: on a GPU that allow_tf32 or the float32 matmul
+    precision lets (cuda=False: a CPU, where neither applies)."""
     if dtype == torch.float32:
         tf32 = torch.backends.cuda.matmul.allow_tf32 or \
             torch.get_float32_matmul_precision() != "highest"
-        return "tf32" if tf32 else "fp32"
+        return "tf32" if tf32 and cuda else "fp32"
     if dtype == torch.bfloat16:
         return "bf16"
     if dtype == torch.float16:
@@ -151,7 +154,7 @@ def compute_dtype(model=None):
     if model is not None:
         for p in model.parameters():
             if p.is_floating_point():
-                return _dtype_name(p.dtype)
+                return _dtype_name(p.dtype, p.device.type == "cuda")
     return _dtype_name(torch.get_default_dtype())
 
 

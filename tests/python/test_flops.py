@@ -293,7 +293,8 @@ def test_compute_dtype():
         torch.set_float32_matmul_precision("highest")
         assert swflops.compute_dtype(model) == "fp32"
         torch.backends.cuda.matmul.allow_tf32 = True
-        assert swflops.compute_dtype(model) == "tf32"
+        assert swflops.compute_dtype(model) == "fp32"  # a CPU's matmuls have no tf32
+        assert swflops._dtype_name(torch.float32, cuda=True) == "tf32"
         with torch.autocast("cpu", dtype=torch.bfloat16):
             assert swflops.compute_dtype(model) == "bf16"
         assert swflops.compute_dtype(model.to(torch.float16)) == "fp16"
