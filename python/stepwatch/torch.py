@@ -399,6 +399,12 @@ class Instrumentation:
         self._handles.clear()
         self._module_hooks.clear()
         self._patches.clear()
+        try:  # the run is over: its goodput (stepwatch.goodput) into the notes
+            from stepwatch import goodput
+            goodput.note(self.profiler)
+        except Exception as exc:  # a figure less, never a failed uninstrument
+            warnings.warn(f"stepwatch.torch: no goodput ({type(exc).__name__}: {exc})",
+                          RuntimeWarning, stacklevel=2)
 
     def mark(self, batch_size=0):
         """stepwatch.step() while instrumented: a step boundary by hand."""
