@@ -275,6 +275,7 @@ class Watch:
         self._handles = []
         self._counting = None       # [counter, signature, forwards, optimizer steps] or None
         self._pre = self._post = None  # the optimizer hooks, only while a step is counted
+        self._first = None          # the one-shot forward hook of the model's first call
         self._closed = False
         self._global = torch.nn.modules.module.register_module_forward_pre_hook(self._find_root)
 
@@ -283,7 +284,11 @@ class Watch:
     def _find_root(self, module, args):
         """Until the model is known, every module call passes here: the first training call
         of a module with trainable parameters (its pre-hook runs before its children's) is
-        the outermost one. Then this global hook goes and one hook on that module stays."""
+        the outermost one. Then this global hook goes and one hook on that module stays.
+
+        A global pre-hook is not given the call's keyword arguments (the HF Trainer passes
+        only those): the count starts here, and a one-shot forward hook on the module, which
+        torch calls at the end of this same call with them, reads the inputs."""
         if not (torch.is_grad_enabled() and module.training) or \
                 not any(p.requires_grad for p in module.parameters()):
             return None
@@ -292,7 +297,21 @@ class Watch:
         self.root = weakref.ref(module)
         self.compiled = _compiled(module)
         self._handles.append(module.register_forward_pre_hook(self._on_forward, with_kwargs=True))
-        return self._on_forward(module, args, {})
+        self._first = module.register_forward_hook(self._first_inputs, with_kwargs=True,
+                                                   always_call=True)
+        if self.flops_per_batch is None:
+            self._start(None)  # its inputs' shapes: at the end of this call
+        return None
+
+    def _first_inputs(self, module, args, kwargs, output):
+        self._first.remove()
+        try:
+            self._account(args, kwargs)
+            if self._counting is not None and self._counting[1] is None:
+                self._counting[1] = _signature(args, kwargs)
+        except Exception as exc:  # never fail the step: say so in the notes
+            self.uncounted[f"error: {type(exc).__name__}: {exc}"] += 1
+        return None
 
     def _on_forward(self, module, args, kwargs):
         if not (torch.is_grad_enabled() and module.training):
@@ -303,13 +322,12 @@ class Watch:
             self.uncounted[f"error: {type(exc).__name__}: {exc}"] += 1
         return None
 
-    def _forward(self, args, kwargs):
-        if self._counting is not None and self._counting[3] == 0 and not self._has_optimizer:
-            self._stop()  # no optimizer: the step ran from one forward to the next
+    def _account(self, args, kwargs):
+        """One training forward: its tokens, and its FLOPs when the user gives them."""
         self.forwards += 1
+        batch = args[0] if len(args) == 1 and not kwargs else (args, kwargs)
         if self.length_fn is not None:
-            self.tokens += int(self.length_fn(args[0] if len(args) == 1 and not kwargs
-                                              else (args, kwargs)))
+            self.tokens += int(self.length_fn(batch))
         else:
             n, how = _tokens(args, kwargs)
             if how is not None:
@@ -317,9 +335,13 @@ class Watch:
                 self.items_source = self.items_source or how
         if self.flops_per_batch is not None:
             fpb = self.flops_per_batch
-            n = fpb(args[0] if len(args) == 1 and not kwargs else (args, kwargs)) \
-                if callable(fpb) else fpb
-            self.total[0] += float(n)  # forward + backward together, as Lightning's
+            self.total[0] += float(fpb(batch) if callable(fpb) else fpb)  # fwd+bwd, as Lightning
+
+    def _forward(self, args, kwargs):
+        if self._counting is not None and self._counting[3] == 0 and not self._has_optimizer:
+            self._stop()  # no optimizer: the step ran from one forward to the next
+        self._account(args, kwargs)
+        if self.flops_per_batch is not None:
             return
         if self._counting is not None:
             self._counting[2] += 1
@@ -345,11 +367,22 @@ class Watch:
             return None  # the caller has them
         return self.last_flops
 
+    def running(self):
+        """(model FLOPs, tokens) of every training forward so far: a front end that logs
+        rates takes differences of these between its logs."""
+        return self.total[0] + self.total[1], self.tokens
+
+    def peak(self):
+        """(label, peak FLOP/s or None) of the device and dtype the counted FLOPs ran on."""
+        dtype = self.dtypes.most_common(1)[0][0] if self.dtypes else compute_dtype()
+        device = self.devices.most_common(1)[0][0] if self.devices else None
+        return device_peak(device, dtype, self.peak_flops)
+
     def _start(self, sig):
         counter = StepCounter()
         self.last_flops = None
         self.counted_steps.append(self.profiler.step_index if self.profiler is not None
-                                  else self.forwards - 1)
+                                  else self.forwards)
         self._counting = [counter, sig, 1, 0]
         self._pre = _optim.register_optimizer_step_pre_hook(self._optimizer_begins)
         self._post = None
@@ -403,7 +436,7 @@ class Watch:
             self._global = None
         if self._counting is not None:
             self._stop()
-        for handle in self._handles:
+        for handle in self._handles + ([self._first] if self._first is not None else []):
             handle.remove()
         self._handles.clear()
         if self.profiler is None:
