@@ -36,7 +36,8 @@ Groups and budgets (added instructions per step, issue 33):
   fastai       none, stepwatch's Throughput and Simple profilers, fastxtend's two: each
                <= 1/5 of fastxtend's.
   torch        none, instrument(), the same with Profiler(memory=False) (what the memory
-               per step costs), the interception floor (do-nothing wrappers at the same
+               per step costs), the same with flops=True (what counting FLOPs costs the
+               steps after the counted one), the interception floor (do-nothing wrappers at the same
                points, bench_torch.py), torch.profiler (CPU): instrument() <= 1/20 of
                torch.profiler's.
   modules      the torch loop: instrument() alone, and with Profiler(modules=True) (every 10th
@@ -84,7 +85,8 @@ GROUPS = {
                "ignite_handlers"],
     "fastai": ["none", "stepwatch_throughput", "fastxtend_throughput", "stepwatch_simple",
                "fastxtend_simple"],
-    "torch": ["none", "instrument", "instrument_no_memory", "floor", "torch_profiler"],
+    "torch": ["none", "instrument", "instrument_no_memory", "instrument_flops", "floor",
+              "torch_profiler"],
     "modules": ["none", "instrument", "modules_default", "modules_every_step", "modules_hook_only"],
 }
 LABELS = {
@@ -102,6 +104,7 @@ LABELS = {
     "stepwatch_simple": "stepwatch Simple", "fastxtend_simple": "fastxtend Simple",
     "instrument": "instrument()",
     "instrument_no_memory": "  the same, Profiler(memory=False)",
+    "instrument_flops": "  the same, flops=True (counted once, before the window)",
     "floor": "interception floor",
     "torch_profiler": "torch.profiler (CPU)",
     "modules_default": "instrument(), modules=True (1 in 10)",
@@ -339,12 +342,15 @@ def run_torch(variant, window, tmp):
     loss_fn = torch.nn.CrossEntropyLoss()
     undo = []
     modules = {"modules_default": True, "modules_every_step": 1, "modules_hook_only": 1000}
-    if variant in ("instrument", "instrument_no_memory") or variant in modules:
+    if variant in ("instrument", "instrument_no_memory", "instrument_flops") or \
+            variant in modules:
         # instrument_no_memory: the same without memory per step (Profiler(memory=False)), so
         # the difference to instrument is what the RSS and the allocator check cost a step
         prof = stepwatch.Profiler(name="bench", memory=variant != "instrument_no_memory",
                                   modules=modules.get(variant, False))
-        swtorch.instrument(prof)
+        # instrument_flops: the FLOPs of the first step are counted (before the counted
+        # window); every step after pays one pre-hook on the model and a shape look-up
+        swtorch.instrument(prof, flops=variant == "instrument_flops")
         undo += [prof.close, swtorch.uninstrument]
     elif variant == "floor":
         undo += passthrough(patched_points())

@@ -8,7 +8,8 @@
  * run file's path in STEPWATCH_RUN_FILE (and STEPWATCH_TIMELINE=1, STEPWATCH_ON_FULL,
  * STEPWATCH_RING_CAPACITY; --functions: STEPWATCH_FUNCTIONS; --device-stats, --device-time:
  * STEPWATCH_DEVICE_STATS (ms), STEPWATCH_DEVICE_TIME; --no-step-memory: STEPWATCH_STEP_MEMORY=0;
- * --modules[=K]: STEPWATCH_MODULES, "on" or K)
+ * --modules[=K]: STEPWATCH_MODULES, "on" or K; --flops: STEPWATCH_FLOPS=1; --peak-flops F:
+ * STEPWATCH_PEAK_FLOPS)
  * for a program built with stepwatch.
  * At the end it names the run files the program wrote ({rank} expanded), or says that none
  * was written.
@@ -64,6 +65,9 @@ static const char HELP[] =
     "                    ends (Ctrl-C ends it sooner). Default: until Ctrl-C when standard\n"
     "                    input is a terminal, else 0 (a batch job never waits on it)\n"
     "      --bind ADDR   with --serve: listen on ADDR, not 127.0.0.1 (a token in the URL)\n"
+    "      --flops       count one training step's FLOPs per input shape: TFLOP/s achieved,\n"
+    "                    MFU on a known GPU, tokens/s (docs/efficiency.md)\n"
+    "      --peak-flops F  the device's peak FLOP/s, for MFU where stepwatch's table has none\n"
     "  -m MODULE, -c CODE  run python3 -m MODULE / -c CODE, like python itself\n"
     "  -h, --help        this help\n";
 
@@ -282,7 +286,8 @@ typedef struct run_options {
     const char *format, *output, *on_full, *ring, *functions, *live, *warmup, *forward_mode;
     const char *python_flag, *python_what; /* -m MODULE or -c CODE */
     const char *modules;                   /* "on" or the step interval, as written */
-    int timeline, builtins, device_time, no_step_memory;
+    const char *peak_flops;                /* FLOP/s, as written */
+    int timeline, builtins, device_time, no_step_memory, flops;
     char device_stats[24]; /* the interval in ms, as STEPWATCH_DEVICE_STATS wants it */
     int serve;             /* --serve: the live report's server (live_server.h) */
     double linger;         /* --linger: seconds the final report stays up; < 0 until Ctrl-C */
@@ -304,7 +309,9 @@ enum {
     OPT_NO_STEP_MEMORY,
     OPT_MODULES,
     OPT_SERVE,
-    OPT_LINGER
+    OPT_LINGER,
+    OPT_FLOPS,
+    OPT_PEAK_FLOPS
 };
 
 /* One getopt_long result opt with its argument arg into o: SWCLI_NEXT, or the exit code to
@@ -417,6 +424,17 @@ static int run_option(run_options *o, int opt, char *arg) {
         o->linger = s;
         return SWCLI_NEXT;
     }
+    case OPT_FLOPS:
+        o->flops = 1;
+        return SWCLI_NEXT;
+    case OPT_PEAK_FLOPS: {
+        char *end = NULL;
+        double peak = strtod(arg, &end);
+        if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || !(peak > 0 && peak < 1e21))
+            return swcli_usage(&o->args, "--peak-flops takes FLOP/s (e.g. 989e12), not '%s'", arg);
+        o->peak_flops = arg;
+        return SWCLI_NEXT;
+    }
     default: /* --bind, and the common options */
         return swcli_serve_option(&o->args, &o->server, opt, arg);
     }
@@ -445,6 +463,8 @@ static int run_options_parse(run_options *o, int argc, char **argv) {
         {"serve", optional_argument, NULL, OPT_SERVE},
         {"bind", required_argument, NULL, SWCLI_OPT_BIND},
         {"linger", required_argument, NULL, OPT_LINGER},
+        {"flops", no_argument, NULL, OPT_FLOPS},
+        {"peak-flops", required_argument, NULL, OPT_PEAK_FLOPS},
         SWCLI_OPTION_HELP,
         SWCLI_OPTION_END};
     *o = (run_options){.args = {.command = "run", .help = HELP},
@@ -486,7 +506,9 @@ static void run_environment(const run_options *o, const char *path) {
                 {"STEPWATCH_DEVICE_STATS", o->device_stats[0] ? o->device_stats : NULL},
                 {"STEPWATCH_DEVICE_TIME", o->device_time ? "1" : NULL},
                 {"STEPWATCH_STEP_MEMORY", o->no_step_memory ? "0" : NULL},
-                {"STEPWATCH_MODULES", o->modules}};
+                {"STEPWATCH_MODULES", o->modules},
+                {"STEPWATCH_FLOPS", o->flops ? "1" : NULL},
+                {"STEPWATCH_PEAK_FLOPS", o->peak_flops}};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
         if (vars[i].value != NULL)
             setenv(vars[i].name, vars[i].value, 1);

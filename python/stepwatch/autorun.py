@@ -29,6 +29,11 @@ Options (each also read from the environment, for the C command to pass on):
                     (default 0.5; STEPWATCH_DEVICE_STATS, in ms)
   --device-time     the GPU time of each phase from CUDA events (STEPWATCH_DEVICE_TIME=1)
   --no-step-memory  no memory per step: RSS, torch's CUDA allocator (STEPWATCH_STEP_MEMORY=0)
+  --flops           count one training step's FLOPs per input shape (stepwatch.flops): achieved
+                    TFLOP/s, MFU on a known GPU, tokens/s in the report's header line
+                    (STEPWATCH_FLOPS=1); without --warmup, the counted first step is warm-up
+  --peak-flops F    the device's peak FLOP/s for MFU where the table has none (a CPU)
+                    (STEPWATCH_PEAK_FLOPS)
   --modules [K]     each nn.Module's forward and backward time and memory, every K-th step
                     (default 10; STEPWATCH_MODULES=on or K)
 
@@ -50,7 +55,7 @@ from stepwatch._stepwatch import _watch_profilers
 
 # autorun's options that take a value (the rest are flags); what follows them is the program
 _VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
-           "--ring-capacity", "--functions")
+           "--ring-capacity", "--functions", "--peak-flops")
 
 
 def _device_stats_env(value):
@@ -91,6 +96,11 @@ def _parser():
                     default=env("STEPWATCH_DEVICE_TIME", "") not in ("", "0"))
     ap.add_argument("--no-step-memory", dest="step_memory", action="store_false",
                     default=env("STEPWATCH_STEP_MEMORY", "") != "0")
+    ap.add_argument("--flops", action="store_true",
+                    default=env("STEPWATCH_FLOPS", "0") not in ("", "0"))
+    ap.add_argument("--peak-flops", type=float,
+                    default=float(env("STEPWATCH_PEAK_FLOPS")) if env("STEPWATCH_PEAK_FLOPS")
+                    else None)
     ap.add_argument("--modules", type=_modules_every, nargs="?", const=True,
                     default=_modules_every(env("STEPWATCH_MODULES", "0")))
     return ap
@@ -174,8 +184,9 @@ class _Run:
     cross-rank watch move to it, and its report is the one printed at exit. A profiler the
     program makes after steps were recorded is the program's own business."""
 
-    def __init__(self, prof, forward):
+    def __init__(self, prof, forward, flops=None):
         self.prof = prof
+        self.flops = flops
         self.run_file = prof.run_file  # read now: a closed profiler no longer tells
         self.forward = forward
         self.swtorch = None
@@ -185,7 +196,7 @@ class _Run:
     def instrument(self):
         try:
             import stepwatch.torch as swtorch
-            swtorch.instrument(self.prof, forward=self.forward)
+            swtorch.instrument(self.prof, forward=self.forward, flops=self.flops)
             import stepwatch.distributed as swdist
             self.ranks = swdist.watch(self.prof, quiet=True)
             self.swtorch, self.swdist = swtorch, swdist
@@ -257,6 +268,13 @@ def main(argv=None):
         ap.error("--warmup must be >= 0")
     if not 0 <= args.ring_capacity <= stepwatch.MAX_RING_CAPACITY:
         ap.error(f"--ring-capacity must be 0 (the default) to {stepwatch.MAX_RING_CAPACITY}")
+    if args.peak_flops is not None and not args.peak_flops > 0:
+        ap.error("--peak-flops must be a number of FLOP/s > 0")
+    flops = None
+    if args.flops or args.peak_flops is not None:
+        flops = {"peak_flops": args.peak_flops} if args.peak_flops is not None else True
+        if args.warmup == 0:
+            args.warmup = 1  # the counted step runs slower: keep it out of the statistics
     name = "-c" if target[0] == "-c" else os.path.basename(target[1])
     functions = [a.strip() for a in args.functions.split(",") if a.strip()]
     # torch.cuda.Event times the phases here, not the C runtime the variable asks the core for
@@ -269,7 +287,7 @@ def main(argv=None):
                               device_time=args.device_time, memory=args.step_memory,
                               modules=args.modules)
     stepwatch.set_profiler(prof)
-    run = _Run(prof, args.forward)
+    run = _Run(prof, args.forward, flops)
     run.instrument()
     _watch_profilers(run.on_new_profiler)
     code = 0

@@ -40,10 +40,13 @@ from stepwatch import _oom
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 from stepwatch.thunder import TimeProfiler  # noqa: F401 (thunder's callback, its own module)
+from stepwatch.lightning_throughput import (  # noqa: F401 (Lightning's throughput, FLOPs counted)
+    Throughput, ThroughputMonitor, get_available_flops, measure_flops)
 
 from ._stepwatch import Spans as _Spans
 
-__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
+__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler", "Throughput",
+           "ThroughputMonitor", "get_available_flops", "measure_flops"]
 
 # ---- what each Lightning action is -----------------------------------------------------------
 

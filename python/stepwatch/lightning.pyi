@@ -15,8 +15,13 @@ from stepwatch._stepwatch import _Format
 from stepwatch.lightning_advanced import AdvancedProfiler as AdvancedProfiler
 from stepwatch.lightning_devicestats import DeviceStatsMonitor as DeviceStatsMonitor
 from stepwatch.thunder import TimeProfiler as TimeProfiler
+from stepwatch.lightning_throughput import Throughput as Throughput
+from stepwatch.lightning_throughput import ThroughputMonitor as ThroughputMonitor
+from stepwatch.lightning_throughput import get_available_flops as get_available_flops
+from stepwatch.lightning_throughput import measure_flops as measure_flops
 
-__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler"]
+__all__ = ["AdvancedProfiler", "Profiler", "SimpleProfiler", "TimeProfiler", "Throughput",
+           "ThroughputMonitor", "get_available_flops", "measure_flops"]
 
 def classify(name: str, owners: Mapping[str, object] | None = None) -> str: ...
 

@@ -127,9 +127,15 @@ def _traceable(original, hook):
 class Instrumentation:
     """The hooks and patches of one ``instrument()`` call; ``remove()`` undoes them all."""
 
-    def __init__(self, profiler=None, phases=True, forward="patch"):
+    def __init__(self, profiler=None, phases=True, forward="patch", flops=None):
         if forward not in ("patch", "hooks"):
             raise ValueError("forward must be 'patch' or 'hooks'")
+        if flops is not None and flops is not False and flops is not True \
+                and not isinstance(flops, dict):
+            raise ValueError("flops must be True, False or a dict of stepwatch.flops.watch's "
+                             "options (flops_per_batch, length_fn, peak_flops)")
+        self._flops_options = ({} if flops is True else flops) if flops else None
+        self.flops = None          # the stepwatch.flops.Watch, with flops=True
         self.profiler = profiler if profiler is not None else _sw.profiler()
         self.phases = phases
         self.forward = forward
@@ -173,6 +179,9 @@ class Instrumentation:
         self._try("torch.compile", self._install_compile)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
+        if self._flops_options is not None:  # the options were checked: a bad one raises
+            from stepwatch import flops as _flops
+            self.flops = _flops.watch(p, **self._flops_options)
         if self.phases:
             self._fit.begin()
         self._installed = True
@@ -372,6 +381,8 @@ class Instrumentation:
             return
         self._installed = False
         self._loop.close()
+        if self.flops is not None:  # after the last step ended: its figures are final
+            self.flops.close()
         self._inside = None
         self._remove_compile_callbacks()
         if self.phases:
@@ -388,6 +399,12 @@ class Instrumentation:
         self._handles.clear()
         self._module_hooks.clear()
         self._patches.clear()
+        try:  # the run is over: its goodput (stepwatch.goodput) into the notes
+            from stepwatch import goodput
+            goodput.note(self.profiler)
+        except Exception as exc:  # a figure less, never a failed uninstrument
+            warnings.warn(f"stepwatch.torch: no goodput ({type(exc).__name__}: {exc})",
+                          RuntimeWarning, stacklevel=2)
 
     def mark(self, batch_size=0):
         """stepwatch.step() while instrumented: a step boundary by hand."""
@@ -418,8 +435,13 @@ class Instrumentation:
         return False
 
 
-def instrument(profiler=None, *, phases=True, forward="patch"):
+def instrument(profiler=None, *, phases=True, forward="patch", flops=None):
     """Time every step of plain PyTorch code from now on (into profiler, or the default one).
+
+    flops=True counts one training step's FLOPs per input shape (stepwatch.flops): achieved
+    TFLOP/s, MFU where the device's peak is known, tokens/s, in the profiler's notes at
+    uninstrument(); a dict passes stepwatch.flops.watch's options (flops_per_batch=,
+    length_fn=, peak_flops=).
 
     Returns the Instrumentation (also a context manager that uninstruments on exit). Calling
     it again while instrumented returns the active one."""
@@ -430,7 +452,8 @@ def instrument(profiler=None, *, phases=True, forward="patch"):
                 warnings.warn("stepwatch.torch: already instrumented with another profiler; "
                               "call uninstrument() first", RuntimeWarning, stacklevel=2)
             return _active
-        _active = Instrumentation(profiler, phases=phases, forward=forward).install()
+        _active = Instrumentation(profiler, phases=phases, forward=forward,
+                                  flops=flops).install()
         return _active
 
 

@@ -16,6 +16,10 @@ instrumentation already on), on the Trainer's own terms:
   logs (``stepwatch/samples_per_s``, ``stepwatch/step_ms`` and ``stepwatch/<category>_ms``,
   the mean per step, and ``stepwatch/valid_samples_per_s`` after an evaluation): the
   ``report_to`` loggers (TensorBoard, W&B, ...) and ``state.log_history`` get them;
+- with ``flops=True`` (or under ``stepwatch run --flops``) the FLOPs of a training step are
+  counted once per input shape (stepwatch.flops), and the logs get ``stepwatch/tflops``
+  (achieved over the steps since the last log), ``stepwatch/mfu`` (on a GPU in stepwatch's
+  peak table) and ``stepwatch/tokens_per_sec`` (for token-id inputs);
 - at ``on_train_end`` the report (stderr, or ``output``) on the main process;
 - under DDP (a torch.distributed group of several ranks) the profiler joins
   ``stepwatch.distributed``: rank 0's report ends with the cross-rank view, also kept in
@@ -96,7 +100,7 @@ class Callback(TrainerCallback):
     and memory (``stepwatch.Profiler(modules=...)``, for the profiler made here)."""
 
     def __init__(self, profiler=None, *, run_file=None, warmup_steps=0, format="table",
-                 output=None, report=True, prefix="stepwatch/", modules=False):
+                 output=None, report=True, prefix="stepwatch/", modules=False, flops=False):
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"Callback: unknown format {format!r} "
                              f"(one of {', '.join(_sw.FORMATS)})")
@@ -108,6 +112,8 @@ class Callback(TrainerCallback):
         self.report = report
         self.prefix = prefix
         self.modules = modules
+        self.flops = flops
+        self._flops_last = (0.0, 0)  # the Watch's (FLOPs, tokens) at the last log
         self.report_text = None   # the last report written
         self.ranks = None         # the cross-rank view (rank 0 under DDP)
         self._inst = None         # the stepwatch.torch instrumentation in use
@@ -143,7 +149,8 @@ class Callback(TrainerCallback):
                 self._own_profiler = True
             if active is not None:
                 swtorch.uninstrument()
-            self._inst, self._own_inst = swtorch.instrument(self.profiler), True
+            self._inst, self._own_inst = swtorch.instrument(self.profiler,
+                                                            flops=self.flops or None), True
         self._inst.bound_steps(True)  # the Trainer's on_step_end ends the training steps
         self._last = {phase: _totals(self.profiler.records(phase)) for phase in ("train", "valid")}
         try:
@@ -186,6 +193,8 @@ class Callback(TrainerCallback):
             if samples > 0 and ns > 0:
                 out[name + "samples_per_s"] = samples / (ns / 1e9)
             out[name + "step_ms"] = ns / steps / 1e6
+            if phase == "train" and ns > 0:
+                out.update(self._flops_figures(ns))
             if phase == "train":
                 parts = 0
                 for c in _CATEGORIES:
@@ -193,6 +202,25 @@ class Callback(TrainerCallback):
                     parts += part
                     out[f"{name}{c}_ms"] = part / steps / 1e6
                 out[name + "other_ms"] = max(ns - parts, 0) / steps / 1e6
+        return out
+
+    def _flops_figures(self, ns):
+        """stepwatch/tflops, /mfu, /tokens_per_sec over ns of training steps since the last
+        log, when FLOPs are counted."""
+        watch = getattr(self._inst, "flops", None)
+        if watch is None:
+            return {}
+        flops, tokens = watch.running()
+        d_flops, d_tokens = flops - self._flops_last[0], tokens - self._flops_last[1]
+        self._flops_last = (flops, tokens)
+        out = {}
+        if d_flops > 0:
+            out[self.prefix + "tflops"] = d_flops / (ns / 1e9) / 1e12
+            _label, peak = watch.peak()
+            if peak:
+                out[self.prefix + "mfu"] = d_flops / (ns / 1e9) / peak
+        if d_tokens > 0:
+            out[self.prefix + "tokens_per_sec"] = d_tokens / (ns / 1e9)
         return out
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -75,6 +75,8 @@ size_t sw__diagnosis_problems(const sw__diagnosis *d);
  * checks kept in their own files. */
 sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev);
 void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit);
+/* The "low-goodput" finding from the run's goodput notes, if low (diagnose_goodput.c). */
+void sw__diagnose_goodput(sw__diagnosis *d, const sw_snapshot *s);
 /* The findings of the device time in s, if any (diagnose_device.c). */
 void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
 /* The steps torch.compile compiled in, from the run's "compiled_steps" note

@@ -75,6 +75,8 @@ static int write_markdown(const sw_snapshot *s, FILE *out, const sw_write_option
     fputs("### stepwatch report: ", out);
     put_cell(out, name);
     fprintf(out, "\n\n%s\n\n", summary);
+    if (sw__put_efficiency(s, out, ""))
+        fputc('\n', out);
 
     uint64_t calls = 0;
     for (long i = 0; i < n; i++)

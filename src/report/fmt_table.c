@@ -161,7 +161,9 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
     char name[SW__LABEL_MAX], summary[256];
     sw__text_clean(s->name ? s->name : "stepwatch", name, sizeof name);
     sw__run_summary(s, summary, sizeof summary);
-    fprintf(out, "stepwatch report: %s (%s)\n\n", name, summary);
+    fprintf(out, "stepwatch report: %s (%s)\n", name, summary);
+    sw__put_efficiency(s, out, "");
+    fputc('\n', out);
 
     put_line(out, &l, "Action", sw__col_header);
     put_rule(out, &l);

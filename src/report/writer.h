@@ -106,6 +106,10 @@ void sw__cells_of(const sw_snapshot *s, const sw_stats *st, const sw_hist *hist,
 void sw__cells_total(const sw_snapshot *s, uint64_t calls, sw__cells *out);
 /* The run's one-line summary: "wall 4.20 s, 120 steps, 2 threads, rank 1 of 4". */
 void sw__run_summary(const sw_snapshot *s, char *out, size_t size);
+/* The "efficiency" and "goodput_parts" notes (TFLOP/s, MFU, tokens/s; goodput:
+ * efficiency_line.c), a line each after prefix; nothing for a run without them. 1 when a
+ * line was written, else 0. */
+int sw__put_efficiency(const sw_snapshot *s, FILE *out, const char *prefix);
 /* Nonzero when some row has warm-up calls. */
 int sw__has_warmup(const sw_snapshot *s);
 /* When there was misuse or dropped events: a blank line, then "Misuse: 3 end without
