@@ -385,6 +385,8 @@ def instr(group):
                        f"--groups {group}",
             "rows": lambda f, g=group: instruction_rows(f, g),
             "present": lambda f, g=group: g in f.get("groups", {}),
+            "part": lambda f, g=group: [f["groups"][g],
+                                        [b for b in f.get("budgets", []) if b["group"] == g]],
             "settings": lambda f, g=group: (f"{f['groups'][g]['steps']} steps x "
                                             f"{f['groups'][g]['rounds']} rounds")}
 
@@ -443,6 +445,13 @@ def describe_run(path, settings, note):
     return ", ".join(parts)
 
 
+def figures_digest(group, data):
+    """What identifies a run's figures of this group: a file that several groups share
+    (instructions.json) changes for one group without the others' figures changing."""
+    part = group["part"](data) if "part" in group else data
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def update_group(group, bench_dir, state, notes):
     """The group's entry of the state, with this run's rows where its JSON is here."""
     entry = dict(state.get(group["id"], {}))
@@ -458,7 +467,7 @@ def update_group(group, bench_dir, state, notes):
     fig = Fig(data, path)
     if "present" in group and not group["present"](data):
         return entry
-    digest = hashlib.sha256(raw + group["id"].encode()).hexdigest()[:16]
+    digest = figures_digest(group, data)
     same_run = entry.get("digest") == digest
     note = notes.get(group["id"], entry.get("note") if same_run else None)
     settings = group["settings"](data) if "settings" in group else ""

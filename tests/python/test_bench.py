@@ -148,3 +148,20 @@ def test_overhead_doc_names_a_missing_figure(tmp_path):
     run, doc = write_doc(tmp_path / "nested", {"python": nested})
     assert run.returncode == 1
     assert "python.json: no figure 'with.floor_with_ns'" in run.stderr, run.stderr
+
+
+def test_overhead_doc_keeps_a_group_whose_figures_did_not_change(tmp_path):
+    """instructions.json holds several groups: a run of one group alone (or one more group in
+    the file) leaves the others' figures and their previous column as they were."""
+    heading = "Instructions added per step in situ: fastai `Learner.fit` (callgrind)"
+    run, doc = write_doc(tmp_path, {"instructions": {"groups": {"fastai": FASTAI_IR},
+                                                     "budgets": []}})
+    assert run.returncode == 0, run.stderr
+    first = table_rows(doc, heading)
+    run, doc = write_doc(tmp_path, {"instructions": {"groups": {"fastai": FASTAI_IR,
+                                                                "ignite": FASTAI_IR},
+                                                     "budgets": []}})
+    assert run.returncode == 0, run.stderr
+    assert table_rows(doc, heading) == first and first[0][-1] == ""
+    assert table_rows(doc, "Instructions added per step in situ: Ignite `Engine.run` "
+                           "(callgrind)")[0][1] == "+56.7k Ir per step (+55.5k to +73.6k)"
