@@ -590,8 +590,10 @@ static void serve_final(swcli_server *server, double linger) {
     if (linger < 0)
         fprintf(stderr, "stepwatch: the run ended; its final report stays up until Ctrl-C\n");
     else if (linger > 0)
-        fprintf(stderr, "stepwatch: the run ended; its final report stays up for %g s "
-                        "(Ctrl-C ends it sooner)\n", linger);
+        fprintf(stderr,
+                "stepwatch: the run ended; its final report stays up for %g s "
+                "(Ctrl-C ends it sooner)\n",
+                linger);
     swcli_server_wait(linger);
     swcli_server_stop(server);
 }
