@@ -45,7 +45,8 @@ What is timed, per step:
 
 Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
 else "train"; the whole instrumented time is "fit". Everything is restored by
-``uninstrument()``. A hook torch lacks is skipped with a warning; instrumentation never fails
+``uninstrument()``, except an attribute another tool or the program wrapped after ours: that
+wrapper stays (ours under it calls straight through, and one stderr line names it). A hook torch lacks is skipped with a warning; instrumentation never fails
 the script.
 
 The hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
@@ -69,13 +70,13 @@ import torch.optim.optimizer as _optim
 from torch.utils.data import dataloader as _dataloader
 
 import stepwatch as _sw
+from stepwatch import _patching
 from stepwatch._stepwatch import Loop as _Loop
 
 __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 
 _lock = threading.Lock()
 _active = None
-_MISSING = object()  # a patched attribute the owner did not have
 
 # The "compiled_steps" note: "STEP:NS" pairs, comma-separated, within the note's 511 bytes.
 _COMPILED_NOTE = "compiled_steps"
@@ -135,7 +136,7 @@ class Instrumentation:
         self.forward = forward
         self.missing = []          # what could not be hooked on this torch, with why
         self._handles = []         # RemovableHandles of global hooks
-        self._patches = []         # (owner, attribute, original or _MISSING)
+        self._patches = []         # (owner, attribute, original or _patching.MISSING, wrapper)
         self._module_hooks = {}    # id(module) -> (weakref(module), handle)
         self._installed = False
         self._loop = None          # the C per-step state and hooks (made by install)
@@ -187,10 +188,10 @@ class Instrumentation:
                           f"({exc})", RuntimeWarning, stacklevel=3)
 
     def _patch(self, owner, name, make):
-        original = owner.__dict__.get(name, _MISSING)
-        wrapper = make(getattr(owner, name) if original is _MISSING else original)
+        original = owner.__dict__.get(name, _patching.MISSING)
+        wrapper = make(getattr(owner, name) if original is _patching.MISSING else original)
         setattr(owner, name, wrapper)
-        self._patches.append((owner, name, original))
+        self._patches.append((owner, name, original, wrapper))
         return wrapper
 
     def _hook(self, kind):
@@ -296,6 +297,8 @@ class Instrumentation:
             def compile(*args, **kwargs):
                 model = args[0] if args else kwargs.get("model")
                 compiled = original(*args, **kwargs)
+                if not self._installed:  # uninstrumented, under another tool's wrapper
+                    return compiled
                 if not self._compile_callbacks_in_place():
                     self._try("torch.compile compilations", self._install_compile_callbacks)
                 # compile(**options) returns a decorator that calls torch.compile again
@@ -367,7 +370,9 @@ class Instrumentation:
     # ---- removing ------------------------------------------------------------------------
 
     def remove(self):
-        """Close the open step and phases, then restore every hook and patch."""
+        """Close the open step and phases, then restore every hook and patch that is still
+        ours (_patching.restore: one another tool wrapped since stays, ours under it only
+        calls through)."""
         if not self._installed:
             return
         self._installed = False
@@ -380,14 +385,9 @@ class Instrumentation:
             handle.remove()
         for _ref, handle in self._module_hooks.values():
             handle.remove()
-        for owner, name, original in reversed(self._patches):
-            if original is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
+        _patching.restore(self._patches, "stepwatch.torch: uninstrument()")
         self._handles.clear()
         self._module_hooks.clear()
-        self._patches.clear()
 
     def mark(self, batch_size=0):
         """stepwatch.step() while instrumented: a step boundary by hand."""
