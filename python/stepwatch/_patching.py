@@ -24,7 +24,8 @@ def _label(owner, name):
 def restore(patches, who):
     """Undo patches (a list of (owner, name, original, wrapper), undone last first): each
     attribute still our wrapper gets original back (MISSING: removed). Returns the labels of
-    the attributes left wrapped by someone else, said once on stderr."""
+    the attributes left wrapped by someone else, said once on stderr (who None: not said, for
+    the program's end, where the line would tell nothing anyone can act on)."""
     kept = []
     for owner, name, original, wrapper in reversed(patches):
         if owner.__dict__.get(name) is not wrapper:
@@ -35,7 +36,7 @@ def restore(patches, who):
         else:
             setattr(owner, name, original)
     patches.clear()
-    if kept:
+    if kept and who is not None:
         print(f"{who}: left {', '.join(kept)} as another wrapper made after stepwatch's has it "
               f"(restoring the original would remove that wrapper too); stepwatch's under it "
               f"records nothing more and only calls through", file=sys.stderr)

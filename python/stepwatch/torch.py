@@ -369,7 +369,7 @@ class Instrumentation:
 
     # ---- removing ------------------------------------------------------------------------
 
-    def remove(self):
+    def remove(self, quiet=False):
         """Close the open step and phases, then restore every hook and patch that is still
         ours (_patching.restore: one another tool wrapped since stays, ours under it only
         calls through)."""
@@ -385,7 +385,7 @@ class Instrumentation:
             handle.remove()
         for _ref, handle in self._module_hooks.values():
             handle.remove()
-        _patching.restore(self._patches, "stepwatch.torch: uninstrument()")
+        _patching.restore(self._patches, None if quiet else "stepwatch.torch: uninstrument()")
         self._handles.clear()
         self._module_hooks.clear()
 
@@ -434,13 +434,16 @@ def instrument(profiler=None, *, phases=True, forward="patch"):
         return _active
 
 
-def uninstrument():
-    """Restore torch as it was before instrument(). A no-op when not instrumented."""
+def uninstrument(*, quiet=False):
+    """Restore torch as it was before instrument(), but for attributes another tool wrapped
+    since (they stay; one stderr line names them unless quiet: `stepwatch run` at the
+    program's end, after e.g. Lightning wrapped torch.compile on import). A no-op when not
+    instrumented."""
     global _active
     with _lock:
         inst, _active = _active, None
     if inst is not None:
-        inst.remove()
+        inst.remove(quiet)
     return inst
 
 
