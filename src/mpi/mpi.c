@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#define TAG 0x5357 /* "SW" */
+#define TAG 0x5357                /* "SW" */
 #define CLOCK_ROUNDS 8            /* round trips at least, per rank */
 #define CLOCK_SHORT_TRIP 1000000  /* ns: a round trip this short ends the rounds early... */
 #define CLOCK_MAX_NS 2000000000LL /* ...else they go on for up to this long per rank */
