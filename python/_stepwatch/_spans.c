@@ -146,7 +146,7 @@ static int table_reserve(SpansObject *self) {
 }
 
 /* The id of the name's action, interned with its category (cat NULL/None: from the name). A
- * name that already has another category keeps it. SW_ID_NONE when the table is full. */
+ * name that already has another category keeps it. Past a full table: SW_OTHER_ACTIONS's id. */
 static sw_id intern_action(sw_profiler *p, const char *utf8, PyObject *cat) {
     if (cat != NULL && cat != Py_None && PyUnicode_Check(cat)) {
         const char *want = PyUnicode_AsUTF8(cat);
