@@ -303,7 +303,7 @@ def test_a_name_per_step_never_stops_training(tmp_path, capfd):
     assert all(rows[n]["count"] + rows[n].get("warmup_count", 0) == 1 for n in own)
     assert rows["step"]["count"] + rows["step"].get("warmup_count", 0) == steps
     assert prof.action("batch 99999 loss").name == "(other actions)"
-    notes = prof.snapshot()["notes"]
+    notes = prof.snapshot().info()["notes"]
     # every lookup past the cap: the names, the one above, and the 40 phases' actions (26
     # phases of their own, then the one "(other phases)": 27 more)
     assert f"{past + 1 + 27} lookups of new action names" in notes["limit.actions"], notes
