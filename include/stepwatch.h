@@ -319,25 +319,37 @@ SW_API sw_clock_kind sw_clock_in_use(void);
  * cut to at most SW_NAME_MAX bytes, at a character boundary when it is UTF-8: two names
  * equal once cut are one name. A profiler holds at most SW_MAX_ACTIONS action names (the
  * built-in "none", "fit", "epoch", "train", "valid" and "step" and every phase included),
- * SW_MAX_PHASES phases (the 5 built-in included) and SW_MAX_COUNTERS counters. A new name
- * once a table is full gets no id (SW_ID_NONE, SW_PHASE_NONE): one line on stderr says so
- * the first time, spans of that id are counted as misuse (bad id), and Python raises
- * stepwatch.Error (LIMIT) at the same name. Reports write any bytes as valid UTF-8 (others
- * become U+FFFD) with control characters escaped. */
-#define SW_NAME_MAX 255
+ * SW_MAX_PHASES phases (the 5 built-in included) and SW_MAX_COUNTERS counters. A full table
+ * never fails the caller: its last slot holds the overflow name (SW_OTHER_ACTIONS,
+ * SW_OTHER_PHASES, SW_OTHER_COUNTERS), and every new name that finds no other slot gets its
+ * id, a real one, so the spans, phases and samples of those names are recorded and counted
+ * together under it (a name built per step with an f-string keeps training and shows as one
+ * row). So SW_MAX_ACTIONS - 1 distinct names of actions, and likewise of phases and
+ * counters, keep their own row. The first time, one line on stderr names the table and the
+ * first name folded; the note "limit.actions" ("limit.phases", "limit.counters") says how
+ * many lookups of new names were folded, and `stepwatch diagnose` reports it (finding
+ * "table-full"). Python gets the overflow name's Action or Phase. Reports write any bytes as
+ * valid UTF-8 (others become U+FFFD) with control characters escaped. */
+#define SW_NAME_MAX \
+    4095 /* whole in every name seen so far (a module path, a Lightning hook's);
+                            reports shorten names for display on a terminal */
 #define SW_MAX_ACTIONS 4096
 #define SW_MAX_PHASES 32
 #define SW_MAX_COUNTERS 256
+#define SW_OTHER_ACTIONS "(other actions)"
+#define SW_OTHER_PHASES "(other phases)"
+#define SW_OTHER_COUNTERS "(other counters)"
 
-/* Intern an action name (copied and cut as above). The same name always gives the same id.
- * Returns SW_ID_NONE when p or name is NULL or the table is full. Takes a lock: call it once
- * per name, not per step. */
+/* Intern an action name (copied and cut as above). The same name always gives the same id;
+ * a new name once the table is full gets SW_OTHER_ACTIONS's id. Returns SW_ID_NONE when p or
+ * name is NULL (or out of memory). Takes a lock: call it once per name, not per step. */
 SW_API sw_id sw_action(sw_profiler *p, const char *name);
 /* Intern an action name with an explicit category, for names that do not say their category
  * ("[Strategy]DDPStrategy.backward" is backward). A name has one category, the one it was
  * first interned with (sw_action: from the name): SW_ID_NONE when name already exists with
- * another category, and as sw_action for NULL arguments, a cat out of range or a full
- * table. Takes a lock: call it once per name. */
+ * another category, and as sw_action for NULL arguments or a cat out of range; past a full
+ * table, SW_OTHER_ACTIONS's id (category other) whatever cat. Takes a lock: call it once
+ * per name. */
 SW_API sw_id sw_action_with_category(sw_profiler *p, const char *name, sw_category cat);
 /* The category of an id; SW_CAT_OTHER for NULL p or an unknown id. */
 SW_API sw_category sw_action_category(const sw_profiler *p, sw_id id);
@@ -391,8 +403,8 @@ SW_API int sw_watched(const sw_profiler *p, sw_id id);
  * ---------------------------------------------------------------------------------------- */
 
 /* The id of a phase name: "fit", "epoch", "train", "valid" give the built-ins; other names
- * are interned (SW_MAX_PHASES in all; a phase is also an action of the same name).
- * SW_PHASE_NONE for NULL p/name or a full table. Takes a lock. */
+ * are interned (SW_MAX_PHASES in all; a phase is also an action of the same name); past a
+ * full table, SW_OTHER_PHASES's id. SW_PHASE_NONE for NULL p/name. Takes a lock. */
 SW_API sw_phase sw_phase_id(sw_profiler *p, const char *name);
 SW_API const char *sw_phase_name(const sw_profiler *p, sw_phase phase);
 
@@ -437,9 +449,11 @@ SW_API int64_t sw_step_index(const sw_profiler *p);
  * Counters (device samples, memory, anything numeric over time)
  * ---------------------------------------------------------------------------------------- */
 
-/* Intern a counter name (SW_MAX_COUNTERS in all; cut as action names are). Takes a lock.
- * SW_ID_NONE for NULL p/name or a full table. */
+/* Intern a counter name (SW_MAX_COUNTERS in all; cut as action names are; past a full
+ * table, SW_OTHER_COUNTERS's id). Takes a lock. SW_ID_NONE for NULL p/name. */
 SW_API sw_id sw_counter_id(sw_profiler *p, const char *name);
+/* The name of a counter id, or NULL. Valid until sw_profiler_free. */
+SW_API const char *sw_counter_name(const sw_profiler *p, sw_id id);
 /* Record a sample of a counter now. Kept in the run file and the Chrome trace; the last
  * value and min/max/mean are kept in memory. Meant for sampling (a few times a second): it
  * takes a short lock, unlike the span calls. */
@@ -470,7 +484,8 @@ SW_API int sw_set_note(sw_profiler *p, const char *key, const char *value);
  * "modules_clock" is "host", or "host+device" when the rows have GPU times too).
  * ---------------------------------------------------------------------------------------- */
 
-#define SW_MAX_MODULES 4096 /* rows one table keeps (sw_set_modules cuts the rest) */
+#define SW_MAX_MODULES 4096 /* rows one table keeps (sw_set_modules folds the rest) */
+#define SW_OTHER_MODULES "(other modules)" /* the last row of a model of more modules */
 
 typedef struct sw_module_row {
     const char *path; /* from named_modules: "encoder.layers.3.attn"; "" for the model */
@@ -496,8 +511,10 @@ typedef struct sw_module_row {
     int64_t optimizer_bytes;  /* the optimizer's state of its parameters */
 } sw_module_row;
 
-/* Replace p's module table with n rows (copied, at most SW_MAX_MODULES). Takes a lock: call
- * it once per sampled step or less. 0, SW_EINVAL (NULL p, or NULL rows with n > 0, or a row
+/* Replace p's module table with n rows (copied; past SW_MAX_MODULES, the first
+ * SW_MAX_MODULES - 1 and a last row SW_OTHER_MODULES, kind "N modules", that sums the calls
+ * and self times of the N others, its cumulative times their self times, its memory -1; one
+ * stderr line the first time). Takes a lock: call it once per sampled step or less. 0, SW_EINVAL (NULL p, or NULL rows with n > 0, or a row
  * without a path or kind) or SW_ENOMEM. */
 SW_API int sw_set_modules(sw_profiler *p, const sw_module_row *rows, size_t n);
 

@@ -73,6 +73,10 @@ typedef struct {
     PyObject *shape_name;
     PyTypeObject *scope_type; /* SpanScope, what profile() returns */
     sw_id copy;               /* h2d_copy (SW_ID_NONE until the first batch) */
+    char tapped;  /* batch() records only while the adapter taps a run (a partial of it left
+                     under another tool's wrapper calls through once untapped) */
+    int in_batch; /* a batch() runs: one nested in it (a partial stacked on a partial left
+                     under another wrapper) only calls through */
 } SpansObject;
 
 /* ------------------------------------------------------------------------------------------
@@ -142,7 +146,7 @@ static int table_reserve(SpansObject *self) {
 }
 
 /* The id of the name's action, interned with its category (cat NULL/None: from the name). A
- * name that already has another category keeps it. SW_ID_NONE when the table is full. */
+ * name that already has another category keeps it. Past a full table: SW_OTHER_ACTIONS's id. */
 static sw_id intern_action(sw_profiler *p, const char *utf8, PyObject *cat) {
     if (cat != NULL && cat != Py_None && PyUnicode_Check(cat)) {
         const char *want = PyUnicode_AsUTF8(cat);
@@ -468,14 +472,16 @@ static PyObject *Spans_batch(SpansObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     sw_profiler *p = self->owner->p;
-    if (p == NULL)
+    if (p == NULL || !self->tapped || self->in_batch)
         return PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
     if (self->step_open)
         sw_step_set_batch_size(p, sw_py_batch_size(args[1], self->shape_name));
     if (self->copy == SW_ID_NONE)
         self->copy = sw_action(p, "h2d_copy");
     sw_begin(p, self->copy);
+    self->in_batch = 1;
     PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    self->in_batch = 0;
     sw_py_aside aside = {0};
     if (result == NULL) /* the end tells the watchers, which may run Python */
         sw_py_set_aside(&aside);
@@ -687,6 +693,8 @@ static PyMemberDef Spans_members[] = {
     {"keep", T_PYSSIZET, offsetof(SpansObject, keep), READONLY, "Durations kept per name."},
     {"step_open", T_INT, offsetof(SpansObject, step_open), READONLY,
      "Nonzero while a step is open."},
+    {"tapped", T_BOOL, offsetof(SpansObject, tapped), 0,
+     "batch() records while True (the adapter taps a run); else it only calls through."},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -54,6 +54,11 @@
 
 #define MAX_DEPTH 256 /* nested modules timed; deeper calls are only called through */
 #define MAX_NODE_INPUTS 8
+/* Modules timed (a mixture of experts has tens of thousands: 128 experts x 3 layers x 60
+ * blocks); the table the profiler keeps folds those past SW_MAX_MODULES rows into one
+ * (sw_set_modules). Past this, a module is only called through: its time stays its
+ * parent's self time. */
+#define MAX_TIMED (16 * SW_MAX_MODULES)
 
 typedef struct {
     uint32_t index; /* into entries */
@@ -125,7 +130,7 @@ static uint32_t index_of(ModulesObject *m, PyObject *module, uint32_t parent) {
     PyObject *found = PyDict_GetItemWithError(m->index_of, module);
     if (found)
         return (uint32_t)PyLong_AsUnsignedLong(found);
-    if (PyErr_Occurred() || m->nentries >= SW_MAX_MODULES)
+    if (PyErr_Occurred() || m->nentries >= MAX_TIMED)
         goto fail;
     if (m->nentries == m->cap) {
         uint32_t cap = m->cap ? m->cap * 2 : 64;

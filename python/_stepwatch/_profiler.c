@@ -356,6 +356,17 @@ static PyObject *profiler_named(ProfilerObject *self, PyObject *name, int is_pha
     }
     if (id == (is_phase ? (uint32_t)SW_PHASE_NONE : SW_ID_NONE))
         return sw_py_raise(st, SW_ELIMIT, what);
+    /* A name past a full table got the overflow name's id (include/stepwatch.h): the
+     * overflow name's object, cached under that name only, so the cache grows with the
+     * table and not with the names a loop makes per step. */
+    const char *other = is_phase ? SW_OTHER_PHASES : SW_OTHER_ACTIONS;
+    const char *stored = is_phase ? sw_phase_name(p, id) : sw_action_name(p, id);
+    if (stored != NULL && strcmp(stored, other) == 0 && strcmp(utf8, other) != 0) {
+        PyObject *other_name = PyUnicode_FromString(other);
+        PyObject *o = other_name ? profiler_named(self, other_name, is_phase, -1) : NULL;
+        Py_XDECREF(other_name);
+        return o;
+    }
     PyObject *o = sw_py_named_new(st, self, name, id, is_phase);
     if (!o || PyDict_SetItem(cache, name, o) < 0) {
         Py_XDECREF(o);
@@ -524,7 +535,11 @@ static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, P
             module_state *st = sw_py_state_of_type(Py_TYPE(self));
             return st ? sw_py_raise(st, SW_ELIMIT, "counter") : NULL;
         }
-        if (sw_py_dict_put(self->counters, utf8, PyLong_FromUnsignedLong(id)) < 0)
+        /* A name folded into the overflow counter is not cached (see profiler_named). */
+        const char *stored = sw_counter_name(p, id);
+        int folded = stored != NULL && strcmp(stored, SW_OTHER_COUNTERS) == 0 &&
+                     strcmp(utf8, SW_OTHER_COUNTERS) != 0;
+        if (!folded && sw_py_dict_put(self->counters, utf8, PyLong_FromUnsignedLong(id)) < 0)
             return NULL;
     }
     sw_counter(p, id, value);

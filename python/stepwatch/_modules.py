@@ -13,6 +13,7 @@ import weakref
 import torch
 import torch.optim.optimizer as _optim
 
+from stepwatch import _patching
 from stepwatch._stepwatch import Modules
 
 __all__ = ["DEFAULT_EVERY", "ModuleTimes", "attach"]
@@ -167,10 +168,7 @@ class ModuleTimes:
         """A last flush, then torch as it was (a patch made over ours since stays, and ours
         under it only calls through)."""
         self.modules.close()
-        for owner, name, original, hook in reversed(self._patches):
-            if owner.__dict__.get(name) is hook:
-                setattr(owner, name, original)
-        self._patches.clear()
+        _patching.restore(self._patches, "stepwatch: Profiler(modules=...) closed")
 
 
 def attach(profiler, every):

@@ -234,7 +234,7 @@ class _Run:
         if self.ranks is not None:
             view = self.swdist.finish(self.prof)  # every rank: the end-of-run round
         if self.swtorch is not None:
-            self.swtorch.uninstrument()
+            self.swtorch.uninstrument(quiet=True)  # the end: whatever wraps ours stays
         # Under torch.distributed rank 0 speaks for every rank; each keeps its run file.
         ranks = self.ranks
         if ranks is None or not ranks.world_size or ranks.world_size < 2 or ranks.rank == 0:

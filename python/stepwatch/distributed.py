@@ -49,6 +49,7 @@ import torch
 import torch.distributed as dist
 
 import stepwatch as _sw
+from stepwatch import _patching
 from stepwatch._stepwatch import RANK_PAYLOAD_SIZE, ranks_view
 
 __all__ = ["RankView", "Watch", "watch", "watch_group", "unwatch", "active", "finish",
@@ -344,7 +345,7 @@ class Watch:
 
 _lock = threading.RLock()
 _active = None
-_patches = []  # (owner, name, original)
+_patches = []  # (owner, name, original, wrapper)
 
 
 def active():
@@ -357,7 +358,7 @@ def _patch(owner, name, make):
     wrapper = make(original)
     functools.update_wrapper(wrapper, original)
     setattr(owner, name, wrapper)
-    _patches.append((owner, name, original))
+    _patches.append((owner, name, original, wrapper))
 
 
 def _wrap_forward(original):
@@ -456,12 +457,11 @@ def finish(profiler=None):
 
 def unwatch():
     """Stop watching; the DDP forward and destroy_process_group are restored. Comm hooks
-    already registered stay on their models (DDP cannot take one off): with no watch they
+    already registered stay on their models (DDP cannot take one off), and so does a wrapper
+    another tool put over ours since (_patching.restore): with no watch they
     record into a closed or forgotten profiler, i.e. nothing."""
     global _active
     with _lock:
         w, _active = _active, None
-        while _patches:
-            owner, name, original = _patches.pop()
-            setattr(owner, name, original)
+        _patching.restore(_patches, "stepwatch.distributed: unwatch()")
     return w

@@ -36,7 +36,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
 import stepwatch as _sw
-from stepwatch import _oom
+from stepwatch import _oom, _patching
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 from stepwatch.thunder import TimeProfiler  # noqa: F401 (thunder's callback, its own module)
@@ -201,7 +201,7 @@ class Profiler(_LightningProfiler):
         self._pending_unbalanced = 0
         self._fit_open = False
         self._described = False
-        self._taps = []               # (object, attribute) set by _tap
+        self._taps = []               # (object, attribute, original, wrapper) set by _tap
         self._owners = {}             # Lightning name prefix -> its object (see classify)
         if self._recorder is not None:
             self._attach(self._recorder)
@@ -357,21 +357,28 @@ class Profiler(_LightningProfiler):
             return
         self._owners.update(_owners_of(trainer))
         strategy = trainer.strategy
-        self._taps = [(strategy, "batch_to_device"), (strategy, "teardown")]
-        strategy.batch_to_device = functools.partial(self._spans.batch, strategy.batch_to_device)
-        strategy.teardown = functools.partial(_teardown, weakref.ref(self), strategy.teardown)
+        self._set_tap(strategy, "batch_to_device",
+                      functools.partial(self._spans.batch, strategy.batch_to_device))
+        self._set_tap(strategy, "teardown",
+                      functools.partial(_teardown, weakref.ref(self), strategy.teardown))
+        self._spans.tapped = True
         if self.loss_hooks and trainer.lightning_module is not None:
             import torch
             for m in trainer.lightning_module.modules():
                 if isinstance(m, torch.nn.modules.loss._Loss) and "forward" not in vars(m):
-                    m.forward = functools.partial(self._spans.timed, f"[Loss]{type(m).__name__}",
-                                                  m.forward)
-                    self._taps.append((m, "forward"))
+                    self._set_tap(m, "forward", functools.partial(
+                        self._spans.timed, f"[Loss]{type(m).__name__}", m.forward))
+
+    def _set_tap(self, owner, name, wrapper):
+        self._taps.append((owner, name, owner.__dict__.get(name, _patching.MISSING), wrapper))
+        setattr(owner, name, wrapper)
 
     def _untap(self):
-        for owner, name in self._taps:
-            owner.__dict__.pop(name, None)
-        self._taps = []
+        """The taps still ours go; one another tool wrapped since stays (_patching.restore),
+        and batch() under it only calls through."""
+        if self._spans is not None:
+            self._spans.tapped = False
+        _patching.restore(self._taps, "stepwatch.lightning: the run's end")
         self._owners.clear()  # the names seen are classified: let the run's objects go
 
     # ---- pickling: the options travel, the recording does not ---------------------------

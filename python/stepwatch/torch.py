@@ -45,7 +45,8 @@ What is timed, per step:
 
 Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
 else "train"; the whole instrumented time is "fit". Everything is restored by
-``uninstrument()``. A hook torch lacks is skipped with a warning; instrumentation never fails
+``uninstrument()``, except an attribute another tool or the program wrapped after ours: that
+wrapper stays (ours under it calls straight through, and one stderr line names it). A hook torch lacks is skipped with a warning; instrumentation never fails
 the script.
 
 The hooks that run every step are C callables (``stepwatch._stepwatch.Loop``,
@@ -69,13 +70,13 @@ import torch.optim.optimizer as _optim
 from torch.utils.data import dataloader as _dataloader
 
 import stepwatch as _sw
+from stepwatch import _patching
 from stepwatch._stepwatch import Loop as _Loop
 
 __all__ = ["Instrumentation", "instrument", "uninstrument", "instrumented"]
 
 _lock = threading.Lock()
 _active = None
-_MISSING = object()  # a patched attribute the owner did not have
 
 # The "compiled_steps" note: "STEP:NS" pairs, comma-separated, within the note's 511 bytes.
 _COMPILED_NOTE = "compiled_steps"
@@ -141,7 +142,7 @@ class Instrumentation:
         self.forward = forward
         self.missing = []          # what could not be hooked on this torch, with why
         self._handles = []         # RemovableHandles of global hooks
-        self._patches = []         # (owner, attribute, original or _MISSING)
+        self._patches = []         # (owner, attribute, original or _patching.MISSING, wrapper)
         self._module_hooks = {}    # id(module) -> (weakref(module), handle)
         self._installed = False
         self._loop = None          # the C per-step state and hooks (made by install)
@@ -196,10 +197,10 @@ class Instrumentation:
                           f"({exc})", RuntimeWarning, stacklevel=3)
 
     def _patch(self, owner, name, make):
-        original = owner.__dict__.get(name, _MISSING)
-        wrapper = make(getattr(owner, name) if original is _MISSING else original)
+        original = owner.__dict__.get(name, _patching.MISSING)
+        wrapper = make(getattr(owner, name) if original is _patching.MISSING else original)
         setattr(owner, name, wrapper)
-        self._patches.append((owner, name, original))
+        self._patches.append((owner, name, original, wrapper))
         return wrapper
 
     def _hook(self, kind):
@@ -305,6 +306,8 @@ class Instrumentation:
             def compile(*args, **kwargs):
                 model = args[0] if args else kwargs.get("model")
                 compiled = original(*args, **kwargs)
+                if not self._installed:  # uninstrumented, under another tool's wrapper
+                    return compiled
                 if not self._compile_callbacks_in_place():
                     self._try("torch.compile compilations", self._install_compile_callbacks)
                 # compile(**options) returns a decorator that calls torch.compile again
@@ -375,8 +378,10 @@ class Instrumentation:
 
     # ---- removing ------------------------------------------------------------------------
 
-    def remove(self):
-        """Close the open step and phases, then restore every hook and patch."""
+    def remove(self, quiet=False):
+        """Close the open step and phases, then restore every hook and patch that is still
+        ours (_patching.restore: one another tool wrapped since stays, ours under it only
+        calls through)."""
         if not self._installed:
             return
         self._installed = False
@@ -391,20 +396,15 @@ class Instrumentation:
             handle.remove()
         for _ref, handle in self._module_hooks.values():
             handle.remove()
-        for owner, name, original in reversed(self._patches):
-            if original is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, original)
+        _patching.restore(self._patches, None if quiet else "stepwatch.torch: uninstrument()")
         self._handles.clear()
         self._module_hooks.clear()
-        self._patches.clear()
         try:  # the run is over: its goodput (stepwatch.goodput) into the notes
             from stepwatch import goodput
             goodput.note(self.profiler)
-        except Exception as exc:  # a figure less, never a failed uninstrument
-            warnings.warn(f"stepwatch.torch: no goodput ({type(exc).__name__}: {exc})",
-                          RuntimeWarning, stacklevel=2)
+        except Exception as exc:  # a figure less, never a failed uninstrument (nor a warning
+            # that -W error would raise into the program)
+            print(f"stepwatch.torch: no goodput ({type(exc).__name__}: {exc})", file=sys.stderr)
 
     def mark(self, batch_size=0):
         """stepwatch.step() while instrumented: a step boundary by hand."""
@@ -457,13 +457,16 @@ def instrument(profiler=None, *, phases=True, forward="patch", flops=None):
         return _active
 
 
-def uninstrument():
-    """Restore torch as it was before instrument(). A no-op when not instrumented."""
+def uninstrument(*, quiet=False):
+    """Restore torch as it was before instrument(), but for attributes another tool wrapped
+    since (they stay; one stderr line names them unless quiet: `stepwatch run` at the
+    program's end, after e.g. Lightning wrapped torch.compile on import). A no-op when not
+    instrumented."""
     global _active
     with _lock:
         inst, _active = _active, None
     if inst is not None:
-        inst.remove()
+        inst.remove(quiet)
     return inst
 
 

@@ -646,9 +646,22 @@ static void check_unseen(sw__diagnosis *d, const sw_snapshot *s) {
             sw__finding_number(f, "timed calls", (double)calls, "");
         }
     }
-    static const char prefix[] = "not_separated.";
+    static const char prefix[] = "not_separated.", limit[] = "limit.";
     for (size_t i = 0; i < s->nnotes; i++) {
         const char *key = s->notes[i].key;
+        if (strncmp(key, limit, sizeof limit - 1) == 0) {
+            /* A full name table (core/recorder_names.c): its new names share one row. */
+            sw__finding *f = sw__finding_add(d, "table-full", SW__SEV_WARNING);
+            if (!f)
+                return;
+            snprintf(f->title, sizeof f->title, "The %s table is full: new names share one row",
+                     key + sizeof limit - 1);
+            snprintf(f->sentence, sizeof f->sentence,
+                     "%s. Their time is counted, not lost; to see it apart, name actions by what "
+                     "they do and keep what varies (a step number, a file) out of the name.",
+                     s->notes[i].value);
+            continue;
+        }
         if (strncmp(key, prefix, sizeof prefix - 1) != 0)
             continue;
         const char *category = key + sizeof prefix - 1;

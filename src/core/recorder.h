@@ -104,6 +104,9 @@ struct sw_profiler {
     char *command;
 
     char *action_names[SW__MAX_ACTIONS];
+    /* The action names' index (recorder_names.c, under lock): open addressing on a hash of
+     * the name, id + 1 per slot, 0 empty; twice the table, so probes stay short. */
+    uint32_t action_slots[2 * SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
     uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, _HOOK */
     sw_watch_fn watch_fn;                    /* released after watch_ctx */
@@ -154,7 +157,12 @@ struct sw_profiler {
     uint32_t thread_names_cap;
     _Atomic uint32_t thread_names_changed; /* bumped by every naming */
 
-    _Atomic int full_warned[3]; /* the action, phase, counter table was full (warned) */
+    _Atomic int full_warned[4]; /* the action, phase, counter, module table was full (warned) */
+    /* New names folded into the overflow name of a full table (recorder_names.c), and the
+     * first one (owned), for the "limit.*" notes; the actions' and phases' under lock, the
+     * counters' under counter_lock. */
+    uint64_t folded[3];
+    char *folded_first[3];
 
     _Atomic uint64_t misuse_end_without_begin, misuse_mismatched_end, misuse_depth_overflow,
         misuse_bad_id, misuse_phase_mismatch, misuse_step_overlap, misuse_bad_record;
@@ -192,6 +200,11 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
 /* Intern an action name; a new name gets category cat, an existing one keeps its own. */
 sw_id sw__action_intern_locked(sw_profiler *p, const char *name, sw_category cat);
 sw_phase sw__phase_intern_locked(sw_profiler *p, const char *name);
+
+/* ---- recorder_notes.c ---- */
+
+/* sw_set_note with p->lock held; value owned by the call from now on (NULL: remove). */
+int sw__set_note_locked(sw_profiler *p, const char *key, char *value);
 
 /* ---- recorder_modules.c ---- */
 

@@ -162,6 +162,8 @@ void sw_profiler_free(sw_profiler *p) {
         free(p->phase_names[i]);
     for (uint32_t i = 0; i < atomic_load(&p->ncounter); i++)
         free(p->counters[i].name);
+    for (int i = 0; i < 3; i++)
+        free(p->folded_first[i]);
     for (uint32_t i = 0; i < p->nnotes; i++) {
         free(p->note_keys[i]);
         free(p->note_values[i]);

@@ -22,14 +22,8 @@ static char *note_copy(const char *value) {
     return copy;
 }
 
-int sw_set_note(sw_profiler *p, const char *key, const char *value) {
-    if (p == NULL || key == NULL || key[0] == '\0' || strlen(key) > SW_NOTE_KEY_MAX)
-        return SW_EINVAL;
-    char *copy = NULL;
-    if (value != NULL && (copy = note_copy(value)) == NULL)
-        return SW_ENOMEM;
+int sw__set_note_locked(sw_profiler *p, const char *key, char *copy) {
     int rc = 0;
-    pthread_mutex_lock(&p->lock);
     uint32_t i = 0;
     while (i < p->nnotes && strcmp(p->note_keys[i], key) != 0)
         i++;
@@ -55,6 +49,17 @@ int sw_set_note(sw_profiler *p, const char *key, const char *value) {
             free(copy);
         }
     }
+    return rc;
+}
+
+int sw_set_note(sw_profiler *p, const char *key, const char *value) {
+    if (p == NULL || key == NULL || key[0] == '\0' || strlen(key) > SW_NOTE_KEY_MAX)
+        return SW_EINVAL;
+    char *copy = NULL;
+    if (value != NULL && (copy = note_copy(value)) == NULL)
+        return SW_ENOMEM;
+    pthread_mutex_lock(&p->lock);
+    int rc = sw__set_note_locked(p, key, copy);
     pthread_mutex_unlock(&p->lock);
     return rc;
 }

@@ -19,8 +19,11 @@
 #include <string.h>
 #include <time.h>
 
-#define TAG 0x5357 /* "SW" */
-#define CLOCK_ROUNDS 8
+#define TAG 0x5357                /* "SW" */
+#define CLOCK_ROUNDS 8            /* round trips at least, per rank */
+#define CLOCK_SHORT_TRIP 1000000  /* ns: a round trip this short ends the rounds early... */
+#define CLOCK_MAX_NS 2000000000LL /* ...else they go on for up to this long per rank */
+#define CLOCK_DONE INT64_MIN      /* rank 0's "no more rounds": the offset comes next */
 
 /* The collectives timed, in the order of their wrappers below. */
 enum { ALLREDUCE, REDUCE, BCAST, BARRIER, ALLGATHER, GATHER, ALLTOALL, REDUCE_SCATTER, NCOLL };
@@ -131,20 +134,23 @@ static void release(void *ctx) {
     memset(&g, 0, sizeof g);
 }
 
-/* Each rank's wall clock minus rank 0's, by ping-pong with rank 0 (Cristian's method):
+/* The offset of each rank's CLOCK_REALTIME from rank 0's, for the cross-rank timeline:
  * rank 0 reads its clock t0, asks rank r for its clock, reads t1 when the answer arrives;
  * r's offset is its time minus the midpoint of t0 and t1, wrong by at most half the round
- * trip. Of CLOCK_ROUNDS exchanges the one with the shortest round trip counts, so a round
- * where either process was descheduled (an oversubscribed node) does not. Rank 0 serves
- * the ranks one after another: world * CLOCK_ROUNDS round trips, once, at attach. */
+ * trip. The round with the shortest trip counts. A loaded or oversubscribed node
+ * deschedules one side or the other for tens of ms, so after CLOCK_ROUNDS rounds rank 0
+ * goes on until one trip took under CLOCK_SHORT_TRIP or CLOCK_MAX_NS have passed (CLOCK_DONE
+ * tells r the rounds are over). Rank 0 serves the ranks one after another, once, at attach. */
 static int estimate_clock(int64_t *offset) {
     const int tag = TAG + 1;
     int64_t t = 0;
     *offset = 0;
     if (g.rank != 0) {
-        for (int i = 0; i < CLOCK_ROUNDS; i++) {
+        for (;;) {
             if (PMPI_Recv(&t, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
                 return SW_EIO;
+            if (t == CLOCK_DONE)
+                break;
             t = (int64_t)realtime_ns();
             if (PMPI_Send(&t, 1, MPI_INT64_T, 0, tag, g.comm) != MPI_SUCCESS)
                 return SW_EIO;
@@ -154,8 +160,10 @@ static int estimate_clock(int64_t *offset) {
                    : SW_EIO;
     }
     for (int r = 1; r < g.world; r++) {
-        int64_t best_trip = INT64_MAX, best = 0;
-        for (int i = 0; i < CLOCK_ROUNDS; i++) {
+        int64_t best_trip = INT64_MAX, best = 0, start = (int64_t)realtime_ns();
+        for (int i = 0; i < CLOCK_ROUNDS || (best_trip >= CLOCK_SHORT_TRIP &&
+                                             (int64_t)realtime_ns() - start < CLOCK_MAX_NS);
+             i++) {
             int64_t t0 = (int64_t)realtime_ns();
             if (PMPI_Send(&t0, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
                 PMPI_Recv(&t, 1, MPI_INT64_T, r, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -166,7 +174,9 @@ static int estimate_clock(int64_t *offset) {
                 best = t - (t0 + (t1 - t0) / 2);
             }
         }
-        if (PMPI_Send(&best, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS)
+        const int64_t done = CLOCK_DONE;
+        if (PMPI_Send(&done, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
+            PMPI_Send(&best, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS)
             return SW_EIO;
     }
     return 0;

@@ -85,12 +85,16 @@ static int child(int index) {
 }
 
 static void test_fork_while_flushing(void **state) {
-    /* Not under AddressSanitizer: there 1 child in 300 hung in sw_profiler_new (GCC 12's
-     * libasan 8, twice in make test), never in the release build (300 forks here; 1000 with
-     * SW_FAULT_FORKS=1000, 0 stuck). libasan 8 predates the sanitizer runtime's locking of
-     * its allocator around fork(), the likely cause (not proven). The release build runs it. */
+    /* Not under GCC's AddressSanitizer: there 1 child in 300 hung in sw_profiler_new (GCC
+     * 12's libasan 8, twice in make test), never in the release build (300 forks here; 1000
+     * with SW_FAULT_FORKS=1000, 0 stuck) nor under clang 14's ASan, which `make test-asan`
+     * uses where clang is installed (300 forks, 0 stuck, 168 s on a loaded 2-core VM).
+     * libasan 8 predates the sanitizer runtime's locking of its allocator around fork(), the
+     * likely cause (not proven). */
+#if !defined(__clang__)
     if (FAULT_UNDER_ASAN)
         skip();
+#endif
     int forks = fault_count("SW_FAULT_FORKS", 300);
     char path[300];
     fault_path(path, sizeof path, "parent.db");

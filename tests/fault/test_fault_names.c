@@ -7,6 +7,7 @@
 #include "fault_util.h"
 
 #include "runfile/run_store.h"
+#include "stepwatch/analysis.h"
 
 /* stderr into path while a call runs. */
 static int g_saved = -1;
@@ -23,69 +24,175 @@ static void loud_again(void) {
     close(g_saved);
 }
 
+/* Every table folds new names past its cap into its overflow name and keeps recording:
+ * 100,000 distinct action names (a name made per step with a format string) inside steps,
+ * 42 phases, 266 counters: every call gets an id, every span is counted (the overflow row
+ * holds exactly the spans of the names past the cap), one stderr line per table, a note per
+ * table, and the run file keeps them. */
 static void test_table_limits(void **state) {
-    char err[300];
+    char err[300], run[300];
     fault_path(err, sizeof err, "limits.txt");
-    SW_TEST_PROFILER(p, 0);
+    fault_path(run, sizeof run, "limits.db");
+    sw_options o = {.run_file = run};
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(&o, &p), 0);
     quiet_into(err);
     char name[32];
-    int accepted = 0;
+    enum { NAMES = 100000 };
+    int refused = 0;
     /* Built in: none, fit, epoch, train, valid (phases, so actions too) and step. */
-    for (int i = 0; i < SW_MAX_ACTIONS + 10; i++) {
+    for (int i = 0; i < NAMES; i++) {
         snprintf(name, sizeof name, "action %d", i);
-        accepted += sw_action(p, name) != SW_ID_NONE;
+        sw_step_begin(p, 1);
+        sw_id id = sw_action(p, name);
+        refused += id == SW_ID_NONE;
+        sw_begin(p, id);
+        sw_end(p, id);
+        sw_step_end(p);
     }
     int phases = 0, counters = 0;
     SW_TEST_PROFILER(q, 0);
     for (int i = 0; i < SW_MAX_PHASES + 10; i++) {
         snprintf(name, sizeof name, "phase %d", i);
-        phases += sw_phase_id(q, name) != SW_PHASE_NONE;
+        sw_phase ph = sw_phase_id(q, name);
+        phases += ph != SW_PHASE_NONE;
+        sw_phase_begin(q, ph);
+        sw_phase_end(q, ph);
     }
     for (int i = 0; i < SW_MAX_COUNTERS + 10; i++) {
         snprintf(name, sizeof name, "counter %d", i);
-        counters += sw_counter_id(q, name) != SW_ID_NONE;
+        sw_id c = sw_counter_id(q, name);
+        counters += c != SW_ID_NONE;
+        sw_counter(q, c, i);
     }
     loud_again();
-    assert_int_equal(accepted, SW_MAX_ACTIONS - 6);
-    assert_int_equal(phases, SW_MAX_PHASES - 5);
-    assert_int_equal(counters, SW_MAX_COUNTERS);
-    /* A name already in the table still has its id; the full table said so once. */
+    assert_int_equal(refused, 0);
+    assert_int_equal(phases, SW_MAX_PHASES + 10);
+    assert_int_equal(counters, SW_MAX_COUNTERS + 10);
+    /* A name already in the table still has its id; the overflow name has the last slot. */
     assert_int_equal(sw_action(p, "action 0"), 6);
+    sw_id other = sw_action(p, "action 99999");
+    assert_int_equal(other, SW_MAX_ACTIONS - 1);
+    assert_string_equal(sw_action_name(p, other), SW_OTHER_ACTIONS);
+    assert_int_equal(sw_action_with_category(p, "a data name", SW_CAT_DATA), other);
+    assert_string_equal(sw_phase_name(q, sw_phase_id(q, "phase 40")), SW_OTHER_PHASES);
+    assert_string_equal(sw_counter_name(q, sw_counter_id(q, "counter 300")), SW_OTHER_COUNTERS);
     const char *said = fault_read_text(err);
-    assert_int_equal(fault_count_in(said, "the action table is full (4096 names): 'action 4090'"),
+    assert_int_equal(fault_count_in(said, "the action table is full (4096 names): 'action 4089' "
+                                          "and every later new action name are recorded "
+                                          "together as '(other actions)'"),
                      1);
-    assert_int_equal(fault_count_in(said, "the phase table is full (32 names)"), 1);
-    assert_int_equal(fault_count_in(said, "the counter table is full (256 names)"), 1);
-    /* Spans of the name that got no id are counted, not timed. */
-    sw_id none = sw_action(p, "one too many");
-    sw_begin(p, none);
-    sw_end(p, none);
+    assert_int_equal(fault_count_in(said, "the phase table is full (32 names): 'phase 26'"), 1);
+    assert_int_equal(fault_count_in(said, "the counter table is full (256 names): 'counter 255'"),
+                     1);
+    /* Names past the cap: 100,000 less the 4,095 - 6 that got a slot of their own. */
+    const int past = NAMES - (SW_MAX_ACTIONS - 1 - 6);
     sw_snapshot *s = NULL;
     assert_int_equal(sw_snapshot_take(p, &s), 0);
-    assert_int_equal(s->misuse.bad_id, 2); /* the begin and the end */
+    assert_int_equal(s->misuse.bad_id, 0);
+    const sw_row *row = sw_snapshot_find(s, SW_OTHER_ACTIONS, "all");
+    assert_non_null(row);
+    assert_int_equal(row->stats.count + row->warmup.count, past);
+    const sw_row *step = sw_snapshot_find(s, "step", "all");
+    assert_int_equal(step->stats.count + step->warmup.count, NAMES);
+    char want[64];
+    snprintf(want, sizeof want, "%d lookups of new action names", past + 2);
+    assert_non_null(strstr(sw_snapshot_note(s, "limit.actions"), want));
+    sw_snapshot_free(s);
+    assert_int_equal(sw_snapshot_take(q, &s), 0);
+    row = sw_snapshot_find(s, SW_OTHER_PHASES, "all");
+    assert_non_null(row);
+    assert_int_equal(row->stats.count, 16); /* phases 26..41: past the 26 that got a slot */
+    assert_non_null(sw_snapshot_note(s, "limit.phases"));
+    assert_non_null(sw_snapshot_note(s, "limit.counters"));
     sw_snapshot_free(s);
     sw_profiler_free(p);
     sw_profiler_free(q);
+    /* The run file keeps the overflow row and the note. */
+    sw_run *r = NULL;
+    assert_int_equal(sw_run_open(run, &r), 0);
+    assert_int_equal(sw_run_snapshot(r, &s), 0);
+    row = sw_snapshot_find(s, SW_OTHER_ACTIONS, "all");
+    assert_non_null(row);
+    assert_int_equal(row->stats.count + row->warmup.count, past);
+    assert_non_null(strstr(sw_snapshot_note(s, "limit.actions"), "'(other actions)'"));
+    sw_snapshot_free(s);
+    /* diagnose says so */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_int_equal(sw_diagnose_write(r, SW_FORMAT_TABLE, out), 0);
+    fclose(out);
+    assert_non_null(strstr(text, "The actions table is full: new names share one row"));
+    free(text);
+    sw_run_close(r);
+}
+
+/* A model of more modules than the table holds: the first 4,095 rows stay, the last row
+ * sums the calls and self times of the rest, one stderr line says so (it cut them off). */
+static void test_module_table_folds(void **state) {
+    char err[300];
+    fault_path(err, sizeof err, "modules.txt");
+    SW_TEST_PROFILER(p, 0);
+    enum { N = SW_MAX_MODULES + 904 };
+    sw_module_row *rows = calloc(N, sizeof *rows);
+    char(*paths)[24] = calloc(N, sizeof *paths);
+    for (int i = 0; i < N; i++) {
+        snprintf(paths[i], sizeof paths[i], "layers.%d", i);
+        rows[i] = (sw_module_row){.path = paths[i],
+                                  .kind = "Linear",
+                                  .forward_calls = 2,
+                                  .forward_ns = 30,
+                                  .forward_self_ns = 10,
+                                  .backward_calls = 1,
+                                  .backward_self_ns = 5,
+                                  .param_bytes = 64};
+    }
+    quiet_into(err);
+    assert_int_equal(sw_set_modules(p, rows, N), 0);
+    assert_int_equal(sw_set_modules(p, rows, N), 0);
+    loud_again();
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    assert_int_equal(s->nmodules, SW_MAX_MODULES);
+    assert_string_equal(s->modules[SW_MAX_MODULES - 2].path, "layers.4094");
+    const sw_module_row *other = &s->modules[SW_MAX_MODULES - 1];
+    const int folded = N - (SW_MAX_MODULES - 1);
+    assert_string_equal(other->path, SW_OTHER_MODULES);
+    assert_string_equal(other->kind, "905 modules");
+    assert_int_equal(other->forward_calls, 2 * folded);
+    assert_int_equal(other->forward_self_ns, 10 * folded);
+    assert_int_equal(other->forward_ns, 10 * folded);
+    assert_int_equal(other->backward_self_ns, 5 * folded);
+    assert_int_equal(other->param_bytes, -1);
+    assert_int_equal(fault_count_in(fault_read_text(err), "the module table is full (4096 rows): "
+                                                          "the 905 modules after 'layers.4094'"),
+                     1);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+    free(rows);
+    free(paths);
 }
 
 static void test_one_cut_for_every_name(void **state) {
     SW_TEST_PROFILER(p, 0);
-    char ascii[400], accented[400];
-    memset(ascii, 'a', 300);
-    ascii[300] = '\0';
-    for (int i = 0; i < 150; i++)
-        memcpy(accented + 2 * i, "\xC3\xA9", 2); /* é, 2 bytes: 300 bytes in all */
-    accented[300] = '\0';
+    enum { LONG = SW_NAME_MAX + 45, EVEN = SW_NAME_MAX - SW_NAME_MAX % 2 };
+    static char ascii[LONG + 1], accented[LONG + 1];
+    memset(ascii, 'a', LONG);
+    ascii[LONG] = '\0';
+    for (int i = 0; i < LONG / 2; i++)
+        memcpy(accented + 2 * i, "\xC3\xA9", 2); /* é, 2 bytes */
+    accented[LONG / 2 * 2] = '\0';
     sw_id a = sw_action(p, ascii);
     assert_int_equal(strlen(sw_action_name(p, a)), SW_NAME_MAX);
     ascii[SW_NAME_MAX] = 'b'; /* differs only after the cut: the same name */
     assert_int_equal(sw_action(p, ascii), a);
-    /* Never inside a character: 127 é are 254 bytes. */
+    /* Never inside a character: the é that would be split is left out. */
     sw_id e = sw_action(p, accented);
-    assert_int_equal(strlen(sw_action_name(p, e)), 254);
+    assert_int_equal(strlen(sw_action_name(p, e)), EVEN);
     /* Phases and counters are cut the same way. */
     sw_phase ph = sw_phase_id(p, accented);
-    assert_int_equal(strlen(sw_phase_name(p, ph)), 254);
+    assert_int_equal(strlen(sw_phase_name(p, ph)), EVEN);
     sw_id c = sw_counter_id(p, ascii);
     assert_int_not_equal(c, SW_ID_NONE);
     assert_int_equal(sw_counter_id(p, ascii), c);
@@ -95,6 +202,41 @@ static void test_one_cut_for_every_name(void **state) {
     assert_int_equal(strlen(s->counters[0].name), SW_NAME_MAX);
     sw_snapshot_free(s);
     sw_profiler_free(p);
+}
+
+/* A long name (a Lightning hook's, a module path: 600 bytes, over the 255 names were cut to)
+ * is kept whole in the run file and shortened only where it is shown. */
+static void test_a_long_name_is_kept_whole(void **state) {
+    char run[300];
+    fault_path(run, sizeof run, "long.db");
+    char name[601];
+    for (int i = 0; i < 600; i++)
+        name[i] = (char)('a' + i % 26);
+    name[600] = '\0';
+    sw_options o = {.run_file = run};
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(&o, &p), 0);
+    sw_id id = sw_action(p, name);
+    sw_step_begin(p, 1);
+    sw_begin(p, id);
+    sw_end(p, id);
+    sw_step_end(p);
+    sw_profiler_free(p);
+    sw_run *r = NULL;
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_open(run, &r), 0);
+    assert_int_equal(sw_run_snapshot(r, &s), 0);
+    assert_non_null(sw_snapshot_find(s, name, "all")); /* whole, all 600 bytes */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_int_equal(sw_snapshot_write(s, SW_FORMAT_TABLE, out), 0);
+    fclose(out);
+    assert_null(strstr(text, name)); /* shortened on screen */
+    assert_non_null(strstr(text, "abcdefghij"));
+    free(text);
+    sw_snapshot_free(s);
+    sw_run_close(r);
 }
 
 /* ---- hostile names: every output is valid UTF-8 without control characters ---- */
@@ -263,7 +405,9 @@ static void test_span_encoding_extremes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_limits),
+        cmocka_unit_test(test_module_table_folds),
         cmocka_unit_test(test_one_cut_for_every_name),
+        cmocka_unit_test(test_a_long_name_is_kept_whole),
         cmocka_unit_test(test_hostile_names_in_every_output),
         cmocka_unit_test(test_crafted_span_blob),
         cmocka_unit_test(test_span_encoding_extremes),

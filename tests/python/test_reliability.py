@@ -257,16 +257,63 @@ def test_resource_limits_are_said_with_the_file_and_cause(tmp_path):
     assert not (tmp_path / "page.html").exists()
 
 
-def test_the_action_limit_is_the_c_one(tmp_path):
-    prof = stepwatch.Profiler()
-    made = 0
-    with pytest.raises(stepwatch.Error) as err:
-        for i in range(5000):
-            prof.action(f"a{i}")
-            made += 1
-    assert err.value.name == "LIMIT"
-    assert made == 4096 - 6  # the C table: 4096 names, 6 of them built in
+def test_a_name_per_step_never_stops_training(tmp_path, capfd):
+    """Issue 43 item 4: 100,000 distinct action names (an f-string per step) in a real torch
+    loop raised stepwatch.Error (LIMIT) at the 4,091st. Now the names past the table's 4,096
+    are recorded as one "(other actions)" row, counted exactly; said once on stderr, in a
+    note and by diagnose; the run file keeps it. Phases and counters likewise."""
+    import torch
+    import stepwatch.torch as swtorch
+    run = tmp_path / "names.db"
+    prof = stepwatch.Profiler(run_file=str(run))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    x, y = torch.randn(2, 4), torch.randn(2, 1)
+    steps = 100_000
+    swtorch.instrument(prof)
+    try:
+        for i in range(steps):
+            opt.zero_grad()
+            with prof.action(f"batch {i} loss"):  # the common mistake
+                loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            if i < 300:
+                prof.counter(f"loss of batch {i}", 1.0)
+    finally:
+        swtorch.uninstrument()
+    rows = {r["action"]: r for r in prof.records("all")}  # before the phases below: their
+    for i in range(40):                                    # actions are folded too
+        with prof.phase(f"stage {i}"):
+            pass
+    err = capfd.readouterr().err
+    assert err.count("the action table is full") == 1, err[-2000:]
+    own = sorted(int(r["action"].split()[1]) for r in prof.records("all")
+                 if r["action"].startswith("batch "))
+    assert own == list(range(len(own)))  # the first names kept their rows, in order
+    assert f"'batch {len(own)} loss' and every later new action name" in err, err[-2000:]
+    assert "'(other actions)'" in err
+    assert err.count("the counter table is full") == 1 and err.count("the phase table is full") == 1
+    own = [n for n in rows if n.startswith("batch ")]
+    past = steps - len(own)  # the names past the cap
+    assert len(own) > 4000 and past > 95_000
+    other = rows["(other actions)"]
+    assert other["count"] + other.get("warmup_count", 0) == past, other
+    assert all(rows[n]["count"] + rows[n].get("warmup_count", 0) == 1 for n in own)
+    assert rows["step"]["count"] + rows["step"].get("warmup_count", 0) == steps
+    assert prof.action("batch 99999 loss").name == "(other actions)"
+    notes = prof.snapshot().info()["notes"]
+    # every lookup past the cap: the names, the one above, and the 40 phases' actions (26
+    # phases of their own, then the one "(other phases)": 27 more)
+    assert f"{past + 1 + 27} lookups of new action names" in notes["limit.actions"], notes
+    assert "limit.counters" in notes and "limit.phases" in notes
     prof.close()
+    run_rows = {r["action"]: r for r in stepwatch.load(str(run)).records("all")}
+    assert run_rows["(other actions)"]["count"] == other["count"] + 40  # and the 40 phases'
+    out = subprocess.run([os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch"), "diagnose",
+                          str(run)], capture_output=True, text=True)
+    assert "The actions table is full: new names share one row" in out.stdout, out.stdout
 
 
 def test_write_output_is_all_or_nothing(tmp_path):
