@@ -106,10 +106,12 @@ static void test_nested_times_cumulative_and_self(void **state) {
 /* Boundaries with nothing between them share one event: ten nested intervals begun and ended
  * back to back record a few events (3 or 4 here), not twenty (a loaded machine or a sanitizer
  * may stretch a few gaps past 1 us: at most half); their times are the kernel inside them. */
-static void test_adjacent_boundaries_share_events(void **state) {
-    (void)state;
+/* One try: the GPU busy with earlier work (200 ms), so every event queues behind it and the
+ * times are the kernel's whatever the host does meanwhile; the number of events recorded. */
+static uint64_t share_events_once(void) {
     SW_TEST_PROFILER(p, .device_time = 1);
     sw_device_timing *t = sw_device_timing_of(p);
+    gpu.launch(200 * MS);
     sw_phase_begin(p, SW_PHASE_TRAIN);
     sw_step_begin(p, 1);
     kernel(1 * MS);
@@ -124,7 +126,6 @@ static void test_adjacent_boundaries_share_events(void **state) {
     sw_step_end(p);
     sw_phase_end(p, SW_PHASE_TRAIN);
     printf("20 boundaries, %llu events recorded\n", (unsigned long long)used);
-    assert_true(used <= 10);
     sleep_until(gpu.idle_at() + 1 * MS);
     sw_device_interval_sum sums[10] = {0};
     assert_int_equal(sw_device_intervals_take(t, sums, 10), 10);
@@ -133,6 +134,17 @@ static void test_adjacent_boundaries_share_events(void **state) {
     assert_true(sums[0].self_ns < sums[0].ns / 10); /* all of it in the innermost */
     assert_true(within(sums[9].self_ns, 2 * MS, 0.05));
     sw_profiler_free(p);
+    return used;
+}
+
+static void test_adjacent_boundaries_share_events(void **state) {
+    (void)state;
+    /* Sharing is decided by the host's clock (within 1 us of the last boundary): a preempted
+     * host stretches gaps past it. A few tries, and one must share as it should. */
+    uint64_t used = share_events_once();
+    for (int tries = 1; tries < 5 && used > 10; tries++)
+        used = share_events_once();
+    assert_true(used <= 10);
 }
 
 /* A GPU 200 ms behind: the takes answer at once with nothing, never waiting; the times come
