@@ -4,9 +4,11 @@
  * cumulative, and which module ran out of memory.
  *
  * Forward. ModulesHook("call") replaces nn.Module.__call__: one C call per module call. In a
- * step that is not sampled it only calls through. In a sampled one (every k-th step, decided
- * at the outermost module call) it times the call on a stack of running modules: a module's
- * cumulative time is its call's, its self time that minus its submodules' calls. torch's
+ * step that is not sampled it only calls through. In a sampled one (every k-th step after the
+ * warm-up, decided at the outermost module call; decide_sampling says which) it times the
+ * call on a stack of running modules: a module's cumulative time is its call's, its self time
+ * that minus its submodules' calls. The hooks' own work around a call (naming, node hooks,
+ * the allocator) is taken off the modules it ran inside (timed_call). torch's
  * global module hooks were the other way in; any of them sends every module call of every
  * step down torch's slow hook path (about 3 us per call), and adding and removing them per
  * sampled step would make torch.compile's guards recompile.
@@ -60,12 +62,24 @@
  * parent's self time. */
 #define MAX_TIMED (16 * SW_MAX_MODULES)
 
+/* How the outermost forward running is hooked (decide_sampling) */
+enum { NOT_HOOKED, SAMPLED, WARMUP };
+
 typedef struct {
     uint32_t index; /* into entries */
+    int record;     /* 0: a warm-up step's call, timed but kept out of the table */
     uint64_t t0, child_ns;
+    uint64_t ovh0; /* the measuring's own time so far (overhead_ns) when it began */
     int64_t mem0;
     uint64_t device; /* its interval on the GPU (a token), 0: not timed there */
 } frame;
+
+/* A call's time less the measuring's own inside it (the hooks of the calls it made, from
+ * fwd_overhead or bwd_overhead: what the clock read at its begin, ovh0, and now). */
+static uint64_t net_ns(const frame *f, uint64_t now, uint64_t overhead_now) {
+    uint64_t gross = now > f->t0 ? now - f->t0 : 0, ovh = overhead_now - f->ovh0;
+    return gross > ovh ? gross - ovh : 0;
+}
 
 typedef struct {
     PyObject *module; /* strong: its address names it for the run */
@@ -88,12 +102,16 @@ typedef struct ModulesObject {
     entry *entries;
     uint32_t nentries, cap;
     uint32_t every;
+    uint32_t warmup; /* steps (or outermost calls) before the first one recorded, >= 1 */
     int active;
-    int sampling;             /* the outermost forward running is sampled */
-    int64_t last_key;         /* the step (or outermost call) last sampled */
+    int sampling;             /* the outermost forward running is hooked: SAMPLED or WARMUP */
+    int64_t last_key;         /* the step (or outermost call) last hooked */
     uint64_t outer_calls;     /* outermost calls outside any step */
-    uint64_t sampled;         /* steps sampled */
+    uint64_t sampled;         /* steps sampled (recorded) */
     uint64_t flushed_at;      /* sampled count at the last flush */
+    int sizes_read;           /* sizes() answered once: close() keeps the run's figures */
+    uint64_t fwd_overhead;    /* time the forward hooks spent around timed calls, in all */
+    uint64_t bwd_overhead;    /* time the node hooks spent, in all */
     sw_device_timing *device; /* the profiler's device timing in this sampled step, or NULL */
     uint64_t device_calls;    /* calls timed on the GPU so far */
     int dirty;
@@ -105,6 +123,7 @@ typedef struct ModulesObject {
 
 typedef struct {
     PyObject_HEAD ModulesObject *modules;
+    int record; /* made in a sampled step (not a warm-up one): its modules' times count */
     uint32_t *starts, *ends;
     uint32_t nstarts, nends, cap_starts, cap_ends;
 } NodeHookObject;
@@ -191,7 +210,9 @@ static void set_note_u64(sw_profiler *p, const char *key, uint64_t v) {
 }
 
 /* The parameter, gradient and optimizer-state bytes of every module (sizes(), Python: they
- * change rarely, so only now and then: the first sampled steps and every 16th after). */
+ * change rarely, so only now and then: the first sampled steps and every 16th after). Read
+ * while training runs, never at close: by then a script's main() has returned, its optimizer
+ * is gone and zero_grad dropped the gradients, and the run file would keep 0 B. */
 static void refresh_sizes(ModulesObject *m) {
     PyObject *r = PyObject_CallOneArg(m->sizes, m->module_list);
     if (r == NULL || !PyList_Check(r)) {
@@ -210,6 +231,7 @@ static void refresh_sizes(ModulesObject *m) {
         m->entries[i].row.optimizer_bytes = optim;
     }
     Py_DECREF(r);
+    m->sizes_read = 1;
 }
 
 /* The GPU times resolved since the last flush into the rows (tag 2i: module i's forward,
@@ -258,6 +280,7 @@ static void flush(ModulesObject *m, int sizes) {
     free(rows);
     set_note_u64(p, "modules_every", m->every);
     set_note_u64(p, "modules_sampled_steps", m->sampled);
+    set_note_u64(p, "modules_warmup_steps", m->warmup);
     sw_set_note(p, "modules_clock", m->device_calls ? "host+device" : "host");
     m->flushed_at = m->sampled;
     m->dirty = 0;
@@ -294,17 +317,20 @@ static void name_oom(ModulesObject *m, uint32_t index, PyObject *module, const c
 
 /* ---- backward: the stack of modules whose backward runs ----------------------------------- */
 
+/* A module's backward ends at now: its time less the node hooks' own inside it. */
 static void bwd_pop(ModulesObject *m, uint64_t now) {
     frame *f = &m->bwd[--m->bdepth];
     if (f->device)
         sw_device_interval_end(m->device, f->device);
-    uint64_t total = now > f->t0 ? now - f->t0 : 0;
+    uint64_t total = net_ns(f, now, m->bwd_overhead);
+    if (m->bdepth > 0)
+        m->bwd[m->bdepth - 1].child_ns += total;
+    if (!f->record)
+        return;
     sw_module_row *row = &m->entries[f->index].row;
     row->backward_calls++;
     row->backward_ns += total;
     row->backward_self_ns += total > f->child_ns ? total - f->child_ns : 0;
-    if (m->bdepth > 0)
-        m->bwd[m->bdepth - 1].child_ns += total;
     m->dirty = 1;
 }
 
@@ -328,7 +354,7 @@ static int is_ancestor(ModulesObject *m, uint32_t a, uint32_t of) {
     return 0;
 }
 
-static void bwd_begin(ModulesObject *m, uint32_t index, uint64_t now) {
+static void bwd_begin(ModulesObject *m, uint32_t index, uint64_t now, int record) {
     if (bwd_open_at(m, index) >= 0)
         return;
     /* The modules running that are not its ancestors are done: the engine moved on. */
@@ -339,7 +365,9 @@ static void bwd_begin(ModulesObject *m, uint32_t index, uint64_t now) {
     uint64_t parent = m->bdepth ? m->bwd[m->bdepth - 1].device : 0;
     m->bwd[m->bdepth++] = (frame){
         .index = index,
+        .record = record,
         .t0 = now,
+        .ovh0 = m->bwd_overhead,
         .device = m->device ? sw_device_interval_begin(m->device, parent, 2 * index + 1) : 0};
 }
 
@@ -351,6 +379,8 @@ static void bwd_end(ModulesObject *m, uint32_t index, uint64_t now) {
 
 /* ---- NodeHook: the pre-hook on one autograd node ------------------------------------------ */
 
+/* The modules ending and beginning at this node; the hook's own time from now on is the
+ * measuring's (bwd_overhead), taken off every module whose backward it falls in. */
 static PyObject *NodeHook_call(NodeHookObject *self, PyObject *args, PyObject *kwargs) {
     ModulesObject *m = self->modules;
     if (m == NULL || !m->active)
@@ -359,7 +389,8 @@ static PyObject *NodeHook_call(NodeHookObject *self, PyObject *args, PyObject *k
     for (uint32_t i = 0; i < self->nends; i++)
         bwd_end(m, self->ends[i], now);
     for (uint32_t i = self->nstarts; i > 0; i--) /* registered inner first: outer begins first */
-        bwd_begin(m, self->starts[i - 1], now);
+        bwd_begin(m, self->starts[i - 1], now, self->record);
+    m->bwd_overhead += sw_now_ns() - now;
     Py_RETURN_NONE;
 }
 
@@ -391,6 +422,7 @@ static NodeHookObject *node_hook(ModulesObject *m, PyObject *node) {
         return NULL;
     }
     h->modules = (ModulesObject *)Py_NewRef(m);
+    h->record = m->sampling == SAMPLED;
     h->starts = h->ends = NULL;
     h->nstarts = h->nends = h->cap_starts = h->cap_ends = 0;
     PyObject_GC_Track(h);
@@ -488,32 +520,48 @@ static void hook_backward(ModulesObject *m, uint32_t index, node_set *inputs, Py
 
 /* ---- ModulesHook: nn.Module.__call__ and torch.autograd.backward --------------------------- */
 
-/* Is the outermost call beginning now in a sampled step? */
+/* Is the outermost call beginning now in a sampled step? The first `warmup` steps are
+ * warm-up (lazy initialisation: BLAS and autograd start-up, cuDNN autotuning, the modules'
+ * naming): kept out of the table. Step 0 is hooked all the same (WARMUP: every module named,
+ * a backward OOM named by module) but nothing it times is recorded; the steps recorded are
+ * warmup, warmup + every, warmup + 2 every, ... (outside steps: the outermost calls, counted
+ * alike). */
 static int decide_sampling(ModulesObject *m) {
     int64_t key = m->owner->p ? sw_step_index(m->owner->p) : -1;
     if (key < 0)
         key = (int64_t)(m->outer_calls++ % ((uint64_t)INT64_MAX)) + ((int64_t)1 << 62);
-    if (key == m->last_key)
-        return 1; /* the same step, sampled: a second forward (validation, accumulation) */
+    if (key == m->last_key) /* the same step: a second forward (validation, accumulation) */
+        return m->sampling;
     uint64_t k = key >= ((int64_t)1 << 62) ? (uint64_t)(key - ((int64_t)1 << 62)) : (uint64_t)key;
-    if (k % m->every != 0)
-        return 0;
+    int how = k == 0 ? WARMUP : NOT_HOOKED;
+    if (k >= m->warmup && (k - m->warmup) % m->every == 0)
+        how = SAMPLED;
+    if (how == NOT_HOOKED)
+        return NOT_HOOKED;
     m->last_key = key;
-    m->sampled++;
-    return 1;
+    m->sampled += how == SAMPLED;
+    return how;
 }
 
+/* One timed module call. Its time is from t0 to now, around the call alone; what the hook
+ * does before t0 (naming a new module, its inputs' nodes, the allocator) and after now (the
+ * allocator again, the backward's node hooks) is the measuring's: it goes into fwd_overhead,
+ * and the modules running around the call (its parent, theirs) have it taken off their
+ * totals and self times, so no module is charged for another's measuring. */
 static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames) {
+    uint64_t enter = sw_now_ns();
     PyObject *module = args[0];
     uint32_t parent = m->fdepth ? m->fwd[m->fdepth - 1].index : UINT32_MAX;
     uint32_t index = index_of(m, module, parent);
     if (index == UINT32_MAX || m->fdepth == MAX_DEPTH) {
         m->fskipped++;
+        m->fwd_overhead += sw_now_ns() - enter;
         PyObject *r = PyObject_Vectorcall(func, args, nargsf, kwnames);
         m->fskipped--;
         return r;
     }
+    int record = m->sampling == SAMPLED;
     node_set inputs = {.n = 0};
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nall = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
@@ -521,9 +569,10 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
         nodes_add(m, &inputs, args[i]);
     uint64_t parent_device = m->fdepth ? m->fwd[m->fdepth - 1].device : 0;
     frame *f = &m->fwd[m->fdepth++];
-    *f = (frame){.index = index, .mem0 = allocated_now(m)};
+    *f = (frame){.index = index, .record = record, .mem0 = record ? allocated_now(m) : -1};
     if (m->device) /* its event outside its host time */
         f->device = sw_device_interval_begin(m->device, parent_device, 2 * index);
+    f->ovh0 = m->fwd_overhead;
     f->t0 = sw_now_ns();
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames);
     uint64_t now = sw_now_ns();
@@ -533,19 +582,21 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
     f = &m->fwd[--m->fdepth];
     if (f->device)
         sw_device_interval_end(m->device, f->device);
-    uint64_t total = now > f->t0 ? now - f->t0 : 0;
-    sw_module_row *row = &m->entries[index].row;
-    row->forward_calls++;
-    row->forward_ns += total;
-    row->forward_self_ns += total > f->child_ns ? total - f->child_ns : 0;
+    uint64_t total = net_ns(f, now, m->fwd_overhead);
     if (m->fdepth > 0)
         m->fwd[m->fdepth - 1].child_ns += total;
-    if (f->mem0 >= 0) {
-        int64_t grown = allocated_now(m) - f->mem0;
-        if (grown > row->activation_bytes)
-            row->activation_bytes = grown;
+    if (record) {
+        sw_module_row *row = &m->entries[index].row;
+        row->forward_calls++;
+        row->forward_ns += total;
+        row->forward_self_ns += total > f->child_ns ? total - f->child_ns : 0;
+        if (f->mem0 >= 0) {
+            int64_t grown = allocated_now(m) - f->mem0;
+            if (grown > row->activation_bytes)
+                row->activation_bytes = grown;
+        }
+        m->dirty = 1;
     }
-    m->dirty = 1;
     if (result != NULL) {
         hook_backward(m, index, &inputs, result);
     } else {
@@ -553,6 +604,8 @@ static PyObject *timed_call(ModulesObject *m, PyObject *func, PyObject *const *a
         name_oom(m, index, NULL, "forward");
     }
     nodes_clear(&inputs);
+    uint64_t around = sw_now_ns() - enter, gross = now > f->t0 ? now - f->t0 : 0;
+    m->fwd_overhead += around > gross ? around - gross : 0;
     return result;
 }
 
@@ -562,8 +615,8 @@ static PyObject *hook_module_call(ModulesObject *m, PyObject *func, PyObject *co
         m->sampling = decide_sampling(m);
         if (m->sampling && m->bdepth > 0) /* a backward this hook did not see end */
             bwd_close_all(m, sw_now_ns());
-        if (m->sampling)
-            m->device = sw_device_timing_of(m->owner->p);
+        /* a warm-up step is not timed on the GPU: its sums would land in the table */
+        m->device = m->sampling == SAMPLED ? sw_device_timing_of(m->owner->p) : NULL;
     }
     if (m->sampling) {
         PyObject *r = timed_call(m, func, args, nargsf, kwnames);
@@ -621,11 +674,11 @@ static PyObject *ModulesHook_vectorcall(PyObject *callable, PyObject *const *arg
 
 static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"profiler",  "every", "tensor_type", "resolve",
-                             "allocated", "sizes", NULL};
+                             "allocated", "sizes", "warmup",      NULL};
     PyObject *profiler, *tensor_type, *resolve, *allocated, *sizes;
-    unsigned int every;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OIOOOO:Modules", kwlist, &profiler, &every,
-                                     &tensor_type, &resolve, &allocated, &sizes))
+    unsigned int every, warmup = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OIOOOO|I:Modules", kwlist, &profiler, &every,
+                                     &tensor_type, &resolve, &allocated, &sizes, &warmup))
         return NULL;
     module_state *st = sw_py_state_of_type(type);
     if (st == NULL)
@@ -634,6 +687,8 @@ static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         return PyErr_Format(PyExc_TypeError, "Modules: profiler must be a stepwatch.Profiler");
     if (every == 0)
         return PyErr_Format(PyExc_ValueError, "Modules: every must be at least 1");
+    if (warmup == 0)
+        return PyErr_Format(PyExc_ValueError, "Modules: warmup must be at least 1 (step 0)");
     if (!PyType_Check(tensor_type))
         return PyErr_Format(PyExc_TypeError, "Modules: tensor_type must be a type");
     ModulesObject *m = (ModulesObject *)type->tp_alloc(type, 0);
@@ -645,6 +700,7 @@ static PyObject *Modules_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     m->allocated = Py_NewRef(allocated);
     m->sizes = Py_NewRef(sizes);
     m->every = every;
+    m->warmup = warmup;
     m->last_key = -1;
     m->active = 1;
     m->index_of = PyDict_New();
@@ -695,7 +751,7 @@ static PyObject *Modules_flush(ModulesObject *self, PyObject *unused) {
 static PyObject *Modules_close(ModulesObject *self, PyObject *unused) {
     if (self->active) {
         bwd_close_all(self, sw_now_ns());
-        flush(self, 1);
+        flush(self, !self->sizes_read); /* the sizes of the run, not of after it */
     }
     self->active = 0;
     self->device = NULL;
@@ -709,6 +765,10 @@ static PyObject *Modules_get_sampled(ModulesObject *self, void *closure) {
 
 static PyObject *Modules_get_every(ModulesObject *self, void *closure) {
     return PyLong_FromUnsignedLong(self->every);
+}
+
+static PyObject *Modules_get_warmup(ModulesObject *self, void *closure) {
+    return PyLong_FromUnsignedLong(self->warmup);
 }
 
 static int Modules_traverse(ModulesObject *self, visitproc visit, void *arg) {
@@ -772,6 +832,7 @@ static PyMethodDef Modules_methods[] = {
 static PyGetSetDef Modules_getset[] = {
     {"sampled_steps", (getter)Modules_get_sampled, NULL, "steps sampled so far", NULL},
     {"every", (getter)Modules_get_every, NULL, "every k-th step is sampled", NULL},
+    {"warmup", (getter)Modules_get_warmup, NULL, "the first steps, left out of the table", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

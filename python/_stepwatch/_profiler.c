@@ -81,14 +81,14 @@ static void tell_watcher(module_state *st, PyObject *made) {
 
 /* Profiler(modules=True or k): per-module time and memory, every k-th step
  * (stepwatch/_modules.py installs the hooks of _modules.c). */
-static int attach_modules(ProfilerObject *self, PyObject *modules) {
+static int attach_modules(ProfilerObject *self, PyObject *modules, unsigned int warmup) {
     int on = PyObject_IsTrue(modules);
     if (on <= 0)
         return on;
     PyObject *helper = PyImport_ImportModule("stepwatch._modules");
     if (helper == NULL)
         return -1;
-    self->modules = PyObject_CallMethod(helper, "attach", "OO", (PyObject *)self, modules);
+    self->modules = PyObject_CallMethod(helper, "attach", "OOI", (PyObject *)self, modules, warmup);
     Py_DECREF(helper);
     return self->modules ? 0 : -1;
 }
@@ -209,7 +209,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
-    if (attach_modules(self, modules) < 0) {
+    if (attach_modules(self, modules, warmup) < 0) {
         Py_DECREF(self);
         return NULL;
     }

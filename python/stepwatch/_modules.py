@@ -63,7 +63,7 @@ def _owner_chain_top(module):
 class ModuleTimes:
     """The hooks of one Profiler(modules=...); close() restores torch."""
 
-    def __init__(self, profiler, every):
+    def __init__(self, profiler, every, warmup_steps=0):
         global _optimizer_hook
         if every is True:
             every = DEFAULT_EVERY
@@ -73,8 +73,10 @@ class ModuleTimes:
         self._paths = {}  # id(module) -> path, for every module of the roots seen
         self._roots = []  # (root module, prefix)
         cuda = torch.cuda.is_available()
+        # The first step, or the profiler's warm-up steps, are left out of the table.
         self.modules = Modules(profiler, every, torch.Tensor, self._resolve,
-                               torch.cuda.memory_allocated if cuda else None, self._sizes)
+                               torch.cuda.memory_allocated if cuda else None, self._sizes,
+                               warmup=max(1, warmup_steps))
         self._patches = []
         self._patch(torch.nn.Module, "__call__", "call")
         self._patch(torch.autograd, "backward", "backward")
@@ -171,6 +173,7 @@ class ModuleTimes:
         _patching.restore(self._patches, "stepwatch: Profiler(modules=...) closed")
 
 
-def attach(profiler, every):
-    """Profiler(modules=every): the hooks, installed now (True: every DEFAULT_EVERY-th step)."""
-    return ModuleTimes(profiler, every)
+def attach(profiler, every, warmup_steps=0):
+    """Profiler(modules=every): the hooks, installed now (True: every DEFAULT_EVERY-th step;
+    the first max(1, warmup_steps) steps are left out)."""
+    return ModuleTimes(profiler, every, warmup_steps)

@@ -133,8 +133,10 @@ static void put_modules(sw__jw *w, const sw_snapshot *s) {
     sw__jw_object_begin(w);
     const char *every = sw_snapshot_note(s, "modules_every");
     const char *steps = sw_snapshot_note(s, "modules_sampled_steps");
+    const char *warmup = sw_snapshot_note(s, "modules_warmup_steps");
     sw__jw_kv_uint(w, "every", every ? strtoull(every, NULL, 10) : 0);
     sw__jw_kv_uint(w, "sampled_steps", steps ? strtoull(steps, NULL, 10) : 0);
+    sw__jw_kv_uint(w, "warmup_steps", warmup ? strtoull(warmup, NULL, 10) : 0);
     sw__jw_kv_string(w, "clock", sw_snapshot_note(s, "modules_clock"));
     sw__jw_key(w, "rows");
     sw__jw_array_begin(w);

@@ -77,18 +77,24 @@ void sw__format_bytes(int64_t bytes, char *out, size_t size) {
         snprintf(out, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
 }
 
-/* "host time, every 10 step(s) sampled: 12 sampled, ..." from the notes the front end sets;
- * with GPU times, which columns are which clock's. */
+/* "host time, every 10 step(s) sampled: 12 sampled, ..., warm-up (first 1 step(s)) left
+ * out" from the notes the front end sets; with GPU times, which columns are which clock's.
+ * (A run file written before the warm-up was left out has no modules_warmup_steps.) */
 static void sampling_text(const sw_snapshot *s, int device, char *out, size_t size) {
     const char *every = sw_snapshot_note(s, "modules_every");
     const char *steps = sw_snapshot_note(s, "modules_sampled_steps");
     const char *clock = sw_snapshot_note(s, "modules_clock");
-    char clean_every[32], clean_steps[32], clean_clock[32];
+    const char *warmup = sw_snapshot_note(s, "modules_warmup_steps");
+    char clean_every[32], clean_steps[32], clean_clock[32], clean_warmup[32] = "";
     sw__text_clean(every ? every : "?", clean_every, sizeof clean_every);
     sw__text_clean(steps ? steps : "?", clean_steps, sizeof clean_steps);
     sw__text_clean(clock ? clock : "host", clean_clock, sizeof clean_clock);
-    snprintf(out, size, "%s time, every %s step(s) sampled: %s sampled, times summed over them",
-             device ? "host and GPU device" : clean_clock, clean_every, clean_steps);
+    if (warmup)
+        sw__text_clean(warmup, clean_warmup, sizeof clean_warmup);
+    snprintf(out, size,
+             "%s time, every %s step(s) sampled: %s sampled, times summed over them%s%s%s",
+             device ? "host and GPU device" : clean_clock, clean_every, clean_steps,
+             warmup ? ", warm-up (first " : "", clean_warmup, warmup ? " step(s)) left out" : "");
 }
 
 /* The columns: the host's times, the GPU's (only when there are any), the memory. */
@@ -132,7 +138,7 @@ void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown) {
         return;
     long shown = n < TOP_MODULES ? n : TOP_MODULES;
     int device = sw__modules_have_device(s);
-    char sampling[200], label[SW__LABEL_MAX], cell[NCOLS][48];
+    char sampling[256], label[SW__LABEL_MAX], cell[NCOLS][48];
     sampling_text(s, device, sampling, sizeof sampling);
     size_t width[NCOLS], label_width = strlen("Module");
     for (int k = 0; k < NCOLS; k++)

@@ -537,3 +537,43 @@ def test_durations_scaled_by_the_c_writer_as_fastxtend_scales_them():
     prof = stepwatch.Profiler()
     prof.action("forward").record(0, 838_200_000)
     assert _scale_time(0.8382) in prof.report("fastxtend")
+
+
+def test_the_profiled_fits_dispatch_calls_every_callback_as_fastai_does(capsys):
+    """During a profiled fit learn._call_one is stepwatch's (fastai's, with the sorted order
+    kept while learn.cbs and the orders stay: issue 43's fastai cost): every callback gets
+    the same events in the same order as without the profiler, also one added during the
+    fit and one whose order changes during it; after the fit fastai's own is back."""
+    events = ("before_batch", "after_pred", "after_loss", "before_backward", "before_step",
+              "after_step", "after_batch", "after_train", "after_fit")
+
+    class Log(Callback):
+        def __init__(self, log, label, order):
+            self.log, self.label, self.order = log, label, order
+            for e in events:
+                setattr(self, e, functools.partial(self.log.append, (label, e)))
+
+    class Changer(Callback):  # at the 2nd batch: adds a callback, moves another first
+        order = 5
+
+        def __init__(self, log, moved):
+            self.log, self.moved, self.done = log, moved, False
+
+        def after_batch(self):
+            if self.training and self.iter == 1 and not self.done:
+                self.done = True
+                self.learn.add_cb(Log(self.log, "added", 15))
+                self.moved.order = -50
+
+    def run(profiled):
+        log = []
+        late = Log(log, "late", 60)
+        learn, _ = make_learner(cbs=[Log(log, "early", -30), late, Changer(log, late)])
+        if profiled:
+            learn.profile(show_report=False)
+        learn.fit(1)
+        assert "_call_one" not in vars(learn)  # fastai's own, from the class
+        return log
+
+    assert run(True) == run(False)
+    assert ("added", "after_pred") in run(True)

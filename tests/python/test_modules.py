@@ -107,10 +107,12 @@ def train(prof, model, steps, width=16):
 
 
 def test_sleeping_modules_come_out_within_ten_percent_forward_and_backward():
-    SLEEPS.clear()
     prof = stepwatch.Profiler(modules=1)
     try:
-        train(prof, Model(), 4)
+        model = Model()
+        train(prof, model, 1)  # step 0: warm-up, left out of the table
+        SLEEPS.clear()
+        train(prof, model, 4)
         info, rows = modules_of(prof)
     finally:
         prof.close()
@@ -159,24 +161,36 @@ def test_sampling_every_kth_step_and_no_grad_evaluation():
     prof = stepwatch.Profiler(modules=3)
     try:
         model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
-        train(prof, model, 7, width=8)  # steps 0, 3, 6 sampled
+        train(prof, model, 8, width=8)  # step 0 warm-up; steps 1, 4, 7 sampled
         with torch.no_grad():
-            for _ in range(3):  # steps 7, 8 not sampled; 9 sampled, no graph: forward only
+            for _ in range(3):  # steps 8, 9 not sampled; 10 sampled, no graph: forward only
                 with prof.step():
                     model(torch.randn(2, 8))
         info, rows = modules_of(prof)
         text = prof.report()
     finally:
         prof.close()
-    assert info["every"] == 3 and info["sampled_steps"] == 4
+    assert info["every"] == 3 and info["sampled_steps"] == 4 and info["warmup_steps"] == 1
     assert rows["0"]["forward_calls"] == 4 and rows["0"]["backward_calls"] == 3
     assert "Modules (top 3 of 3 by self time" in text and "every 3 step(s) sampled" in text
+    assert "warm-up (first 1 step(s)) left out" in text
+
+
+def test_the_profilers_warmup_steps_are_left_out_too():
+    prof = stepwatch.Profiler(modules=2, warmup_steps=3)
+    try:
+        train(prof, torch.nn.Sequential(torch.nn.Linear(8, 8)), 8, width=8)  # 3, 5, 7 sampled
+        info, rows = modules_of(prof)
+    finally:
+        prof.close()
+    assert info["warmup_steps"] == 3 and info["sampled_steps"] == 3
+    assert rows["0"]["forward_calls"] == 3 and rows["0"]["backward_calls"] == 3
 
 
 def test_every_report_format_and_the_run_file_keep_the_table(tmp_path):
     run = tmp_path / "run.sw"
     prof = stepwatch.Profiler(modules=1, run_file=str(run))
-    train(prof, torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), 2, width=4)
+    train(prof, torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), 3, width=4)
     prof.close()
     loaded = stepwatch.load(str(run))
     md = loaded.report("markdown")
@@ -312,7 +326,8 @@ def test_lightning_trainer_with_modules_has_the_table():
     finally:
         prof.profiler.close()
     assert "body.0" in rows, list(rows)
-    assert rows["body.0"]["forward_calls"] == 4 and rows["body.0"]["backward_calls"] == 4
+    # 4 steps, the first one warm-up
+    assert rows["body.0"]["forward_calls"] == 3 and rows["body.0"]["backward_calls"] == 3
     assert rows["head"]["param_bytes"] == 17 * 4
     # Adam's two moments per parameter, and its step count (a float32 tensor) per parameter
     assert rows["head"]["optimizer_bytes"] == 2 * 17 * 4 + 2 * 4
@@ -326,9 +341,10 @@ def test_hf_trainer_with_modules_has_the_table(tmp_path):
     from stepwatch.transformers import Callback
     out = tmp_path / "report.txt"
     cb = Callback(output=str(out), modules=1, format="json")
-    trainer, _clock = make_trainer(tmp_path, train=16, valid=0, epochs=1, callbacks=[cb])
+    trainer, _clock = make_trainer(tmp_path, train=24, valid=0, epochs=1, callbacks=[cb])
     trainer.train()
     rows = {r["path"]: r for r in json.loads(out.read_text())["modules"]["rows"]}
+    # 3 steps, the first one warm-up
     assert rows[""]["forward_calls"] == 2 and rows[""]["backward_calls"] == 2
     attention = [p for p in rows if p.endswith("attention")]
     assert attention and all(rows[p]["backward_ns"] > 0 for p in attention)
@@ -358,6 +374,195 @@ def test_stepwatch_run_modules_passes_it_on(tmp_path, build_dir):
                           sys.executable, str(script)], capture_output=True, text=True,
                          cwd=tmp_path)
     assert bad.returncode == 2 and "--modules takes a step interval" in bad.stderr
+
+
+# ---- zero-code (stepwatch run --modules): the optimizer's state, warm-up, the measuring ----
+
+def _stepwatch_run(build_dir, tmp_path, script, *args):
+    """Run script under `stepwatch run --modules=1` with a run file; its modules table as
+    {path: row} from the run file itself (sqlite3), and the table's notes."""
+    import sqlite3
+    run = tmp_path / "run.db"
+    done = subprocess.run([os.path.join(build_dir, "stepwatch"), "run", "--modules=1",
+                           "--run-file", str(run), "-o", str(tmp_path / "report.txt"), "--",
+                           sys.executable, str(script), *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(run) as db:
+        db.row_factory = sqlite3.Row
+        rows = {r["path"]: dict(r) for r in db.execute("SELECT * FROM modules")}
+        notes = dict(db.execute("SELECT key, value FROM notes"))
+    return rows, notes
+
+
+ADAM_SCRIPT = textwrap.dedent("""
+    import json, sys, torch
+
+    def main():  # the optimizer is gone once main returns, before stepwatch closes
+        model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(),
+                                    torch.nn.Linear(96, 8))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for _ in range(6):
+            model(torch.randn(4, 64)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        def state_bytes(module):  # the truth, from the optimizer itself
+            return sum(v.numel() * v.element_size() for p in module.parameters()
+                       for v in opt.state[p].values() if isinstance(v, torch.Tensor))
+        json.dump({name: state_bytes(m) for name, m in model.named_modules()},
+                  open(sys.argv[1], "w"))
+
+    main()
+""")
+
+
+def test_stepwatch_run_modules_has_the_optimizer_state_of_the_loop(tmp_path, build_dir):
+    """Issue 43: under `stepwatch run --modules=1` the run file had 0 B of optimizer state
+    in every row (and no gradients): the last sizes were read at close, after the script's
+    main() had returned. Adam's state, as the optimizer itself counts it, is in the table."""
+    script = tmp_path / "train.py"
+    script.write_text(ADAM_SCRIPT)
+    truth_file = tmp_path / "state.json"
+    rows, _notes = _stepwatch_run(build_dir, tmp_path, script, str(truth_file))
+    truth = json.loads(truth_file.read_text())
+    # exp_avg and exp_avg_sq of every parameter, and its step (a float32 scalar)
+    assert truth[""] == 2 * 4 * ((64 * 96 + 96) + (96 * 8 + 8)) + 4 * 4
+    for path, state in truth.items():
+        assert rows[path]["optimizer_bytes"] == state, (path, rows[path])
+        # read after a backward of the run, not after the last zero_grad
+        assert rows[path]["grad_bytes"] == rows[path]["param_bytes"], (path, rows[path])
+
+
+WARMUP_SCRIPT = textwrap.dedent("""
+    import json, sys, time, torch
+    from time import perf_counter_ns as clock
+    torch.set_num_threads(1)
+    STEPS, NOTHING_CALLS = int(sys.argv[2]), 50
+    own = []  # per step: the loop's own clock, ns
+
+    def rec(key, ns):
+        own[-1][key] = own[-1].get(key, 0) + ns
+
+    class Lin(torch.nn.Linear):
+        def forward(self, x):  # the Linear's own work, timed inside its call
+            t0 = clock()
+            y = super().forward(x)
+            rec("lin_in", clock() - t0)
+            return y
+
+    class Sleepy(torch.nn.Module):  # a known sleep
+        def forward(self, x):
+            t0 = clock()
+            time.sleep(0.003)
+            rec("sleepy_in", clock() - t0)
+            return x * 1.0
+
+    class Lazy(torch.nn.Module):  # lazy initialisation: a first call of 300 ms
+        def __init__(self):
+            super().__init__()
+            self.ready = False
+        def forward(self, x):
+            if not self.ready:
+                time.sleep(0.3)
+                self.ready = True
+            return x + 0
+
+    class Nothing(torch.nn.Module):  # does nothing: the per-call floor
+        def forward(self, x):
+            return x
+
+    class Parent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lazy, self.lin, self.sleepy, self.nothing = Lazy(), Lin(256, 256), Sleepy(), Nothing()
+        def forward(self, x):
+            start = clock()
+            time.sleep(0.002)  # its own
+            children = 0
+            for name in ("lazy", "lin", "sleepy"):
+                t0 = clock()
+                x = getattr(self, name)(x)
+                t = clock() - t0
+                rec(name + "_out", t)
+                children += t
+            t0 = clock()
+            for _ in range(NOTHING_CALLS):
+                x = self.nothing(x)
+            t = clock() - t0
+            rec("nothing_out", t)
+            children += t
+            # a module made per call (functional style): named by the hooks at every call
+            t0 = clock()
+            x = torch.nn.Identity()(x)
+            t = clock() - t0
+            rec("adhoc_out", t)
+            children += t
+            rec("parent_body_less_children", clock() - start - children)
+            return x
+
+    model = Parent()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 256)
+    for step in range(STEPS):
+        own.append({})
+        t0 = clock()
+        out = model(x)
+        rec("model_out", clock() - t0)
+        out.sum().backward()
+        opt.step()
+        opt.zero_grad()
+    json.dump(own, open(sys.argv[1], "w"))
+""")
+
+
+def test_stepwatch_run_modules_leaves_the_warmup_out_and_charges_no_measuring(tmp_path, build_dir):
+    """Issue 43: the first step's one-time costs (BLAS start-up, the first autograd call, a
+    module's lazy initialisation) landed in the module table, and so did the hooks' own work
+    (naming a module, node hooks) in the modules around the call. Every bound here is the
+    loop's own clock (perf_counter_ns, CLOCK_MONOTONIC as stepwatch's) in the same run:
+    stepwatch's interval of a call lies inside the loop's around it and holds the module's
+    own work, so it is between the two, on any load."""
+    script = tmp_path / "train.py"
+    script.write_text(WARMUP_SCRIPT)
+    truth_file = tmp_path / "own.json"
+    steps = 8
+    rows, notes = _stepwatch_run(build_dir, tmp_path, script, str(truth_file), str(steps))
+    own = json.loads(truth_file.read_text())
+    steady = own[1:]  # step 0 is warm-up: not in the table
+
+    def total(key):
+        return sum(s.get(key, 0) for s in steady)
+
+    lin, sleepy, lazy, nothing, parent = (rows[p] for p in ("lin", "sleepy", "lazy", "nothing", ""))
+    # the first step is not in the table: the lazy module's 300 ms first call is not there
+    assert lin["forward_calls"] == lazy["forward_calls"] == steps - 1
+    assert lin["backward_calls"] == steps - 1
+    assert lazy["forward_ns"] <= total("lazy_out") < 0.3e9, (lazy, total("lazy_out"))
+    # the Linear: at least its own work, at most the loop's interval around its calls
+    assert total("lin_in") <= lin["forward_self_ns"] <= total("lin_out"), (lin, steady)
+    # a known sleep: likewise
+    assert total("sleepy_in") <= sleepy["forward_self_ns"] <= total("sleepy_out"), sleepy
+    assert sleepy["forward_self_ns"] >= 0.003e9 * (steps - 1)
+    # the do-nothing module: its self time per call (the floor) within the loop's per call
+    calls = nothing["forward_calls"]
+    assert calls == 50 * (steps - 1)
+    assert 0 < nothing["forward_self_ns"] <= total("nothing_out"), nothing
+    # the parent: its own body (the loop's clock, children's calls taken out) at least, and
+    # at most that plus its own call's dispatch (model_out less its body) and the loop's
+    # share around each child call (the statements between the loop's clock and the call:
+    # no more than a whole do-nothing call, the loop's clock says). Naming the per-call
+    # module (gc walks the heap: milliseconds) and the children's node hooks are the
+    # measuring's, not the parent's.
+    body = total("parent_body_less_children")
+    dispatch = total("model_out") - sum(s["parent_body_less_children"] + s["lazy_out"]
+                                        + s["lin_out"] + s["sleepy_out"] + s["nothing_out"]
+                                        + s["adhoc_out"] for s in steady)
+    per_call = total("nothing_out") / calls
+    slack = dispatch + total("nothing_out") + 4 * (steps - 1) * per_call
+    assert body <= parent["forward_self_ns"] <= body + slack, (parent, body, slack)
+    assert parent["forward_ns"] == parent["forward_self_ns"] + sum(
+        rows[p]["forward_ns"] for p in rows if p and "." not in p)
+    assert notes["modules_warmup_steps"] == "1" and notes["modules_sampled_steps"] == str(steps - 1)
 
 
 def test_html_report_draws_the_modules_table(tmp_path):

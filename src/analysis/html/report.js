@@ -756,10 +756,13 @@
       s = section(P + "Modules", parent);
       var every = (D.notes.filter(function (n) { return n[0] === "modules_every"; })[0] || [])[1];
       var sampled = (D.notes.filter(function (n) { return n[0] === "modules_sampled_steps"; })[0] || [])[1];
+      var warm = (D.notes.filter(function (n) { return n[0] === "modules_warmup_steps"; })[0] || [])[1];
       var gpu = D.modules[0].device_self !== undefined;
       s.appendChild(el("p", { "class": "note" }, (gpu ? "Host time and GPU device time (Dev: GPU events" +
         " on the step's stream)" : "Host time") + " summed over the sampled steps (every " +
-        (every || "?") + " step(s): " + (sampled || "?") + " sampled); total includes submodules, self does not."));
+        (every || "?") + " step(s): " + (sampled || "?") + " sampled" +
+        (warm ? "; warm-up, the first " + warm + " step(s), left out" : "") +
+        "); total includes submodules, self does not."));
       var bytes = function (v) {
         if (v === null || v === undefined || isNaN(v)) return "-";
         var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
