@@ -110,6 +110,11 @@ int sw__snapshot_add_module(sw_snapshot *s, const sw_module_row *row);
  * "all") merging that action's rows, and set wall_ns (the "fit" total, else elapsed_ns). */
 int sw__snapshot_finish(sw_snapshot *s);
 
+/* ---- slow steps (slow_steps.c) ---- */
+
+/* The cause named name (sw_cause_name's words); SW_CAUSE_UNKNOWN for any other name. */
+sw_cause sw__cause_parse(const char *name);
+
 /* ---- why a call failed (errors.c; sw_last_error) ---- */
 
 /* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",

@@ -14,12 +14,14 @@
  *   recorder_snapshot.c  sw_snapshot_take
  *   recorder_access.c    accessors for the layers above (core.h), thread names
  *   recorder_process.c   every live profiler in the process: fork and exit hooks
+ *   recorder_slow.c      slow steps: each step judged and explained as it ends
  */
 #ifndef SW_CORE_RECORDER_H
 #define SW_CORE_RECORDER_H
 
 #include "clock.h"
 #include "sink.h"
+#include "slow_steps.h"
 
 #include <pthread.h>
 
@@ -84,6 +86,7 @@ typedef struct sw__thread {
     uint64_t step_category_ns[SW_CAT_COUNT];
     int step_has_allocator; /* sw_step_memory was called in the open step */
     uint64_t step_allocated, step_peak_allocated, step_reserved;
+    sw__slow_thread slow; /* slow steps (recorder_slow.c) */
     sw__ring ring;
 } sw__thread;
 
@@ -106,6 +109,8 @@ struct sw_profiler {
     char *action_names[SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
     uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, _HOOK */
+    uint8_t action_cause[SW__MAX_ACTIONS];   /* sw_cause_of(name): time of its spans in a
+                                                step counts for that cause */
     sw_watch_fn watch_fn;                    /* released after watch_ctx */
     void *watch_ctx;
     sw_watch_fn hook_fn; /* the layers' watcher (sw__hook_set), likewise */
@@ -143,6 +148,16 @@ struct sw_profiler {
     _Atomic uint64_t mem_rss_steps, mem_rss_max, mem_rss_last;
     _Atomic uint64_t mem_alloc_steps, mem_peak_max, mem_alloc_last, mem_reserved_max,
         mem_reserved_last;
+
+    /* Slow steps (recorder_slow.c): the garbage collector's totals (sw_gc_collection), the
+     * oldest generations collected since the last step boundary (bits), whether the OS is
+     * read (SW_STEP_OS=0 says no), and the figures of sw_slow_summary. */
+    _Atomic uint64_t gc_ns, gc_count, gc_collected;
+    _Atomic uint32_t gc_generations;
+    int os_signals;
+    _Atomic uint64_t slow_judged, slow_count, slow_ns, slow_excess_ns;
+    _Atomic uint64_t slow_by_cause[SW_CAUSE_COUNT];
+    _Atomic uint64_t slow_windows_sent, slow_windows_not_sent;
 
     sw__thread *threads;
     uint32_t threads_seen;
@@ -186,6 +201,15 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
     sw_stats_merge(&into->warm, &from->warm);
     sw_hist_merge(&into->hist, &from->hist);
 }
+
+/* ---- recorder_slow.c ---- */
+
+/* A step begins on t: the boundaries' readings, the span buffers turned over. */
+void sw__slow_step_begin(sw_profiler *p, sw__thread *t);
+/* Step s (its times, category_ns, warmup and phase filled) ended on t at now: its signals,
+ * median and cause into s, the summary counted. Returns 1 when the spans of s and of the
+ * step before it should go to the sink as a window (sw__slow_window). */
+int sw__slow_step_end(sw_profiler *p, sw__thread *t, sw_step_record *s);
 
 /* ---- recorder_names.c (callers hold p->lock) ---- */
 

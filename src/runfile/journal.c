@@ -73,6 +73,8 @@ typedef struct sw__journal {
     int next_round;
     int64_t clock_offset_ns; /* sw_run_set_clock_offset */
     int clock_offset_set, clock_offset_dirty;
+    uint64_t window;               /* the slow step the next window spans belong to (run_slow.c) */
+    int windows_added;             /* window spans written in this flush: bound the windows */
     uint32_t thread_names_written; /* the core's naming counter when they were last written */
     int thread_names_rc;
 } sw__journal;
@@ -157,9 +159,18 @@ static void collect(void *ctx, const sw__event *e) {
 }
 
 static int write_event(sw__journal *j, const sw__event *e) {
+    int rc;
     switch (e->kind) {
     case SW__EVENT_STEP:
-        return sw__store_add_step(j->store, j->rank, &e->u.step);
+        rc = sw__store_add_step(j->store, j->rank, &e->u.step);
+        if (rc == 0 && e->u.step.cause != SW_CAUSE_NONE) {
+            rc = sw__store_add_slow_step(j->store, j->rank, &e->u.step);
+            j->window = e->u.step.step; /* its window's spans, if any, come next */
+        }
+        return rc;
+    case SW__EVENT_WINDOW_SPAN:
+        j->windows_added = 1;
+        return sw__store_add_window_span(j->store, j->rank, j->window, &e->u.span);
     case SW__EVENT_COUNTER:
         return sw__store_add_counter(j->store, j->rank, &e->u.counter);
     case SW__EVENT_SPAN:
@@ -225,6 +236,8 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
         return rc;
     snap->dropped_events += j->lost_events;
     rc = sw__store_write_snapshot(j->store, j->rank, snap, complete, reason);
+    if (rc == 0)
+        rc = sw__store_write_slow_judged(j->store, j->rank, snap->slow.judged);
     sw_snapshot_free(snap);
     j->last_aggregate_ns = sw_now_ns();
     return rc;
@@ -293,6 +306,9 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = write_event(j, &j->events[i]);
     if (rc == 0)
         rc = write_spans(j);
+    if (rc == 0 && j->windows_added)
+        rc = sw__store_bound_windows(j->store, j->rank);
+    j->windows_added = 0;
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
     if (rc == 0)

@@ -1,0 +1,163 @@
+/*
+ * recorder_slow.c — slow steps, as they end (docs/slow-steps.md): at each step boundary the
+ * signals are read (the garbage collector's totals; the OS's figures at most every few
+ * steps, and at every slow step), the step is judged against its thread's running median
+ * (sw_step_is_slow) and given a cause (sw_slow_cause), and the profiler's summary counted.
+ * The spans of the last two steps wait in per-thread buffers (recorder.c fills them); a slow
+ * step among the costliest hands them to the sink as its window.
+ */
+#include "recorder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The OS reads' budget: at most this much wall time per step, on average. */
+#define SW__OS_BUDGET_NS 1000u
+#define SW__OS_EVERY_MAX 64u
+
+/* The oldest generation in a set of generation bits; -1 for none. */
+static int32_t oldest(uint32_t bits) {
+    return bits ? 31 - (int32_t)__builtin_clz(bits) : -1;
+}
+
+/* Read the OS figures into *now; learn what the read costs and how often it may run. */
+static int os_read(sw__slow_thread *st, sw__os_sample *now) {
+    uint64_t before = sw__clock_ns();
+    if (!sw__os_read(now))
+        return 0;
+    uint64_t cost = now->wall_ns > before ? now->wall_ns - before : 0;
+    st->os_cost_ns = st->os_cost_ns ? (7 * st->os_cost_ns + cost) / 8 : cost;
+    uint32_t every = (uint32_t)((st->os_cost_ns + SW__OS_BUDGET_NS - 1) / SW__OS_BUDGET_NS);
+    st->os_every = every < 1 ? 1 : every > SW__OS_EVERY_MAX ? SW__OS_EVERY_MAX : every;
+    st->steps_since_os = 0;
+    return 1;
+}
+
+void sw__slow_step_begin(sw_profiler *p, sw__thread *t) {
+    sw__slow_thread *st = &t->slow;
+    if (st->half[0].spans == NULL && !st->spans_failed) {
+        st->half[0].spans = malloc(SW_SLOW_WINDOW_SPANS * sizeof(sw_span_record));
+        st->half[1].spans = malloc(SW_SLOW_WINDOW_SPANS * sizeof(sw_span_record));
+        if (st->half[0].spans == NULL || st->half[1].spans == NULL) {
+            free(st->half[0].spans);
+            free(st->half[1].spans);
+            st->half[0].spans = st->half[1].spans = NULL;
+            st->spans_failed = 1;
+        }
+    }
+    st->cur ^= 1;
+    st->half[st->cur].n = 0;
+    st->half[st->cur].dropped = 0;
+    memset(st->cause_ns, 0, sizeof st->cause_ns);
+    st->gc_ns_at_begin = atomic_load_explicit(&p->gc_ns, memory_order_relaxed);
+    st->gc_count_at_begin = atomic_load_explicit(&p->gc_count, memory_order_relaxed);
+    st->gc_collected_at_begin = atomic_load_explicit(&p->gc_collected, memory_order_relaxed);
+    atomic_store_explicit(&p->gc_generations, 0, memory_order_relaxed);
+    if (p->os_signals && !st->have_os)
+        st->have_os = os_read(st, &st->last_os);
+}
+
+/* The collector's and the causes' figures of the step that ends. */
+static void step_signals(sw_profiler *p, sw__slow_thread *st, sw_step_signals *g) {
+    memset(g, 0, sizeof *g);
+    g->gc_ns = atomic_load_explicit(&p->gc_ns, memory_order_relaxed) - st->gc_ns_at_begin;
+    g->gc_collections = (uint32_t)(atomic_load_explicit(&p->gc_count, memory_order_relaxed) -
+                                   st->gc_count_at_begin);
+    g->gc_collected = atomic_load_explicit(&p->gc_collected, memory_order_relaxed) -
+                      st->gc_collected_at_begin;
+    g->gc_generation = g->gc_collections
+                           ? oldest(atomic_load_explicit(&p->gc_generations, memory_order_relaxed))
+                           : -1;
+    g->compile_ns = st->cause_ns[SW_CAUSE_COMPILE];
+    g->checkpoint_ns = st->cause_ns[SW_CAUSE_CHECKPOINT];
+    g->eval_ns = st->cause_ns[SW_CAUSE_EVAL];
+}
+
+/* The OS figures since the last reading, when this step reads (slow, or its turn). */
+static void step_os(sw_profiler *p, sw__slow_thread *st, int slow, sw_step_signals *g) {
+    if (!p->os_signals || !st->have_os)
+        return;
+    st->steps_since_os++;
+    if (!slow && st->steps_since_os < st->os_every)
+        return;
+    sw__os_sample now;
+    if (!os_read(st, &now))
+        return;
+    const sw__os_sample *was = &st->last_os;
+    g->os_wall_ns = now.wall_ns - was->wall_ns;
+    g->cpu_ns = now.cpu_ns > was->cpu_ns ? now.cpu_ns - was->cpu_ns : 0;
+    g->sys_ns = now.sys_ns > was->sys_ns ? now.sys_ns - was->sys_ns : 0;
+    g->voluntary_switches = now.voluntary - was->voluntary;
+    g->involuntary_switches = now.involuntary - was->involuntary;
+    g->minor_faults = now.minor - was->minor;
+    g->major_faults = now.major - was->major;
+    st->last_os = now;
+}
+
+/* Is a window of this excess among the costliest sent so far (st->top, smallest first)?
+ * Then it takes its place there. */
+static int window_wanted(sw__slow_thread *st, uint64_t excess) {
+    uint32_t n = st->ntop;
+    if (n == SW_SLOW_WINDOWS) {
+        if (excess <= st->top[0])
+            return 0;
+        memmove(&st->top[0], &st->top[1], (n - 1) * sizeof st->top[0]);
+        n--;
+    }
+    uint32_t j = n;
+    while (j > 0 && st->top[j - 1] > excess) {
+        st->top[j] = st->top[j - 1];
+        j--;
+    }
+    st->top[j] = excess;
+    st->ntop = n + 1;
+    return 1;
+}
+
+int sw__slow_step_end(sw_profiler *p, sw__thread *t, sw_step_record *s) {
+    sw__slow_thread *st = &t->slow;
+    int kind = s->phase == SW_PHASE_TRAIN ? 0 : 1;
+    step_signals(p, st, &s->signals);
+    s->median_ns = s->warmup ? 0 : sw__median_get(&st->median[kind]);
+    int slow = sw_step_is_slow(s->duration_ns, s->median_ns);
+    step_os(p, st, slow, &s->signals);
+    s->cause = SW_CAUSE_NONE;
+    s->explained_ns = 0;
+    if (s->warmup)
+        return 0;
+    sw__median_add(&st->median[kind], s->duration_ns);
+    if (s->median_ns == 0)
+        return 0;
+    atomic_fetch_add_explicit(&p->slow_judged, 1, memory_order_relaxed);
+    uint64_t data = s->category_ns[SW_CAT_DATA];
+    if (!slow) {
+        /* The usual data time: a moving average of the steps that were not slow. */
+        uint64_t *typ = &st->typical_data_ns[kind];
+        *typ = data >= *typ ? *typ + (data - *typ) / 16 : *typ - (*typ - data) / 16;
+        return 0;
+    }
+    s->cause = sw_slow_cause(s, st->typical_data_ns[kind], &s->explained_ns);
+    uint64_t excess = s->duration_ns - s->median_ns;
+    atomic_fetch_add_explicit(&p->slow_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->slow_ns, s->duration_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->slow_excess_ns, excess, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->slow_by_cause[s->cause], 1, memory_order_relaxed);
+    if (st->half[0].spans == NULL || !atomic_load_explicit(&p->events_on, memory_order_relaxed) ||
+        !window_wanted(st, excess)) {
+        atomic_fetch_add_explicit(&p->slow_windows_not_sent, 1, memory_order_relaxed);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&p->slow_windows_sent, 1, memory_order_relaxed);
+    return 1;
+}
+
+void sw_gc_collection(sw_profiler *p, uint64_t start_ns, uint64_t end_ns, int generation,
+                      uint64_t collected) {
+    if (p == NULL || end_ns < start_ns)
+        return;
+    atomic_fetch_add_explicit(&p->gc_ns, end_ns - start_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->gc_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->gc_collected, collected, memory_order_relaxed);
+    if (generation >= 0 && generation < 32)
+        atomic_fetch_or_explicit(&p->gc_generations, 1u << generation, memory_order_relaxed);
+}
