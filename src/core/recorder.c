@@ -625,16 +625,27 @@ static void step_memory(sw_profiler *p, sw__thread *t, uint64_t now, uint64_t *r
     }
 }
 
-/* A slow step's window to the sink: the spans of the step before it, then its own. */
+/* A slow step's window to the sink: the spans of the step before it, then its own. Only
+ * into room the ring has now: a window never waits (SW_FULL_BLOCK) nor counts as dropped
+ * events; one that does not fit is not sent (sw_slow_summary.windows_dropped). */
 static __attribute__((noinline)) void emit_window(sw_profiler *p, sw__thread *t) {
+    const sw__step_spans *before = &t->slow.half[t->slow.cur ^ 1],
+                         *own = &t->slow.half[t->slow.cur];
+    sw__ring *r = &t->ring;
+    uint64_t used = atomic_load_explicit(&r->head, memory_order_relaxed) -
+                    atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (r->slots == NULL || r->mask + 1 - used < (uint64_t)before->n + own->n) {
+        atomic_fetch_sub_explicit(&p->slow_windows_sent, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->slow_windows_not_sent, 1, memory_order_relaxed);
+        return;
+    }
+    const sw__step_spans *halves[2] = {before, own};
     for (uint32_t k = 0; k < 2; k++) {
-        const sw__step_spans *h = &t->slow.half[t->slow.cur ^ 1 ^ k];
-        for (uint32_t i = 0; i < h->n; i++) {
-            sw__event *ev = ring_reserve(p, t);
-            if (ev == NULL)
-                return;
+        for (uint32_t i = 0; i < halves[k]->n; i++) {
+            sw__event *ev =
+                &r->slots[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
             ev->kind = SW__EVENT_WINDOW_SPAN;
-            ev->u.span = h->spans[i];
+            ev->u.span = halves[k]->spans[i];
             ring_commit(t);
         }
     }

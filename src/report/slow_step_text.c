@@ -1,9 +1,10 @@
 /*
  * slow_step_text.c — a slow step's line of evidence (sw_slow_step_text): its time, the
  * median it was judged against, its cause (sw_slow_cause, core/slow_steps.c) and the
- * figures behind the cause.
+ * figures behind the cause; the line under the text reports' tables (sw__put_slow) and the
+ * causes by count it and diagnose share.
  */
-#include "stepwatch.h"
+#include "writer.h"
 
 #include <stdio.h>
 
@@ -77,4 +78,41 @@ char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size) {
              sw_format_duration((double)r->duration_ns, d, sizeof d),
              sw_format_duration((double)r->median_ns, m, sizeof m), why);
     return buf;
+}
+
+/* "gc 30, preempted 5, unknown 2", largest first. */
+void sw__slow_causes_text(const sw_slow_summary *s, char *out, size_t size) {
+    int done[SW_CAUSE_COUNT] = {0};
+    size_t len = 0;
+    out[0] = '\0';
+    for (;;) {
+        int best = 0;
+        for (int c = 1; c < SW_CAUSE_COUNT; c++)
+            if (!done[c] && s->by_cause[c] > 0 && (!best || s->by_cause[c] > s->by_cause[best]))
+                best = c;
+        if (!best || len >= size)
+            return;
+        done[best] = 1;
+        len += (size_t)snprintf(out + len, size - len, "%s%s %llu", len ? ", " : "",
+                                sw_cause_name((sw_cause)best),
+                                (unsigned long long)s->by_cause[best]);
+    }
+}
+
+uint64_t sw__all_step_ns(const sw_snapshot *s) {
+    const sw_row *r = sw_snapshot_find(s, "step", "all");
+    return r ? r->stats.total_ns + r->warmup.total_ns : 0;
+}
+
+void sw__put_slow(const sw_snapshot *s, FILE *out, const char *bullet) {
+    const sw_slow_summary *slow = &s->slow;
+    if (slow->slow == 0)
+        return;
+    uint64_t total = sw__all_step_ns(s);
+    char causes[256];
+    sw__slow_causes_text(slow, causes, sizeof causes);
+    fprintf(out, "\n%sSlow steps: %llu (%.1f %% of steps, %.1f %% of time): %s\n", bullet,
+            (unsigned long long)slow->slow,
+            slow->judged ? (double)slow->slow / (double)slow->judged * 100.0 : 0.0,
+            total ? (double)slow->slow_ns / (double)total * 100.0 : 0.0, causes);
 }
