@@ -856,10 +856,11 @@ SW_API uint64_t sw_step_off_cpu_ns(const sw_step_record *r);
  * 4213: 182 ms (median 31 ms): gc generation 2, 148 ms, 1.9 M objects". Returns buf. */
 SW_API char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size);
 
-/* A collection of the garbage collector ran from start_ns to end_ns (sw_now_ns clock) on
- * the calling thread: generation collected, objects freed. Counted in the open step of the
- * profiler (sw_step_signals; any thread's collection counts, as it holds the step up).
- * Relaxed atomics, no lock: cheap enough for every collection. */
+/* A collection of the garbage collector ran from start_ns to end_ns (sw_now_ns clock):
+ * generation collected, objects freed. Counted in the step it overlaps, by time
+ * (sw_step_signals; any thread's collection counts, as it holds the step up; the newest 64
+ * are kept for that, a step with more counts at least those since its sw_step_begin). One
+ * collector calls it at a time (Python's, under its lock); relaxed atomics, no lock. */
 SW_API void sw_gc_collection(sw_profiler *p, uint64_t start_ns, uint64_t end_ns, int generation,
                              uint64_t collected);
 

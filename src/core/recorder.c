@@ -320,13 +320,11 @@ static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, s
     ring_commit(t);
 }
 
-/* A span that ended inside the open step: its time to the cause it stands for, if any, and
- * its record into the step's buffer (a slow step's window: recorder_slow.c). */
+/* A span that ended: its record into the buffer of the spans since the last step ended
+ * (recorder_slow.c reads the causes' times from it and hands it on as a slow step's window).
+ * A loop may begin a step after its start (sw_step_begin_at): what ran in between is kept. */
 SW__INLINE void keep_span(sw_profiler *p, sw__thread *t, sw_id id, sw_phase phase, uint64_t start,
                           uint64_t duration, uint32_t depth, int64_t step) {
-    uint8_t cause = p->action_cause[id];
-    if (SW__UNLIKELY(cause != SW_CAUSE_NONE))
-        t->slow.cause_ns[cause] += duration;
     sw__step_spans *h = &t->slow.half[t->slow.cur];
     if (SW__LIKELY(h->n < SW_SLOW_WINDOW_SPANS && h->spans != NULL)) {
         h->spans[h->n++] = span_of(p, t, id, phase, start, duration, depth, step);
@@ -365,8 +363,7 @@ SW__INLINE uint64_t record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, s
             t->step_category_ns[category] += duration > cat_ns ? duration - cat_ns : 0;
         given = duration;
     }
-    if (t->step_open)
-        keep_span(p, t, id, phase, start, duration, depth, step);
+    keep_span(p, t, id, phase, start, duration, depth, step);
     if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) && p->opts.timeline)
         emit_span(p, t, id, phase, start, duration, depth, step);
     return given;
@@ -676,16 +673,17 @@ static void step_record(sw_profiler *p, sw__thread *t, uint64_t start, uint64_t 
     s.peak_allocated_bytes = t->step_has_allocator ? t->step_peak_allocated : 0;
     s.reserved_bytes = t->step_has_allocator ? t->step_reserved : 0;
     int window = sw__slow_step_end(p, t, &s);
-    if (!atomic_load_explicit(&p->events_on, memory_order_relaxed))
-        return;
-    sw__event *ev = ring_reserve(p, t);
-    if (ev == NULL)
-        return;
-    ev->kind = SW__EVENT_STEP;
-    ev->u.step = s;
-    ring_commit(t);
-    if (SW__UNLIKELY(window))
-        emit_window(p, t);
+    if (atomic_load_explicit(&p->events_on, memory_order_relaxed)) {
+        sw__event *ev = ring_reserve(p, t);
+        if (ev != NULL) {
+            ev->kind = SW__EVENT_STEP;
+            ev->u.step = s;
+            ring_commit(t);
+            if (SW__UNLIKELY(window))
+                emit_window(p, t);
+        }
+    }
+    sw__slow_step_turn(t);
 }
 
 void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {

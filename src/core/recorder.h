@@ -38,6 +38,7 @@
 #define SW__GET(dst, field) __atomic_load(&(field), &(dst), __ATOMIC_ACQUIRE)
 
 #define SW__PHASE_STACK 16
+#define SW__GC_RING 64 /* collections a step's figures are read from by time */
 #define SW__DEFAULT_DEPTH 64
 #define SW__DEFAULT_RING 65536
 
@@ -153,7 +154,10 @@ struct sw_profiler {
      * oldest generations collected since the last step boundary (bits), whether the OS is
      * read (SW_STEP_OS=0 says no), and the figures of sw_slow_summary. */
     _Atomic uint64_t gc_ns, gc_count, gc_collected;
-    _Atomic uint32_t gc_generations;
+    struct sw__gc_entry {
+        uint64_t start_ns, end_ns, collected; /* relaxed atomic builtins */
+        int32_t generation;
+    } gc_ring[SW__GC_RING]; /* the newest collections, by gc_count modulo SW__GC_RING */
     int os_signals;
     _Atomic uint64_t slow_judged, slow_count, slow_ns, slow_excess_ns;
     _Atomic uint64_t slow_by_cause[SW_CAUSE_COUNT];
@@ -204,12 +208,14 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
 
 /* ---- recorder_slow.c ---- */
 
-/* A step begins on t: the boundaries' readings, the span buffers turned over. */
+/* A step begins on t: the collector's totals now, the OS's first reading. */
 void sw__slow_step_begin(sw_profiler *p, sw__thread *t);
-/* Step s (its times, category_ns, warmup and phase filled) ended on t at now: its signals,
- * median and cause into s, the summary counted. Returns 1 when the spans of s and of the
- * step before it should go to the sink as a window (sw__slow_window). */
+/* Step s (its times, category_ns, warmup and phase filled) ended on t: its signals, median
+ * and cause into s, the summary counted. Returns 1 when the spans of s and of the step
+ * before it should go to the sink as its window; then sw__slow_step_turn. */
 int sw__slow_step_end(sw_profiler *p, sw__thread *t, sw_step_record *s);
+/* After the step's record went out: its spans become the step before the next one's. */
+void sw__slow_step_turn(sw__thread *t);
 
 /* ---- recorder_names.c (callers hold p->lock) ---- */
 

@@ -19,11 +19,6 @@
 #define SW__OS_COST_FACTOR 3u
 #define SW__OS_EVERY_MAX 64u
 
-/* The oldest generation in a set of generation bits; -1 for none. */
-static int32_t oldest(uint32_t bits) {
-    return bits ? 31 - (int32_t)__builtin_clz(bits) : -1;
-}
-
 /* Read the OS figures into *now; learn what the read costs and how often it may run. */
 static int os_read(sw__slow_thread *st, sw__os_sample *now) {
     uint64_t before = sw__clock_ns();
@@ -50,32 +45,72 @@ void sw__slow_step_begin(sw_profiler *p, sw__thread *t) {
             st->spans_failed = 1;
         }
     }
-    st->cur ^= 1;
-    st->half[st->cur].n = 0;
-    st->half[st->cur].dropped = 0;
-    memset(st->cause_ns, 0, sizeof st->cause_ns);
     st->gc_ns_at_begin = atomic_load_explicit(&p->gc_ns, memory_order_relaxed);
     st->gc_count_at_begin = atomic_load_explicit(&p->gc_count, memory_order_relaxed);
     st->gc_collected_at_begin = atomic_load_explicit(&p->gc_collected, memory_order_relaxed);
-    atomic_store_explicit(&p->gc_generations, 0, memory_order_relaxed);
     if (p->os_signals && !st->have_os)
         st->have_os = os_read(st, &st->last_os);
 }
 
-/* The collector's and the causes' figures of the step that ends. */
-static void step_signals(sw_profiler *p, sw__slow_thread *st, sw_step_signals *g) {
+void sw__slow_step_turn(sw__thread *t) {
+    sw__slow_thread *st = &t->slow;
+    st->cur ^= 1;
+    st->half[st->cur].n = 0;
+    st->half[st->cur].dropped = 0;
+}
+
+#define SW__LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define SW__STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+
+/* The collections that overlap the step [start, end] (sw__clock_ns times), from the ring of
+ * the newest ones; a step with more than the ring holds counts at least the collections
+ * since its sw_step_begin ran (the totals then). */
+static void step_gc(sw_profiler *p, const sw__slow_thread *st, uint64_t start, uint64_t end,
+                    sw_step_signals *g) {
+    uint64_t n = atomic_load_explicit(&p->gc_count, memory_order_acquire);
+    uint64_t oldest = n > SW__GC_RING ? n - SW__GC_RING : 0;
+    for (uint64_t k = n; k > oldest; k--) {
+        const struct sw__gc_entry *e = &p->gc_ring[(k - 1) % SW__GC_RING];
+        uint64_t e_start = SW__LOAD(e->start_ns), e_end = SW__LOAD(e->end_ns);
+        if (e_end < start)
+            break;
+        uint64_t from = e_start > start ? e_start : start, to = e_end < end ? e_end : end;
+        if (to <= from)
+            continue;
+        g->gc_ns += to - from;
+        g->gc_collections++;
+        g->gc_collected += SW__LOAD(e->collected);
+        int32_t gen = SW__LOAD(e->generation);
+        g->gc_generation = gen > g->gc_generation ? gen : g->gc_generation;
+    }
+    uint64_t since_begin = atomic_load_explicit(&p->gc_ns, memory_order_relaxed) -
+                           st->gc_ns_at_begin;
+    if (since_begin > g->gc_ns) {
+        g->gc_ns = since_begin;
+        g->gc_collections = (uint32_t)(n - st->gc_count_at_begin);
+        g->gc_collected = atomic_load_explicit(&p->gc_collected, memory_order_relaxed) -
+                          st->gc_collected_at_begin;
+    }
+}
+
+/* The collector's and the causes' figures of the step that ends: the spans standing for a
+ * cause (sw_cause_of) that began in the step. */
+static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_record *s,
+                         sw_step_signals *g) {
     memset(g, 0, sizeof *g);
-    g->gc_ns = atomic_load_explicit(&p->gc_ns, memory_order_relaxed) - st->gc_ns_at_begin;
-    g->gc_collections = (uint32_t)(atomic_load_explicit(&p->gc_count, memory_order_relaxed) -
-                                   st->gc_count_at_begin);
-    g->gc_collected = atomic_load_explicit(&p->gc_collected, memory_order_relaxed) -
-                      st->gc_collected_at_begin;
-    g->gc_generation = g->gc_collections
-                           ? oldest(atomic_load_explicit(&p->gc_generations, memory_order_relaxed))
-                           : -1;
-    g->compile_ns = st->cause_ns[SW_CAUSE_COMPILE];
-    g->checkpoint_ns = st->cause_ns[SW_CAUSE_CHECKPOINT];
-    g->eval_ns = st->cause_ns[SW_CAUSE_EVAL];
+    g->gc_generation = -1;
+    uint64_t start = p->origin_ns + s->start_ns;
+    step_gc(p, st, start, start + s->duration_ns, g);
+    uint64_t cause_ns[SW_CAUSE_COUNT] = {0};
+    const sw__step_spans *h = &st->half[st->cur];
+    for (uint32_t i = 0; i < h->n; i++) {
+        uint8_t cause = p->action_cause[h->spans[i].action];
+        if (SW__UNLIKELY(cause != SW_CAUSE_NONE) && h->spans[i].start_ns >= s->start_ns)
+            cause_ns[cause] += h->spans[i].duration_ns;
+    }
+    g->compile_ns = cause_ns[SW_CAUSE_COMPILE];
+    g->checkpoint_ns = cause_ns[SW_CAUSE_CHECKPOINT];
+    g->eval_ns = cause_ns[SW_CAUSE_EVAL];
 }
 
 /* The OS figures since the last reading, when this step reads (slow, or its turn). */
@@ -122,7 +157,7 @@ static int window_wanted(sw__slow_thread *st, uint64_t excess) {
 int sw__slow_step_end(sw_profiler *p, sw__thread *t, sw_step_record *s) {
     sw__slow_thread *st = &t->slow;
     int kind = s->phase == SW_PHASE_TRAIN ? 0 : 1;
-    step_signals(p, st, &s->signals);
+    step_signals(p, st, s, &s->signals);
     s->median_ns = s->warmup ? 0 : sw__median_get(&st->median[kind]);
     int slow = sw_step_is_slow(s->duration_ns, s->median_ns);
     step_os(p, st, slow, &s->signals);
@@ -160,9 +195,14 @@ void sw_gc_collection(sw_profiler *p, uint64_t start_ns, uint64_t end_ns, int ge
                       uint64_t collected) {
     if (p == NULL || end_ns < start_ns)
         return;
+    /* The entry first, then the count that publishes it (release: step_gc reads it so). */
+    uint64_t k = atomic_load_explicit(&p->gc_count, memory_order_relaxed);
+    struct sw__gc_entry *e = &p->gc_ring[k % SW__GC_RING];
+    SW__STORE(e->start_ns, start_ns);
+    SW__STORE(e->end_ns, end_ns);
+    SW__STORE(e->collected, collected);
+    SW__STORE(e->generation, (int32_t)generation);
     atomic_fetch_add_explicit(&p->gc_ns, end_ns - start_ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->gc_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->gc_collected, collected, memory_order_relaxed);
-    if (generation >= 0 && generation < 32)
-        atomic_fetch_or_explicit(&p->gc_generations, 1u << generation, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->gc_count, 1, memory_order_release);
 }

@@ -49,11 +49,10 @@ typedef struct sw__slow_thread {
     uint32_t steps_since_os;
     uint32_t os_every;   /* read every this many steps (1 where a read is cheap) */
     uint64_t os_cost_ns; /* a read's cost, a moving average */
-    /* the collector's totals when the step began */
+    /* the collector's totals when the step's sw_step_begin ran */
     uint64_t gc_ns_at_begin, gc_count_at_begin, gc_collected_at_begin;
-    /* time of the spans that stand for a cause, inside the open step */
-    uint64_t cause_ns[SW_CAUSE_COUNT];
-    /* the spans of the open step (cur) and of the step before it */
+    /* the spans since the last step ended (cur: the open step, and what ran between the two
+     * steps), and those of the step before it */
     sw__step_spans half[2];
     uint32_t cur;
     int spans_failed; /* no memory for the buffers: no windows from this thread */

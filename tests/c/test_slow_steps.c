@@ -154,6 +154,14 @@ static const sw_step_record *find(const seen *s, uint64_t step) {
     return NULL;
 }
 
+/* "key": value in JSON text, written compact or spaced. */
+static int has_kv(const char *text, const char *key, const char *value) {
+    char a[128], b[128];
+    snprintf(a, sizeof a, "\"%s\":%s", key, value);
+    snprintf(b, sizeof b, "\"%s\": %s", key, value);
+    return strstr(text, a) != NULL || strstr(text, b) != NULL;
+}
+
 /* A real loop: 1 ms steps with a cause injected at known steps, a run file, read back. */
 static void test_loop_causes(void **state) {
     (void)state;
@@ -273,6 +281,23 @@ static void test_loop_causes(void **state) {
     assert_true(s.checkpoint_in_window);
     assert_true(s.before_in_window);
     assert_true(find(&s, 60)->window_kept);
+    /* The Chrome trace, timeline off: the slow steps as instants, their windows' spans. */
+    char trace[320];
+    snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
+    FILE *out = fopen(trace, "w");
+    assert_non_null(out);
+    assert_int_equal(sw_run_export_chrome(run, out), 0);
+    fclose(out);
+    static char text[1 << 20];
+    FILE *in = fopen(trace, "r");
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[n] = '\0';
+    char want[64];
+    snprintf(want, sizeof want, "\"slow step 80: %s\"", sw_cause_name(find(&s, 80)->cause));
+    assert_true(has_kv(text, "name", want));
+    assert_true(has_kv(text, "slow_step_window", "60"));
+    assert_true(has_kv(text, "name", "\"checkpoint\""));
     sw_snapshot_free(live);
     sw_snapshot_free(file);
     sw_run_close(run);
