@@ -844,7 +844,8 @@ SW_API int sw_step_is_slow(uint64_t duration_ns, uint64_t median_ns);
  * against typical_data_ns, the data time of a usual step) by the rule of docs/slow-steps.md:
  * of the causes the step's own spans and the collector name (gc, compile, checkpoint, eval,
  * data, page faults) the one that explains the most of the excess over the median, if it
- * explains at least half; else the OS's off-CPU time (preempted: involuntary switches
+ * explains at least half (each less the time the thread was preempted, which a span running
+ * meanwhile counts as its own); else the OS's off-CPU time (preempted: involuntary switches
  * outnumber voluntary ones; else blocked) if it explains half; else SW_CAUSE_UNKNOWN. The
  * ns explained go to *explained (may be NULL). */
 SW_API sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns,

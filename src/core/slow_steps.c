@@ -63,12 +63,17 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
         return SW_CAUSE_NONE;
     const sw_step_signals *g = &r->signals;
     uint64_t excess = r->duration_ns - r->median_ns;
+    /* Off the CPU: preempted when involuntary switches outnumber voluntary ones. A span
+     * that ran while the thread was preempted is as long as the preemption made it: the
+     * program's causes explain their time less the preempted time. */
+    uint64_t off = sw_step_off_cpu_ns(r);
+    int preempted = off > 0 && g->involuntary_switches > g->voluntary_switches;
+    uint64_t taken = preempted ? off : 0;
     uint64_t data = r->category_ns[SW_CAT_DATA];
     uint64_t faults = g->minor_faults + g->major_faults;
     uint64_t fault_ns = 0;
     if (faults >= SW__FAULTS_MIN || g->major_faults > 0)
-        fault_ns = at_most(g->sys_ns, r->duration_ns) +
-                   (g->major_faults ? sw_step_off_cpu_ns(r) : 0);
+        fault_ns = at_most(g->sys_ns, r->duration_ns) + (g->major_faults ? off : 0);
     /* The causes the step's own spans and the collector name, in the order a tie goes. */
     const struct {
         sw_cause cause;
@@ -82,19 +87,18 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
     sw_cause best = SW_CAUSE_UNKNOWN;
     uint64_t best_ns = 0;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
-        if (named[i].ns > best_ns) {
+        uint64_t ns = named[i].ns > taken ? named[i].ns - taken : 0;
+        if (ns > best_ns) {
             best = named[i].cause;
-            best_ns = named[i].ns;
+            best_ns = ns;
         }
     }
     if (2 * best_ns < excess) {
         /* Nothing in the program explains it: how the thread lost the time, if the OS says. */
-        uint64_t off = sw_step_off_cpu_ns(r);
         best = SW_CAUSE_UNKNOWN;
         best_ns = 0;
         if (2 * off >= excess) {
-            best = g->involuntary_switches > g->voluntary_switches ? SW_CAUSE_PREEMPTED
-                                                                   : SW_CAUSE_BLOCKED;
+            best = preempted ? SW_CAUSE_PREEMPTED : SW_CAUSE_BLOCKED;
             best_ns = off;
         }
     }
