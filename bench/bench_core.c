@@ -7,6 +7,9 @@
  * and after 10^7 spans over 10 actions. Last, where the CPU has an invariant TSC, the same
  * with the TSC clock (SW_CLOCK_TSC; the switch is for the rest of the process): the pair
  * against both floors, two clock_gettime(CLOCK_MONOTONIC) reads and two TSC clock reads.
+ * Then the slow steps' system call (docs/slow-steps.md): ns per getrusage(RUSAGE_THREAD),
+ * which instruction counts do not see, and ns per empty step with the OS reads on and off
+ * (SW_STEP_OS=0): their difference is what the reads cost a step (budget: 1 us).
  * Each figure is the median of 7 rounds.
  * Usage: bench_core [OUT.json]
  */
@@ -15,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define PAIRS 2000000
 #define ROUNDS 7
@@ -53,6 +57,40 @@ static double pair_ns(sw_profiler *p, sw_id id) {
     }
     return (double)(sw_now_ns() - start) / PAIRS;
 }
+
+#define SYSCALLS 200000
+#define STEPS 200000
+
+static double getrusage_ns(void) {
+    struct rusage ru;
+    uint64_t start = sw_now_ns();
+    for (int i = 0; i < SYSCALLS; i++)
+        getrusage(RUSAGE_THREAD, &ru);
+    return (double)(sw_now_ns() - start) / SYSCALLS;
+}
+
+/* ns per empty step of a new profiler, the OS reads on or off. */
+static double step_ns(int os) {
+    if (!os)
+        setenv("SW_STEP_OS", "0", 1);
+    sw_profiler *p = NULL;
+    int rc = sw_profiler_new(NULL, &p);
+    unsetenv("SW_STEP_OS");
+    if (rc != 0)
+        return 0;
+    uint64_t start = sw_now_ns();
+    for (int i = 0; i < STEPS; i++) {
+        sw_step_begin(p, 1);
+        sw_step_end(p);
+    }
+    double ns = (double)(sw_now_ns() - start) / STEPS;
+    sw_profiler_free(p);
+    return ns;
+}
+
+typedef struct slow_costs {
+    double rusage, step_on, step_off;
+} slow_costs;
 
 static int compare_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -95,6 +133,16 @@ static long rss_kib(void) {
     if (f)
         fclose(f);
     return kib;
+}
+
+static slow_costs slow_step_costs(void) {
+    double ru[ROUNDS], on[ROUNDS], off[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        ru[r] = getrusage_ns();
+        on[r] = step_ns(1);
+        off[r] = step_ns(0);
+    }
+    return (slow_costs){median(ru, ROUNDS), median(on, ROUNDS), median(off, ROUNDS)};
 }
 
 int main(int argc, char **argv) {
@@ -165,6 +213,7 @@ int main(int argc, char **argv) {
         sw_profiler_free(p);
     }
 
+    slow_costs slow = slow_step_costs();
     printf("%-34s %10s %10s %8s %8s\n", "core (C)", "stepwatch", "floor", "ratio", "budget");
     printf("%-34s %8.1f ns %8.1f ns %7.2fx %8s\n", "begin/end pair, 1 thread", pair1, floor1,
            pair1 / floor1, "<=1.5x");
@@ -180,6 +229,9 @@ int main(int argc, char **argv) {
     } else {
         printf("TSC clock: not measured (no invariant time-stamp counter here)\n");
     }
+    printf("%-34s %8.1f ns\n", "getrusage(RUSAGE_THREAD)", slow.rusage);
+    printf("%-34s %8.1f ns %8.1f ns %+7.1f ns %8s\n", "empty step: OS reads on vs off",
+           slow.step_on, slow.step_off, slow.step_on - slow.step_off, "<=1 us");
     if (argc > 1) {
         FILE *out = fopen(argv[1], "w");
         if (out == NULL) {
@@ -192,9 +244,10 @@ int main(int argc, char **argv) {
             " \"pair_ns_2threads\": %.2f, \"floor_ns_2threads\": %.2f, \"ratio_2threads\": %.3f,\n"
             " \"rss_kib_before\": %ld, \"rss_kib_after\": %ld, \"spans\": 10000000,\n"
             " \"tsc\": %d, \"tsc_pair_ns\": %.2f, \"tsc_floor_ns\": %.2f,"
-            " \"monotonic_floor_ns\": %.2f}\n",
+            " \"monotonic_floor_ns\": %.2f,\n \"getrusage_ns\": %.1f, \"step_ns_os_on\": %.1f,"
+            " \"step_ns_os_off\": %.1f}\n",
             pair1, floor1, pair1 / floor1, pair2, floor2, pair2 / floor2, before, after, tsc,
-            tsc_pair, tsc_floor, mono_floor);
+            tsc_pair, tsc_floor, mono_floor, slow.rusage, slow.step_on, slow.step_off);
         fclose(out);
     }
     return 0;

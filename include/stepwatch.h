@@ -689,6 +689,31 @@ typedef struct sw_memory_summary {
     uint64_t reserved_max, reserved_last;
 } sw_memory_summary;
 
+/* Why a slow step was slow (docs/slow-steps.md; sw_slow_cause says the rule). */
+typedef enum sw_cause {
+    SW_CAUSE_NONE = 0,    /* not a slow step */
+    SW_CAUSE_UNKNOWN,     /* slow, and no signal explains half of its excess */
+    SW_CAUSE_GC,          /* the language's garbage collector (Python's gc) */
+    SW_CAUSE_COMPILE,     /* a compilation ran in the step (torch.compile) */
+    SW_CAUSE_CHECKPOINT,  /* a checkpoint was saved (action "checkpoint") */
+    SW_CAUSE_EVAL,        /* an evaluation ran inside the step (actions "evaluate", "valid") */
+    SW_CAUSE_DATA,        /* waiting for the data took longer than usual */
+    SW_CAUSE_PAGE_FAULTS, /* page faults: memory touched for the first time, or swap */
+    SW_CAUSE_PREEMPTED,   /* off the CPU while runnable: another process had it */
+    SW_CAUSE_BLOCKED,     /* off the CPU, not runnable: I/O, a lock, a sleep, a device sync */
+    SW_CAUSE_COUNT
+} sw_cause;
+
+/* Slow steps summed up (a snapshot's; a merged file's ranks added). */
+typedef struct sw_slow_summary {
+    uint64_t judged;    /* steps judged against a running median */
+    uint64_t slow;      /* of which slow */
+    uint64_t slow_ns;   /* their time */
+    uint64_t excess_ns; /* their time over their medians */
+    uint64_t by_cause[SW_CAUSE_COUNT];
+    uint64_t windows_kept, windows_dropped; /* slow steps whose spans were kept, or not */
+} sw_slow_summary;
+
 typedef struct sw_snapshot {
     const char *name; /* run name */
     const char *host;
@@ -717,6 +742,7 @@ typedef struct sw_snapshot {
     sw_memory_summary memory; /* memory per step, summed up (all ranks: the largest of each) */
     size_t nmodules;          /* sw_set_modules' table; a merged file's ranks summed by path */
     sw_module_row *modules;
+    sw_slow_summary slow; /* slow steps (docs/slow-steps.md) */
 } sw_snapshot;
 
 /* Take a snapshot of everything recorded so far (all threads). Caller frees with
@@ -823,6 +849,49 @@ SW_API int sw_ignite_write_handlers(FILE *out, const sw_ignite_row *rows, size_t
  * Per-step and per-span records (what the run file stores, one row each)
  * ---------------------------------------------------------------------------------------- */
 
+/* ------------------------------------------------------------------------------------------
+ * Slow steps (docs/slow-steps.md): every step is judged as it ends. A step is slow when it
+ * took at least SW_SLOW_FACTOR x the running median of its thread's steps of the same kind
+ * (train, or any other phase) and at least SW_SLOW_FLOOR_NS longer (sw_step_is_slow: the one
+ * statement of the rule; diagnose's tail-stalls uses it too). A slow step gets one cause by
+ * sw_slow_cause's rule, from the signals gathered at its boundaries (sw_step_signals).
+ * ---------------------------------------------------------------------------------------- */
+
+#define SW_SLOW_FACTOR 3.0
+#define SW_SLOW_FLOOR_NS 1000000u
+#define SW_SLOW_MIN_HISTORY 8u /* steps the running median needs before it judges */
+#define SW_SLOW_WINDOWS \
+    32u                           /* slow steps per rank whose spans the run file keeps (the
+                                  costliest by excess over the median) */
+#define SW_SLOW_WINDOW_SPANS 256u /* spans kept per step of a window (the rest counted) */
+
+/* "unknown", "gc", "compile", "checkpoint", "eval", "data", "page_faults", "preempted",
+ * "blocked" ("" for SW_CAUSE_NONE); NULL out of range. Static strings. */
+SW_API const char *sw_cause_name(sw_cause cause);
+/* The cause an action of this name stands for when its spans run inside a step: "compile",
+ * "checkpoint", "evaluate" and "valid"; SW_CAUSE_NONE for any other name. */
+SW_API sw_cause sw_cause_of(const char *action_name);
+
+/* What the core gathered over one step, at its boundaries (no thread, no timer). */
+typedef struct sw_step_signals {
+    /* The OS (getrusage(RUSAGE_THREAD) on the step's thread), read at the end of a slow step
+     * and otherwise at most every few steps (docs/slow-steps.md: the reads cost a system
+     * call); the figures cover os_wall_ns, from the previous read to this step's end (the
+     * step and possibly a few steps before it). os_wall_ns 0: not read at this step. */
+    uint64_t os_wall_ns;
+    uint64_t cpu_ns; /* the thread's CPU time, user + system, over os_wall_ns */
+    uint64_t sys_ns; /* of which in the kernel */
+    uint64_t voluntary_switches, involuntary_switches;
+    uint64_t minor_faults, major_faults;
+    /* The garbage collector (sw_gc_collection), inside the step */
+    uint64_t gc_ns;
+    uint32_t gc_collections;
+    int32_t gc_generation; /* the oldest generation collected; -1 none */
+    uint64_t gc_collected; /* objects collected */
+    /* Time of spans standing for a cause (sw_cause_of) inside the step, per cause. */
+    uint64_t compile_ns, checkpoint_ns, eval_ns;
+} sw_step_signals;
+
 typedef struct sw_step_record {
     uint64_t step; /* global index, from 0 */
     sw_phase phase;
@@ -839,7 +908,43 @@ typedef struct sw_step_record {
     uint64_t allocated_bytes;      /* at the step's end */
     uint64_t peak_allocated_bytes; /* the most at any moment of the step */
     uint64_t reserved_bytes;       /* at the step's end */
+    /* Slow steps: the running median the step was judged against (0: not judged, as warm-up
+     * steps and the first SW_SLOW_MIN_HISTORY steps), its cause (SW_CAUSE_NONE: not slow),
+     * the ns that cause explains, and what was gathered over the step. */
+    uint64_t median_ns;
+    sw_cause cause;
+    uint64_t explained_ns;
+    sw_step_signals signals;
+    int window_kept; /* read from a run file: the spans of its window are kept there */
 } sw_step_record;
+
+/* The rule (one place): duration at least SW_SLOW_FACTOR x median_ns and at least
+ * SW_SLOW_FLOOR_NS longer. 0 for median_ns 0. */
+SW_API int sw_step_is_slow(uint64_t duration_ns, uint64_t median_ns);
+/* The cause of slow step r (r->duration_ns, r->median_ns, r->category_ns, r->signals; data
+ * against typical_data_ns, the data time of a usual step) by the rule of docs/slow-steps.md:
+ * of the causes the step's own spans and the collector name (gc, compile, checkpoint, eval,
+ * data, page faults) the one that explains the most of the excess over the median, if it
+ * explains at least half (each less the time the thread was preempted, which a span running
+ * meanwhile counts as its own); else the OS's off-CPU time (preempted: involuntary switches
+ * outnumber voluntary ones; else blocked) if it explains half; else SW_CAUSE_UNKNOWN. The
+ * ns explained go to *explained (may be NULL). */
+SW_API sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns,
+                              uint64_t *explained);
+/* Off the CPU over r's OS reading (os_wall_ns - cpu_ns), at most r->duration_ns; 0 without a
+ * reading. */
+SW_API uint64_t sw_step_off_cpu_ns(const sw_step_record *r);
+/* One line of evidence for slow step r into buf (at most size bytes, NUL included): "step
+ * 4213: 182 ms (median 31 ms): gc generation 2, 148 ms, 1.9 M objects". Returns buf. */
+SW_API char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size);
+
+/* A collection of the garbage collector ran from start_ns to end_ns (sw_now_ns clock):
+ * generation collected, objects freed. Counted in the step it overlaps, by time
+ * (sw_step_signals; any thread's collection counts, as it holds the step up; the newest 64
+ * are kept for that, a step with more counts at least those since its sw_step_begin). One
+ * collector calls it at a time (Python's, under its lock); relaxed atomics, no lock. */
+SW_API void sw_gc_collection(sw_profiler *p, uint64_t start_ns, uint64_t end_ns, int generation,
+                             uint64_t collected);
 
 typedef struct sw_span_record {
     sw_id action;

@@ -43,6 +43,15 @@ SW_API int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx);
 SW_API int sw_run_foreach_span(sw_run *run, int rank, sw_span_fn fn, void *ctx);
 SW_API int sw_run_foreach_counter(sw_run *run, int rank, sw_counter_fn fn, void *ctx);
 
+/* Slow steps (docs/slow-steps.md): every slow step the file holds, in step order per rank,
+ * with its median, cause, explained_ns, signals and window_kept (of category_ns only the
+ * data time; no memory figures). The spans of the kept windows (a slow step's and the step
+ * before it's, SW_SLOW_WINDOWS per rank at most, the costliest), window = the slow step they
+ * belong to, in window and time order. */
+typedef int (*sw_window_span_fn)(void *ctx, int rank, uint64_t window, const sw_span_record *span);
+SW_API int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx);
+SW_API int sw_run_foreach_window_span(sw_run *run, int rank, sw_window_span_fn fn, void *ctx);
+
 /* Progress of the long walk behind sw_run_foreach_span (a Chrome export of a long timeline
  * takes seconds per million spans). fn gets the stage ("reading spans", "sorting spans",
  * "writing spans"), the spans done and their total: every 65536 spans, when a stage is

@@ -213,6 +213,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
+    self->gc = sw_py_gc_start(self->p);
     sync_run_file_owner();
     tell_watcher(st, (PyObject *)self);
     return (PyObject *)self;
@@ -261,6 +262,8 @@ static void profiler_close(ProfilerObject *self) {
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     if (self->p)
         keep_final_snapshot(self);
+    sw_py_gc_stop(self->gc);
+    Py_CLEAR(self->gc);
     sw_profiler *p = self->p;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
     if (p) {
@@ -277,6 +280,8 @@ static void Profiler_dealloc(ProfilerObject *self) {
         PyObject_ClearWeakRefs((PyObject *)self);
     sw_py_funcs_free(self->funcs);
     self->funcs = NULL;
+    sw_py_gc_forget(self->gc);
+    Py_CLEAR(self->gc);
     sw_profiler_free(self->p);
     self->p = NULL;
     Profiler_clear(self);

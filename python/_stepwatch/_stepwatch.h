@@ -165,6 +165,7 @@ typedef struct {
     sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
     PyObject *modules; /* Profiler(modules=...): stepwatch._modules' ModuleTimes, or NULL */
     PyObject *final;   /* the Snapshot taken at close: what report() and snapshot() give then */
+    PyObject *gc;      /* its callable in gc.callbacks (_gc.c), or NULL */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -216,6 +217,18 @@ void sw_py_step_memory(sw_py_memory *m, sw_profiler *p);
 /* End owner's open step at end_ns (0: now) with its memory: how every front end of the
  * extension ends a step. Keeps a pending exception as it was. */
 void sw_py_step_end(ProfilerObject *owner, uint64_t end_ns);
+
+/* ------------------------------------------------------------------------------------------
+ * _gc.c: Python's collections, timed into the open step (docs/slow-steps.md)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Put a callable timing p's collections into gc.callbacks; it, or NULL (STEPWATCH_GC=0, or
+ * it could not: no error set, slow steps go on without the collector). */
+PyObject *sw_py_gc_start(sw_profiler *p);
+/* Its profiler goes: it records nothing more (dealloc: nothing else may run); stop also
+ * takes it out of gc.callbacks and keeps any pending exception. NULL is fine. */
+void sw_py_gc_forget(PyObject *fn);
+void sw_py_gc_stop(PyObject *fn);
 
 /* ------------------------------------------------------------------------------------------
  * _oom.c: where an out-of-memory error happened (stepwatch/_oom.py does the work)

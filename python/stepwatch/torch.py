@@ -42,6 +42,8 @@ What is timed, per step:
              action of category other inside the forward or backward that compiled; the
              steps they ran in and the time go into the "compiled_steps" note, which
              ``stepwatch diagnose`` names and keeps out of the step statistics.
+  checkpoint ``torch.save`` (patched), an action of category other: inside a step, a slow
+             step's cause (docs/slow-steps.md).
 
 Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
 else "train"; the whole instrumented time is "fit". Everything is restored by
@@ -178,6 +180,7 @@ class Instrumentation:
         self._try("optimizer step", self._install_optimizer)
         self._try("zero_grad", self._install_zero_grad)
         self._try("torch.compile", self._install_compile)
+        self._try("torch.save", self._install_checkpoint)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
         if self._flops_options is not None:  # the options were checked: a bad one raises
@@ -298,6 +301,17 @@ class Instrumentation:
                 inst._patch(cls, "zero_grad", make)
         self._patch(torch.optim.Optimizer, "__init_subclass__",
                     lambda original: classmethod(__init_subclass__))
+
+    def _install_checkpoint(self):
+        """torch.save timed as "checkpoint": a step that saved one is slow for that reason."""
+        action = self.profiler.action("checkpoint")
+
+        def make(original):
+            def save(*args, **kwargs):
+                with action:
+                    return original(*args, **kwargs)
+            return functools.update_wrapper(save, original)
+        self._patch(torch, "save", make)
 
     def _install_compile(self):
         timed = self._timed_function

@@ -23,6 +23,8 @@ typedef struct sw__input {
     /* Visit every counter sample in time order; NULL when there are none. */
     int (*foreach_counter)(void *src, sw_counter_fn fn, void *ctx);
     const char *(*counter_name)(void *src, int rank, sw_id counter);
+    /* Visit every slow step (sw_run_foreach_slow_step); NULL when there are none. */
+    int (*foreach_slow_step)(void *src, sw_step_fn fn, void *ctx);
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
     /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
     char incomplete[512];
@@ -49,12 +51,12 @@ typedef struct sw__finding {
     const char *id; /* stable key: "input-bound", "tail-stalls", ... */
     sw__severity severity;
     char title[128];
-    char sentence[512];
+    char sentence[1536]; /* slow-steps: the five costliest steps' evidence, one per line */
     size_t nnumbers;
     sw__number numbers[SW__FINDING_NUMBERS];
 } sw__finding;
 
-#define SW__MAX_FINDINGS 12
+#define SW__MAX_FINDINGS 16
 
 typedef struct sw__diagnosis {
     size_t nfindings;
@@ -77,6 +79,11 @@ sw__finding *sw__finding_add(sw__diagnosis *d, const char *id, sw__severity sev)
 void sw__finding_number(sw__finding *f, const char *name, double value, const char *unit);
 /* The "low-goodput" finding from the run's goodput notes, if low (diagnose_goodput.c). */
 void sw__diagnose_goodput(sw__diagnosis *d, const sw_snapshot *s);
+/* The "slow-steps" finding (diagnose_slow.c): the snapshot's sw_slow_summary, and the five
+ * costliest slow steps with their evidence when in can visit them. */
+int sw__diagnose_slow(sw__diagnosis *d, const sw__input *in);
+/* The advice for slow steps of cause c (diagnose_slow.c; the HTML report shows it too). */
+const char *sw__slow_advice(sw_cause c);
 /* The findings of the device time in s, if any (diagnose_device.c). */
 void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
 /* The steps torch.compile compiled in, from the run's "compiled_steps" note

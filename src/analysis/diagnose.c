@@ -16,14 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SW__FIRST_STEPS 3    /* "first steps" of each rank when no warm-up is set */
-#define SW__STALL_FACTOR 3.0 /* a stall: a step longer than this x the median */
+#define SW__FIRST_STEPS 3               /* "first steps" of each rank when no warm-up is set */
+#define SW__STALL_FACTOR SW_SLOW_FACTOR /* a stall: sw_step_is_slow against the median */
 #define SW__MAX_RANKS 65536
 #define SW__MIN_STEPS 20 /* fewer steady steps: no distribution-based findings */
-/* A stall must also take this much longer than the median: on steps of microseconds, a
- * scheduler preemption or a page fault (tens to hundreds of us) is 3x the median without
+/* A stall must also take SW_SLOW_FLOOR_NS longer than the median: on steps of microseconds,
+ * a scheduler preemption or a page fault (tens to hundreds of us) is 3x the median without
  * anything in the program being slow. Below it a tail is machine noise (at most info). */
-#define SW__STALL_FLOOR_NS 1000000.0
+#define SW__STALL_FLOOR_NS ((double)SW_SLOW_FLOOR_NS)
 /* The action stepwatch.torch times a DataLoader's start-up under (category data): the
  * iterator made at each epoch, which starts the worker processes. */
 #define SW__LOADER_START "dataloader_startup"
@@ -89,8 +89,7 @@ static int visit_step(void *ctx, int rank, const sw_step_record *s) {
     int compiled = !s->warmup && sw__compiled_has(&c->compiled, s->step);
     if (c->pass == 2) {
         if (selected && !s->warmup && !compiled &&
-            (double)s->duration_ns > SW__STALL_FACTOR * c->median_ns &&
-            (double)s->duration_ns - c->median_ns >= SW__STALL_FLOOR_NS) {
+            sw_step_is_slow(s->duration_ns, (uint64_t)c->median_ns)) {
             r->stalls++;
             r->stall_excess_ns += s->duration_ns - (uint64_t)c->median_ns;
             for (int k = 0; k < SW_CAT_COUNT; k++)
@@ -325,7 +324,14 @@ static void check_stalls(sw__diagnosis *d, const diag_ctx *c, const sw_hist *all
         return;
     char a[32], b[32], c_[32];
     snprintf(f->title, sizeof f->title, "Tail stalls: p99 step time is %.1fx the median", ratio);
-    if (stalls > 0) {
+    if (stalls > 0 && c->in->snap && c->in->snap->slow.judged > 0) {
+        /* Their causes, step by step: the slow-steps finding. */
+        snprintf(f->sentence, sizeof f->sentence,
+                 "%llu steps (%.2f %%) took %.0fx the median of %s or more, costing %.1f %% of "
+                 "step time; the slow-steps finding says why, step by step.",
+                 (unsigned long long)stalls, stall_pct, SW__STALL_FACTOR, dur(median, a, sizeof a),
+                 excess_share);
+    } else if (stalls > 0) {
         double diff;
         for (int k = 0; k < SW_CAT_COUNT; k++) {
             stall_cat[k] /= (double)stalls;
@@ -756,6 +762,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         check_callbacks(d, in->snap);
         check_loader_startup(d, in->snap);
         check_stalls(d, &c, all, c.median_ns);
+        rc = sw__diagnose_slow(d, in);
         check_idle(d, &c);
         if (!check_rank_stragglers(d, in->ranks))
             check_straggler(d, &c);

@@ -59,6 +59,24 @@ static void numbers_line(FILE *out, const sw__finding *f, const char *sep) {
     }
 }
 
+/* A sentence of several lines (slow-steps lists its steps one a line): each line put
+ * (cleaned) on its own, joined by sep. */
+static void put_lines(FILE *out, const char *text, void (*put)(FILE *, const char *),
+                      const char *sep) {
+    char line[sizeof((sw__finding *)0)->sentence];
+    for (const char *p = text; p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        n = n < sizeof line - 1 ? n : sizeof line - 1;
+        memcpy(line, p, n);
+        line[n] = '\0';
+        if (p != text)
+            fputs(sep, out);
+        put(out, line);
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
 static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d) {
     header(out, s, d, 0);
     fputc('\n', out);
@@ -72,7 +90,7 @@ static void write_text(FILE *out, const sw_snapshot *s, const sw__diagnosis *d) 
         fprintf(out, "[%s] ", sw__severity_name(f->severity));
         sw__clean_text(out, f->title);
         fputs("\n  ", out);
-        sw__clean_text(out, f->sentence);
+        put_lines(out, f->sentence, sw__clean_text, "\n    ");
         fputc('\n', out);
         if (f->nnumbers > 0) {
             fputs("  ", out);
@@ -92,7 +110,7 @@ static void write_markdown(FILE *out, const sw_snapshot *s, const sw__diagnosis 
         fprintf(out, "- **%s — ", sw__severity_name(f->severity));
         sw__md_put_text(out, f->title);
         fputs(".** ", out);
-        sw__md_put_text(out, f->sentence);
+        put_lines(out, f->sentence, sw__md_put_text, "  \n  ");
         if (f->nnumbers > 0) {
             fputs("  \n  ", out);
             numbers_line(out, f, " · ");

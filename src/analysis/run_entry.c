@@ -14,6 +14,10 @@ static int run_counters(void *src, sw_counter_fn fn, void *ctx) {
     return sw_run_foreach_counter((sw_run *)src, -1, fn, ctx);
 }
 
+static int run_slow_steps(void *src, sw_step_fn fn, void *ctx) {
+    return sw_run_foreach_slow_step((sw_run *)src, -1, fn, ctx);
+}
+
 static const char *run_counter_name(void *src, int rank, sw_id counter) {
     return sw_run_counter_name((const sw_run *)src, rank, counter);
 }
@@ -30,6 +34,7 @@ static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out) {
     in->src = run;
     in->foreach_step = run_steps;
     in->foreach_counter = run_counters;
+    in->foreach_slow_step = run_slow_steps;
     in->counter_name = run_counter_name;
     if (sw_run_incomplete(run, in->incomplete, sizeof in->incomplete) <= 0)
         in->incomplete[0] = '\0';

@@ -125,6 +125,11 @@ int sw__sized_in(void *mine, size_t my_size, const void *theirs, size_t first, c
  * type). */
 int sw__sized_out(void *theirs, const void *mine, size_t my_size, size_t first, const char *type);
 
+/* ---- slow steps (slow_steps.c) ---- */
+
+/* The cause named name (sw_cause_name's words); SW_CAUSE_UNKNOWN for any other name. */
+sw_cause sw__cause_parse(const char *name);
+
 /* ---- why a call failed (errors.c; sw_last_error) ---- */
 
 /* Set this thread's sw_last_error sentence and return rc: `return sw__error(SW_EIO, "%s: %s",

@@ -47,6 +47,8 @@ void sw__free_cells(sw__thread *t) {
 void sw__free_thread(sw__thread *t) {
     sw__free_cells(t);
     free(t->stack);
+    free(t->slow.half[0].spans);
+    free(t->slow.half[1].spans);
     free(t->ring.slots);
     free(t);
 }
@@ -293,6 +295,19 @@ SW__INLINE void push_frame(sw_profiler *p, sw__thread *t, sw_id id, uint64_t now
         notify_watcher(p, id, 1);
 }
 
+/* The record of one finished span. */
+SW__INLINE sw_span_record span_of(const sw_profiler *p, const sw__thread *t, sw_id id,
+                                  sw_phase phase, uint64_t start, uint64_t duration, uint32_t depth,
+                                  int64_t step) {
+    return (sw_span_record){.action = id,
+                            .phase = phase,
+                            .thread = t->number,
+                            .depth = depth,
+                            .step = step,
+                            .start_ns = start - p->origin_ns,
+                            .duration_ns = duration};
+}
+
 /* The timeline event of one finished span (only with the timeline option and events on). */
 static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, sw_id id,
                                                 sw_phase phase, uint64_t start, uint64_t duration,
@@ -301,14 +316,21 @@ static __attribute__((noinline)) void emit_span(sw_profiler *p, sw__thread *t, s
     if (ev == NULL)
         return;
     ev->kind = SW__EVENT_SPAN;
-    ev->u.span = (sw_span_record){.action = id,
-                                  .phase = phase,
-                                  .thread = t->number,
-                                  .depth = depth,
-                                  .step = step,
-                                  .start_ns = start - p->origin_ns,
-                                  .duration_ns = duration};
+    ev->u.span = span_of(p, t, id, phase, start, duration, depth, step);
     ring_commit(t);
+}
+
+/* A span that ended: its record into the buffer of the spans since the last step ended
+ * (recorder_slow.c reads the causes' times from it and hands it on as a slow step's window).
+ * A loop may begin a step after its start (sw_step_begin_at): what ran in between is kept. */
+SW__INLINE void keep_span(sw_profiler *p, sw__thread *t, sw_id id, sw_phase phase, uint64_t start,
+                          uint64_t duration, uint32_t depth, int64_t step) {
+    sw__step_spans *h = &t->slow.half[t->slow.cur];
+    if (SW__LIKELY(h->n < SW_SLOW_WINDOW_SPANS && h->spans != NULL)) {
+        h->spans[h->n++] = span_of(p, t, id, phase, start, duration, depth, step);
+    } else if (h->spans != NULL) {
+        h->dropped++;
+    }
 }
 
 /* The statistics, the step breakdown and the timeline event of one finished span.
@@ -341,6 +363,7 @@ SW__INLINE uint64_t record_span(sw_profiler *p, sw__thread *t, sw__cell *cell, s
             t->step_category_ns[category] += duration > cat_ns ? duration - cat_ns : 0;
         given = duration;
     }
+    keep_span(p, t, id, phase, start, duration, depth, step);
     if (SW__UNLIKELY(atomic_load_explicit(&p->events_on, memory_order_relaxed)) && p->opts.timeline)
         emit_span(p, t, id, phase, start, duration, depth, step);
     return given;
@@ -542,6 +565,7 @@ void sw_step_begin_at(sw_profiler *p, uint32_t batch_size, uint64_t start_ns) {
     atomic_store_explicit(&p->step_index, (int64_t)index, memory_order_relaxed);
     memset(t->step_category_ns, 0, sizeof t->step_category_ns);
     t->step_has_allocator = 0;
+    sw__slow_step_begin(p, t);
     t->step_open = 1;
     uint64_t now = sw__clock_ns();
     push_frame(p, t, p->step_action, start_ns != 0 && start_ns < now ? start_ns : now);
@@ -598,6 +622,70 @@ static void step_memory(sw_profiler *p, sw__thread *t, uint64_t now, uint64_t *r
     }
 }
 
+/* A slow step's window to the sink: the spans of the step before it, then its own. Only
+ * into room the ring has now: a window never waits (SW_FULL_BLOCK) nor counts as dropped
+ * events; one that does not fit is not sent (sw_slow_summary.windows_dropped). */
+static __attribute__((noinline)) void emit_window(sw_profiler *p, sw__thread *t) {
+    const sw__step_spans *before = &t->slow.half[t->slow.cur ^ 1],
+                         *own = &t->slow.half[t->slow.cur];
+    sw__ring *r = &t->ring;
+    uint64_t used = atomic_load_explicit(&r->head, memory_order_relaxed) -
+                    atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (r->slots == NULL || r->mask + 1 - used < (uint64_t)before->n + own->n) {
+        atomic_fetch_sub_explicit(&p->slow_windows_sent, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->slow_windows_not_sent, 1, memory_order_relaxed);
+        return;
+    }
+    const sw__step_spans *halves[2] = {before, own};
+    for (uint32_t k = 0; k < 2; k++) {
+        for (uint32_t i = 0; i < halves[k]->n; i++) {
+            sw__event *ev =
+                &r->slots[atomic_load_explicit(&r->head, memory_order_relaxed) & r->mask];
+            ev->kind = SW__EVENT_WINDOW_SPAN;
+            ev->u.span = halves[k]->spans[i];
+            ring_commit(t);
+        }
+    }
+}
+
+/* The record of the step that ended (duration > 0): its memory, its slow-step judgement, and
+ * the event that carries it (with its window when it was slow) when a sink takes events. */
+static void step_record(sw_profiler *p, sw__thread *t, uint64_t start, uint64_t duration,
+                        uint64_t now, uint32_t batch) {
+    sw_step_record s;
+    memset(&s, 0, sizeof s);
+    s.step = (uint64_t)current_step(p);
+    s.phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
+    s.batch_size = batch;
+    s.warmup = atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
+    s.thread = t->number;
+    s.start_ns = start - p->origin_ns;
+    s.duration_ns = duration;
+    uint64_t accounted = 0;
+    for (int c = 0; c < SW_CAT_OTHER; c++) {
+        s.category_ns[c] = t->step_category_ns[c];
+        accounted += t->step_category_ns[c];
+    }
+    s.category_ns[SW_CAT_OTHER] = duration > accounted ? duration - accounted : 0;
+    step_memory(p, t, now, &s.rss_bytes);
+    s.has_allocator = t->step_has_allocator;
+    s.allocated_bytes = t->step_has_allocator ? t->step_allocated : 0;
+    s.peak_allocated_bytes = t->step_has_allocator ? t->step_peak_allocated : 0;
+    s.reserved_bytes = t->step_has_allocator ? t->step_reserved : 0;
+    int window = sw__slow_step_end(p, t, &s);
+    if (atomic_load_explicit(&p->events_on, memory_order_relaxed)) {
+        sw__event *ev = ring_reserve(p, t);
+        if (ev != NULL) {
+            ev->kind = SW__EVENT_STEP;
+            ev->u.step = s;
+            ring_commit(t);
+            if (SW__UNLIKELY(window))
+                emit_window(p, t);
+        }
+    }
+    sw__slow_step_turn(t);
+}
+
 void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
     uint64_t now = sw__clock_ns();
     if (end_ns != 0 && end_ns < now)
@@ -617,35 +705,8 @@ void sw_step_end_at(sw_profiler *p, uint64_t end_ns) {
     uint64_t duration = end_span(p, t, p->step_action, now);
     uint64_t start = now - duration; /* 0 duration: no step frame (it overflowed max_depth) */
     uint32_t batch = atomic_load_explicit(&p->batch_size, memory_order_relaxed);
-    uint64_t rss = 0;
     if (duration > 0)
-        step_memory(p, t, now, &rss);
-    if (atomic_load_explicit(&p->events_on, memory_order_relaxed) && duration > 0) {
-        sw__event *ev = ring_reserve(p, t);
-        if (ev) {
-            sw_step_record *s = &ev->u.step;
-            ev->kind = SW__EVENT_STEP;
-            s->step = (uint64_t)current_step(p);
-            s->phase = atomic_load_explicit(&p->current_phase, memory_order_relaxed);
-            s->batch_size = batch;
-            s->warmup = atomic_load_explicit(&p->in_warmup, memory_order_relaxed);
-            s->thread = t->number;
-            s->start_ns = start - p->origin_ns;
-            s->duration_ns = duration;
-            uint64_t accounted = 0;
-            for (int c = 0; c < SW_CAT_OTHER; c++) {
-                s->category_ns[c] = t->step_category_ns[c];
-                accounted += t->step_category_ns[c];
-            }
-            s->category_ns[SW_CAT_OTHER] = duration > accounted ? duration - accounted : 0;
-            s->rss_bytes = rss;
-            s->has_allocator = t->step_has_allocator;
-            s->allocated_bytes = t->step_has_allocator ? t->step_allocated : 0;
-            s->peak_allocated_bytes = t->step_has_allocator ? t->step_peak_allocated : 0;
-            s->reserved_bytes = t->step_has_allocator ? t->step_reserved : 0;
-            ring_commit(t);
-        }
-    }
+        step_record(p, t, start, duration, now, batch);
     atomic_fetch_add_explicit(&p->samples_done, batch, memory_order_relaxed);
     atomic_store_explicit(&p->step_index, -1, memory_order_relaxed);
     atomic_store_explicit(&p->in_warmup, 0, memory_order_relaxed);

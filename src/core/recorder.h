@@ -14,12 +14,14 @@
  *   recorder_snapshot.c  sw_snapshot_take
  *   recorder_access.c    accessors for the layers above (core.h), thread names
  *   recorder_process.c   every live profiler in the process: fork and exit hooks
+ *   recorder_slow.c      slow steps: each step judged and explained as it ends
  */
 #ifndef SW_CORE_RECORDER_H
 #define SW_CORE_RECORDER_H
 
 #include "clock.h"
 #include "sink.h"
+#include "slow_steps.h"
 
 #include <pthread.h>
 
@@ -36,6 +38,7 @@
 #define SW__GET(dst, field) __atomic_load(&(field), &(dst), __ATOMIC_ACQUIRE)
 
 #define SW__PHASE_STACK 16
+#define SW__GC_RING 64 /* collections a step's figures are read from by time */
 #define SW__DEFAULT_DEPTH 64
 #define SW__DEFAULT_RING 65536
 
@@ -84,6 +87,7 @@ typedef struct sw__thread {
     uint64_t step_category_ns[SW_CAT_COUNT];
     int step_has_allocator; /* sw_step_memory was called in the open step */
     uint64_t step_allocated, step_peak_allocated, step_reserved;
+    sw__slow_thread slow; /* slow steps (recorder_slow.c) */
     sw__ring ring;
 } sw__thread;
 
@@ -109,6 +113,8 @@ struct sw_profiler {
     uint32_t action_slots[2 * SW__MAX_ACTIONS];
     uint8_t action_category[SW__MAX_ACTIONS];
     uint8_t action_watched[SW__MAX_ACTIONS]; /* relaxed atomic bits: SW__WATCH_USER, _HOOK */
+    uint8_t action_cause[SW__MAX_ACTIONS];   /* sw_cause_of(name): time of its spans in a
+                                                step counts for that cause */
     sw_watch_fn watch_fn;                    /* released after watch_ctx */
     void *watch_ctx;
     sw_watch_fn hook_fn; /* the layers' watcher (sw__hook_set), likewise */
@@ -146,6 +152,19 @@ struct sw_profiler {
     _Atomic uint64_t mem_rss_steps, mem_rss_max, mem_rss_last;
     _Atomic uint64_t mem_alloc_steps, mem_peak_max, mem_alloc_last, mem_reserved_max,
         mem_reserved_last;
+
+    /* Slow steps (recorder_slow.c): the garbage collector's totals (sw_gc_collection), the
+     * oldest generations collected since the last step boundary (bits), whether the OS is
+     * read (SW_STEP_OS=0 says no), and the figures of sw_slow_summary. */
+    _Atomic uint64_t gc_ns, gc_count, gc_collected;
+    struct sw__gc_entry {
+        uint64_t start_ns, end_ns, collected; /* relaxed atomic builtins */
+        int32_t generation;
+    } gc_ring[SW__GC_RING]; /* the newest collections, by gc_count modulo SW__GC_RING */
+    int os_signals;
+    _Atomic uint64_t slow_judged, slow_count, slow_ns, slow_excess_ns;
+    _Atomic uint64_t slow_by_cause[SW_CAUSE_COUNT];
+    _Atomic uint64_t slow_windows_sent, slow_windows_not_sent;
 
     sw__thread *threads;
     uint32_t threads_seen;
@@ -194,6 +213,17 @@ static inline void sw__cell_merge(sw__cell *into, const sw__cell *from) {
     sw_stats_merge(&into->warm, &from->warm);
     sw_hist_merge(&into->hist, &from->hist);
 }
+
+/* ---- recorder_slow.c ---- */
+
+/* A step begins on t: the collector's totals now, the OS's first reading. */
+void sw__slow_step_begin(sw_profiler *p, sw__thread *t);
+/* Step s (its times, category_ns, warmup and phase filled) ended on t: its signals, median
+ * and cause into s, the summary counted. Returns 1 when the spans of s and of the step
+ * before it should go to the sink as its window; then sw__slow_step_turn. */
+int sw__slow_step_end(sw_profiler *p, sw__thread *t, sw_step_record *s);
+/* After the step's record went out: its spans become the step before the next one's. */
+void sw__slow_step_turn(sw__thread *t);
 
 /* ---- recorder_names.c (callers hold p->lock) ---- */
 

@@ -99,6 +99,9 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
         p->opts.local_rank = detect_rank(local, 0);
     }
     p->pid = (int64_t)getpid();
+    /* Slow steps read the OS at step boundaries unless SW_STEP_OS=0 (docs/slow-steps.md). */
+    const char *os = getenv("SW_STEP_OS");
+    p->os_signals = !(os && strcmp(os, "0") == 0);
     sw__hostname(p->host, sizeof p->host);
     atomic_init(&p->enabled, 1);
     atomic_init(&p->step_index, -1);

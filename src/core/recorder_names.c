@@ -121,6 +121,7 @@ sw_id sw__action_intern_locked(sw_profiler *p, const char *name, sw_category cat
         return SW_ID_NONE;
     p->action_names[n] = copy;
     p->action_category[n] = (uint8_t)cat;
+    p->action_cause[n] = (uint8_t)sw_cause_of(name);
     *slot = n + 1;
     /* Release: a thread that sees the new count also sees the name and its category. */
     atomic_store_explicit(&p->naction, n + 1, memory_order_release);

@@ -86,6 +86,14 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
                                         .allocated_last = atomic_load(&p->mem_alloc_last),
                                         .reserved_max = atomic_load(&p->mem_reserved_max),
                                         .reserved_last = atomic_load(&p->mem_reserved_last)};
+        s->slow = (sw_slow_summary){.judged = atomic_load(&p->slow_judged),
+                                    .slow = atomic_load(&p->slow_count),
+                                    .slow_ns = atomic_load(&p->slow_ns),
+                                    .excess_ns = atomic_load(&p->slow_excess_ns),
+                                    .windows_kept = atomic_load(&p->slow_windows_sent),
+                                    .windows_dropped = atomic_load(&p->slow_windows_not_sent)};
+        for (int c = 0; c < SW_CAUSE_COUNT; c++)
+            s->slow.by_cause[c] = atomic_load(&p->slow_by_cause[c]);
     }
     pthread_mutex_lock(&p->lock);
     uint32_t naction = atomic_load(&p->naction), nphase = atomic_load(&p->nphase);

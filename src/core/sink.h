@@ -67,7 +67,10 @@ sw__sink *sw__sink_find(sw_profiler *p, const sw__sink_ops *ops);
 typedef enum sw__event_kind {
     SW__EVENT_SPAN = 1,
     SW__EVENT_STEP = 2,
-    SW__EVENT_COUNTER = 3
+    SW__EVENT_COUNTER = 3,
+    /* a span of a slow step's window (docs/slow-steps.md), after that step's STEP event:
+     * the spans of the step before it, then its own; kept even with the timeline off */
+    SW__EVENT_WINDOW_SPAN = 4
 } sw__event_kind;
 
 typedef struct sw__event {

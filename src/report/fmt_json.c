@@ -127,6 +127,29 @@ static void put_memory(sw__jw *w, const sw_memory_summary *m) {
     sw__jw_object_end(w);
 }
 
+/* "slow_steps": only when steps were judged (docs/slow-steps.md): the counts, their time
+ * and time over their medians (ns), the steps per cause (only causes that occurred), and
+ * the windows whose spans were kept or not. */
+static void put_slow(sw__jw *w, const sw_slow_summary *s) {
+    if (s->judged == 0)
+        return;
+    sw__jw_key(w, "slow_steps");
+    sw__jw_object_begin(w);
+    sw__jw_kv_uint(w, "judged", s->judged);
+    sw__jw_kv_uint(w, "slow", s->slow);
+    sw__jw_kv_uint(w, "slow_ns", s->slow_ns);
+    sw__jw_kv_uint(w, "excess_ns", s->excess_ns);
+    sw__jw_key(w, "causes");
+    sw__jw_object_begin(w);
+    for (int c = 1; c < SW_CAUSE_COUNT; c++)
+        if (s->by_cause[c] > 0)
+            sw__jw_kv_uint(w, sw_cause_name((sw_cause)c), s->by_cause[c]);
+    sw__jw_object_end(w);
+    sw__jw_kv_uint(w, "windows_kept", s->windows_kept);
+    sw__jw_kv_uint(w, "windows_not_kept", s->windows_dropped);
+    sw__jw_object_end(w);
+}
+
 /* The module table, when there is one: the sampling notes and every row. */
 static void put_modules(sw__jw *w, const sw_snapshot *s) {
     sw__jw_key(w, "modules");
@@ -210,6 +233,7 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
     sw__json_put_misuse(&w, &s->misuse);
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
     put_memory(&w, &s->memory);
+    put_slow(&w, &s->slow);
     if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */
         sw__jw_key(&w, "notes");
         sw__jw_object_begin(&w);

@@ -191,6 +191,7 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
 
     sw__put_problems(s, out, "");
     sw__put_memory(s, out, "");
+    sw__put_slow(s, out, "");
     put_counters(s, out);
 
     free(rows);

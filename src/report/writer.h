@@ -124,6 +124,13 @@ char *sw__bytes_text(double bytes, char *buf, size_t size);
 void sw__memory_text(const sw_memory_summary *m, char *out, size_t size);
 /* When memory was measured: a blank line, then bullet + "Memory per step: " + the line. */
 void sw__put_memory(const sw_snapshot *s, FILE *out, const char *bullet);
+/* Slow steps (slow_step_text.c; docs/slow-steps.md): their causes by count, largest first
+ * ("gc 30, preempted 5, unknown 2"); the steps' total time (the "step" roll-up, warm-up
+ * included); and the line under the table, "Slow steps: 37 (2.1 % of steps, 8.3 % of
+ * time): gc 30, ...", after bullet, when there were any. */
+void sw__slow_causes_text(const sw_slow_summary *s, char *out, size_t size);
+uint64_t sw__all_step_ns(const sw_snapshot *s);
+void sw__put_slow(const sw_snapshot *s, FILE *out, const char *bullet);
 
 /* Write clean text as one markdown table cell, escaped so it shows as itself
  * (fmt_markdown.c). */

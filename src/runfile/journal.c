@@ -64,7 +64,8 @@ typedef struct sw__journal {
     int warnings;
     sw__event *events; /* what the last drain handed over */
     size_t nevents, events_cap;
-    uint32_t *order; /* the spans among them, grouped by thread (as long as events) */
+    size_t nwindow_spans; /* of them, spans of slow steps' windows (not in the accounting) */
+    uint32_t *order;      /* the spans among them, grouped by thread (as long as events) */
     size_t order_cap;
     sw_span_record *chunk;     /* one chunk of one thread's spans, packed into one row */
     sw_fprofile *functions;    /* the function profile to keep (sw_run_add_functions) */
@@ -73,6 +74,8 @@ typedef struct sw__journal {
     int next_round;
     int64_t clock_offset_ns; /* sw_run_set_clock_offset */
     int clock_offset_set, clock_offset_dirty;
+    uint64_t window;               /* the slow step the next window spans belong to (run_slow.c) */
+    int windows_added;             /* window spans written in this flush: bound the windows */
     uint32_t thread_names_written; /* the core's naming counter when they were last written */
     int thread_names_rc;
 } sw__journal;
@@ -148,18 +151,36 @@ static void note_success(sw__journal *j) {
  * here (into a buffer reused across flushes) and written to SQLite after the lock is gone. */
 static void collect(void *ctx, const sw__event *e) {
     sw__journal *j = ctx;
+    /* A slow step's window is kept as best it can be, outside the events' accounting: a
+     * window cut short loses nothing recorded (its spans are in the statistics). */
+    int window = e->kind == SW__EVENT_WINDOW_SPAN;
     if (sw__grow(&j->events, sizeof *j->events, &j->events_cap, j->nevents + 1, 1024) != 0 ||
         sw__grow(&j->order, sizeof *j->order, &j->order_cap, j->nevents + 1, 1024) != 0) {
-        j->lost_events++;
+        j->lost_events += !window;
         return;
     }
     j->events[j->nevents++] = *e;
+    j->nwindow_spans += window;
+}
+
+/* The events of this flush that the accounting counts (all but window spans). */
+static size_t counted(const sw__journal *j) {
+    return j->nevents - j->nwindow_spans;
 }
 
 static int write_event(sw__journal *j, const sw__event *e) {
+    int rc;
     switch (e->kind) {
     case SW__EVENT_STEP:
-        return sw__store_add_step(j->store, j->rank, &e->u.step);
+        rc = sw__store_add_step(j->store, j->rank, &e->u.step);
+        if (rc == 0 && e->u.step.cause != SW_CAUSE_NONE) {
+            rc = sw__store_add_slow_step(j->store, j->rank, &e->u.step);
+            j->window = e->u.step.step; /* its window's spans, if any, come next */
+        }
+        return rc;
+    case SW__EVENT_WINDOW_SPAN:
+        j->windows_added = 1;
+        return sw__store_add_window_span(j->store, j->rank, j->window, &e->u.span);
     case SW__EVENT_COUNTER:
         return sw__store_add_counter(j->store, j->rank, &e->u.counter);
     case SW__EVENT_SPAN:
@@ -225,6 +246,8 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
         return rc;
     snap->dropped_events += j->lost_events;
     rc = sw__store_write_snapshot(j->store, j->rank, snap, complete, reason);
+    if (rc == 0)
+        rc = sw__store_write_slow_judged(j->store, j->rank, snap->slow.judged);
     sw_snapshot_free(snap);
     j->last_aggregate_ns = sw_now_ns();
     return rc;
@@ -281,9 +304,10 @@ static void ranks_written(sw__journal *j) {
  * dropped. Called with j->lock held. */
 static int flush(sw__journal *j, int aggregates, int complete, const char *reason) {
     j->nevents = 0;
+    j->nwindow_spans = 0;
     sw__drain(j->p, collect, j); /* always: full rings would drop newer events instead */
     if (j->store == NULL) {
-        j->lost_events += j->nevents;
+        j->lost_events += counted(j);
         return atomic_load(&j->status);
     }
     int rc = sw__store_begin(j->store);
@@ -293,6 +317,9 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         rc = write_event(j, &j->events[i]);
     if (rc == 0)
         rc = write_spans(j);
+    if (rc == 0 && j->windows_added)
+        rc = sw__store_bound_windows(j->store, j->rank);
+    j->windows_added = 0;
     if (rc == 0 && aggregates)
         rc = write_aggregates(j, complete, reason);
     if (rc == 0)
@@ -312,13 +339,13 @@ static int flush(sw__journal *j, int aggregates, int complete, const char *reaso
         /* Disk full or similar: what this flush drained is lost; count it, keep going. */
         keep_cause(j);
         sw__store_rollback(j->store);
-        j->lost_events += j->nevents;
+        j->lost_events += counted(j);
         j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
         j->thread_names_written = 0; /* written again by the next flush */
         note_failure(j, rc);
         return rc;
     }
-    j->written_events += j->nevents;
+    j->written_events += counted(j);
     note_success(j);
     return 0;
 }

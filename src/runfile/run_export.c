@@ -1,6 +1,7 @@
 /*
- * run_export.c — a run file as a Chrome trace (Trace Event JSON, opens in Perfetto) and as an
- * Ignite-style per-iteration CSV.
+ * run_export.c — a run file as a Chrome trace (Trace Event JSON, opens in Perfetto: spans,
+ * steps, the slow steps and their kept windows, counters) and as an Ignite-style
+ * per-iteration CSV.
  */
 #include "report/json_out.h"
 #include "report/writer.h"
@@ -69,8 +70,8 @@ static void complete_event(chrome_ctx *c, int rank, const char *name, const char
     sw__jw_kv_uint(w, "tid", thread);
 }
 
-static int on_span(void *ctx, int rank, const sw_span_record *s) {
-    chrome_ctx *c = ctx;
+/* One span as a complete event; window >= 0: of that slow step's kept window. */
+static int span_event(chrome_ctx *c, int rank, const sw_span_record *s, int64_t window) {
     const char *name = sw_run_action_name(c->run, rank, s->action);
     char unknown[32];
     if (name == NULL) {
@@ -83,10 +84,17 @@ static int on_span(void *ctx, int rank, const sw_span_record *s) {
     sw__jw_object_begin(c->w);
     sw__jw_kv_int(c->w, "step", s->step);
     sw__jw_kv_string(c->w, "phase", sw_run_phase_name(c->run, rank, s->phase));
+    if (window >= 0)
+        sw__jw_kv_int(c->w, "slow_step_window", window);
     sw__jw_object_end(c->w);
     sw__jw_object_end(c->w);
-    clock_of(c, rank)->nspans++;
     return note_thread(c, rank, s->thread);
+}
+
+static int on_span(void *ctx, int rank, const sw_span_record *s) {
+    chrome_ctx *c = ctx;
+    clock_of(c, rank)->nspans++;
+    return span_event(c, rank, s, -1);
 }
 
 /* Without a timeline the steps still make a useful trace. */
@@ -107,6 +115,37 @@ static int on_step(void *ctx, int rank, const sw_step_record *s) {
     }
     sw__jw_object_end(c->w);
     sw__jw_object_end(c->w);
+    return note_thread(c, rank, s->thread);
+}
+
+/* The kept windows of the slow steps (run_slow.c), where the timeline did not hold them
+ * already: with the timeline off, the trace shows exactly the slow steps' spans. */
+static int on_window_span(void *ctx, int rank, uint64_t window, const sw_span_record *s) {
+    chrome_ctx *c = ctx;
+    return clock_of(c, rank)->nspans > 0 ? 0 : span_event(c, rank, s, (int64_t)window);
+}
+
+/* Each slow step as an instant event at its start, its evidence in args. */
+static int on_slow_step(void *ctx, int rank, const sw_step_record *s) {
+    chrome_ctx *c = ctx;
+    sw__jw *w = c->w;
+    char name[64], evidence[300];
+    snprintf(name, sizeof name, "slow step %llu: %s", (unsigned long long)s->step,
+             sw_cause_name(s->cause));
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "name", name);
+    sw__jw_kv_string(w, "cat", "slow_step");
+    sw__jw_kv_string(w, "ph", "i");
+    sw__jw_kv_string(w, "s", "t");
+    sw__jw_kv_double(w, "ts", micros(clock_of(c, rank)->offset_ns + s->start_ns));
+    sw__jw_kv_int(w, "pid", rank);
+    sw__jw_kv_uint(w, "tid", s->thread);
+    sw__jw_key(w, "args");
+    sw__jw_object_begin(w);
+    sw__jw_kv_string(w, "evidence", sw_slow_step_text(s, evidence, sizeof evidence));
+    sw__jw_kv_int(w, "window_kept", s->window_kept);
+    sw__jw_object_end(w);
+    sw__jw_object_end(w);
     return note_thread(c, rank, s->thread);
 }
 
@@ -195,6 +234,10 @@ int sw_run_export_chrome(sw_run *run, FILE *out) {
         rc = sw_run_foreach_span(run, -1, on_span, &c);
     if (rc == 0)
         rc = sw_run_foreach_step(run, -1, on_step, &c);
+    if (rc == 0)
+        rc = sw_run_foreach_window_span(run, -1, on_window_span, &c);
+    if (rc == 0)
+        rc = sw_run_foreach_slow_step(run, -1, on_slow_step, &c);
     if (rc == 0)
         rc = sw_run_foreach_counter(run, -1, on_counter, &c);
     sqlite3_stmt *names = NULL;

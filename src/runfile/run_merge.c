@@ -18,7 +18,7 @@
 static const char *const TABLES[] = {
     "ranks",    "names",       "aggregates", "counter_summaries", "steps",
     "counters", "span_chunks", "functions",  "function_nodes",    "notes",
-    "threads",  "rank_rounds", "modules"};
+    "threads",  "rank_rounds", "modules",    "slow_steps",        "slow_spans"};
 
 /* A run file reads whole: it opens (its schema checked), and its snapshot and step records
  * read. What every reader of the merged file will do, done before anything is written. */

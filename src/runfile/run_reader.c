@@ -539,6 +539,38 @@ static int read_modules(sw_run *run, int rank, sw_snapshot *s) {
     return rc == 0 ? sw__sql_each_row(q, module_row, s) : rc;
 }
 
+/* The slow steps summed up (run_slow.c writes them; docs/slow-steps.md). */
+static int read_slow(sw_run *run, int rank, sw_slow_summary *out) {
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q = NULL;
+    int rc = sw__sql_prepare_int(
+        run->db,
+        "SELECT cause, count(*), sum(duration_ns), sum(duration_ns - median_ns),"
+        " sum(kept) FROM slow_steps WHERE ?1 = -1 OR rank = ?1 GROUP BY cause",
+        rank, &q);
+    int step = SQLITE_DONE;
+    while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+        uint64_t n = (uint64_t)sqlite3_column_int64(q, 1);
+        out->by_cause[sw__cause_parse((const char *)sqlite3_column_text(q, 0))] += n;
+        out->slow += n;
+        out->slow_ns += (uint64_t)sqlite3_column_int64(q, 2);
+        out->excess_ns += (uint64_t)sqlite3_column_int64(q, 3);
+        out->windows_kept += (uint64_t)sqlite3_column_int64(q, 4);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = sw__sqlite_rc(step);
+    sqlite3_finalize(q);
+    out->windows_dropped = out->slow - out->windows_kept;
+    if (rc == 0) {
+        int64_t judged = 0;
+        rc = sw__sql_int(
+            run->db, "SELECT coalesce(sum(slow_judged), 0) FROM ranks WHERE ?1 = -1 OR rank = ?1",
+            rank, &judged);
+        out->judged = (uint64_t)judged;
+    }
+    return rc;
+}
+
 static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
     if (run == NULL || out == NULL)
         return SW_EINVAL;
@@ -558,6 +590,8 @@ static int rank_snapshot(sw_run *run, int rank, sw_snapshot **out) {
         rc = read_notes(run, rank, s);
     if (rc == 0)
         rc = read_modules(run, rank, s);
+    if (rc == 0)
+        rc = read_slow(run, rank, &s->slow);
     if (rc != SW_ENOTFOUND)
         rc = reading(run, rc); /* before COMMIT, which would reset SQLite's message */
     sqlite3_exec(run->db, "COMMIT", NULL, NULL, NULL);
@@ -651,6 +685,9 @@ static int merge_into(sw_snapshot *all, const sw_snapshot *one) {
                     : mem_from[k] > mem_to[k] ? mem_from[k]
                                               : mem_to[k];
     }
+    uint64_t *slow_from = (uint64_t *)&one->slow, *slow_to = (uint64_t *)&all->slow;
+    for (size_t k = 0; k < sizeof one->slow / sizeof(uint64_t); k++) /* every figure adds up */
+        slow_to[k] += slow_from[k];
     all->steps += one->steps;
     all->threads += one->threads;
     all->dropped_events += one->dropped_events;

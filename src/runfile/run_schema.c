@@ -7,9 +7,10 @@
 
 #include <stdio.h>
 
-/* The schema, version 6 (2: function profiles; 3: notes; 4: local rank, clock offset,
+/* The schema, version 7 (2: function profiles; 3: notes; 4: local rank, clock offset,
  * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
- * ranks; modules; 6: the modules' GPU device times). Every table has a rank column so rank
+ * ranks; modules; 6: the modules' GPU device times; 7: slow steps, their signals and
+ * causes, and the spans of the costliest ones: slow_steps, slow_spans, ranks.slow_judged). Every table has a rank column so rank
  * files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
@@ -28,7 +29,8 @@ static const char SCHEMA_SQL[] =
     " mem_rss_steps INTEGER DEFAULT 0, mem_rss_max INTEGER DEFAULT 0,"
     " mem_rss_last INTEGER DEFAULT 0, mem_allocator_steps INTEGER DEFAULT 0,"
     " mem_peak_allocated_max INTEGER DEFAULT 0, mem_allocated_last INTEGER DEFAULT 0,"
-    " mem_reserved_max INTEGER DEFAULT 0, mem_reserved_last INTEGER DEFAULT 0);"
+    " mem_reserved_max INTEGER DEFAULT 0, mem_reserved_last INTEGER DEFAULT 0,"
+    " slow_judged INTEGER DEFAULT 0);"
     "CREATE TABLE names(rank INTEGER, kind TEXT, id INTEGER, name TEXT,"
     " PRIMARY KEY(rank, kind, id)) WITHOUT ROWID;"
     "CREATE VIEW actions AS SELECT rank, id, name FROM names WHERE kind = 'action';"
@@ -50,6 +52,17 @@ static const char SCHEMA_SQL[] =
     " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER, other_ns INTEGER,"
     " rss_bytes INTEGER, allocated_bytes INTEGER, peak_allocated_bytes INTEGER,"
     " reserved_bytes INTEGER, PRIMARY KEY(rank, step)) WITHOUT ROWID;"
+    "CREATE TABLE slow_steps(rank INTEGER, step INTEGER, phase INTEGER, thread INTEGER,"
+    " start_ns INTEGER, duration_ns INTEGER, median_ns INTEGER, cause TEXT,"
+    " explained_ns INTEGER, data_ns INTEGER, os_wall_ns INTEGER, cpu_ns INTEGER,"
+    " sys_ns INTEGER, voluntary_switches INTEGER, involuntary_switches INTEGER,"
+    " minor_faults INTEGER, major_faults INTEGER, gc_ns INTEGER, gc_collections INTEGER,"
+    " gc_generation INTEGER, gc_collected INTEGER, compile_ns INTEGER,"
+    " checkpoint_ns INTEGER, eval_ns INTEGER, kept INTEGER DEFAULT 0,"
+    " PRIMARY KEY(rank, step)) WITHOUT ROWID;"
+    "CREATE TABLE slow_spans(rank INTEGER, window INTEGER, thread INTEGER, action INTEGER,"
+    " phase INTEGER, depth INTEGER, step INTEGER, start_ns INTEGER, duration_ns INTEGER);"
+    "CREATE INDEX slow_spans_window ON slow_spans(rank, window);"
     "CREATE TABLE counters(rank INTEGER, counter INTEGER, thread INTEGER, time_ns INTEGER,"
     " value REAL);"
     "CREATE TABLE span_chunks(rank INTEGER, thread INTEGER, count INTEGER,"

@@ -84,6 +84,8 @@ static void close_connection(sw__store *st, int finished) {
     sqlite3_finalize(st->span_chunk);
     sqlite3_finalize(st->counter);
     sqlite3_finalize(st->name);
+    sqlite3_finalize(st->slow_step);
+    sqlite3_finalize(st->window_span);
     if (st->db != NULL && finished) {
         /* A finished file is one self-contained file: leaving WAL mode checkpoints the WAL
          * into it, and later readers (read-only) then create no empty -wal and -shm beside

@@ -13,12 +13,12 @@
 #include <sqlite3.h>
 
 /* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file.
- * Only version 1 was ever released; versions 2 to 5 were steps of unreleased work, so a
- * reader takes version 6 alone (an older file is refused with SW_EVERSION, its version and
+ * Only version 1 was ever released; versions 2 to 6 were steps of unreleased work, so a
+ * reader takes version 7 alone (an older file is refused with SW_EVERSION, its version and
  * the versions this library reads named). */
 #define SW__RUN_APPLICATION_ID 0x73777266
-#define SW__RUN_SCHEMA_VERSION 6
-#define SW__RUN_SCHEMA_OLDEST 6
+#define SW__RUN_SCHEMA_VERSION 7
+#define SW__RUN_SCHEMA_OLDEST 7
 /* The value of meta.magic. */
 #define SW__RUN_MAGIC "stepwatch-run"
 
@@ -46,6 +46,7 @@ typedef struct sw__store {
     sqlite3 *db;
     int lock_fd; /* holds the file's exclusive flock: the claim (run_create.c) */
     sqlite3_stmt *step, *span_chunk, *counter, *name;
+    sqlite3_stmt *slow_step, *window_span; /* prepared at their first use (run_slow.c) */
 } sw__store;
 
 /* Create a new run file at path and open it (run_create.c says what may be replaced: only
@@ -105,6 +106,18 @@ int sw__store_add_rank_round(sw__store *st, int rank, int round, uint64_t step, 
                              int world_size, size_t payload_size, const void *payloads);
 /* Replace the rank's function profile with fp's (merged per action; run_functions.c). */
 int sw__store_write_functions(sw__store *st, int rank, const sw_fprofile *fp);
+
+/* ---- run_slow.c: slow steps (docs/slow-steps.md) ---- */
+
+/* Slow step r (cause set) into slow_steps, its window not kept yet. */
+int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r);
+/* A span of the window of slow step `window`: the first one marks the window kept. */
+int sw__store_add_window_span(sw__store *st, int rank, uint64_t window, const sw_span_record *s);
+/* Keep the spans of the rank's SW_SLOW_WINDOWS costliest windows (excess over the median),
+ * dropping the others'. */
+int sw__store_bound_windows(sw__store *st, int rank);
+/* The rank's steps judged (ranks.slow_judged). */
+int sw__store_write_slow_judged(sw__store *st, int rank, uint64_t judged);
 
 /* The reader's connection (run_reader.c), for the readers in other files. */
 sqlite3 *sw__run_db(sw_run *run);

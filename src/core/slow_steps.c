@@ -1,0 +1,138 @@
+/*
+ * slow_steps.c — the one statement of what a slow step is and why it was slow
+ * (docs/slow-steps.md): the rule (sw_step_is_slow), the causes and their names, the choice of
+ * one cause from a step's signals (sw_slow_cause), its line of evidence, and the running
+ * median the recorder judges steps against.
+ */
+#include "core.h"
+#include "slow_steps.h"
+
+#include <string.h>
+
+/* Page faults explain a step only when there were this many: a few are every step's. */
+#define SW__FAULTS_MIN 64u
+
+static const char *const cause_names[SW_CAUSE_COUNT] = {
+    "",     "unknown", "gc",          "compile",   "checkpoint",
+    "eval", "data",    "page_faults", "preempted", "blocked"};
+
+const char *sw_cause_name(sw_cause cause) {
+    return (unsigned)cause < SW_CAUSE_COUNT ? cause_names[cause] : NULL;
+}
+
+sw_cause sw__cause_parse(const char *name) {
+    for (int c = 1; name && c < SW_CAUSE_COUNT; c++)
+        if (strcmp(name, cause_names[c]) == 0)
+            return (sw_cause)c;
+    return SW_CAUSE_UNKNOWN; /* a cause this stepwatch does not know */
+}
+
+sw_cause sw_cause_of(const char *name) {
+    if (name == NULL)
+        return SW_CAUSE_NONE;
+    if (strcmp(name, "compile") == 0)
+        return SW_CAUSE_COMPILE;
+    if (strcmp(name, "checkpoint") == 0)
+        return SW_CAUSE_CHECKPOINT;
+    if (strcmp(name, "evaluate") == 0 || strcmp(name, "valid") == 0)
+        return SW_CAUSE_EVAL;
+    return SW_CAUSE_NONE;
+}
+
+int sw_step_is_slow(uint64_t duration_ns, uint64_t median_ns) {
+    return median_ns > 0 && (double)duration_ns >= SW_SLOW_FACTOR * (double)median_ns &&
+           duration_ns >= median_ns + SW_SLOW_FLOOR_NS;
+}
+
+static uint64_t at_most(uint64_t v, uint64_t cap) {
+    return v < cap ? v : cap;
+}
+
+/* The reading may cover a few steps before this one, which ran on the CPU. */
+uint64_t sw_step_off_cpu_ns(const sw_step_record *r) {
+    const sw_step_signals *g = &r->signals;
+    if (g->os_wall_ns == 0 || g->os_wall_ns <= g->cpu_ns)
+        return 0;
+    return at_most(g->os_wall_ns - g->cpu_ns, r->duration_ns);
+}
+
+sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64_t *explained) {
+    if (explained)
+        *explained = 0;
+    if (r == NULL || !sw_step_is_slow(r->duration_ns, r->median_ns))
+        return SW_CAUSE_NONE;
+    const sw_step_signals *g = &r->signals;
+    uint64_t excess = r->duration_ns - r->median_ns;
+    /* Off the CPU: preempted when involuntary switches outnumber voluntary ones. A span
+     * that ran while the thread was preempted is as long as the preemption made it: the
+     * program's causes explain their time less the preempted time. */
+    uint64_t off = sw_step_off_cpu_ns(r);
+    int preempted = off > 0 && g->involuntary_switches > g->voluntary_switches;
+    uint64_t taken = preempted ? off : 0;
+    uint64_t data = r->category_ns[SW_CAT_DATA];
+    uint64_t faults = g->minor_faults + g->major_faults;
+    uint64_t fault_ns = 0;
+    if (faults >= SW__FAULTS_MIN || g->major_faults > 0)
+        fault_ns = at_most(g->sys_ns, r->duration_ns) + (g->major_faults ? off : 0);
+    /* The causes the step's own spans and the collector name, in the order a tie goes. */
+    const struct {
+        sw_cause cause;
+        uint64_t ns;
+    } named[] = {{SW_CAUSE_GC, g->gc_ns},
+                 {SW_CAUSE_COMPILE, g->compile_ns},
+                 {SW_CAUSE_CHECKPOINT, g->checkpoint_ns},
+                 {SW_CAUSE_EVAL, g->eval_ns},
+                 {SW_CAUSE_DATA, data > typical_data_ns ? data - typical_data_ns : 0},
+                 {SW_CAUSE_PAGE_FAULTS, fault_ns}};
+    sw_cause best = SW_CAUSE_UNKNOWN;
+    uint64_t best_ns = 0;
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        uint64_t ns = named[i].ns > taken ? named[i].ns - taken : 0;
+        if (ns > best_ns) {
+            best = named[i].cause;
+            best_ns = ns;
+        }
+    }
+    if (2 * best_ns < excess) {
+        /* Nothing in the program explains it: how the thread lost the time, if the OS says. */
+        best = SW_CAUSE_UNKNOWN;
+        best_ns = 0;
+        if (2 * off >= excess) {
+            best = preempted ? SW_CAUSE_PREEMPTED : SW_CAUSE_BLOCKED;
+            best_ns = off;
+        }
+    }
+    if (explained)
+        *explained = best == SW_CAUSE_UNKNOWN ? 0 : at_most(best_ns, r->duration_ns);
+    return best;
+}
+
+/* ---- the running median ---------------------------------------------------------------- */
+
+void sw__median_add(sw__median *m, uint64_t value) {
+    uint32_t n = m->n;
+    if (n == SW__MEDIAN_WINDOW) {
+        /* Take the oldest value out of the sorted copy. */
+        uint64_t old = m->ring[m->next];
+        uint32_t i = 0;
+        while (i < n && m->sorted[i] != old)
+            i++;
+        memmove(&m->sorted[i], &m->sorted[i + 1], (n - i - 1) * sizeof m->sorted[0]);
+        n--;
+    }
+    uint32_t j = n;
+    while (j > 0 && m->sorted[j - 1] > value) {
+        m->sorted[j] = m->sorted[j - 1];
+        j--;
+    }
+    m->sorted[j] = value;
+    m->ring[m->next] = value;
+    m->next = (m->next + 1) % SW__MEDIAN_WINDOW;
+    m->n = n + 1;
+}
+
+uint64_t sw__median_get(const sw__median *m) {
+    if (m->n < SW_SLOW_MIN_HISTORY)
+        return 0;
+    return m->sorted[m->n / 2];
+}

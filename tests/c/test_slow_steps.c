@@ -1,0 +1,395 @@
+/*
+ * test_slow_steps.c — slow steps in a C loop without Python (docs/slow-steps.md): the rule,
+ * the choice of a cause, the evidence line, and a real loop with a run file whose injected
+ * steps (a sleep in data, a checkpoint, a collection, a sleep, a spin) are found with their
+ * causes, their spans kept, and the windows bounded.
+ *
+ * The machine may be loaded: a step nothing was injected in may really be preempted. Such a
+ * step may be slow, but only with a cause of the machine's (preempted, blocked, unknown),
+ * never one of the program's: the test holds the recorder to what it injected, not to a
+ * quiet machine.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stepwatch.h"
+#include "test_helpers.h"
+
+#define MS 1000000ull
+
+static char g_dir[256];
+
+static int make_dir(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/sw_slow_steps_XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int remove_dir(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void sleep_ns(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
+}
+
+static void test_rule(void **state) {
+    (void)state;
+    assert_true(sw_step_is_slow(3 * MS, MS));
+    assert_false(sw_step_is_slow(3 * MS - 1, MS));
+    assert_false(sw_step_is_slow(90000, 30000)); /* 3x, but less than 1 ms longer */
+    assert_true(sw_step_is_slow(1100000, 100000));
+    assert_false(sw_step_is_slow(5 * MS, 0)); /* no median yet */
+}
+
+static sw_step_record slow_record(uint64_t duration, uint64_t median) {
+    sw_step_record r;
+    memset(&r, 0, sizeof r);
+    r.step = 4213;
+    r.duration_ns = duration;
+    r.median_ns = median;
+    r.signals.gc_generation = -1;
+    return r;
+}
+
+/* The largest explained share wins when it explains half; the OS only when nothing in the
+ * program does; unknown otherwise. */
+static void test_cause_rule(void **state) {
+    (void)state;
+    uint64_t ns = 0;
+    sw_step_record r = slow_record(182 * MS, 31 * MS);
+    assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_UNKNOWN);
+    assert_int_equal(ns, 0);
+    r.signals.gc_ns = 148 * MS;
+    r.signals.gc_generation = 2;
+    r.signals.gc_collected = 1900000;
+    r.category_ns[SW_CAT_DATA] = 100 * MS; /* less than the collection explains */
+    assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_GC);
+    assert_int_equal(ns, 148 * MS);
+    char line[300];
+    r.cause = SW_CAUSE_GC;
+    sw_slow_step_text(&r, line, sizeof line);
+    assert_string_equal(line, "step 4213: 182 ms (median 31.0 ms): gc generation 2, 148 ms, "
+                              "1.9 M objects");
+    /* Data counts only above the usual data time. */
+    r = slow_record(100 * MS, 10 * MS);
+    r.category_ns[SW_CAT_DATA] = 60 * MS;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_DATA);
+    assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_UNKNOWN);
+    /* Off the CPU: preempted when involuntary switches outnumber voluntary ones. */
+    r.signals.os_wall_ns = 120 * MS;
+    r.signals.cpu_ns = 40 * MS;
+    r.signals.involuntary_switches = 20;
+    r.signals.voluntary_switches = 2;
+    assert_int_equal(sw_slow_cause(&r, 30 * MS, &ns), SW_CAUSE_PREEMPTED);
+    assert_int_equal(ns, 80 * MS);
+    /* A data wait the thread spent preempted is the preemption's. */
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED);
+    r.signals.voluntary_switches = 30;
+    assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_BLOCKED);
+    /* Blocked (a sleep) takes nothing from the data wait it was. */
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_DATA);
+    /* A named cause goes before the OS even when the OS explains more. */
+    r.signals.checkpoint_ns = 50 * MS;
+    assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_CHECKPOINT);
+    /* Page faults: their kernel time, when there were many. */
+    r = slow_record(50 * MS, 5 * MS);
+    r.signals.os_wall_ns = 50 * MS;
+    r.signals.cpu_ns = 48 * MS;
+    r.signals.sys_ns = 40 * MS;
+    r.signals.minor_faults = 30000;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PAGE_FAULTS);
+    r.signals.minor_faults = 10;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_UNKNOWN);
+    /* Not slow: no cause. */
+    r = slow_record(2 * MS, MS);
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_NONE);
+    assert_string_equal(sw_cause_name(SW_CAUSE_PAGE_FAULTS), "page_faults");
+    assert_null(sw_cause_name(SW_CAUSE_COUNT));
+    assert_int_equal(sw_cause_of("checkpoint"), SW_CAUSE_CHECKPOINT);
+    assert_int_equal(sw_cause_of("forward"), SW_CAUSE_NONE);
+}
+
+typedef struct seen {
+    sw_step_record steps[512];
+    int n;
+    int window_spans[512]; /* by window step */
+    int checkpoint_in_window, before_in_window;
+} seen;
+
+static int on_slow(void *ctx, int rank, const sw_step_record *r) {
+    (void)rank;
+    seen *s = ctx;
+    if (s->n < 512)
+        s->steps[s->n++] = *r;
+    return 0;
+}
+
+static sw_id g_checkpoint;
+
+static int on_window_span(void *ctx, int rank, uint64_t window, const sw_span_record *span) {
+    (void)rank;
+    seen *s = ctx;
+    if (window < 512)
+        s->window_spans[window]++;
+    if (window == 60 && span->action == g_checkpoint && span->step == 60)
+        s->checkpoint_in_window = 1;
+    if (window == 60 && span->step == 59)
+        s->before_in_window = 1;
+    return 0;
+}
+
+static const sw_step_record *find(const seen *s, uint64_t step) {
+    for (int i = 0; i < s->n; i++)
+        if (s->steps[i].step == step)
+            return &s->steps[i];
+    return NULL;
+}
+
+/* "key": value in JSON text, written compact or spaced. */
+static int has_kv(const char *text, const char *key, const char *value) {
+    char a[128], b[128];
+    snprintf(a, sizeof a, "\"%s\":%s", key, value);
+    snprintf(b, sizeof b, "\"%s\": %s", key, value);
+    return strstr(text, a) != NULL || strstr(text, b) != NULL;
+}
+
+/* A real loop: 1 ms steps with a cause injected at known steps, a run file, read back. */
+static void test_loop_causes(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/run.db", g_dir);
+    SW_TEST_PROFILER(p, .run_file = path, .warmup_steps = 2);
+    sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
+    g_checkpoint = sw_action(p, "checkpoint");
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (uint64_t i = 0; i < 130; i++) {
+        sw_step_begin(p, 8);
+        sw_begin(p, data);
+        if (i == 40)
+            sleep_ns(25 * MS);
+        sw_end(p, data);
+        sw_begin(p, fwd);
+        sw_test_spin(MS);
+        sw_end(p, fwd);
+        if (i == 60) {
+            sw_begin(p, g_checkpoint);
+            sw_test_spin(25 * MS);
+            sw_end(p, g_checkpoint);
+        }
+        if (i == 80) {
+            uint64_t t = sw_now_ns();
+            sw_test_spin(25 * MS);
+            sw_gc_collection(p, t, sw_now_ns(), 2, 1900000);
+        }
+        if (i == 100)
+            sleep_ns(25 * MS);
+        if (i == 110)
+            sw_test_spin(25 * MS);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_snapshot *live = NULL;
+    assert_int_equal(sw_snapshot_take(p, &live), 0);
+    sw_profiler_free(p);
+
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(sw_run_foreach_slow_step(run, -1, on_slow, &s), 0);
+    assert_int_equal(sw_run_foreach_window_span(run, -1, on_window_span, &s), 0);
+    sw_snapshot *file = NULL;
+    assert_int_equal(sw_run_snapshot(run, &file), 0);
+
+    const struct {
+        uint64_t step;
+        sw_cause cause;
+    } injected[] = {{40, SW_CAUSE_DATA},
+                    {60, SW_CAUSE_CHECKPOINT},
+                    {80, SW_CAUSE_GC},
+                    {100, SW_CAUSE_BLOCKED},
+                    {110, SW_CAUSE_UNKNOWN}};
+    for (size_t k = 0; k < sizeof injected / sizeof injected[0]; k++) {
+        const sw_step_record *r = find(&s, injected[k].step);
+        assert_non_null(r);
+        char line[300];
+        print_message("%s\n", sw_slow_step_text(r, line, sizeof line));
+        assert_true(r->duration_ns >= 25 * MS);
+        uint64_t excess = r->duration_ns - r->median_ns;
+        uint64_t injected_ns = injected[k].cause == SW_CAUSE_DATA ? r->category_ns[SW_CAT_DATA]
+                               : injected[k].cause == SW_CAUSE_CHECKPOINT ? r->signals.checkpoint_ns
+                               : injected[k].cause == SW_CAUSE_GC         ? r->signals.gc_ns
+                                                                          : 0;
+        if (injected_ns > 0) {
+            /* The injected span's own time: at least what was injected; less the time the
+             * thread was preempted meanwhile (sw_slow_cause's rule). */
+            assert_true(injected_ns >= 25 * MS);
+            uint64_t off = sw_step_off_cpu_ns(r);
+            if (r->signals.involuntary_switches > r->signals.voluntary_switches)
+                injected_ns = injected_ns > off ? injected_ns - off : 0;
+            if (2 * injected_ns >= excess) {
+                assert_int_equal(r->cause, injected[k].cause);
+                continue;
+            }
+        }
+        if (r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED) {
+            /* The machine took more of the step than the injection: the OS must say so for
+             * half of the excess (the test's own measure of the step, not a quiet machine). */
+            assert_true(2 * sw_step_off_cpu_ns(r) >= excess);
+            if (injected[k].cause == SW_CAUSE_BLOCKED || injected_ns > 0 ||
+                r->cause == SW_CAUSE_PREEMPTED)
+                continue;
+        }
+        assert_int_equal(r->cause, injected[k].cause);
+    }
+    const sw_step_record *gc = find(&s, 80);
+    assert_int_equal(gc->signals.gc_generation, 2);
+    assert_int_equal(gc->signals.gc_collected, 1900000);
+    assert_int_equal(gc->signals.gc_collections, 1);
+    assert_true(find(&s, 60)->signals.checkpoint_ns >= 25 * MS);
+    assert_true(find(&s, 100)->signals.os_wall_ns > 0); /* a slow step always reads the OS */
+    /* Steps nothing was injected in: the machine's causes only. */
+    for (int i = 0; i < s.n; i++) {
+        const sw_step_record *r = &s.steps[i];
+        int known = r->step == 40 || r->step == 60 || r->step == 80 || r->step == 100 ||
+                    r->step == 110;
+        if (!known)
+            assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED ||
+                        r->cause == SW_CAUSE_UNKNOWN);
+        assert_true(sw_step_is_slow(r->duration_ns, r->median_ns));
+        assert_true(r->step >= 2 + SW_SLOW_MIN_HISTORY); /* warm-up and history first */
+    }
+    /* The counts: one of each program cause; the live summary and the file's agree. */
+    int program[SW_CAUSE_COUNT] = {0};
+    for (size_t k = 0; k < sizeof injected / sizeof injected[0]; k++)
+        program[find(&s, injected[k].step)->cause]++;
+    assert_int_equal(file->slow.by_cause[SW_CAUSE_DATA], program[SW_CAUSE_DATA]);
+    assert_int_equal(file->slow.by_cause[SW_CAUSE_CHECKPOINT], program[SW_CAUSE_CHECKPOINT]);
+    assert_int_equal(file->slow.by_cause[SW_CAUSE_GC], program[SW_CAUSE_GC]);
+    assert_true(program[SW_CAUSE_DATA] + program[SW_CAUSE_CHECKPOINT] + program[SW_CAUSE_GC] >= 1);
+    assert_int_equal(file->slow.slow, (uint64_t)s.n);
+    assert_int_equal(live->slow.slow, file->slow.slow);
+    for (int c = 0; c < SW_CAUSE_COUNT; c++)
+        assert_int_equal(live->slow.by_cause[c], file->slow.by_cause[c]);
+    assert_int_equal(file->slow.judged, 130 - 2 - SW_SLOW_MIN_HISTORY);
+    /* The checkpoint's window: its spans and the step before it's, with the timeline off. */
+    assert_true(s.checkpoint_in_window);
+    assert_true(s.before_in_window);
+    assert_true(find(&s, 60)->window_kept);
+    /* The Chrome trace, timeline off: the slow steps as instants, their windows' spans. */
+    char trace[320];
+    snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
+    FILE *out = fopen(trace, "w");
+    assert_non_null(out);
+    assert_int_equal(sw_run_export_chrome(run, out), 0);
+    fclose(out);
+    static char text[1 << 20];
+    FILE *in = fopen(trace, "r");
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[n] = '\0';
+    char want[64];
+    snprintf(want, sizeof want, "\"slow step 80: %s\"", sw_cause_name(find(&s, 80)->cause));
+    assert_true(has_kv(text, "name", want));
+    assert_true(has_kv(text, "slow_step_window", "60"));
+    assert_true(has_kv(text, "name", "\"checkpoint\""));
+    sw_snapshot_free(live);
+    sw_snapshot_free(file);
+    sw_run_close(run);
+}
+
+/* Many slow steps: the file keeps the spans of SW_SLOW_WINDOWS of them, the costliest, and
+ * counts the rest. */
+static void test_windows_bounded(void **state) {
+    (void)state;
+    char path[300];
+    snprintf(path, sizeof path, "%s/many.db", g_dir);
+    SW_TEST_PROFILER(p, .run_file = path);
+    sw_id fwd = sw_action(p, "forward");
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (uint64_t i = 0; i < 400; i++) {
+        sw_step_begin(p, 0);
+        sw_begin(p, fwd);
+        sw_test_spin(i % 4 == 3 && i > 20 ? (4 + i % 7) * MS : MS / 4);
+        sw_end(p, fwd);
+        sw_step_end(p);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(sw_run_foreach_slow_step(run, -1, on_slow, &s), 0);
+    assert_int_equal(sw_run_foreach_window_span(run, -1, on_window_span, &s), 0);
+    sw_snapshot *file = NULL;
+    assert_int_equal(sw_run_snapshot(run, &file), 0);
+    assert_true(file->slow.slow >= 90);
+    assert_int_equal(file->slow.windows_kept, SW_SLOW_WINDOWS);
+    assert_int_equal(file->slow.windows_kept + file->slow.windows_dropped, file->slow.slow);
+    int windows = 0;
+    uint64_t least_kept = UINT64_MAX, most_dropped = 0;
+    for (int i = 0; i < s.n; i++) {
+        const sw_step_record *r = &s.steps[i];
+        uint64_t excess = r->duration_ns - r->median_ns;
+        if (r->window_kept) {
+            assert_true(s.window_spans[r->step] > 0);
+            windows++;
+            least_kept = excess < least_kept ? excess : least_kept;
+        } else {
+            assert_int_equal(s.window_spans[r->step], 0);
+            most_dropped = excess > most_dropped ? excess : most_dropped;
+        }
+    }
+    assert_int_equal(windows, SW_SLOW_WINDOWS);
+    assert_true(least_kept >= most_dropped); /* the costliest were kept */
+    sw_snapshot_free(file);
+    sw_run_close(run);
+}
+
+/* SW_STEP_OS=0: no OS reads, and slow steps are still found. */
+static void test_os_off(void **state) {
+    (void)state;
+    setenv("SW_STEP_OS", "0", 1);
+    char path[300];
+    snprintf(path, sizeof path, "%s/os_off.db", g_dir);
+    SW_TEST_PROFILER(p, .run_file = path);
+    unsetenv("SW_STEP_OS");
+    for (uint64_t i = 0; i < 30; i++) {
+        sw_step_begin(p, 0);
+        sw_test_spin(i == 25 ? 20 * MS : MS / 4);
+        sw_step_end(p);
+    }
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(sw_run_foreach_slow_step(run, -1, on_slow, &s), 0);
+    assert_non_null(find(&s, 25));
+    for (int i = 0; i < s.n; i++)
+        assert_int_equal(s.steps[i].signals.os_wall_ns, 0);
+    sw_run_close(run);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule),        cmocka_unit_test(test_cause_rule),
+        cmocka_unit_test(test_loop_causes), cmocka_unit_test(test_windows_bounded),
+        cmocka_unit_test(test_os_off),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
