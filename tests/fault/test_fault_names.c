@@ -33,7 +33,8 @@ static void test_table_limits(void **state) {
     char err[300], run[300];
     fault_path(err, sizeof err, "limits.txt");
     fault_path(run, sizeof run, "limits.db");
-    sw_options o = {.run_file = run};
+    sw_options o = SW_OPTIONS_INIT;
+    o.run_file = run;
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     quiet_into(err);
@@ -213,7 +214,8 @@ static void test_a_long_name_is_kept_whole(void **state) {
     for (int i = 0; i < 600; i++)
         name[i] = (char)('a' + i % 26);
     name[600] = '\0';
-    sw_options o = {.run_file = run};
+    sw_options o = SW_OPTIONS_INIT;
+    o.run_file = run;
     sw_profiler *p = NULL;
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     sw_id id = sw_action(p, name);
