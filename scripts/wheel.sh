@@ -46,7 +46,9 @@ for tool in cc ar ranlib; do
     chmod +x "$work/zig/$tool"
 done
 export CC="$work/zig/cc"
-export CMAKE_ARGS="-DCMAKE_AR=$work/zig/ar -DCMAKE_RANLIB=$work/zig/ranlib"
+# SW_SERVE=OFF: a wheel needs nothing outside it, and libmicrohttpd is a system library (its
+# `stepwatch serve` says it was built without it; `pip install .` builds it where it is found)
+export CMAKE_ARGS="-DCMAKE_AR=$work/zig/ar -DCMAKE_RANLIB=$work/zig/ranlib -DSW_SERVE=OFF"
 
 # ---- the sdist ----
 rm -f "$DIST"/stepwatch-*.tar.gz "$DIST"/stepwatch-*.whl
