@@ -195,7 +195,7 @@ def patched_points():
     what is no callable run per step (torch.compile, Optimizer.__init_subclass__)."""
     scratch = stepwatch.Profiler(name="points")
     inst = swtorch.Instrumentation(scratch, phases=False).install()
-    points = [(owner, name) for owner, name, _original in inst._patches
+    points = [(owner, name) for owner, name, *_ in inst._patches
               if name not in ("compile", "__init_subclass__")]
     inst.remove()
     scratch.close()

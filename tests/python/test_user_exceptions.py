@@ -269,7 +269,7 @@ def test_instrument_passes_each_exception_and_the_loop_goes_on(profiler, where, 
     assert after["forward"] >= before["forward"] + 2
     assert misuse(prof) == {}
     if options.get("modules"):
-        assert modules_of(prof)["head"]["forward_calls"] >= 5
+        assert modules_of(prof)["head"]["forward_calls"] >= 4  # step 0 is warm-up: left out
 
 
 def test_a_step_inside_a_step_is_still_one_optimizer_step(profiler):
@@ -320,7 +320,7 @@ def test_modules_with_the_allocators_reader_pass_the_forwards_exception(profiler
     caught(model, x)
     FAIL.clear()
     model(x).sum().backward()
-    assert modules_of(prof)["head"]["forward_calls"] == 3
+    assert modules_of(prof)["head"]["forward_calls"] == 2  # the first step is warm-up: left out
 
 
 # ---- Ignite -------------------------------------------------------------------------------------
