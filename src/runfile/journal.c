@@ -367,49 +367,45 @@ static char *options_json(const sw_options *o) {
     return json;
 }
 
-/* The metadata and a first snapshot, in a fresh file. */
-static int write_start(sw__journal *j) {
-    sw_snapshot *snap = NULL;
-    int rc = sw_snapshot_take(j->p, &snap);
-    if (rc != 0)
-        return rc;
-    const sw_options *o = sw__options(j->p);
-    char *options = options_json(o);
-    j->rank = snap->rank;
-    snap->dropped_events += j->lost_events;
-    sw__run_meta m = {.rank = snap->rank,
-                      .world_size = snap->world_size,
-                      .name = snap->name,
-                      .host = snap->host,
-                      .command = snap->command,
-                      .pid = snap->pid,
-                      .start_unix_ns = sw__origin_unix_ns(j->p),
-                      .origin_ns = sw__origin_ns(j->p),
-                      .warmup_steps = o->warmup_steps,
-                      .timeline = o->timeline,
-                      .options_json = options,
-                      .local_rank = snap->local_rank};
-    rc = sw__store_begin(j->store);
-    if (rc == 0)
-        rc = sw__store_write_meta(j->store, &m);
+/* A first snapshot in the fresh file (its metadata came with it: sw__store_create). */
+static int write_start(sw__journal *j, const sw_snapshot *snap) {
+    int rc = sw__store_begin(j->store);
     if (rc == 0)
         rc = sw__store_write_snapshot(j->store, j->rank, snap, 0, NULL);
     if (rc == 0)
         rc = sw__store_commit(j->store);
     else
         sw__store_rollback(j->store);
-    free(options);
-    sw_snapshot_free(snap);
     j->last_aggregate_ns = sw_now_ns();
     return rc;
 }
 
-/* Create the file at j->path and write its start; on failure there is no store and the
- * status says why (sw_last_error has the sentence). */
+/* Create the file at j->path, its metadata in it from the first byte, and write its start;
+ * on failure there is no store and the status says why (sw_last_error has the sentence). */
 static int open_file(sw__journal *j) {
-    int rc = sw__store_create(j->path, &j->store);
+    sw_snapshot *snap = NULL;
+    int rc = sw_snapshot_take(j->p, &snap);
+    const sw_options *o = sw__options(j->p);
+    char *options = rc == 0 ? options_json(o) : NULL;
     if (rc == 0) {
-        rc = write_start(j);
+        j->rank = snap->rank;
+        snap->dropped_events += j->lost_events;
+        sw__run_meta m = {.rank = snap->rank,
+                          .world_size = snap->world_size,
+                          .name = snap->name,
+                          .host = snap->host,
+                          .command = snap->command,
+                          .pid = snap->pid,
+                          .start_unix_ns = sw__origin_unix_ns(j->p),
+                          .origin_ns = sw__origin_ns(j->p),
+                          .warmup_steps = o->warmup_steps,
+                          .timeline = o->timeline,
+                          .options_json = options,
+                          .local_rank = snap->local_rank};
+        rc = sw__store_create(j->path, &m, &j->store);
+    }
+    if (rc == 0) {
+        rc = write_start(j, snap);
         if (rc != 0) {
             keep_cause(j);
             sw__error(rc, "%s: %s", j->path, j->cause);
@@ -418,6 +414,8 @@ static int open_file(sw__journal *j) {
             j->store = NULL;
         }
     }
+    free(options);
+    sw_snapshot_free(snap);
     j->names_written[0] = j->names_written[1] = j->names_written[2] = 0;
     j->written_events = 0;
     j->functions_dirty = j->functions != NULL;   /* a new file gets the profile kept so far */

@@ -10,7 +10,7 @@
  * "Ours" is proven by the header: SQLite's magic and stepwatch's application_id, which every
  * run file carries in its main file from its first byte on (below).
  *
- * The file appears whole or not at all: its first state (schema, metadata, WAL mode) is built
+ * The file appears whole or not at all: its first state (schema, the rank's metadata, WAL mode) is built
  * in memory, written to an unnamed file in the directory (core/tempfile.c) and put at the
  * path in one step: linked in where nothing is, renamed over an earlier run file. A kill
  * during creation leaves the path as it was.
@@ -154,12 +154,14 @@ int sw__run_file_check(const char *path, int *exists) {
 
 /* The first state of every run file, as bytes: schema and metadata built in memory, in WAL
  * mode (header bytes 18 and 19 are 2: write and read versions of a WAL database). */
-static int build_image(unsigned char **image, sqlite3_int64 *size) {
+static int build_image(const sw__run_meta *meta, unsigned char **image, sqlite3_int64 *size) {
     sqlite3 *db = NULL;
     int rc = sw__sqlite_rc(
         sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
     if (rc == 0)
         rc = sw__store_init(db);
+    if (rc == 0 && meta != NULL)
+        rc = sw__meta_write(db, meta);
     *image = rc == 0 ? sqlite3_serialize(db, "main", size, 0) : NULL;
     if (rc == 0 && (*image == NULL || *size < 100))
         rc = SW_ENOMEM;
@@ -200,7 +202,7 @@ static int put_in_place(const char *temp, const char *path, int replace) {
                : sw__error(SW_EIO, "%s: %s", path, strerror(err));
 }
 
-int sw__run_file_create(const char *path, int *lock_fd) {
+int sw__run_file_create(const char *path, const sw__run_meta *meta, int *lock_fd) {
     *lock_fd = -1;
     int exists = 0, old_fd = -1;
     /* The lock is taken before anything is decided, and the old file's lock held until the
@@ -211,7 +213,7 @@ int sw__run_file_create(const char *path, int *lock_fd) {
     char *dir = sw__dir_of(path), *temp = NULL;
     unsigned char *image = NULL;
     sqlite3_int64 size = 0;
-    rc = dir ? build_image(&image, &size) : SW_ENOMEM;
+    rc = dir ? build_image(meta, &image, &size) : SW_ENOMEM;
     int fd = rc == 0 ? sw__unnamed_open(dir, &temp) : -1;
     if (rc == 0 && fd < 0)
         rc = sw__error(SW_EIO, "%s: cannot create a file in %s: %s", path, dir, strerror(errno));

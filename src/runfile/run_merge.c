@@ -152,7 +152,7 @@ static int merge(const char *const *paths, size_t npaths, const char *out_path, 
     for (unsigned attempt = 0; attempt < 100; attempt++) {
         free(temp);
         temp = temporary_beside(out_path, attempt);
-        rc = temp ? sw__store_create(temp, &st) : SW_ENOMEM;
+        rc = temp ? sw__store_create(temp, NULL, &st) : SW_ENOMEM;
         if (rc != SW_EBUSY && rc != SW_EEXISTS)
             break;
     }

@@ -19,14 +19,14 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out) {
 
 static void close_connection(sw__store *st, int finished);
 
-int sw__store_create(const char *path, sw__store **out) {
+int sw__store_create(const char *path, const sw__run_meta *meta, sw__store **out) {
     if (path == NULL || out == NULL)
         return SW_EINVAL;
     *out = NULL;
     sw__store *st = calloc(1, sizeof *st);
     if (st == NULL)
         return SW_ENOMEM;
-    int rc = sw__run_file_create(path, &st->lock_fd);
+    int rc = sw__run_file_create(path, meta, &st->lock_fd);
     if (rc != 0) {
         free(st);
         return rc;
@@ -138,9 +138,13 @@ static uint64_t unix_now_ns(void) {
 }
 
 int sw__store_write_meta(sw__store *st, const sw__run_meta *m) {
+    return sw__meta_write(st->db, m);
+}
+
+int sw__meta_write(sqlite3 *db, const sw__run_meta *m) {
     sqlite3_stmt *q = NULL;
     int rc = sw__sqlite_rc(sqlite3_prepare_v2(
-        st->db,
+        db,
         "INSERT INTO ranks(rank, world_size, name, host, pid, command, start_unix_ns,"
         " origin_ns, warmup_steps, timeline, options, library_version, updated_unix_ns,"
         " local_rank, clock_offset_ns)"

@@ -51,8 +51,10 @@ typedef struct sw__store {
 
 /* Create a new run file at path and open it (run_create.c says what may be replaced: only
  * a stepwatch run file no live process writes; SW_EEXISTS for anything else, SW_EBUSY for a
- * live one; sw_last_error says why). The store holds the file's lock until closed. */
-int sw__store_create(const char *path, sw__store **out);
+ * live one; sw_last_error says why). meta, when given, is in the file from its first byte:
+ * a kill just after creation leaves a run with no steps, never a file that holds no run.
+ * The store holds the file's lock until closed. */
+int sw__store_create(const char *path, const sw__run_meta *meta, sw__store **out);
 /* Close the file (statements and connection), then let go of the lock. NULL is a no-op. */
 void sw__store_close(sw__store *st);
 /* In a fork child: the store is the parent's. Let go of the child's copy of the lock's
@@ -67,7 +69,7 @@ int sw__store_init(sqlite3 *db);
 
 /* Make path a new run file (the rules above), written whole under the path before anyone
  * can see it, and locked: *lock_fd holds the lock (close it after SQLite's connection). */
-int sw__run_file_create(const char *path, int *lock_fd);
+int sw__run_file_create(const char *path, const sw__run_meta *meta, int *lock_fd);
 /* May path take a new run file? 0 when nothing is there (*exists 0) or an earlier run file
  * of ours that no live process writes (*exists 1); else SW_EEXISTS, SW_EBUSY or SW_EIO with
  * the sentence in sw_last_error. Touches nothing. */
@@ -84,8 +86,9 @@ int sw__store_commit(sw__store *st);
 /* Roll back an open transaction (after an error); safe when none is open. */
 void sw__store_rollback(sw__store *st);
 
-/* The rank's row of metadata (insert or replace). */
+/* The rank's row of metadata (insert or replace), through the store or in a database. */
 int sw__store_write_meta(sw__store *st, const sw__run_meta *m);
+int sw__meta_write(sqlite3 *db, const sw__run_meta *m);
 /* A name of an id: kind is "action", "phase" or "counter". Kept if already there. */
 int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id, const char *name);
 /* Replace the rank's aggregates, counter summaries, notes, misuse and totals with snap's.

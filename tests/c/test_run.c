@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_run_fixture.h"
@@ -374,6 +375,35 @@ static void test_corrupted(void **state) {
     free(data);
 }
 
+/* A writer killed just after it created (or replaced) its file: the file holds a run, its
+ * metadata and no steps, marked incomplete; never "holds no run" (the metadata is in the
+ * file from its first byte: run_create.c). The child stops where a SIGKILL could. */
+static void test_killed_right_after_creation(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "created.db");
+    assert_int_equal(sw_test_write_fixture(path, 0), 0); /* an earlier run, replaced below */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sw__run_meta m = {
+            .rank = 0, .world_size = 1, .name = "just-made", .host = "h", .options_json = "{}"};
+        sw__store *st = NULL;
+        _exit(sw__store_create(path, &m, &st) == 0 ? 0 : 1); /* never closed: killed here */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    assert_true(sw_run_incomplete(run, NULL, 0) > 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_string_equal(s->name, "just-made");
+    assert_int_equal(s->steps, 0);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+}
+
 static void test_bad_arguments(void **state) {
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(NULL, &run), SW_EINVAL);
@@ -395,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_notes),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupted),
+        cmocka_unit_test(test_killed_right_after_creation),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

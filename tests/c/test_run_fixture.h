@@ -16,7 +16,7 @@ static inline int sw_test_write_fixture(const char *path, int rank) {
     static const uint64_t base_ns[] = {0, 2000000, 5000000, 9000000, 1000000};
     enum { NSTEPS = 8, NACTIONS = 5 };
     sw__store *st = NULL;
-    int rc = sw__store_create(path, &st);
+    int rc = sw__store_create(path, NULL, &st);
     if (rc != 0)
         return rc;
     sw_snapshot *s = sw__snapshot_new();
