@@ -186,22 +186,28 @@ static int name_row(sqlite3_stmt *q, void *ctx) {
     return rc;
 }
 
+/* Is there a write-ahead log beside the file with something in it? (SQLite makes an empty
+ * one when it opens a file.) */
+static int has_wal(const char *path) {
+    char wal[4096];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    return stat(wal, &st) == 0 && st.st_size > 0;
+}
+
 static int load_ranks(sw_run *run) {
     int64_t n = 0;
     int rc = sw__sql_int(run->db, "SELECT count(*) FROM ranks", SW__NO_BIND, &n);
     if (rc != 0)
         return rc;
     if (n == 0) { /* created but the metadata never written, or kept in a lost WAL */
-        char wal[4096];
-        struct stat st;
-        snprintf(wal, sizeof wal, "%s-wal", run->path);
-        int has_wal = stat(wal, &st) == 0 && st.st_size > 0; /* SQLite makes an empty one */
         return sw__error(SW_ECORRUPT, "%s: holds no run (no rank's metadata): %s", run->path,
-                         has_wal ? "its writer had only just created it, or its write-ahead "
-                                   "log (-wal) is damaged"
-                                 : "its writer had only just created it, or it was copied "
-                                   "without its write-ahead log (-wal), which holds what was "
-                                   "written until the run ends");
+                         has_wal(run->path)
+                             ? "its writer had only just created it, or its write-ahead "
+                               "log (-wal) is damaged"
+                             : "its writer had only just created it, or it was copied "
+                               "without its write-ahead log (-wal), which holds what was "
+                               "written until the run ends");
     }
     run->ranks = calloc((size_t)n, sizeof *run->ranks);
     if (run->ranks == NULL)
@@ -761,8 +767,16 @@ int sw_run_snapshot(sw_run *run, sw_snapshot **out) {
 
 /* One rank's line of sw_run_incomplete: why its file was not completed, and how much of the
  * run the file covers. */
-static void describe_incomplete(sqlite3_stmt *q, char *out, size_t size) {
+static void describe_incomplete(sqlite3_stmt *q, const char *path, char *out, size_t size) {
     int rank = sqlite3_column_int(q, 0);
+    if (sqlite3_column_int64(q, 5) == 0 && !has_wal(path)) { /* no snapshot ever written */
+        snprintf(out, size,
+                 "rank %d: the file holds only the run's start (its metadata, no steps): it was "
+                 "copied without its write-ahead log (-wal), which holds what was written until "
+                 "the run ends, or its writer was killed right after creating it",
+                 rank);
+        return;
+    }
     int64_t pid = sqlite3_column_int64(q, 1);
     const char *host = (const char *)sqlite3_column_text(q, 2);
     double covered_s = (double)(sqlite3_column_int64(q, 4) - sqlite3_column_int64(q, 3)) / 1e9;
@@ -785,6 +799,7 @@ static void describe_incomplete(sqlite3_stmt *q, char *out, size_t size) {
 
 /* The clauses of sw_run_incomplete, one per row of an incomplete rank. */
 typedef struct incomplete_text {
+    const char *path;
     char *what;
     size_t size;
     int ranks;
@@ -799,7 +814,7 @@ static int incomplete_row(sqlite3_stmt *q, void *ctx) {
         else if (used < t->size)
             used += (size_t)snprintf(t->what + used, t->size - used, "; ");
         if (used < t->size)
-            describe_incomplete(q, t->what + used, t->size - used);
+            describe_incomplete(q, t->path, t->what + used, t->size - used);
     }
     t->ranks++;
     return 0;
@@ -814,10 +829,10 @@ int sw_run_incomplete(sw_run *run, char *what, size_t size) {
     sqlite3_stmt *q = NULL;
     int rc = reading(run, sw__sql_prepare(run->db,
                                           "SELECT rank, pid, host, start_unix_ns,"
-                                          " updated_unix_ns FROM ranks"
+                                          " updated_unix_ns, wall_ns FROM ranks"
                                           " WHERE complete = 0 ORDER BY rank",
                                           &q));
-    incomplete_text t = {what, size, 0};
+    incomplete_text t = {run->path, what, size, 0};
     if (rc == 0)
         rc = reading(run, sw__sql_each_row(q, incomplete_row, &t));
     return rc != 0 ? rc : t.ranks;

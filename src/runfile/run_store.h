@@ -86,9 +86,15 @@ int sw__store_commit(sw__store *st);
 /* Roll back an open transaction (after an error); safe when none is open. */
 void sw__store_rollback(sw__store *st);
 
-/* The rank's row of metadata (insert or replace), through the store or in a database. */
+/* The rank's row of metadata (insert or replace), through the store. */
 int sw__store_write_meta(sw__store *st, const sw__run_meta *m);
+
+/* ---- run_meta.c ---- */
+
+/* The rank's row of metadata (insert or replace) in a database: a store's or an image's. */
 int sw__meta_write(sqlite3 *db, const sw__run_meta *m);
+/* CLOCK_REALTIME in ns: when a row was updated. */
+uint64_t sw__unix_now_ns(void);
 /* A name of an id: kind is "action", "phase" or "counter". Kept if already there. */
 int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id, const char *name);
 /* Replace the rank's aggregates, counter summaries, notes, misuse and totals with snap's.

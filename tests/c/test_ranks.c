@@ -47,7 +47,7 @@ static void record_steps(sw_profiler *p, parts t) {
                 sw_record(p, ids[k], at, at + d);
             at += d;
         }
-        sw_step_end(p);
+        sw_step_end_at(p, at); /* not now: a preemption here would add to compute */
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
 }
