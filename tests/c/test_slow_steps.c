@@ -222,6 +222,7 @@ static void test_loop_causes(void **state) {
                     {80, SW_CAUSE_GC},
                     {100, SW_CAUSE_BLOCKED},
                     {110, SW_CAUSE_UNKNOWN}};
+    int explained = 0; /* injected program causes that explain half their step's excess */
     for (size_t k = 0; k < sizeof injected / sizeof injected[0]; k++) {
         const sw_step_record *r = find(&s, injected[k].step);
         assert_non_null(r);
@@ -242,6 +243,7 @@ static void test_loop_causes(void **state) {
                 injected_ns = injected_ns > off ? injected_ns - off : 0;
             if (2 * injected_ns >= excess) {
                 assert_int_equal(r->cause, injected[k].cause);
+                explained++;
                 continue;
             }
         }
@@ -279,7 +281,13 @@ static void test_loop_causes(void **state) {
     assert_int_equal(file->slow.by_cause[SW_CAUSE_DATA], program[SW_CAUSE_DATA]);
     assert_int_equal(file->slow.by_cause[SW_CAUSE_CHECKPOINT], program[SW_CAUSE_CHECKPOINT]);
     assert_int_equal(file->slow.by_cause[SW_CAUSE_GC], program[SW_CAUSE_GC]);
-    assert_true(program[SW_CAUSE_DATA] + program[SW_CAUSE_CHECKPOINT] + program[SW_CAUSE_GC] >= 1);
+    /* Each program cause the test's own measure says explains its step is named; on a
+     * machine so loaded that none does (CI, once: all three preempted), say so. */
+    assert_true(program[SW_CAUSE_DATA] + program[SW_CAUSE_CHECKPOINT] + program[SW_CAUSE_GC] >=
+                explained);
+    if (explained == 0)
+        print_message("no injected program cause explained half its step: the machine took "
+                      "more (preempted); the cause rule's own test is test_cause_rule\n");
     assert_int_equal(file->slow.slow, (uint64_t)s.n);
     assert_int_equal(live->slow.slow, file->slow.slow);
     for (int c = 0; c < SW_CAUSE_COUNT; c++)
