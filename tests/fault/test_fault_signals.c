@@ -49,7 +49,10 @@ static void child(const char *path, int ready, int closing, int own) {
     _exit(g_own_handler_ran ? 7 : 0);
 }
 
-/* Start the child, send signo when it is ready; its exit status. */
+/* Start the child, send signo when it is ready; its exit status. g_died_ms: how long it
+ * took to die after the signal. */
+static double g_died_ms;
+
 static int run_child(const char *path, int signo, int closing, int own) {
     int pipefd[2];
     assert_int_equal(pipe(pipefd), 0);
@@ -63,8 +66,11 @@ static int run_child(const char *path, int signo, int closing, int own) {
     char c;
     assert_int_equal(read(pipefd[0], &c, 1), 1);
     close(pipefd[0]);
+    uint64_t sent = sw_now_ns();
     kill(pid, signo);
-    return fault_wait(pid);
+    int status = fault_wait(pid);
+    g_died_ms = (double)(sw_now_ns() - sent) / 1e6;
+    return status;
 }
 
 static void expect_complete(const char *path, const char *reason) {
@@ -85,8 +91,12 @@ static void expect_complete(const char *path, const char *reason) {
     sw_run_close(run);
 }
 
+/* The signal handler's bound on waiting for the flushers (signals.c). */
+#define SIGNAL_WAIT_MS 5000
+
 static void test_sigterm_while_closing(void **state) {
     (void)state;
+    int expired = 0;
     for (int round = 0; round < 20; round++) {
         char path[300], name[32];
         snprintf(name, sizeof name, "closing-%d.db", round);
@@ -94,8 +104,17 @@ static void test_sigterm_while_closing(void **state) {
         g_close_delay_us = 100 + 150 * round;
         int status = run_child(path, SIGTERM, 1, 0);
         assert_int_equal(status, 128 + SIGTERM); /* it still dies of SIGTERM */
+        /* Incomplete only when the machine held the final flush past the handler's bound
+         * (the child's own time to die says so); else every step, complete. */
+        if (query_int(path, "SELECT complete FROM ranks") == 0 && g_died_ms >= SIGNAL_WAIT_MS) {
+            print_message("round %d: the final flush outlasted the %d ms bound (%.0f ms)\n", round,
+                          SIGNAL_WAIT_MS, took_ms);
+            expired++;
+            continue;
+        }
         expect_complete(path, NULL);
     }
+    assert_true(expired < 10);
 }
 
 static void test_sighup_completes_the_file(void **state) {
