@@ -108,7 +108,7 @@ static void test_sigterm_while_closing(void **state) {
          * (the child's own time to die says so); else every step, complete. */
         if (query_int(path, "SELECT complete FROM ranks") == 0 && g_died_ms >= SIGNAL_WAIT_MS) {
             print_message("round %d: the final flush outlasted the %d ms bound (%.0f ms)\n", round,
-                          SIGNAL_WAIT_MS, took_ms);
+                          SIGNAL_WAIT_MS, g_died_ms);
             expired++;
             continue;
         }
