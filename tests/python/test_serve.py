@@ -169,6 +169,73 @@ def test_metrics_parse_with_prometheus_client(tmp_path, served):
     assert rec.info()["steps"] == 60
 
 
+FLOPS_TRAIN = r"""
+import time, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 64), torch.randn(32, 8)
+for i in range(160):
+    if i % 20 == 19:
+        time.sleep(0.08)  # a step made slow: off the CPU, not runnable
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+"""
+
+
+def test_metrics_carry_mfu_and_slow_steps_as_the_run_file_has_them(tmp_path, build_dir):
+    """A real torch loop under `stepwatch run --flops --peak-flops 1e12` with every 20th step
+    slowed by a sleep: /metrics (read by prometheus_client's parser) gives the rank's MFU,
+    model FLOP/s, FLOPs per step and peak as the run file's notes hold them, and its slow
+    steps per cause as the run file's slow_steps table counts them (read with sqlite3)."""
+    pytest.importorskip("torch")
+    parser = pytest.importorskip("prometheus_client.parser")
+    exe = cli(build_dir)
+    (tmp_path / "train.py").write_text(FLOPS_TRAIN)
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    subprocess.run([exe, "run", "--flops", "--peak-flops", "1e12", "--run-file", "run.db", "--",
+                    "python", "train.py"], cwd=tmp_path, env=env, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+    db = tmp_path / "run.db"
+    s = Server([exe, "serve", str(db), "--port", "0"], str(tmp_path))
+    try:
+        body = s.get("metrics")[2].decode()
+    finally:
+        s.stop()
+    fam = {f.name: f for f in parser.text_string_to_metric_families(body)}
+
+    def one(name, suffix="", **labels):
+        got = [x for x in fam[name].samples
+               if x.name == name + suffix and all(x.labels.get(k) == v for k, v in labels.items())]
+        assert len(got) == 1, (name, labels, fam[name].samples)
+        return got[0]
+
+    notes = stepwatch.load(str(db)).info()["notes"]
+    assert float(notes["mfu"]) > 0
+    assert one("stepwatch_mfu_ratio", rank="0").value == pytest.approx(float(notes["mfu"]))
+    assert one("stepwatch_model_flops_per_second", rank="0").value == pytest.approx(
+        float(notes["tflops_achieved"]) * 1e12)
+    assert one("stepwatch_model_flops_per_step", rank="0").value == pytest.approx(
+        float(notes["flops_per_step"]))
+    peak = one("stepwatch_peak_flops_per_second", rank="0")
+    assert peak.value == 1e12 and peak.labels["dtype"] == notes.get("compute_dtype", "")
+    assert fam["stepwatch_mfu_ratio"].type == "gauge"
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    by_cause = dict(con.execute("SELECT cause, count(*) FROM slow_steps GROUP BY cause"))
+    judged = con.execute("SELECT sum(slow_judged) FROM ranks").fetchone()[0]
+    con.close()
+    assert sum(by_cause.values()) >= 4, by_cause  # most of the 8 sleeps at least
+    got = {x.labels["cause"]: x.value for x in fam["stepwatch_slow_steps"].samples
+           if x.name == "stepwatch_slow_steps_total"}
+    assert {c: n for c, n in got.items() if n} == by_cause
+    assert fam["stepwatch_slow_steps"].type == "counter"
+    assert one("stepwatch_judged_steps", "_total", rank="0").value == judged
+    excess = one("stepwatch_slow_step_excess_seconds", "_total", rank="0").value
+    assert excess >= 0.04 * sum(by_cause.values()), (excess, by_cause)
+
+
 def test_data_is_what_the_html_report_embeds(tmp_path, served, build_dir):
     db = make_run(tmp_path / "run.db")
     s = served("serve", str(db), "--port", "0")
