@@ -702,7 +702,7 @@ def test_run_serve_of_torchrun_shows_every_rank_while_it_runs(tmp_path, build_di
     exe = cli(build_dir)
     script = tmp_path / "train_ddp.py"
     script.write_text(td.SCRIPT)
-    env = td._env(DATA_RANK=1, STEPS=160)
+    env = td._env(DATA_RANK=1, STEPS=300)  # 12 s at least: several of the page's rebuilds
     s = Server([exe, "run", "--serve=0", "--linger", "600", "--run-file",
                 str(tmp_path / "run-{rank}.db"), "--", "torchrun", "--standalone",
                 "--nproc_per_node=3", str(script)], str(tmp_path), env=env)
@@ -742,7 +742,7 @@ def test_two_nodes_each_serve_their_own_ranks_and_never_wait_for_rank_0(tmp_path
     script = tmp_path / "train_ddp.py"
     script.write_text(td.SCRIPT)
     port = _free_port()
-    env = td._env(DATA_RANK=3, STEPS=120)
+    env = td._env(DATA_RANK=3, STEPS=200)
     nodes = []
     for k in range(2):
         (tmp_path / f"node{k}").mkdir()
