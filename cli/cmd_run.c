@@ -60,7 +60,8 @@ static const char HELP[] =
     "      --modules[=K] each nn.Module's forward and backward time and memory, every K-th\n"
     "                    step (default 10): the report's Modules table (docs/python.md)\n"
     "      --serve[=PORT]  serve the live HTML report, data.json and /metrics while it runs\n"
-    "                    (stepwatch serve; default port 8765) and the final report after it\n"
+    "                    (stepwatch serve; default port 8765) and the final report after it:\n"
+    "                    every rank's file of this node (torchrun's ranks) on one page\n"
     "      --linger S    with --serve: keep the final report up S seconds after the program\n"
     "                    ends (Ctrl-C ends it sooner). Default: until Ctrl-C when standard\n"
     "                    input is a terminal, else 0 (a batch job never waits on it)\n"
@@ -180,13 +181,15 @@ static size_t placeholder(const char *at) {
     return strncmp(at, "{pid}", 5) == 0 ? 5 : 0;
 }
 
-/* pattern as a glob(3) pattern: a placeholder matches anything, the rest only itself. */
+/* pattern as a glob(3) pattern: a placeholder matches a digit and anything after it
+ * ("[0-9]*"; is_run_file_of is exact), the rest only itself. */
 static char *run_file_glob(const char *pattern) {
-    char *out = malloc(2 * strlen(pattern) + 1), *o = out;
+    char *out = malloc(6 * strlen(pattern) + 1), *o = out;
     for (const char *c = pattern; out && *c;) {
         size_t n = placeholder(c);
         if (n) {
-            *o++ = '*';
+            memcpy(o, "[0-9]*", 6);
+            o += 6;
             c += n;
             continue;
         }
@@ -256,11 +259,12 @@ static void report_listed(const char *list, const char *pattern, const struct ti
 
 /* The run files the program wrote: pattern with its placeholders matching numbers, made or
  * changed since `since`, then the others its profilers listed. Prints them, or that there
- * is none, on stderr. */
-static void report_run_files(const char *pattern, const struct timespec *since, const char *list) {
+ * is none, on stderr; returns how many matched the pattern. */
+static size_t report_run_files(const char *pattern, const struct timespec *since,
+                               const char *list) {
     char *glob_pattern = run_file_glob(pattern);
     glob_t found = {0};
-    size_t shown = 0;
+    size_t shown = 0, matched;
     if (glob_pattern != NULL && glob(glob_pattern, 0, NULL, &found) == 0) {
         for (size_t i = 0; i < found.gl_pathc; i++) {
             const char *path = found.gl_pathv[i];
@@ -269,6 +273,7 @@ static void report_run_files(const char *pattern, const struct timespec *since, 
             fprintf(stderr, "%s%s", shown++ ? ", " : "stepwatch: run file: ", path);
         }
     }
+    matched = shown;
     report_listed(list, pattern, since, &shown);
     if (shown > 1)
         fprintf(stderr, " (%zu files: 'stepwatch merge' joins ranks)", shown);
@@ -277,6 +282,7 @@ static void report_run_files(const char *pattern, const struct timespec *since, 
     fputc('\n', stderr);
     globfree(&found);
     free(glob_pattern);
+    return matched;
 }
 
 /* What `stepwatch run` was asked, before the program's own arguments. */
@@ -559,35 +565,39 @@ static int run_and_wait(char **argv, const char *name) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* --serve: the file rank 0 writes ({rank} as 0), or its directory when the name holds {pid}
- * (the ranks' files merged); the server follows the run from a second before it starts. */
+/* --serve: every file the run-file name gives the ranks of this node ({rank} and {pid} as
+ * numbers), merged into one page; the server follows the run from a second before it
+ * starts. On a node without rank 0 that is the node's own ranks: it never waits for a file
+ * another node writes. */
 static swcli_server *start_server(run_options *o, const char *path, time_t started) {
-    char source[PATH_MAX];
-    size_t n = 0;
-    for (const char *c = path; *c && n + 2 < sizeof source;) {
-        if (strncmp(c, "{rank}", 6) == 0) {
-            source[n++] = '0';
-            c += 6;
-        } else {
-            source[n++] = *c++;
-        }
+    char *pattern = run_file_glob(path);
+    if (!pattern) {
+        swcli_error("out of memory");
+        return NULL;
     }
-    source[n] = '\0';
-    if (strstr(source, "{pid}")) {
-        char *slash = strrchr(source, '/');
-        *slash = '\0'; /* path is absolute: there is one */
-    }
-    o->server.source = source;
+    o->server.source = path;
+    o->server.pattern = pattern;
     o->server.not_before = started;
     swcli_server *server = NULL;
-    return swcli_server_start(&o->server, &server) == 0 ? server : NULL;
+    int rc = swcli_server_start(&o->server, &server);
+    free(pattern); /* the server keeps a copy */
+    o->server.pattern = NULL;
+    return rc == 0 ? server : NULL;
 }
 
 /* --serve, once the program ended: the final report stays up until Ctrl-C, or --linger
- * seconds; not at all in a batch job (no terminal on standard input) unless --linger asks. */
-static void serve_final(swcli_server *server, double linger) {
+ * seconds; not at all in a batch job (no terminal on standard input) unless --linger asks,
+ * nor when this node wrote no run file (files: how many it wrote), where there is nothing
+ * to show. */
+static void serve_final(swcli_server *server, double linger, size_t files, const char *path) {
     swcli_server_finish(server);
-    if (linger < 0)
+    if (files == 0) {
+        fprintf(stderr,
+                "stepwatch: no run file of this node to serve (%s): the live report "
+                "ends with the program\n",
+                path);
+        linger = 0;
+    } else if (linger < 0)
         fprintf(stderr, "stepwatch: the run ended; its final report stays up until Ctrl-C\n");
     else if (linger > 0)
         fprintf(stderr,
@@ -631,14 +641,15 @@ int swcli_cmd_run(int argc, char **argv) {
             code = -1; /* it said why */
         else
             code = run_and_wait(exec_argv, ncmd > 0 ? cmd[0] : exec_argv[0]);
+        size_t files = 0;
         if (code < 0)
             code = SWCLI_EXIT_IO;
         else if (code != 127)
-            report_run_files(path, &started, list_fd >= 0 ? list : NULL);
+            files = report_run_files(path, &started, list_fd >= 0 ? list : NULL);
         if (list_fd >= 0)
             unlink(list);
         if (server)
-            serve_final(server, o.linger);
+            serve_final(server, o.linger, files, path);
     }
     if (exec_argv != cmd)
         free(exec_argv);

@@ -1,7 +1,8 @@
 /*
  * live_content.c — the live server's three documents (live_content.h), from a run file or a
- * directory of rank files. A directory's files are merged into one scratch file first
- * (sw_run_merge_replace), so the page shows every rank of it; one file is read as it is
+ * set of rank files (a directory's, or those `stepwatch run`'s run-file name gives its
+ * ranks). Several files are merged into one scratch file first (sw_run_merge_replace), so
+ * the page shows every rank of them; one file is read as it is
  * (rank 0's file of a job that aggregated online carries the cross-rank rounds). The files
  * are opened read-only: SQLite's WAL lets this reader run beside the run's writer.
  */
@@ -48,16 +49,14 @@ static int rank_file(const char *path, time_t not_before) {
 /* The run of src, opened: *run NULL (and 0) when there is none yet. */
 static int open_source(const swcli_live_source *src, sw_run **run) {
     *run = NULL;
-    if (!src->is_dir) {
+    if (!src->pattern) {
         /* A file that cannot be read yet (being created) is a run not there yet. */
         if (recent(src->path, src->not_before) && sw_run_open(src->path, run) != 0)
             *run = NULL;
         return 0;
     }
-    char pattern[PATH_MAX];
-    snprintf(pattern, sizeof pattern, "%s/*.db", src->path);
     glob_t g = {0};
-    if (glob(pattern, 0, NULL, &g) != 0) {
+    if (glob(src->pattern, 0, NULL, &g) != 0) {
         globfree(&g);
         return 0;
     }

@@ -20,11 +20,13 @@ typedef struct swcli_live_docs {
     swcli_run_state state;
 } swcli_live_docs;
 
-/* Where the run is: a run file, or a directory of rank files (merged into scratch, a path
- * in a directory of our own, each time). Files older than not_before are ignored. */
+/* Where the run is: a run file (path), or rank files (pattern, a glob(3) pattern: a
+ * directory's .db files, or `stepwatch run`'s run-file name with its {rank} and {pid} as
+ * "[0-9]*"), merged into scratch, a path in a directory of our own, each time. Files older than
+ * not_before are ignored, and so are other programs' SQLite files the pattern matches. */
 typedef struct swcli_live_source {
     const char *path;
-    int is_dir;
+    const char *pattern; /* NULL: path is the one run file */
     const char *scratch;
     time_t not_before;
 } swcli_live_source;

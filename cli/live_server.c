@@ -59,6 +59,7 @@ struct swcli_server {
     char prefix[40]; /* "/" or "/TOKEN/" */
     swcli_live_source source;
     char source_path[PATH_MAX];
+    char pattern[PATH_MAX + 8];
     char scratch_dir[PATH_MAX], scratch[PATH_MAX + 16];
     int follow;
     pthread_t refresher;
@@ -297,9 +298,13 @@ static int prepare_source(swcli_server *s, const swcli_server_options *o) {
     snprintf(s->source_path, sizeof s->source_path, "%s", o->source);
     s->source.path = s->source_path;
     s->source.not_before = o->not_before;
-    s->source.is_dir = stat(o->source, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!s->source.is_dir)
-        return 0;
+    if (o->pattern)
+        snprintf(s->pattern, sizeof s->pattern, "%s", o->pattern);
+    else if (stat(o->source, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(s->pattern, sizeof s->pattern, "%s/*.db", o->source);
+    else
+        return 0; /* one run file */
+    s->source.pattern = s->pattern;
     const char *tmp = getenv("TMPDIR");
     snprintf(s->scratch_dir, sizeof s->scratch_dir, "%s/stepwatch-serve-XXXXXX",
              tmp && *tmp ? tmp : "/tmp");

@@ -16,8 +16,11 @@ typedef struct swcli_server swcli_server;
 
 typedef struct swcli_server_options {
     const char *source; /* a run file, or a directory of rank files */
-    const char *bind;   /* the address to listen on; NULL: 127.0.0.1 */
-    int port;           /* 0: any free port (the URL printed names it) */
+    /* Instead of source: a glob(3) pattern of the rank files (`stepwatch run --serve`: its
+     * run-file name, each placeholder a number), merged into one page of every rank. */
+    const char *pattern;
+    const char *bind; /* the address to listen on; NULL: 127.0.0.1 */
+    int port;         /* 0: any free port (the URL printed names it) */
     /* Nonzero: the run goes on until swcli_server_finish (stepwatch run's program ends),
      * whatever the file says; a file older than not_before is an earlier run's (waiting). */
     int follow;

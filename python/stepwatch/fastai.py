@@ -226,9 +226,13 @@ class _Fit:
 
     def __init__(self, cb, learn):
         self.cb, self.learn = cb, learn
+        from stepwatch import notebook
+        live = getattr(cb, "live", None)
+        # a notebook's display draws from a stepwatch Profiler: one is made for it too
         self.core = cb._sw_profiler or (_sw.Profiler(name="fastai", warmup_steps=cb._drop,
                                                      modules=cb.modules)
-                                        if cb.extras else None)
+                                        if cb.extras or notebook.wanted(live) else None)
+        cb._sw_last_core = self.core
         # a core made here for modules= is closed after its report (its hooks come off)
         self.own_modules = bool(cb.modules) and cb._sw_profiler is None and self.core is not None
         self.marks = _sw._stepwatch.FitMarks(learn, self.core, cb._drop, cb._rolling_average)
@@ -242,6 +246,14 @@ class _Fit:
         if self.core is not None:
             import stepwatch.distributed as swdist  # fastai imports torch anyway
             self.ranks = swdist.watch_group(self.core, quiet=True)
+        where = _sw.distributed_rank(None)  # the display on rank 0 only
+        self.display = notebook.auto(self.core, live) if where is None or where[0] == 0 else None
+
+    def close_display(self):
+        """The fit ended (or failed): the display's final summary stays in the cell."""
+        from stepwatch import notebook
+        display, self.display = self.display, None
+        notebook.finish(display)
 
     # -- phases
     def begin(self, name):
@@ -296,6 +308,7 @@ class _Fit:
         self.learn.profile_results, self.learn.profile_report = results, report
         self.learn.profile_ranks = view
         self.loggers.summary(results, report)
+        self.close_display()
         self.cb._sw_show(report, results, self.core, view)
         if self.own_modules:  # its report is shown: nn.Module.__call__ goes back to torch's
             self.core.close()
@@ -472,7 +485,7 @@ class ThroughputCallback(_MarkedCallback):
 
     def __init__(self, show_report=True, plain=False, markdown=False, save_csv=False,
                  csv_name=None, rolling_average=10, drop_first_batch=True,
-                 logger_callback=None, profiler=None, extras=False, modules=False):
+                 logger_callback=None, profiler=None, extras=False, modules=False, live=None):
         if int(rolling_average) < 1:
             raise ValueError("rolling_average must be >= 1")
         if profiler is not None and not isinstance(profiler, _sw.Profiler):
@@ -490,6 +503,12 @@ class ThroughputCallback(_MarkedCallback):
         self._rolling_average, self._drop = int(rolling_average), int(drop_first_batch)
         self._init_state()
         self._sw_profiler = profiler
+        self.live = live  # the notebook display: None in a Jupyter kernel, or on/off
+        self._sw_last_core = None  # the stepwatch Profiler of the last fit, for _repr_html_
+
+    def _repr_html_(self):
+        from stepwatch import notebook
+        return notebook.repr_html(self._sw_profiler or getattr(self, "_sw_last_core", None))
 
     def _sw_session(self):
         return self._sw_fit
@@ -528,6 +547,7 @@ class ThroughputCallback(_MarkedCallback):
         if self._sw_fit is not None:
             self._sw_fit.end("fit")
             self._sw_fit.finish_ranks()  # a failed fit: the other ranks' views need ours
+            self._sw_fit.close_display()
             self._sw_fit = None
         self._sw_on = {"before_fit": self.before_fit}
 
@@ -677,12 +697,14 @@ class DeviceStatsCallback(Callback):
 
 def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, markdown=False,
              save_csv=False, csv_name="profiler.csv", rolling_average=10, drop_first_batch=True,
-             logger_callback=None, profiler=None, extras=False, modules=False):
+             logger_callback=None, profiler=None, extras=False, modules=False, live=None):
     """Run a fastxtend profiler which removes itself when finished training.
 
     stepwatch's extras: profiler= a stepwatch.Profiler to record every step into (reports,
     p50/p99, self time, run file); extras=True prints its table after fastxtend's report;
-    modules=True (or a step interval) adds each nn.Module's time and memory to it."""
+    modules=True (or a step interval) adds each nn.Module's time and memory to it; live: the
+    display in a Jupyter notebook's cell during the fit (None: in a Jupyter kernel; False:
+    never)."""
     mode = ProfileMode(mode)
     self.remove_cbs([cb for cb in self.cbs if isinstance(cb, (ThroughputCallback,
                                                               ThroughputPostCallback))])
@@ -691,7 +713,7 @@ def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, m
     self.add_cbs([main(show_report=show_report, plain=plain, markdown=markdown,
                        save_csv=save_csv, csv_name=csv_name, rolling_average=rolling_average,
                        drop_first_batch=drop_first_batch, logger_callback=logger_callback,
-                       profiler=profiler, extras=extras, modules=modules),
+                       profiler=profiler, extras=extras, modules=modules, live=live),
                   post()])
     return self
 

@@ -179,9 +179,11 @@ class _Base:
     a C ``Marks`` (python/_stepwatch/_ignite.c) registered as Ignite handlers; the rows are
     kept in a C ring. Only epoch-level work runs in Python."""
 
-    def __init__(self, profiler, phase, max_rows, slot_actions=()):
+    def __init__(self, profiler, phase, max_rows, slot_actions=(), live=None):
         if max_rows < 1:
             raise ValueError("max_rows must be >= 1")
+        self.live = live          # the notebook display: None in a Jupyter kernel, or on/off
+        self._notebook = None     # stepwatch.notebook.auto's display during a run
         self._own_profiler = profiler is None
         self.profiler = profiler
         self._phase_name, self._max_rows, self._slot_names = phase, max_rows, tuple(slot_actions)
@@ -274,6 +276,10 @@ class _Base:
         import stepwatch.distributed as swdist  # Ignite imports torch anyway
         self._ranks = swdist.watch_group(self.profiler)
         self._fit.begin()
+        where = _sw.distributed_rank(None)  # (rank, world) under a process group
+        if where is None or where[0] == 0:
+            from stepwatch import notebook
+            self._notebook = notebook.auto(self.profiler, self.live)
 
     def _run_finished(self):
         """The run completed or failed: close what is open, take our handlers off."""
@@ -286,6 +292,13 @@ class _Base:
         if self._ranks is not None:  # every rank's run ends here: rank 0 prints the view
             import stepwatch.distributed as swdist
             swdist.finish(self.profiler)
+        from stepwatch import notebook  # the final summary stays in the cell
+        notebook.finish(self._notebook)
+        self._notebook = None
+
+    def _repr_html_(self):
+        from stepwatch import notebook
+        return notebook.repr_html(self.profiler)
 
     def _run_completed(self):
         """COMPLETED (last handler): the run is over."""
@@ -386,10 +399,11 @@ class BasicTimeProfiler(_Base):
                    Events.ITERATION_STARTED, Events.ITERATION_COMPLETED,
                    Events.GET_BATCH_STARTED, Events.GET_BATCH_COMPLETED)
 
-    def __init__(self, profiler=None, phase="train", max_rows=100_000):
+    def __init__(self, profiler=None, phase="train", max_rows=100_000, live=None):
         self.event_handlers_names = {}
         super().__init__(profiler, phase, max_rows,
-                         slot_actions=[f"callback:Events.{e.name}" for e in _ITER_EVENTS])
+                         slot_actions=[f"callback:Events.{e.name}" for e in _ITER_EVENTS],
+                         live=live)
 
     def _new_run(self, engine):
         super()._new_run(engine)
@@ -527,8 +541,8 @@ class HandlersTimeProfiler(_Base):
 
     EVENT_FILTER_THESHOLD_TIME = 0.0001
 
-    def __init__(self, profiler=None, phase="train", max_rows=100_000):
-        super().__init__(profiler, phase, max_rows)
+    def __init__(self, profiler=None, phase="train", max_rows=100_000, live=None):
+        super().__init__(profiler, phase, max_rows, live=live)
 
     def _new_run(self, engine):
         super()._new_run(engine)

@@ -168,11 +168,14 @@ class Profiler(_LightningProfiler):
         modules: True (every 10th step) or a step interval: the forward and backward time
             and the memory of each nn.Module, in the report's Modules table
             (``stepwatch.Profiler(modules=...)``; ignored with ``profiler=``).
+        live: the display in a Jupyter notebook's cell during the fit, redrawn every few
+            seconds and left as the final summary (stepwatch.notebook); None (default): when
+            running in a Jupyter kernel; False: never.
     """
 
     def __init__(self, dirpath=None, filename=None, extended=True, format="table",
                  warmup_steps=0, run_file=None, profiler=None, keep_durations=1000,
-                 loss_hooks=True, empty_hooks=False, modules=False):
+                 loss_hooks=True, empty_hooks=False, modules=False, live=None):
         super().__init__(dirpath=dirpath, filename=filename)
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"unknown report format {format!r}; one of {_sw.FORMATS}")
@@ -188,6 +191,7 @@ class Profiler(_LightningProfiler):
         self.loss_hooks = loss_hooks
         self.empty_hooks = empty_hooks
         self.modules = modules
+        self.live = live
         self._given = profiler
         self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
@@ -201,6 +205,7 @@ class Profiler(_LightningProfiler):
         self._pending_unbalanced = 0
         self._fit_open = False
         self._described = False
+        self._notebook = None         # stepwatch.notebook.auto's display during a stage
         self._taps = []               # (object, attribute, original, wrapper) set by _tap
         self._owners = {}             # Lightning name prefix -> its object (see classify)
         if self._recorder is not None:
@@ -286,6 +291,9 @@ class Profiler(_LightningProfiler):
         if not self._fit_open:
             recorder.phase("fit").begin()
             self._fit_open = True
+        if self._notebook is None and (trainer is None or trainer.is_global_zero):
+            from stepwatch import notebook
+            self._notebook = notebook.auto(recorder, self.live)
         if self._ranks is None:
             import stepwatch.distributed as swdist
             self._ranks = swdist.watch_group(recorder, quiet=True)
@@ -319,7 +327,14 @@ class Profiler(_LightningProfiler):
         if self._ranks is not None:  # collective: Lightning describes on every rank
             import stepwatch.distributed as swdist
             swdist.finish(self._recorder)
+        from stepwatch import notebook  # the final summary stays in the cell
+        notebook.finish(self._notebook)
+        self._notebook = None
         super().describe()
+
+    def _repr_html_(self):
+        from stepwatch import notebook
+        return notebook.repr_html(self._recorder)
 
     # ---- reading back -------------------------------------------------------------------
 
@@ -401,7 +416,7 @@ SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: t
 # What a pickled or copied Profiler leaves behind: the recording (it stays in this process).
 _TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "profile", "_pending", "_pending_unbalanced",
                         "_fit_open", "_described", "_taps", "_owners",
-                        "_lightning_module", "_ranks"})
+                        "_lightning_module", "_ranks", "_notebook"})
 
 
 class _Durations(collections.abc.Mapping):

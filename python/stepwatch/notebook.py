@@ -8,14 +8,22 @@ the HTML report's colours), and a display in the cell kept current during a fit:
 ``live(prof, every_s=3, live=False)`` does nothing (the switch for code that runs both in and
 out of notebooks). The redraws come from a background thread reading snapshots (in C); the
 training thread is never touched, and a display that fails ends the redraws quietly.
+
+The framework adapters (Lightning's Profiler, Ignite's profilers, fastai's callbacks, HF's
+Callback, ``stepwatch.torch.instrument()``) open that display themselves during a fit when
+they run in a Jupyter kernel (``auto``); ``live=False`` to any of them, or
+``STEPWATCH_LIVE=0``, keeps it off. Their objects display as the same summary
+(``repr_html``).
 """
 import html
+import os
+import sys
 import threading
 from typing import Any
 
 from ._stepwatch import Profiler, Snapshot
 
-__all__ = ["summary_html", "live"]
+__all__ = ["summary_html", "live", "in_kernel", "wanted", "auto", "finish", "repr_html"]
 
 # The HTML report's category colours (src/analysis/html/report.js).
 COLORS = {"data": "#e4572e", "forward": "#4c78a8", "loss": "#72b7b2", "backward": "#54a24b",
@@ -157,3 +165,67 @@ class live:
         if self._thread is not None:
             self._thread.join()
         self._draw()
+
+
+def in_kernel() -> bool:
+    """Is this a Jupyter kernel (IPython's kernel shell, not a terminal IPython)?"""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def wanted(on: bool | None = None) -> bool:
+    """Would auto() show a display: on True, or None in a Jupyter kernel (not with
+    STEPWATCH_LIVE=0)?"""
+    return on is True or (on is None and os.environ.get("STEPWATCH_LIVE") != "0"
+                          and in_kernel())
+
+
+last: live | None = None  # the display auto() opened last (its redraws count)
+
+
+def _every_s(default: float) -> float:
+    """STEPWATCH_LIVE_INTERVAL_MS (the status line's period too; 500 ms at least)."""
+    try:
+        return max(0.5, float(os.environ["STEPWATCH_LIVE_INTERVAL_MS"]) / 1000)
+    except (KeyError, ValueError):
+        return default
+
+
+def auto(prof: Profiler | None, on: bool | None = None, every_s: float = 3.0) -> live | None:
+    """For the adapters, at the start of a fit: prof's display in the cell, redrawn every
+    every_s seconds (STEPWATCH_LIVE_INTERVAL_MS overrides), when on is True, or None (the
+    default) and this is a Jupyter kernel and STEPWATCH_LIVE is not 0. The display
+    (finish() it at the fit's end) or None. Never raises: the fit goes on without a display
+    that cannot start."""
+    global last
+    if prof is None or not wanted(on):
+        return None
+    try:
+        shown = live(prof, every_s=_every_s(every_s)).__enter__()
+    except Exception:
+        return None
+    if not shown._on:
+        return None
+    last = shown
+    return shown
+
+
+def finish(shown: live | None) -> None:
+    """The fit ended: stop auto()'s redraws and draw the final summary (None: nothing)."""
+    if shown is not None:
+        try:
+            shown.__exit__(None, None, None)
+        except Exception:
+            pass
+
+
+def repr_html(prof: Profiler | None) -> str:
+    """An adapter's rich display: its profiler's summary, or a line while nothing records."""
+    if prof is None:
+        return ('<div class="stepwatch" style="font-family:system-ui,sans-serif;color:#666">'
+                "stepwatch: nothing recorded yet</div>")
+    return summary_html(prof)

@@ -130,7 +130,7 @@ def _traceable(original, hook):
 class Instrumentation:
     """The hooks and patches of one ``instrument()`` call; ``remove()`` undoes them all."""
 
-    def __init__(self, profiler=None, phases=True, forward="patch", flops=None):
+    def __init__(self, profiler=None, phases=True, forward="patch", flops=None, live=None):
         if forward not in ("patch", "hooks"):
             raise ValueError("forward must be 'patch' or 'hooks'")
         if flops is not None and flops is not False and flops is not True \
@@ -152,6 +152,8 @@ class Instrumentation:
         self._compile_cb = None    # (start, end) callbacks given to torch._dynamo
         self._compiling = None     # (start ns, step index) of the compilation under way
         self._compiled = {}        # step index -> ns compiling in it
+        self.live = live           # the notebook display: None in a Jupyter kernel, or on/off
+        self._notebook = None      # stepwatch.notebook.auto's display while installed
 
     # ---- installing ----------------------------------------------------------------------
 
@@ -189,6 +191,8 @@ class Instrumentation:
         if self.phases:
             self._fit.begin()
         self._installed = True
+        from stepwatch import notebook
+        self._notebook = notebook.auto(self.profiler, self.live)
         return self
 
     def _try(self, what, fn):
@@ -419,6 +423,13 @@ class Instrumentation:
         except Exception as exc:  # a figure less, never a failed uninstrument (nor a warning
             # that -W error would raise into the program)
             print(f"stepwatch.torch: no goodput ({type(exc).__name__}: {exc})", file=sys.stderr)
+        from stepwatch import notebook  # the final summary, with the notes just written
+        notebook.finish(self._notebook)
+        self._notebook = None
+
+    def _repr_html_(self):
+        from stepwatch import notebook
+        return notebook.repr_html(self.profiler)
 
     def mark(self, batch_size=0):
         """stepwatch.step() while instrumented: a step boundary by hand."""
@@ -449,7 +460,7 @@ class Instrumentation:
         return False
 
 
-def instrument(profiler=None, *, phases=True, forward="patch", flops=None):
+def instrument(profiler=None, *, phases=True, forward="patch", flops=None, live=None):
     """Time every step of plain PyTorch code from now on (into profiler, or the default one).
 
     flops=True counts one training step's FLOPs per input shape (stepwatch.flops): achieved
@@ -466,8 +477,8 @@ def instrument(profiler=None, *, phases=True, forward="patch", flops=None):
                 warnings.warn("stepwatch.torch: already instrumented with another profiler; "
                               "call uninstrument() first", RuntimeWarning, stacklevel=2)
             return _active
-        _active = Instrumentation(profiler, phases=phases, forward=forward,
-                                  flops=flops).install()
+        _active = Instrumentation(profiler, phases=phases, forward=forward, flops=flops,
+                                  live=live).install()
         return _active
 
 

@@ -100,7 +100,8 @@ class Callback(TrainerCallback):
     and memory (``stepwatch.Profiler(modules=...)``, for the profiler made here)."""
 
     def __init__(self, profiler=None, *, run_file=None, warmup_steps=0, format="table",
-                 output=None, report=True, prefix="stepwatch/", modules=False, flops=False):
+                 output=None, report=True, prefix="stepwatch/", modules=False, flops=False,
+                 live=None):
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"Callback: unknown format {format!r} "
                              f"(one of {', '.join(_sw.FORMATS)})")
@@ -122,6 +123,8 @@ class Callback(TrainerCallback):
         self._watch = None
         self._last = {}           # phase -> totals at the last log
         self._placed = False      # moved ahead of the loggers
+        self.live = live          # the notebook display: None in a Jupyter kernel, or on/off
+        self._notebook = None     # stepwatch.notebook.auto's display during the fit
 
     # -- order: ahead of the report_to loggers --
 
@@ -150,7 +153,11 @@ class Callback(TrainerCallback):
             if active is not None:
                 swtorch.uninstrument()
             self._inst, self._own_inst = swtorch.instrument(self.profiler,
-                                                            flops=self.flops or None), True
+                                                            flops=self.flops or None,
+                                                            live=False), True
+        if getattr(self._inst, "_notebook", None) is None:  # one display, the joined one's
+            from stepwatch import notebook
+            self._notebook = notebook.auto(self.profiler, self.live)
         self._inst.bound_steps(True)  # the Trainer's on_step_end ends the training steps
         self._last = {phase: _totals(self.profiler.records(phase)) for phase in ("train", "valid")}
         try:
@@ -223,6 +230,10 @@ class Callback(TrainerCallback):
             out[self.prefix + "tokens_per_sec"] = d_tokens / (ns / 1e9)
         return out
 
+    def _repr_html_(self):
+        from stepwatch import notebook
+        return notebook.repr_html(self.profiler)
+
     def on_train_end(self, args, state, control, **kwargs):
         if self._inst is None:
             return
@@ -236,6 +247,9 @@ class Callback(TrainerCallback):
             import stepwatch.torch as swtorch
             if swtorch.instrumented() is inst:
                 swtorch.uninstrument()
+        from stepwatch import notebook  # the final summary stays in the cell
+        notebook.finish(self._notebook)
+        self._notebook = None
         if self.report and state.is_world_process_zero:
             text = self.profiler.report(self.format, full_names=bool(self.output))
             if self.ranks is not None:

@@ -5,10 +5,13 @@
  * Two streaming walks of the step records: the first sums each rank's steps, samples, steady
  * step times (a histogram per phase for p50/p99) and category times and finds its last step's
  * end; the second counts the steps that ended in the last RATE_WINDOW_NS before it (the rates).
- * Memory is one small record per rank (at most METRICS_RANKS), never per step.
+ * Memory is one small record per rank (at most METRICS_RANKS), never per step. Then each
+ * rank's snapshot (sw_run_rank_snapshot) gives its slow steps by cause and, once the FLOPs
+ * helper noted them, its efficiency (MFU, FLOP/s, tokens/s).
  */
 #include "analysis_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +194,33 @@ static void write_steady(FILE *out, const metrics_ctx *m) {
             }
 }
 
+/* The view's actions across ranks: the step (stepwatch_rank_step_seconds) and every action
+ * the ranks recorded, min, median and max of the time per step. */
+static void write_rank_stats(FILE *out, const sw_ranks *rk) {
+    const char *names[3] = {"min", "median", "max"};
+    family(out, "stepwatch_rank_step_seconds", "gauge", "Step time per step across ranks.");
+    for (size_t i = 0; i < rk->nstats; i++)
+        if (strcmp(rk->stats[i].name, "step") == 0 && rk->stats[i].ranks > 0) {
+            const sw_rank_stat *st = &rk->stats[i];
+            const double v[3] = {st->min_ns, st->median_ns, st->max_ns};
+            for (int k = 0; k < 3; k++) {
+                fprintf(out, "stepwatch_rank_step_seconds{stat=\"%s\"}", names[k]);
+                value(out, v[k] / 1e9);
+            }
+        }
+    family(out, "stepwatch_rank_action_seconds", "gauge",
+           "Each action's time per step across ranks (the cross-rank view's rows).");
+    for (size_t i = 0; i < rk->nstats; i++) {
+        const sw_rank_stat *st = &rk->stats[i];
+        const double v[3] = {st->min_ns, st->median_ns, st->max_ns};
+        for (int k = 0; k < 3 && st->ranks > 0; k++) {
+            fprintf(out, "stepwatch_rank_action_seconds{action=\"%s\",stat=\"%s\"}", st->name,
+                    names[k]);
+            value(out, v[k] / 1e9);
+        }
+    }
+}
+
 /* The cross-rank view: the step across ranks and the stragglers with their blame. */
 static void write_ranks(FILE *out, sw_run *run) {
     sw_ranks *rk = NULL;
@@ -202,17 +232,11 @@ static void write_ranks(FILE *out, sw_run *run) {
     family(out, "stepwatch_ranks_answered", "gauge", "Ranks whose figures reached the view.");
     fprintf(out, "stepwatch_ranks_answered");
     value(out, rk->answered);
-    family(out, "stepwatch_rank_step_seconds", "gauge", "Step time per step across ranks.");
-    for (size_t i = 0; i < rk->nstats; i++)
-        if (strcmp(rk->stats[i].name, "step") == 0 && rk->stats[i].ranks > 0) {
-            const sw_rank_stat *st = &rk->stats[i];
-            const double v[3] = {st->min_ns, st->median_ns, st->max_ns};
-            const char *names[3] = {"min", "median", "max"};
-            for (int k = 0; k < 3; k++) {
-                fprintf(out, "stepwatch_rank_step_seconds{stat=\"%s\"}", names[k]);
-                value(out, v[k] / 1e9);
-            }
-        }
+    write_rank_stats(out, rk);
+    family(out, "stepwatch_stragglers", "gauge",
+           "Ranks past the straggler threshold (the cross-rank view).");
+    fprintf(out, "stepwatch_stragglers");
+    value(out, (double)rk->nstragglers);
     family(out, "stepwatch_straggler_excess_seconds", "gauge",
            "How much longer a straggler rank's step is than the other ranks' median, by blame.");
     for (size_t i = 0; i < rk->nstragglers; i++) {
@@ -224,6 +248,133 @@ static void write_ranks(FILE *out, sw_run *run) {
         value(out, s->excess_ns / 1e9);
     }
     sw_ranks_free(rk);
+}
+
+/* ---- per rank, from its snapshot: slow steps and efficiency ---- */
+
+/* The efficiency notes (python/stepwatch/flops.py) read as numbers, and their metric. */
+enum { EFF_MFU = 0, EFF_FLOPS_PER_S, EFF_FLOPS_PER_STEP, EFF_TOKENS_PER_S, EFF_PEAK, NEFF };
+static const struct {
+    const char *note, *metric, *help;
+    double scale; /* the note's unit in the metric's */
+} eff_notes[NEFF] = {
+    {"mfu", "stepwatch_mfu_ratio", "Model FLOPs utilization (0..1) against the peak.", 1},
+    {"tflops_achieved", "stepwatch_model_flops_per_second",
+     "Model FLOP/s achieved over the mean steady train step.", 1e12},
+    {"flops_per_step", "stepwatch_model_flops_per_step", "Model FLOPs of one training step.", 1},
+    {"tokens_per_s", "stepwatch_tokens_per_second", "Tokens per second of the steady steps.", 1},
+    {"peak_flops", "stepwatch_peak_flops_per_second",
+     "The device's peak FLOP/s that MFU is taken against.", 1},
+};
+
+typedef struct rank_extras {
+    int rank;
+    sw_slow_summary slow;
+    double eff[NEFF]; /* NAN: not noted (yet) */
+    char device[64], dtype[32];
+} rank_extras;
+
+/* The note key's value of s as a finite number, else NAN. */
+static double note_number(const sw_snapshot *s, const char *key) {
+    for (size_t i = 0; i < s->nnotes; i++)
+        if (strcmp(s->notes[i].key, key) == 0 && s->notes[i].value) {
+            char *end = NULL;
+            double v = strtod(s->notes[i].value, &end);
+            return end != s->notes[i].value && *end == '\0' && isfinite(v) ? v : NAN;
+        }
+    return NAN;
+}
+
+static void note_text(const sw_snapshot *s, const char *key, char *out, size_t size) {
+    out[0] = '\0';
+    for (size_t i = 0; i < s->nnotes; i++)
+        if (strcmp(s->notes[i].key, key) == 0 && s->notes[i].value)
+            snprintf(out, size, "%s", s->notes[i].value);
+}
+
+/* Every rank's extras (at most METRICS_RANKS) into *out (malloc'd), their count in *n. */
+static int read_extras(sw_run *run, rank_extras **out, int *n) {
+    int count = sw_run_rank_count(run);
+    count = count > METRICS_RANKS ? METRICS_RANKS : count < 0 ? 0 : count;
+    *n = 0;
+    *out = calloc(count ? (size_t)count : 1, sizeof **out);
+    if (!*out)
+        return SW_ENOMEM;
+    for (int i = 0; i < count; i++) {
+        rank_extras *x = &(*out)[*n];
+        sw_snapshot *s = NULL;
+        x->rank = sw_run_rank_id(run, i);
+        if (sw_run_rank_snapshot(run, x->rank, &s) != 0)
+            continue; /* a rank that cannot be read now is left out of these */
+        x->slow = s->slow;
+        for (int k = 0; k < NEFF; k++)
+            x->eff[k] = note_number(s, eff_notes[k].note) * eff_notes[k].scale;
+        note_text(s, "peak_device", x->device, sizeof x->device);
+        note_text(s, "compute_dtype", x->dtype, sizeof x->dtype);
+        sw_snapshot_free(s);
+        (*n)++;
+    }
+    return 0;
+}
+
+static void write_slow(FILE *out, const rank_extras *x, int n) {
+    family(out, "stepwatch_judged_steps_total", "counter",
+           "Steps judged against the running median step (docs/slow-steps.md).");
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "stepwatch_judged_steps_total{rank=\"%d\"}", x[i].rank);
+        value(out, (double)x[i].slow.judged);
+    }
+    family(out, "stepwatch_slow_steps_total", "counter", "Slow steps, by their cause.");
+    for (int i = 0; i < n; i++)
+        for (int c = SW_CAUSE_NONE + 1; c < SW_CAUSE_COUNT; c++) {
+            fprintf(out, "stepwatch_slow_steps_total{rank=\"%d\",cause=\"%s\"}", x[i].rank,
+                    sw_cause_name((sw_cause)c));
+            value(out, (double)x[i].slow.by_cause[c]);
+        }
+    family(out, "stepwatch_slow_step_excess_seconds_total", "counter",
+           "Time the slow steps took over their running medians.");
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "stepwatch_slow_step_excess_seconds_total{rank=\"%d\"}", x[i].rank);
+        value(out, (double)x[i].slow.excess_ns / 1e9);
+    }
+}
+
+/* The efficiency figures a rank noted; a family only when some rank has it. */
+static void write_efficiency(FILE *out, const rank_extras *x, int n) {
+    for (int k = 0; k < NEFF; k++) {
+        int any = 0;
+        for (int i = 0; i < n && !any; i++)
+            any = !isnan(x[i].eff[k]);
+        if (!any)
+            continue;
+        family(out, eff_notes[k].metric, "gauge", eff_notes[k].help);
+        for (int i = 0; i < n; i++) {
+            if (isnan(x[i].eff[k]))
+                continue;
+            fprintf(out, "%s{rank=\"%d\"", eff_notes[k].metric, x[i].rank);
+            if (k == EFF_PEAK) {
+                fputs(",device=\"", out);
+                label_value(out, x[i].device);
+                fputs("\",dtype=\"", out);
+                label_value(out, x[i].dtype);
+                fputc('"', out);
+            }
+            fputc('}', out);
+            value(out, x[i].eff[k]);
+        }
+    }
+}
+
+static int write_extras(FILE *out, sw_run *run) {
+    rank_extras *x = NULL;
+    int n = 0;
+    int rc = read_extras(run, &x, &n);
+    if (rc == 0) {
+        write_slow(out, x, n);
+        write_efficiency(out, x, n);
+    }
+    free(x);
+    return rc;
 }
 
 static void write_run(FILE *out, sw_run *run, const sw_snapshot *s) {
@@ -264,6 +415,7 @@ SW_API int sw_metrics_write(sw_run *run, FILE *out) {
         write_counts(out, &m);
         write_steady(out, &m);
         write_ranks(out, run);
+        rc = write_extras(out, run);
     }
     free(m.ranks);
     sw_snapshot_free(snap);

@@ -53,8 +53,8 @@ class Server:
 
     def __init__(self, argv, cwd, env=None):
         self.err = open(os.path.join(cwd, f"server-{time.monotonic_ns()}.err"), "w+")
-        self.proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True, env=env)
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
+                                     stdout=self.err, stderr=self.err, text=True, env=env)
         deadline = time.monotonic() + 120
         self.url = None
         while self.url is None and time.monotonic() < deadline and self.proc.poll() is None:
@@ -167,6 +167,73 @@ def test_metrics_parse_with_prometheus_client(tmp_path, served):
     # The same figures as the run file's own report.
     rec = stepwatch.load(str(db))
     assert rec.info()["steps"] == 60
+
+
+FLOPS_TRAIN = r"""
+import time, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(32, 64), torch.randn(32, 8)
+for i in range(160):
+    if i % 20 == 19:
+        time.sleep(0.08)  # a step made slow: off the CPU, not runnable
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+"""
+
+
+def test_metrics_carry_mfu_and_slow_steps_as_the_run_file_has_them(tmp_path, build_dir):
+    """A real torch loop under `stepwatch run --flops --peak-flops 1e12` with every 20th step
+    slowed by a sleep: /metrics (read by prometheus_client's parser) gives the rank's MFU,
+    model FLOP/s, FLOPs per step and peak as the run file's notes hold them, and its slow
+    steps per cause as the run file's slow_steps table counts them (read with sqlite3)."""
+    pytest.importorskip("torch")
+    parser = pytest.importorskip("prometheus_client.parser")
+    exe = cli(build_dir)
+    (tmp_path / "train.py").write_text(FLOPS_TRAIN)
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    subprocess.run([exe, "run", "--flops", "--peak-flops", "1e12", "--run-file", "run.db", "--",
+                    "python", "train.py"], cwd=tmp_path, env=env, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+    db = tmp_path / "run.db"
+    s = Server([exe, "serve", str(db), "--port", "0"], str(tmp_path))
+    try:
+        body = s.get("metrics")[2].decode()
+    finally:
+        s.stop()
+    fam = {f.name: f for f in parser.text_string_to_metric_families(body)}
+
+    def one(name, suffix="", **labels):
+        got = [x for x in fam[name].samples
+               if x.name == name + suffix and all(x.labels.get(k) == v for k, v in labels.items())]
+        assert len(got) == 1, (name, labels, fam[name].samples)
+        return got[0]
+
+    notes = stepwatch.load(str(db)).info()["notes"]
+    assert float(notes["mfu"]) > 0
+    assert one("stepwatch_mfu_ratio", rank="0").value == pytest.approx(float(notes["mfu"]))
+    assert one("stepwatch_model_flops_per_second", rank="0").value == pytest.approx(
+        float(notes["tflops_achieved"]) * 1e12)
+    assert one("stepwatch_model_flops_per_step", rank="0").value == pytest.approx(
+        float(notes["flops_per_step"]))
+    peak = one("stepwatch_peak_flops_per_second", rank="0")
+    assert peak.value == 1e12 and peak.labels["dtype"] == notes.get("compute_dtype", "")
+    assert fam["stepwatch_mfu_ratio"].type == "gauge"
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    by_cause = dict(con.execute("SELECT cause, count(*) FROM slow_steps GROUP BY cause"))
+    judged = con.execute("SELECT sum(slow_judged) FROM ranks").fetchone()[0]
+    con.close()
+    assert sum(by_cause.values()) >= 4, by_cause  # most of the 8 sleeps at least
+    got = {x.labels["cause"]: x.value for x in fam["stepwatch_slow_steps"].samples
+           if x.name == "stepwatch_slow_steps_total"}
+    assert {c: n for c, n in got.items() if n} == by_cause
+    assert fam["stepwatch_slow_steps"].type == "counter"
+    assert one("stepwatch_judged_steps", "_total", rank="0").value == judged
+    excess = one("stepwatch_slow_step_excess_seconds", "_total", rank="0").value
+    assert excess >= 0.04 * sum(by_cause.values()), (excess, by_cause)
 
 
 def test_data_is_what_the_html_report_embeds(tmp_path, served, build_dir):
@@ -596,3 +663,121 @@ def test_two_nodes_on_one_page_name_the_slow_rank(tmp_path, build_dir):
         if browser:
             browser.close()
         server.stop()
+
+
+# ---- `stepwatch run --serve -- torchrun ...`: every rank of the node ----
+
+def _ranks_seen(server):
+    """The run state and the ranks of the page's heatmap, from data.json now."""
+    _, headers, body = server.get("data.json")
+    data = json.loads(body)
+    per_rank = data["ranks"]["per_rank"] if data else []
+    return headers["X-Stepwatch-Run"], [r[0] for r in per_rank], data
+
+
+def _wait_ranks(server, ranks, deadline, running=True):
+    """Poll until the page's heatmap holds ranks (while the run goes on when running)."""
+    while True:
+        state, seen, data = _ranks_seen(server)
+        if seen == ranks and (state == "running" or not running):
+            return data
+        assert time.monotonic() < deadline, (state, seen)
+        assert not running or state != "complete", f"the run ended before ranks {ranks} showed"
+        time.sleep(0.3)
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_run_serve_of_torchrun_shows_every_rank_while_it_runs(tmp_path, build_dir):
+    """`stepwatch run --serve -- torchrun --nproc_per_node 3` (real gloo DDP, rank 1's data
+    loader slowed): while the job runs, the page's data has a heatmap row for each of the
+    three ranks, each rank's step count growing from its own run file; at the end the final
+    page names rank 1, blamed on data."""
+    pytest.importorskip("torch.distributed")
+    import test_distributed as td
+    exe = cli(build_dir)
+    script = tmp_path / "train_ddp.py"
+    script.write_text(td.SCRIPT)
+    env = td._env(DATA_RANK=1, STEPS=300)  # 12 s at least: several of the page's rebuilds
+    s = Server([exe, "run", "--serve=0", "--linger", "600", "--run-file",
+                str(tmp_path / "run-{rank}.db"), "--", "torchrun", "--standalone",
+                "--nproc_per_node=3", str(script)], str(tmp_path), env=env)
+    try:
+        deadline = time.monotonic() + 400
+        first = _wait_ranks(s, [0, 1, 2], deadline)
+        steps = {r[0]: r[1] for r in first["ranks"]["per_rank"]}
+        while True:  # every rank's own count grows: each one's live data reaches the page
+            state, seen, data = _ranks_seen(s)
+            now = {r[0]: r[1] for r in data["ranks"]["per_rank"]} if seen == [0, 1, 2] else {}
+            if now and all(now[r] > steps[r] for r in steps):
+                break
+            assert state == "running" and time.monotonic() < deadline, (state, steps, now)
+            time.sleep(0.3)
+        while _ranks_seen(s)[0] != "complete":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        state, seen, data = _ranks_seen(s)
+        assert seen == [0, 1, 2] and data["run"]["ranks"] == 3
+        worst = data["ranks"]["stragglers"][0]
+        assert (worst["rank"], worst["blame"]) == (1, "data"), data["ranks"]["stragglers"]
+    finally:
+        code = s.stop()
+    assert code == 0, s.stderr()[-4000:]
+
+
+def test_two_nodes_each_serve_their_own_ranks_and_never_wait_for_rank_0(tmp_path, build_dir):
+    """Two nodes simulated on one host, each `stepwatch run --serve -- torchrun --nnodes 2
+    --node_rank K --nproc_per_node 2` writing into a directory of its own (no shared file
+    system): node 1, without rank 0, serves its ranks 2 and 3 while the job runs, and node
+    0's page names the slow rank 3 of the other node from rank 0's cross-rank rounds. Both
+    end with their program (batch jobs), and a node whose ranks wrote no file does not keep
+    a page up for a file that will never come (--linger or not)."""
+    pytest.importorskip("torch.distributed")
+    import test_distributed as td
+    exe = cli(build_dir)
+    script = tmp_path / "train_ddp.py"
+    script.write_text(td.SCRIPT)
+    port = _free_port()
+    env = td._env(DATA_RANK=3, STEPS=200)
+    nodes = []
+    for k in range(2):
+        (tmp_path / f"node{k}").mkdir()
+        nodes.append(Server(
+            [exe, "run", "--serve=0", "--run-file", str(tmp_path / f"node{k}" / "run-{rank}.db"),
+             "--", "torchrun", "--nnodes=2", f"--node_rank={k}", "--nproc_per_node=2",
+             "--master_addr=127.0.0.1", f"--master_port={port}", str(script)],
+            str(tmp_path), env=env))
+    try:
+        deadline = time.monotonic() + 400
+        _wait_ranks(nodes[1], [2, 3], deadline)
+        for n in nodes:  # batch jobs (stdin not a terminal): each ends with its program
+            n.proc.wait(timeout=max(1, deadline - time.monotonic()))
+        assert [n.proc.returncode for n in nodes] == [0, 0], [n.stderr()[-3000:] for n in nodes]
+        assert "no run file of this node" not in nodes[1].stderr()
+    finally:
+        codes = [n.stop() for n in nodes]
+    assert codes == [0, 0]
+    # Node 0's last page (what `stepwatch serve` of its directory shows again): its ranks'
+    # rows, and the stragglers of the whole job from rank 0's rounds.
+    again = Server([exe, "serve", str(tmp_path / "node0"), "--port", "0"], str(tmp_path))
+    try:
+        state, seen, data = _ranks_seen(again)
+        assert seen == [0, 1]
+        assert data["ranks"]["world_size"] == 4
+        worst = data["ranks"]["stragglers"][0]
+        assert (worst["rank"], worst["blame"]) == (3, "data"), data["ranks"]["stragglers"]
+    finally:
+        again.stop()
+    # A node whose program wrote no run file: said, and no lingering on a page of nothing.
+    started = time.monotonic()
+    done = subprocess.run([exe, "run", "--serve=0", "--linger", "600", "--run-file",
+                           str(tmp_path / "none-{rank}.db"), "--", "sh", "-c", "exit 0"], cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no run file of this node to serve" in done.stderr, done.stderr
+    assert "stays up" not in done.stderr
+    assert time.monotonic() - started < 100
