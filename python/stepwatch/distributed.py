@@ -160,6 +160,25 @@ def _has_comm_hook(ddp):
         return False
 
 
+def _flops_notes(profiler):
+    """The FLOP figures so far (stepwatch.flops under stepwatch.torch) into profiler's notes,
+    so the payload carries them: the counter writes them itself only when it closes, after
+    the end-of-run round."""
+    inst = getattr(sys.modules.get("stepwatch.torch"), "_active", None)
+    counter = getattr(inst, "flops", None)
+    if counter is None or counter.profiler is not profiler or counter._closed:
+        return
+    from stepwatch import flops as _flops
+    try:
+        notes = _flops._notes(counter.figures())
+    except Exception as exc:  # the round goes on without FLOPs
+        warnings.warn(f"stepwatch.distributed: no FLOP figures for the round ({exc!r})",
+                      RuntimeWarning, stacklevel=3)
+        return
+    for key, value in notes.items():
+        profiler.note(key, value)
+
+
 # ---- one process's watch ---------------------------------------------------------------------
 
 class Watch:
@@ -271,6 +290,7 @@ class Watch:
         """One round now, through the process group (collective): rank 0 gets every rank's
         payload, keeps the round in its run file and returns the RankView; others None."""
         rank, world = self.where()
+        _flops_notes(self.profiler)
         mine = torch.frombuffer(bytearray(self.profiler.rank_payload(rank, world)),
                                 dtype=torch.uint8).to(_device())
         every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
@@ -304,6 +324,7 @@ class Watch:
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         prefix = f"stepwatch/ranks/{restart}/{self._finals}/"
         self._finals += 1
+        _flops_notes(self.profiler)
         try:
             store.set(prefix + str(rank), self.profiler.rank_payload(rank, world))
             store.add(prefix + "arrived", 1)
