@@ -219,10 +219,20 @@ def html_rows(f):
 
 
 def ranks_rows(f):
-    return [row(f"ranks_{r['ranks']}", f"rank 0 reducing {r['ranks']:,} ranks' payloads "
-                f"({f['payload_bytes']} bytes each) into the cross-rank view (JSON)",
-                f"{r['reduce_ms']:.2f} ms", f"{r['bytes'] / 1e6:.2f} MB gathered")
-            for r in f["results"]]
+    """The reduction per world size; the anchor is the build before the linear reduction
+    timed in the same run (bench_ranks.py --before), where it was."""
+    rows = []
+    for r in f["results"]:
+        before = r.get("before_ms")
+        budget = r.get("budget_ms")
+        rows.append(row(f"ranks_{r['ranks']}", f"rank 0 reducing {r['ranks']:,} ranks' payloads "
+                        f"({f['payload_bytes']} bytes each, {r['bytes'] / 1e6:.2f} MB gathered) "
+                        "into the cross-rank view (JSON)", f"{r['reduce_ms']:.2f} ms",
+                        f"{before:.2f} ms before (sort per metric, same run)" if before else "",
+                        f"{before / r['reduce_ms']:.1f}x faster" if before else "",
+                        f"<= {budget:g} ms" if budget else "",
+                        r["reduce_ms"] <= budget if budget else None))
+    return rows
 
 
 def ignite_rows(f):
@@ -413,7 +423,8 @@ GROUPS = [
           torch_rows),
     group("html", "HTML report: size and open time", f"{PY} bench/bench_html.py", html_rows),
     group("ranks", "Many ranks: rank 0's reduction",
-          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json", ranks_rows),
+          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json --before OLD/libstepwatch.so",
+          ranks_rows),
     group("ignite", "Ignite: per iteration, in time", f"{PY} bench/bench_ignite.py",
           ignite_rows),
     group("fastai", "fastai: per batch, in time", f"{PY} bench/bench_fastai.py", fastai_rows),

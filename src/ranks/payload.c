@@ -197,6 +197,25 @@ static void put_u64(unsigned char *b, uint64_t v) {
     for (int i = 0; i < 8; i++)
         b[i] = (unsigned char)(v >> (8 * i));
 }
+/* The readers: one load on a little-endian host (the rank 0 of 100,000 ranks decodes 100 MB
+ * of them), byte by byte elsewhere. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SW__LE_LOAD(type, b)         \
+    do {                             \
+        type v_;                     \
+        memcpy(&v_, (b), sizeof v_); \
+        return v_;                   \
+    } while (0)
+static uint16_t get_u16(const unsigned char *b) {
+    SW__LE_LOAD(uint16_t, b);
+}
+static uint32_t get_u32(const unsigned char *b) {
+    SW__LE_LOAD(uint32_t, b);
+}
+static uint64_t get_u64(const unsigned char *b) {
+    SW__LE_LOAD(uint64_t, b);
+}
+#else
 static uint16_t get_u16(const unsigned char *b) {
     return (uint16_t)(b[0] | b[1] << 8);
 }
@@ -212,6 +231,7 @@ static uint64_t get_u64(const unsigned char *b) {
         v |= (uint64_t)b[i] << (8 * i);
     return v;
 }
+#endif
 static void put_f64(unsigned char *b, double d) {
     uint64_t v;
     memcpy(&v, &d, sizeof v);
@@ -260,10 +280,12 @@ void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
 }
 
 int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
-    memset(out, 0, sizeof *out);
+    /* every field is set below (no memset: this runs once per rank at rank 0) */
     if (get_u32(buf) != SW__PAYLOAD_MAGIC || get_u16(buf + 4) != SW__PAYLOAD_VERSION ||
-        get_u16(buf + 6) != SW__SLOT_COUNT)
+        get_u16(buf + 6) != SW__SLOT_COUNT) {
+        memset(out, 0, sizeof *out);
         return SW_ECORRUPT;
+    }
     out->rank = (int)get_u32(buf + 8);
     out->world_size = (int)get_u32(buf + 12);
     out->local_rank = (int)get_u32(buf + 16);

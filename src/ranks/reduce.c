@@ -85,9 +85,9 @@ const char *sw_blame_name(sw_blame blame) {
 /* Everything the reduction works on, freed at once. */
 typedef struct work {
     const unsigned char *bytes; /* the payloads */
-    size_t n;                   /* active ranks */
+    size_t world, n;            /* ranks, active ranks */
     int *rank;                  /* [n] their ranks, ascending */
-    double *col[C_COUNT];       /* [world] each */
+    double *col[C_COUNT];       /* [world] each (an op's: once the op is seen) */
     double *scratch;            /* [world] */
     uint64_t slot_calls[SW__SLOT_COUNT], op_calls[SW_RANKS_MAX_OPS];
     double p99_max[SW__SLOT_COUNT];
@@ -122,11 +122,16 @@ static int op_index(owned *o, work *w, const char *name, int e) {
             return w->op_of_entry[e] = (int)k;
     if (r->nops == SW_RANKS_MAX_OPS)
         return -1;
-    int k = (int)r->nops++;
-    snprintf(o->op_names[k], sizeof o->op_names[k], "%s", name);
-    for (int c0 = C_OP0; c0 <= C_BYTES0; c0 += SW_RANKS_MAX_OPS)
+    int k = (int)r->nops;
+    for (int c0 = C_OP0; c0 <= C_BYTES0; c0 += SW_RANKS_MAX_OPS) {
+        double *col = w->col[c0 + k] = malloc(w->world * sizeof *col); /* only ops seen */
+        if (col == NULL)
+            return -1; /* left out, as one past the last */
         for (size_t i = 0; i < w->n; i++)
-            w->col[c0 + k][i] = -1;
+            col[i] = -1;
+    }
+    r->nops++;
+    snprintf(o->op_names[k], sizeof o->op_names[k], "%s", name);
     return w->op_of_entry[e] = k;
 }
 
@@ -462,8 +467,10 @@ static int work_alloc(work *w, size_t world) {
     w->rank = malloc(world * sizeof *w->rank);
     w->scratch = malloc(world * sizeof *w->scratch);
     int ok = w->rank && w->scratch;
+    w->world = world;
     for (int k = 0; k < C_COUNT; k++)
-        ok = (w->col[k] = malloc(world * sizeof *w->col[k])) != NULL && ok;
+        if (k < C_OP0 || k >= C_TFLOPS)
+            ok = (w->col[k] = malloc(world * sizeof *w->col[k])) != NULL && ok;
     for (int k = 0; k < SW__SLOT_COUNT; k++)
         w->p99_rank[k] = -1;
     for (int e = 0; e < SW__PAYLOAD_OPS; e++)
