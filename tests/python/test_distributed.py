@@ -168,7 +168,9 @@ def test_torchrun_names_the_slow_rank_and_its_blame(nproc, slow, tmp_path, stepw
     wait, worst = view["wait"], view["stragglers"][0]
     assert wait["rank"] == worst["rank"] and wait["op"] == "allreduce", wait
     assert wait["blame"] == worst["blame"] and wait["waiting_ranks"] >= 1, wait
-    assert 0.7 * worst["blame_ns"] < wait["wait_ns"] < 1.3 * worst["blame_ns"], (wait, worst)
+    if len(slow) == 1:  # (two slow ranks share the wait: each waits part of the time)
+        assert 0.7 * worst["blame_ns"] < wait["wait_ns"] < 1.3 * worst["blame_ns"], (wait, worst)
+        assert wait["waiting_ranks"] == nproc - 1, wait
     assert f"Waiting: {wait['sentence']}." in run.stderr, run.stderr[-6000:]
     if nproc == 2:
         assert wait["sentence"].startswith(
