@@ -235,6 +235,23 @@ def ranks_rows(f):
     return rows
 
 
+def ranks_round_rows(f):
+    """The end-of-run round (a real TCPStore, wall time) and the clock offsets (virtual time)
+    of simulated ranks, the star before the trees and the trees, in one run."""
+    s, c, n = f["store_round_s"], f["clock"], f["ranks"]
+    return [
+        row("store_round", f"end-of-run round of {n:,} simulated ranks through a TCPStore "
+            f"(tree; rank 0's requests {s['tree_rank0_requests']:,})",
+            f"{s['tree'] * 1e3:.0f} ms",
+            f"{s['star'] * 1e3:.0f} ms star (rank 0's requests {s['star_rank0_requests']:,})",
+            f"{s['star'] / s['tree']:.1f}x faster"),
+        row("clock", f"clock offsets of {n:,} simulated ranks, {c['latency_us']:g} µs a message "
+            f"(tree; virtual time, offsets exact: {c['tree_worst_error_ns']} ns off)",
+            f"{c['tree_ms']:.1f} ms", f"{c['star_ms']:.1f} ms star (8 ping-pongs a rank "
+            "through rank 0)", f"{c['star_ms'] / c['tree_ms']:.0f}x faster"),
+    ]
+
+
 def ignite_rows(f):
     rows = []
     for kind, label in (("basic", "BasicTimeProfiler"), ("handlers", "HandlersTimeProfiler")):
@@ -425,6 +442,9 @@ GROUPS = [
     group("ranks", "Many ranks: rank 0's reduction",
           f"{PY} bench/bench_ranks.py --out build/bench/ranks.json --before OLD/libstepwatch.so",
           ranks_rows),
+    group("ranks_round", "Many ranks: the end-of-run round and the clock offsets",
+          f"{PY} bench/bench_ranks_round.py --ranks 1000 --out build/bench/ranks_round.json",
+          ranks_round_rows),
     group("ignite", "Ignite: per iteration, in time", f"{PY} bench/bench_ignite.py",
           ignite_rows),
     group("fastai", "fastai: per batch, in time", f"{PY} bench/bench_fastai.py", fastai_rows),

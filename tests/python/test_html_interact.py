@@ -199,6 +199,18 @@ def test_two_runs_bad_usage(runs, tmp_path):
     assert proc.returncode == 2 and "two to compare" in proc.stderr
 
 
+def _merged_page(tmp_path, paths):
+    """The rank files merged (stepwatch merge) and the page of the merged file: its path and
+    its data."""
+    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
+    merged = tmp_path / "all.db"
+    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
+                   timeout=120)
+    out = tmp_path / "ranks.html"
+    stepwatch.html(merged, out)
+    return out, data_of(out.read_text())
+
+
 def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
     """Three lockstep ranks merged, rank 1's data slow and the others waiting for it in an
     all-reduce (its bytes counted), FLOPs noted: the heatmap has a column for the op and one
@@ -222,13 +234,7 @@ def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
         p.note("flops_per_step", "3e9")
         p.close()
         paths.append(str(path))
-    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
-    merged = tmp_path / "all.db"
-    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
-                   timeout=120)
-    out = tmp_path / "ranks.html"
-    stepwatch.html(merged, out)
-    doc = data_of(out.read_text())
+    out, doc = _merged_page(tmp_path, paths)
     ranks = doc["ranks"]
     assert [op["name"] for op in ranks["ops"]] == ["allreduce"], ranks["ops"]
     assert ranks["ops"][0]["min_bw_rank"] in (0, 2)  # a waiting rank: the longest time inside
@@ -258,13 +264,7 @@ def test_ranks_heatmap(tmp_path):
                         time.sleep(0.02 if rank == 2 else 0.001)
         p.close()
         paths.append(str(path))
-    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
-    merged = tmp_path / "all.db"
-    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
-                   timeout=120)
-    out = tmp_path / "ranks.html"
-    stepwatch.html(merged, out)
-    doc = data_of(out.read_text())
+    out, doc = _merged_page(tmp_path, paths)
     per = {r[0]: r for r in doc["ranks"]["per_rank"]}
     assert sorted(per) == [0, 1, 2] and all(r[1] == 11 for r in per.values())
     k = 3 + doc["categories"].index("forward")  # [rank, steps, step, categories...]
