@@ -124,19 +124,32 @@ static void write_ops(const sw_ranks *r, int markdown, FILE *out) {
     fputc('\n', out);
 }
 
-/* "TFLOP/s per rank: 1.21 (rank 1) to 1.62 (rank 0), median 1.55; the job 12.3 TFLOP/s
- * over 8 ranks; MFU 38.0 % (rank 1) to 41.6 % (rank 0)." */
+/* "412 TFLOP/s", "366 kFLOP/s": FLOP/s with the prefix that fits. */
+static const char *flops_si(double flops_per_s, char *buf, size_t size) {
+    static const char *const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+    int u = 0;
+    while (u < 6 && flops_per_s >= 1000) {
+        flops_per_s /= 1000;
+        u++;
+    }
+    snprintf(buf, size, "%.3g %sFLOP/s", flops_per_s, prefixes[u]);
+    return buf;
+}
+
+/* "FLOP/s per rank: 1.21 TFLOP/s (rank 1) to 1.62 TFLOP/s (rank 0), median 1.55 TFLOP/s; the
+ * job 12.3 TFLOP/s over 8 ranks; MFU 38.0 % (rank 1) to 41.6 % (rank 0)." */
 static void write_flops(const sw_ranks *r, FILE *out) {
     const sw_rank_rate *t = &r->tflops, *m = &r->mfu;
     if (t->ranks == 0)
         return;
-    fprintf(out,
-            "TFLOP/s per rank: %.3g (rank %d) to %.3g (rank %d), median %.3g; the job %.3g "
-            "TFLOP/s over %d rank%s",
-            t->min, t->min_rank, t->max, t->max_rank, t->median, t->total, t->ranks,
-            t->ranks == 1 ? "" : "s");
+    char lo[32], hi[32], med[32], job[32];
+    fprintf(
+        out, "FLOP/s per rank: %s (rank %d) to %s (rank %d), median %s; the job %s over %d rank%s",
+        flops_si(t->min * 1e12, lo, sizeof lo), t->min_rank, flops_si(t->max * 1e12, hi, sizeof hi),
+        t->max_rank, flops_si(t->median * 1e12, med, sizeof med),
+        flops_si(t->total * 1e12, job, sizeof job), t->ranks, t->ranks == 1 ? "" : "s");
     if (m->ranks > 0)
-        fprintf(out, "; MFU %.1f %% (rank %d) to %.1f %% (rank %d)", 100 * m->min, m->min_rank,
+        fprintf(out, "; MFU %.3g %% (rank %d) to %.3g %% (rank %d)", 100 * m->min, m->min_rank,
                 100 * m->max, m->max_rank);
     else
         fputs("; MFU unknown (no peak FLOP/s for the device)", out);
@@ -178,7 +191,7 @@ static void write_text(const sw_ranks *r, int markdown, int top, FILE *out) {
     write_flops(r, out);
     char wait[256];
     if (sw_ranks_wait_sentence(r, wait, sizeof wait)[0])
-        fprintf(out, "%sWaiting: %s.\n", markdown ? "- " : "", wait);
+        fprintf(out, "%sWaiting: %s.\n\n", markdown ? "- " : "", wait);
     if (r->nstragglers == 0 && r->max_steps > 0 && r->answered > 1)
         fprintf(out,
                 "No straggler: no rank's own work per step is %s longer than the other "
