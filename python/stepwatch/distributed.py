@@ -63,7 +63,9 @@ _CLOCK_ROUNDS = 8
 
 class RankView:
     """The cross-rank view rank 0 got: ``text`` (the table), ``data`` (its JSON as a dict:
-    world_size, answered, missing, actions, stragglers)."""
+    world_size, answered, missing, actions, stragglers, ops (the collectives by op, with
+    their bandwidth), tflops and mfu per rank, and wait: who made the others wait, in which
+    op, its ``sentence``)."""
 
     def __init__(self, payloads, world_size, top=3):
         self.payloads = bytes(payloads)
