@@ -219,10 +219,37 @@ def html_rows(f):
 
 
 def ranks_rows(f):
-    return [row(f"ranks_{r['ranks']}", f"rank 0 reducing {r['ranks']:,} ranks' payloads "
-                f"({f['payload_bytes']} bytes each) into the cross-rank view (JSON)",
-                f"{r['reduce_ms']:.2f} ms", f"{r['bytes'] / 1e6:.2f} MB gathered")
-            for r in f["results"]]
+    """The reduction per world size; the anchor is the build before the linear reduction
+    timed in the same run (bench_ranks.py --before), where it was."""
+    rows = []
+    for r in f["results"]:
+        before = r.get("before_ms")
+        budget = r.get("budget_ms")
+        rows.append(row(f"ranks_{r['ranks']}", f"rank 0 reducing {r['ranks']:,} ranks' payloads "
+                        f"({f['payload_bytes']} bytes each, {r['bytes'] / 1e6:.2f} MB gathered) "
+                        "into the cross-rank view (JSON)", f"{r['reduce_ms']:.2f} ms",
+                        f"{before:.2f} ms before (sort per metric, same run)" if before else "",
+                        f"{before / r['reduce_ms']:.1f}x faster" if before else "",
+                        f"<= {budget:g} ms" if budget else "",
+                        r["reduce_ms"] <= budget if budget else None))
+    return rows
+
+
+def ranks_round_rows(f):
+    """The end-of-run round (a real TCPStore, wall time) and the clock offsets (virtual time)
+    of simulated ranks, the star before the trees and the trees, in one run."""
+    s, c, n = f["store_round_s"], f["clock"], f["ranks"]
+    return [
+        row("store_round", f"end-of-run round of {n:,} simulated ranks through a TCPStore "
+            f"(tree; rank 0's requests {s['tree_rank0_requests']:,})",
+            f"{s['tree'] * 1e3:.0f} ms",
+            f"{s['star'] * 1e3:.0f} ms star (rank 0's requests {s['star_rank0_requests']:,})",
+            f"{s['star'] / s['tree']:.1f}x faster"),
+        row("clock", f"clock offsets of {n:,} simulated ranks, {c['latency_us']:g} µs a message "
+            f"(tree; virtual time, offsets exact: {c['tree_worst_error_ns']} ns off)",
+            f"{c['tree_ms']:.1f} ms", f"{c['star_ms']:.1f} ms star (8 ping-pongs a rank "
+            "through rank 0)", f"{c['star_ms'] / c['tree_ms']:.0f}x faster"),
+    ]
 
 
 def ignite_rows(f):
@@ -413,7 +440,11 @@ GROUPS = [
           torch_rows),
     group("html", "HTML report: size and open time", f"{PY} bench/bench_html.py", html_rows),
     group("ranks", "Many ranks: rank 0's reduction",
-          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json", ranks_rows),
+          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json --before OLD/libstepwatch.so",
+          ranks_rows),
+    group("ranks_round", "Many ranks: the end-of-run round and the clock offsets",
+          f"{PY} bench/bench_ranks_round.py --ranks 1000 --out build/bench/ranks_round.json",
+          ranks_round_rows),
     group("ignite", "Ignite: per iteration, in time", f"{PY} bench/bench_ignite.py",
           ignite_rows),
     group("fastai", "fastai: per batch, in time", f"{PY} bench/bench_fastai.py", fastai_rows),

@@ -53,7 +53,12 @@ fi
 if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
     echo
     echo "== many ranks: rank 0 reducing N ranks' payloads into the cross-rank view =="
-    "$root/venv/bin/python" bench/bench_ranks.py --out "$out/ranks.json"
+    # SW_BENCH_BEFORE_LIB: another build's libstepwatch.so, timed beside in the same run
+    "$root/venv/bin/python" bench/bench_ranks.py --out "$out/ranks.json" \
+        ${SW_BENCH_BEFORE_LIB:+--before "$SW_BENCH_BEFORE_LIB"}
+    echo
+    echo "== many ranks: the end-of-run round and the clock offsets, 1,000 simulated ranks =="
+    "$root/venv/bin/python" bench/bench_ranks_round.py --out "$out/ranks_round.json"
 fi
 for fw in ignite fastai; do
     if [ -x "$root/venv/bin/python" ] && [ -f "bench/bench_$fw.py" ]; then

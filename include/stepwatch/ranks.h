@@ -22,6 +22,20 @@
  * hook and the MPI wrappers record them). Without it, lockstep ranks cannot be told apart and
  * sw_ranks.collective_ranks is 0.
  *
+ * Waiting: the fast ranks of a lockstep job spend the straggler's excess inside a
+ * collective. The view names it in one line (sw_ranks_wait_sentence): the worst straggler
+ * "made the other N ranks wait X per step in <op>", X being, over the collective ops, the
+ * largest of (the other ranks' median time per step in the op minus the straggler's), N the
+ * other ranks whose time in that op exceeds the straggler's by the threshold. Said only when
+ * X reaches the threshold. Per op (a collective:<op> action, "collective:" cut), the view has
+ * the time per step across ranks and, where the bytes are known (the counter
+ * "collective:<op>.bytes", one value per call), the bandwidth bytes / time inside the op:
+ * the slowest rank's (its link, or a rank that waits there) and the median.
+ *
+ * FLOP/s: a rank whose run notes "flops_per_step" (stepwatch.flops) carries it; its TFLOP/s
+ * is that over its mean step, the job's the sum over the ranks; MFU where it notes
+ * "peak_flops".
+ *
  * Payloads are plain bytes (little-endian, versioned): a buffer of world_size payloads, one
  * per rank at offset rank * SW_RANK_PAYLOAD_SIZE, is what every transport fills; a slot left
  * zeroed is a rank that did not answer.
@@ -32,7 +46,7 @@
 extern "C" {
 #endif
 
-#define SW_RANK_PAYLOAD_SIZE 704
+#define SW_RANK_PAYLOAD_SIZE 1024
 /* The most ranks a view covers (1,048,576: 704 MiB of payloads at rank 0). */
 #define SW_RANKS_MAX_WORLD (1 << 20)
 
@@ -79,6 +93,39 @@ typedef struct sw_rank_straggler {
     double step_ns, data_ns, compute_ns, collective_ns; /* this rank's means per step */
 } sw_rank_straggler;
 
+/* Most collective ops a view keeps (the payload carries each rank's 5 with the most time;
+ * a rank's ops whose names come past this many are counted in sw_ranks.ops_left_out). */
+#define SW_RANKS_MAX_OPS 6
+
+/* One collective op across ranks. */
+typedef struct sw_rank_op {
+    const char *name; /* "allreduce", "all_gather", "stepwatch" (its own rounds), ... */
+    int ranks;        /* ranks that ran it */
+    double min_ns, median_ns, max_ns; /* time inside it per step */
+    int min_rank, max_rank;
+    uint64_t calls;           /* over all ranks */
+    int bw_ranks;             /* ranks whose bytes are known (0: no bandwidth) */
+    double bytes_per_step;    /* median over those ranks */
+    double min_bw, median_bw; /* bytes/s: bytes over time inside the op */
+    int min_bw_rank;          /* the slowest */
+} sw_rank_op;
+
+/* A figure per rank across ranks (TFLOP/s, MFU); ranks 0: unknown everywhere. */
+typedef struct sw_rank_rate {
+    int ranks;
+    double min, median, max;
+    int min_rank, max_rank;
+    double total; /* the sum over the ranks (the job's TFLOP/s) */
+} sw_rank_rate;
+
+/* One rank that answered with steps (the heatmap's row), ascending ranks. */
+typedef struct sw_rank_row {
+    int rank;
+    double step_ns;                 /* mean steady step */
+    double tflops;                  /* NAN: unknown */
+    double op_ns[SW_RANKS_MAX_OPS]; /* time per step in ops[k] (0: none) */
+} sw_rank_row;
+
 typedef struct sw_ranks {
     int world_size;
     int answered; /* ranks whose payload arrived */
@@ -93,7 +140,25 @@ typedef struct sw_ranks {
     sw_rank_stat *stats; /* the actions in the order above; those no rank recorded too */
     size_t nstragglers;
     sw_rank_straggler *stragglers; /* every rank past the threshold, worst first */
+    /* Collectives by op, most median time first; the rows of the ranks with steps. */
+    size_t nops;
+    sw_rank_op *ops;
+    int ops_left_out; /* ranks' ops left out: their names came past SW_RANKS_MAX_OPS */
+    size_t nrows;
+    sw_rank_row *rows;
+    sw_rank_rate tflops; /* TFLOP/s per rank (total: the job's) */
+    sw_rank_rate mfu;    /* model FLOPs utilization per rank, 0..1 */
+    /* The wait the worst straggler causes (the rule above); wait_op NULL: none. */
+    int wait_rank;
+    const char *wait_op;
+    double wait_ns;      /* per step, the other ranks' median */
+    int waiting_ranks;   /* other ranks that wait at least the threshold */
+    sw_blame wait_blame; /* the straggler's own blame */
 } sw_ranks;
+
+/* "rank 3 made the other 7 ranks wait 41.0 ms per step in all_gather (its own blame:
+ * data)" ("made 5 other ranks wait" when not all of them do) into buf (size bytes, NUL included); "" when r has no wait. Returns buf. */
+SW_API char *sw_ranks_wait_sentence(const sw_ranks *r, char *buf, size_t size);
 
 /* Reduce the payloads of world_size ranks (rank r's at offset r * SW_RANK_PAYLOAD_SIZE of a
  * buffer of world_size * SW_RANK_PAYLOAD_SIZE bytes; a slot that is not a valid payload of

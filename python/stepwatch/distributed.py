@@ -36,6 +36,7 @@ Ranks are read late, from the process group (and a Lightning Trainer): a profile
 before the launcher set the rank still reports under the right one.
 """
 import atexit
+import datetime
 import functools
 import json
 import os
@@ -62,7 +63,9 @@ _CLOCK_ROUNDS = 8
 
 class RankView:
     """The cross-rank view rank 0 got: ``text`` (the table), ``data`` (its JSON as a dict:
-    world_size, answered, missing, actions, stragglers)."""
+    world_size, answered, missing, actions, stragglers, ops (the collectives by op, with
+    their bandwidth), tflops and mfu per rank, and wait: who made the others wait, in which
+    op, its ``sentence``)."""
 
     def __init__(self, payloads, world_size, top=3):
         self.payloads = bytes(payloads)
@@ -160,6 +163,143 @@ def _has_comm_hook(ddp):
         return False
 
 
+def _flops_notes(profiler):
+    """The FLOP figures so far (stepwatch.flops under stepwatch.torch) into profiler's notes,
+    so the payload carries them: the counter writes them itself only when it closes, after
+    the end-of-run round."""
+    inst = getattr(sys.modules.get("stepwatch.torch"), "_active", None)
+    counter = getattr(inst, "flops", None)
+    if counter is None or counter.profiler is not profiler or counter._closed:
+        return
+    from stepwatch import flops as _flops
+    try:
+        notes = _flops._notes(counter.figures())
+    except Exception as exc:  # the round goes on without FLOPs
+        warnings.warn(f"stepwatch.distributed: no FLOP figures for the round ({exc!r})",
+                      RuntimeWarning, stacklevel=3)
+        return
+    for key, value in notes.items():
+        profiler.note(key, value)
+
+
+# ---- the rounds as trees: rank 0 talks to a few ranks, not to every one -----------------------
+
+_FANOUT = 16       # children per rank in the end-of-run round's tree
+_CLOCK_FANOUT = 2  # and in the clock offsets' (a parent serves its children in turn)
+
+
+def tree(rank, world, fanout):
+    """(parent or None, children) of rank in the fanout-ary tree over ranks 0..world-1:
+    rank r's parent is (r - 1) // fanout."""
+    first = rank * fanout + 1
+    return ((rank - 1) // fanout if rank else None), range(first, min(first + fanout, world))
+
+
+def _depth(rank, fanout):
+    d = 0
+    while rank:
+        rank, d = (rank - 1) // fanout, d + 1
+    return d
+
+
+def clock_tree(rank, world, send, recv, fanout=_CLOCK_FANOUT, rounds=_CLOCK_ROUNDS):
+    """This rank's wall clock minus rank 0's (ns), by ping-pong down a tree (collective:
+    every rank calls it). send(peer, int) and recv(peer) -> int are the transport.
+
+    A parent reads its clock, asks a child for its own, reads its clock again when the answer
+    arrives: the child's clock minus the parent's is its time minus the midpoint, wrong by at
+    most half the round trip (Cristian's method, as libstepwatch_mpi does); of `rounds`
+    exchanges the shortest round trip counts, so one where a process was descheduled does
+    not. The parent then sends the child that plus its own offset to rank 0. The parents of
+    one level work at once: fanout * rounds round trips a level, log(world) levels, where a
+    star through rank 0 took world * rounds; the error is at most the sum of the half round
+    trips on the way up."""
+    parent, children = tree(rank, world, fanout)
+    mine = 0
+    if parent is not None:
+        for _ in range(rounds):  # the parent measures this rank's clock
+            recv(parent)
+            send(parent, time.time_ns())
+        mine = recv(parent)
+    for child in children:
+        send(child, clock_ping(child, send, recv, rounds) + mine)
+    return mine
+
+
+def clock_ping(peer, send, recv, rounds=_CLOCK_ROUNDS):
+    """peer's clock minus this rank's (ns): the midpoint rule over `rounds` ping-pongs, the
+    shortest round trip counting (the peer answers each with its time_ns)."""
+    best_trip = best = None
+    for _ in range(rounds):
+        t0 = time.time_ns()
+        send(peer, 0)
+        theirs = recv(peer)
+        t1 = time.time_ns()
+        if best_trip is None or t1 - t0 < best_trip:
+            best_trip, best = t1 - t0, theirs - (t0 + (t1 - t0) // 2)
+    return best
+
+
+def store_gather(store, prefix, rank, world, payload, timeout, fanout=_FANOUT):
+    """The end-of-run round through the store, as a tree (no collective: a rank may be dead).
+    Every rank waits for its children's keys (each holds the payloads of the child's
+    subtree, concatenated), adds its own payload and sets its key; rank 0 returns the
+    payloads of every rank that arrived (world * RANK_PAYLOAD_SIZE bytes, zeros for the
+    others), the others None. Rank 0 reads `fanout` keys instead of world.
+
+    Waiting is bounded: a rank at depth d of D waits for its children at most
+    timeout * (D - d) / D (leaves not at all, rank 0 the whole timeout), so a parent
+    outwaits its children. A child whose key is not there by then (it died, or came too
+    late) is replaced by the keys of its own subtree that are (its children's, ...)."""
+    parent, children = tree(rank, world, fanout)
+    deepest = _depth(world - 1, fanout)
+    budget = timeout * (deepest - _depth(rank, fanout)) / max(1, deepest)
+    deadline = time.monotonic() + budget
+    parts = [payload]
+    for child in children:
+        key = f"{prefix}{child}"
+        left = deadline - time.monotonic()
+        try:
+            store.wait([key], datetime.timedelta(seconds=max(0.001, left)))
+        except Exception:  # not there in time: what arrived of its subtree
+            parts.extend(_adopt(store, prefix, child, world, fanout))
+            continue
+        parts.append(store.get(key))
+        store.delete_key(key)
+    blob = b"".join(parts)
+    if parent is not None:
+        store.set(f"{prefix}{rank}", blob)
+        return None
+    return _place(blob, world)
+
+
+def _adopt(store, prefix, missing, world, fanout):
+    """The keys of the subtree of a rank that did not answer: its children's where they are,
+    else their children's, and so on (without waiting: they had their time)."""
+    found, todo = [], list(tree(missing, world, fanout)[1])
+    while todo:
+        r = todo.pop()
+        key = f"{prefix}{r}"
+        if store.check([key]):
+            found.append(store.get(key))
+            store.delete_key(key)
+        else:
+            todo.extend(tree(r, world, fanout)[1])
+    return found
+
+
+def _place(blob, world):
+    """Payloads in any order (each names its rank, a little-endian i32 at byte 8) put at
+    their rank's slot of world * RANK_PAYLOAD_SIZE bytes; zeros where none came."""
+    size = RANK_PAYLOAD_SIZE
+    out = bytearray(world * size)
+    for at in range(0, len(blob) - size + 1, size):
+        r = int.from_bytes(blob[at + 8:at + 12], "little")
+        if 0 <= r < world:
+            out[r * size:(r + 1) * size] = blob[at:at + size]
+    return bytes(out)
+
+
 # ---- one process's watch ---------------------------------------------------------------------
 
 class Watch:
@@ -233,37 +373,21 @@ class Watch:
     # -- collectives: every rank calls these at the same point --
 
     def estimate_clock(self):
-        """This rank's wall clock minus rank 0's, by ping-pong with rank 0 (Cristian's method,
-        as libstepwatch_mpi does): rank 0 reads its clock, asks the rank for its own, reads
-        its clock again when the answer arrives; the rank's offset is its time minus the
-        midpoint, wrong by at most half the round trip. Of _CLOCK_ROUNDS exchanges the
-        shortest round trip counts, so one where a process was descheduled does not. Rank 0
-        serves the ranks in turn (world * _CLOCK_ROUNDS round trips, once). Kept in the run
-        file; returns the offset in ns."""
+        """This rank's wall clock minus rank 0's, down a tree of ping-pongs (clock_tree):
+        each rank measures its children's clocks against its own and hands each child its
+        offset to rank 0. Kept in the run file; returns the offset in ns."""
         rank, world = self.where()
         t = torch.zeros(1, dtype=torch.int64, device=_device())
-        offset = torch.zeros(1, dtype=torch.int64, device=_device())
-        if rank == 0:
-            for r in range(1, world):
-                best_trip = best = None
-                for _ in range(_CLOCK_ROUNDS):
-                    t0 = time.time_ns()
-                    dist.send(t, dst=r)
-                    dist.recv(t, src=r)
-                    theirs = int(t.item())  # waits for the answer (nccl: on the device)
-                    t1 = time.time_ns()
-                    if best_trip is None or t1 - t0 < best_trip:
-                        best_trip, best = t1 - t0, theirs - (t0 + (t1 - t0) // 2)
-                offset.fill_(best)
-                dist.send(offset, dst=r)
-        else:
-            for _ in range(_CLOCK_ROUNDS):
-                dist.recv(t, src=0)
-                t.cpu()  # the request has arrived (nccl: the receive ran on the device)
-                t.fill_(time.time_ns())
-                dist.send(t, dst=0)
-            dist.recv(offset, src=0)
-        self.clock_offset_ns = int(offset.item())
+
+        def send(peer, value):
+            t.fill_(value)
+            dist.send(t, dst=peer)
+
+        def recv(peer):
+            dist.recv(t, src=peer)
+            return int(t.item())  # waits for the value (nccl: the receive ran on the device)
+
+        self.clock_offset_ns = clock_tree(rank, world, send, recv)
         self.profiler.set_clock_offset(self.clock_offset_ns)
         return self.clock_offset_ns
 
@@ -271,6 +395,7 @@ class Watch:
         """One round now, through the process group (collective): rank 0 gets every rank's
         payload, keeps the round in its run file and returns the RankView; others None."""
         rank, world = self.where()
+        _flops_notes(self.profiler)
         mine = torch.frombuffer(bytearray(self.profiler.rank_payload(rank, world)),
                                 dtype=torch.uint8).to(_device())
         every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
@@ -304,9 +429,10 @@ class Watch:
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         prefix = f"stepwatch/ranks/{restart}/{self._finals}/"
         self._finals += 1
+        _flops_notes(self.profiler)
         try:
-            store.set(prefix + str(rank), self.profiler.rank_payload(rank, world))
-            store.add(prefix + "arrived", 1)
+            payloads = store_gather(store, prefix, rank, world,
+                                    self.profiler.rank_payload(rank, world), self.timeout)
         except Exception as exc:  # rank 0 (the store's host) is gone: nothing to report to
             if rank == 0:
                 warnings.warn(f"stepwatch.distributed: the store failed ({exc!r})",
@@ -314,7 +440,6 @@ class Watch:
             return None
         if rank != 0:
             return None
-        payloads = self._collect(store, prefix, world)
         self.rounds += 1
         self.profiler.add_ranks(payloads, world, True)
         self.view = RankView(payloads, world, self.top)
@@ -323,22 +448,6 @@ class Watch:
             out.write(self.view.report(self.format))
             out.flush()
         return self.view
-
-    def _collect(self, store, prefix, world):
-        """Rank 0: every payload that arrives before the deadline (zeros for the others)."""
-        deadline = time.monotonic() + self.timeout
-        while store.add(prefix + "arrived", 0) < world and time.monotonic() < deadline:
-            time.sleep(0.02)
-        payloads = bytearray(world * RANK_PAYLOAD_SIZE)
-        for r in range(world):
-            key = prefix + str(r)
-            if store.check([key]):
-                value = store.get(key)
-                if len(value) == RANK_PAYLOAD_SIZE:
-                    payloads[r * RANK_PAYLOAD_SIZE:(r + 1) * RANK_PAYLOAD_SIZE] = value
-                store.delete_key(key)
-        store.delete_key(prefix + "arrived")
-        return bytes(payloads)
 
 
 # ---- installing: one watch per process ---------------------------------------------------

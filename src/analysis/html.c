@@ -485,6 +485,38 @@ static void json_stragglers(sw__jw *w, const sw_ranks *v) {
     sw__jw_array_end(w);
 }
 
+/* The cross-rank view's collectives by op and TFLOP/s per rank (the heatmap's extra
+ * columns: rows [rank, TFLOP/s or null, time per step in each op]), and its wait line. */
+static void json_rank_ops(sw__jw *w, const sw_ranks *v) {
+    sw__jw_key(w, "ops");
+    sw__jw_array_begin(w);
+    for (size_t k = 0; k < v->nops; k++) {
+        const sw_rank_op *op = &v->ops[k];
+        sw__jw_object_begin(w);
+        kv_shown(w, "name", op->name);
+        sw__jw_kv_double(w, "median_ns", op->median_ns);
+        sw__jw_kv_double(w, "min_bw", op->bw_ranks ? op->min_bw : NAN);
+        sw__jw_kv_int(w, "min_bw_rank", op->bw_ranks ? op->min_bw_rank : -1);
+        sw__jw_kv_double(w, "median_bw", op->bw_ranks ? op->median_bw : NAN);
+        sw__jw_object_end(w);
+    }
+    sw__jw_array_end(w);
+    sw__jw_key(w, "view_rows");
+    sw__jw_array_begin(w);
+    for (size_t i = 0; i < v->nrows && i < SW__HTML_RANKS; i++) {
+        const sw_rank_row *row = &v->rows[i];
+        sw__jw_array_begin(w);
+        sw__jw_int(w, row->rank);
+        sw__jw_double(w, row->tflops);
+        for (size_t k = 0; k < v->nops; k++)
+            sw__jw_double(w, row->op_ns[k]);
+        sw__jw_array_end(w);
+    }
+    sw__jw_array_end(w);
+    char line[256];
+    kv_shown(w, "wait", sw_ranks_wait_sentence(v, line, sizeof line)[0] ? line : NULL);
+}
+
 /* Per rank, the mean steady step and its categories (ranks x categories heatmap), and the
  * stragglers; only for a run of several ranks. */
 static void json_ranks(sw__jw *w, const html_ctx *h) {
@@ -509,6 +541,7 @@ static void json_ranks(sw__jw *w, const html_ctx *h) {
     if (v) {
         sw__jw_kv_int(w, "world_size", v->world_size);
         sw__jw_kv_double(w, "threshold_ns", v->threshold_ns);
+        json_rank_ops(w, v);
     }
     sw__jw_object_end(w);
 }

@@ -4,11 +4,13 @@
  * Layout (little-endian; docs/ranks.md): a 128-byte header
  *   0 magic "swrk"   4 version u16   6 slots u16   8 rank i32   12 world_size i32
  *   16 local_rank i32   20 flags u32   24 steps u64   32 elapsed_ns u64   40 pid i64
- *   48 host (64 bytes, NUL-padded)   112 reserved (zero)
+ *   48 host (64 bytes, NUL-padded)   112 flops_per_step f64   120 peak_flops f64
  * then per slot (step, data, forward, loss, backward, optimizer, zero_grad, callback,
  * collective) 64 bytes: count, total_ns, self_ns, min_ns, p50_ns, p99_ns, max_ns (u64),
- * std_ns (f64). The slots come from the snapshot's train-phase rows when it has training
- * steps (validation is another workload), else from the roll-ups over all phases.
+ * std_ns (f64); then SW__PAYLOAD_OPS collective ops of 64 bytes, most time first: name (32
+ * bytes, NUL-padded; "" = unused), count, total_ns, bytes, bytes_calls (u64). The slots and
+ * ops come from the snapshot's train-phase rows when it has training steps (validation is
+ * another workload), else from the roll-ups over all phases.
  */
 #include "ranks.h"
 
@@ -17,20 +19,26 @@
 
 #define HEADER_SIZE 128
 #define SLOT_SIZE 64
+#define OP_SIZE 64
+#define OPS_AT (HEADER_SIZE + SW__SLOT_COUNT * SLOT_SIZE)
 
-_Static_assert(HEADER_SIZE + SW__SLOT_COUNT * SLOT_SIZE == SW_RANK_PAYLOAD_SIZE,
-               "SW_RANK_PAYLOAD_SIZE is the header and the slots");
+_Static_assert(OPS_AT + SW__PAYLOAD_OPS * OP_SIZE == SW_RANK_PAYLOAD_SIZE,
+               "SW_RANK_PAYLOAD_SIZE is the header, the slots and the ops");
 
 const char *const sw__slot_names[SW__SLOT_COUNT] = {"step",      "data",     "forward",
                                                     "loss",      "backward", "optimizer",
                                                     "zero_grad", "callback", "collective"};
+
+int sw__is_collective(const char *name) {
+    return name && (strcmp(name, "collective") == 0 || strncmp(name, "collective:", 11) == 0);
+}
 
 /* The slot of a row's action, or -1 for actions no slot carries. */
 static int slot_of(const sw_row *r) {
     const char *name = r->action_name ? r->action_name : "";
     if (strcmp(name, "step") == 0)
         return SW__SLOT_STEP;
-    if (strcmp(name, "collective") == 0 || strncmp(name, "collective:", 11) == 0)
+    if (sw__is_collective(name))
         return SW__SLOT_COLLECTIVE;
     switch (r->category) {
     case SW_CAT_DATA:
@@ -50,6 +58,46 @@ static int slot_of(const sw_row *r) {
     default:
         return -1;
     }
+}
+
+/* A note's number (flops_per_step, peak_flops), 0 when absent or not a positive number. */
+static double note_number(const sw_snapshot *s, const char *key) {
+    const char *v = sw_snapshot_note(s, key);
+    char *end = NULL;
+    double d = v ? strtod(v, &end) : 0;
+    return v && end != v && d > 0 && d < 1e300 ? d : 0;
+}
+
+/* The bytes of op row r's steady calls: its counter "<action>.bytes" (one value a call). */
+static void op_bytes(const sw_snapshot *s, const sw_row *r, sw__op_stats *op) {
+    char name[SW_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s.bytes", r->action_name);
+    for (size_t i = 0; i < s->ncounters; i++) {
+        const sw_counter_summary *c = &s->counters[i];
+        if (c->count > 0 && c->mean > 0 && c->name && strcmp(c->name, name) == 0) {
+            op->bytes = (uint64_t)(c->mean * (double)op->count);
+            op->bytes_calls = op->count;
+            return;
+        }
+    }
+}
+
+/* Keep op row r among the SW__PAYLOAD_OPS with the most time (sorted, most first). */
+static void keep_op(const sw_snapshot *s, const sw_row *r, sw__op_stats *ops) {
+    int k = SW__PAYLOAD_OPS - 1;
+    if (ops[k].name[0] && ops[k].total_ns >= r->stats.total_ns)
+        return;
+    while (k > 0 && (!ops[k - 1].name[0] || ops[k - 1].total_ns < r->stats.total_ns)) {
+        ops[k] = ops[k - 1];
+        k--;
+    }
+    sw__op_stats *op = &ops[k];
+    memset(op, 0, sizeof *op);
+    const char *name = r->action_name;
+    snprintf(op->name, sizeof op->name, "%s", name[10] == ':' ? name + 11 : name);
+    op->count = r->stats.count;
+    op->total_ns = r->stats.total_ns;
+    op_bytes(s, r, op);
 }
 
 int sw__payload_fill(const sw_snapshot *s, sw__payload *out) {
@@ -78,6 +126,8 @@ int sw__payload_fill(const sw_snapshot *s, sw__payload *out) {
         int k = slot_of(r);
         if (!wanted || k < 0 || r->stats.count == 0)
             continue;
+        if (k == SW__SLOT_COLLECTIVE)
+            keep_op(s, r, out->ops);
         sw_stats_merge(&stats[k], &r->stats);
         sw_hist_merge(&hists[k], &r->hist);
     }
@@ -95,6 +145,8 @@ int sw__payload_fill(const sw_snapshot *s, sw__payload *out) {
         o->std_ns = sw_stats_stddev(&stats[k]);
     }
     out->steps = out->slots[SW__SLOT_STEP].count;
+    out->flops_per_step = note_number(s, "flops_per_step");
+    out->peak_flops = note_number(s, "peak_flops");
     free(hists);
     return 0;
 }
@@ -145,6 +197,25 @@ static void put_u64(unsigned char *b, uint64_t v) {
     for (int i = 0; i < 8; i++)
         b[i] = (unsigned char)(v >> (8 * i));
 }
+/* The readers: one load on a little-endian host (the rank 0 of 100,000 ranks decodes 100 MB
+ * of them), byte by byte elsewhere. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SW__LE_LOAD(type, b)         \
+    do {                             \
+        type v_;                     \
+        memcpy(&v_, (b), sizeof v_); \
+        return v_;                   \
+    } while (0)
+static uint16_t get_u16(const unsigned char *b) {
+    SW__LE_LOAD(uint16_t, b);
+}
+static uint32_t get_u32(const unsigned char *b) {
+    SW__LE_LOAD(uint32_t, b);
+}
+static uint64_t get_u64(const unsigned char *b) {
+    SW__LE_LOAD(uint64_t, b);
+}
+#else
 static uint16_t get_u16(const unsigned char *b) {
     return (uint16_t)(b[0] | b[1] << 8);
 }
@@ -160,6 +231,7 @@ static uint64_t get_u64(const unsigned char *b) {
         v |= (uint64_t)b[i] << (8 * i);
     return v;
 }
+#endif
 static void put_f64(unsigned char *b, double d) {
     uint64_t v;
     memcpy(&v, &d, sizeof v);
@@ -185,6 +257,8 @@ void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
     put_u64(buf + 32, pl->elapsed_ns);
     put_u64(buf + 40, (uint64_t)pl->pid);
     memcpy(buf + 48, pl->host, strnlen(pl->host, SW__PAYLOAD_HOST - 1));
+    put_f64(buf + 112, pl->flops_per_step);
+    put_f64(buf + 120, pl->peak_flops);
     for (int k = 0; k < SW__SLOT_COUNT; k++) {
         unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
         const sw__slot_stats *s = &pl->slots[k];
@@ -194,13 +268,24 @@ void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
             put_u64(b + 8 * i, v[i]);
         put_f64(b + 56, s->std_ns);
     }
+    for (int k = 0; k < SW__PAYLOAD_OPS; k++) {
+        unsigned char *b = buf + OPS_AT + k * OP_SIZE;
+        const sw__op_stats *op = &pl->ops[k];
+        memcpy(b, op->name, strnlen(op->name, SW__OP_NAME - 1));
+        put_u64(b + 32, op->count);
+        put_u64(b + 40, op->total_ns);
+        put_u64(b + 48, op->bytes);
+        put_u64(b + 56, op->bytes_calls);
+    }
 }
 
 int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
-    memset(out, 0, sizeof *out);
+    /* every field is set below (no memset: this runs once per rank at rank 0) */
     if (get_u32(buf) != SW__PAYLOAD_MAGIC || get_u16(buf + 4) != SW__PAYLOAD_VERSION ||
-        get_u16(buf + 6) != SW__SLOT_COUNT)
+        get_u16(buf + 6) != SW__SLOT_COUNT) {
+        memset(out, 0, sizeof *out);
         return SW_ECORRUPT;
+    }
     out->rank = (int)get_u32(buf + 8);
     out->world_size = (int)get_u32(buf + 12);
     out->local_rank = (int)get_u32(buf + 16);
@@ -210,6 +295,12 @@ int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
     out->pid = (int64_t)get_u64(buf + 40);
     memcpy(out->host, buf + 48, SW__PAYLOAD_HOST - 1);
     out->host[SW__PAYLOAD_HOST - 1] = '\0';
+    out->flops_per_step = get_f64(buf + 112);
+    out->peak_flops = get_f64(buf + 120);
+    if (!(out->flops_per_step >= 0 && out->flops_per_step < 1e300)) /* NaN: unknown */
+        out->flops_per_step = 0;
+    if (!(out->peak_flops >= 0 && out->peak_flops < 1e300))
+        out->peak_flops = 0;
     for (int k = 0; k < SW__SLOT_COUNT; k++) {
         const unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
         sw__slot_stats *s = &out->slots[k];
@@ -221,6 +312,16 @@ int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
         s->p99_ns = get_u64(b + 40);
         s->max_ns = get_u64(b + 48);
         s->std_ns = get_f64(b + 56);
+    }
+    for (int k = 0; k < SW__PAYLOAD_OPS; k++) {
+        const unsigned char *b = buf + OPS_AT + k * OP_SIZE;
+        sw__op_stats *op = &out->ops[k];
+        memcpy(op->name, b, SW__OP_NAME - 1);
+        op->name[SW__OP_NAME - 1] = '\0';
+        op->count = get_u64(b + 32);
+        op->total_ns = get_u64(b + 40);
+        op->bytes = get_u64(b + 48);
+        op->bytes_calls = get_u64(b + 56);
     }
     if (out->rank < 0 || out->world_size < 1 || out->rank >= out->world_size)
         return SW_ECORRUPT;

@@ -135,6 +135,95 @@ static void test_data_straggler_in_lockstep(void **state) {
     char host[256];
     gethostname(host, sizeof host);
     assert_string_equal(s->host, host);
+    /* the others waited for it in the all-reduce: the one line says so */
+    assert_int_equal(r->nops, 1);
+    assert_string_equal(r->ops[0].name, "allreduce");
+    assert_int_equal(r->ops[0].min_rank, 1);
+    assert_near_ms(r->ops[0].median_ns, 41, 0.5);
+    assert_int_equal(r->ops[0].bw_ranks, 0); /* no bytes recorded */
+    assert_int_equal(r->wait_rank, 1);
+    assert_string_equal(r->wait_op, "allreduce");
+    assert_near_ms(r->wait_ns, 40, 1.0);
+    assert_int_equal(r->waiting_ranks, 3);
+    assert_int_equal(r->wait_blame, SW_BLAME_DATA);
+    char line[256];
+    sw_ranks_wait_sentence(r, line, sizeof line);
+    assert_non_null(strstr(line, "rank 1 made the other 3 ranks wait 40"));
+    assert_non_null(strstr(line, " per step in allreduce (its own blame: data)"));
+    char *text = write_to_string(r, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "Waiting: rank 1 made the other 3 ranks wait"));
+    free(text);
+    assert_int_equal(r->nrows, 4);
+    assert_near_ms(r->rows[0].op_ns[0], 41, 0.5);
+    assert_near_ms(r->rows[1].op_ns[0], 1, 0.5);
+    assert_true(isnan(r->rows[1].tflops));
+    assert_int_equal(r->tflops.ranks, 0);
+    sw_ranks_free(r);
+}
+
+/* Two collective ops with their bytes (the counter "collective:<op>.bytes") and FLOPs per
+ * step in the notes: the ops by time, the bandwidth of the slowest rank, TFLOP/s and MFU
+ * per rank and the job's. Rank 1's all-gather takes 3x as long: its bandwidth is a third. */
+static void test_ops_bandwidth_and_flops(void **state) {
+    unsigned char *all = calloc(3, SW_RANK_PAYLOAD_SIZE);
+    for (int r = 0; r < 3; r++) {
+        SW_TEST_PROFILER(p, .rank = r, .world_size = 3);
+        sw_id ag = sw_action(p, "collective:all_gather"), br = sw_action(p, "collective:broadcast");
+        sw_id bytes = sw_counter_id(p, "collective:all_gather.bytes");
+        sw_phase_begin(p, SW_PHASE_TRAIN);
+        for (int i = 0; i < STEPS; i++) {
+            uint64_t ag_ns = (r == 1 ? 3 : 1) * 4 * MS, br_ns = MS;
+            uint64_t start = sw_now_ns() - ag_ns - br_ns;
+            sw_step_begin_at(p, 8, start);
+            sw_record(p, ag, start, start + ag_ns);
+            sw_record(p, br, start + ag_ns, start + ag_ns + br_ns);
+            sw_counter(p, bytes, 8e6); /* 8 MB a call */
+            sw_step_end(p);
+        }
+        sw_phase_end(p, SW_PHASE_TRAIN);
+        assert_int_equal(sw_set_note(p, "flops_per_step", "5e10"), 0);
+        if (r != 2)
+            assert_int_equal(sw_set_note(p, "peak_flops", "1e14"), 0);
+        assert_int_equal(
+            sw_rank_payload(p, 0, 0, all + (size_t)r * SW_RANK_PAYLOAD_SIZE, SW_RANK_PAYLOAD_SIZE),
+            0);
+        sw_profiler_free(p);
+    }
+    sw_ranks *r = NULL;
+    assert_int_equal(sw_ranks_reduce(all, 3, &r), 0);
+    free(all);
+    assert_int_equal(r->nops, 2);
+    const sw_rank_op *ag = &r->ops[0], *br = &r->ops[1];
+    assert_string_equal(ag->name, "all_gather"); /* the most time first */
+    assert_string_equal(br->name, "broadcast");
+    assert_int_equal(ag->calls, 3 * STEPS);
+    assert_int_equal(ag->max_rank, 1);
+    assert_int_equal(ag->bw_ranks, 3);
+    assert_int_equal(ag->min_bw_rank, 1);
+    assert_true(fabs(ag->median_bw - 8e6 / 4e-3) / 2e9 < 0.01); /* 2 GB/s */
+    assert_true(fabs(ag->min_bw - 8e6 / 12e-3) / 6.7e8 < 0.01); /* a third */
+    assert_true(fabs(ag->bytes_per_step - 8e6) < 1);
+    assert_int_equal(br->bw_ranks, 0);
+    /* 5e10 FLOPs over a 5 ms step (13 ms on rank 1): 10 TFLOP/s, 3.85 on rank 1 */
+    assert_int_equal(r->tflops.ranks, 3);
+    assert_int_equal(r->tflops.min_rank, 1);
+    assert_true(fabs(r->tflops.max - 10) < 0.3);
+    assert_true(fabs(r->tflops.min - 5e10 / 13e-3 / 1e12) < 0.1);
+    assert_true(
+        fabs(r->tflops.total - (r->rows[0].tflops + r->rows[1].tflops + r->rows[2].tflops)) < 1e-9);
+    assert_int_equal(r->mfu.ranks, 2); /* rank 2 has no peak */
+    assert_true(fabs(r->mfu.max - 0.1) < 0.003);
+    char *text = write_to_string(r, SW_FORMAT_TABLE);
+    assert_non_null(strstr(text, "Collectives by op"));
+    assert_non_null(strstr(text, "all_gather"));
+    assert_non_null(strstr(text, "MB/s (rank 1)"));
+    assert_non_null(strstr(text, "FLOP/s per rank: 3.85 TFLOP/s (rank 1) to 10"));
+    assert_non_null(strstr(text, "over 3 ranks; MFU "));
+    free(text);
+    char *json = write_to_string(r, SW_FORMAT_JSON);
+    assert_non_null(strstr(json, "\"min_bw_rank\":1"));
+    assert_non_null(strstr(json, "\"tflops\": {"));
+    free(json);
     sw_ranks_free(r);
 }
 
@@ -234,7 +323,7 @@ static void test_payload_layout(void **state) {
     assert_int_equal(buf[12], 4);
     assert_int_equal(sw_rank_payload(p, 0, 0, buf, sizeof buf), 0);
     assert_memory_equal(buf, "swrk", 4);
-    assert_int_equal(buf[4] | buf[5] << 8, 1); /* version */
+    assert_int_equal(buf[4] | buf[5] << 8, 2); /* version */
     assert_int_equal(buf[6] | buf[7] << 8, 9); /* slots */
     assert_int_equal(buf[8], 3);               /* rank */
     assert_int_equal(buf[12], 8);              /* world size */
@@ -529,6 +618,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_straggler_in_lockstep),
         cmocka_unit_test(test_compute_straggler_names_the_part),
+        cmocka_unit_test(test_ops_bandwidth_and_flops),
         cmocka_unit_test(test_collective_straggler),
         cmocka_unit_test(test_lockstep_without_collective_blames_nobody),
         cmocka_unit_test(test_missing_ranks),

@@ -130,6 +130,8 @@ def test_torchrun_names_the_slow_rank_and_its_blame(nproc, slow, tmp_path, stepw
     env = {"DATA_RANK": slow.get("data", -1), "COMPUTE_RANK": slow.get("compute", -1)}
     if nproc == 4:
         env["STEPWATCH_AGGREGATE_EVERY"] = 3
+    if nproc == 2:  # FLOPs counted on every rank: TFLOP/s per rank in the view
+        env.update(STEPWATCH_FLOPS=1, STEPWATCH_PEAK_FLOPS=1e12)
     run = _run_torchrun(stepwatch_exe, tmp_path, nproc, **env)
     # one report, on rank 0, with the cross-rank view after it
     assert run.stderr.count("stepwatch report:") == 1, run.stderr[-6000:]
@@ -159,6 +161,38 @@ def test_torchrun_names_the_slow_rank_and_its_blame(nproc, slow, tmp_path, stepw
     # the fast ranks waited for the slow one in the gradient all-reduce
     coll = next(a for a in view["actions"] if a["name"] == "collective")
     assert coll["max_ns"] > 0.6 * DELAY * 1e9 and coll["min_rank"] in slow.values(), coll
+    # ... and the view says so in one line, by op: the worst straggler made the others wait
+    # about its own excess (the run's clock: what the same view measured on that rank)
+    ops = {op["name"]: op for op in view["ops"]}
+    assert ops["allreduce"]["min_rank"] in slow.values() and ops["allreduce"]["ranks"] == nproc
+    wait, worst = view["wait"], view["stragglers"][0]
+    assert wait["rank"] == worst["rank"] and wait["op"] == "allreduce", wait
+    assert wait["blame"] == worst["blame"] and wait["waiting_ranks"] >= 1, wait
+    if len(slow) == 1:  # (two slow ranks share the wait: each waits part of the time)
+        assert 0.7 * worst["blame_ns"] < wait["wait_ns"] < 1.3 * worst["blame_ns"], (wait, worst)
+        assert wait["waiting_ranks"] == nproc - 1, wait
+    assert f"Waiting: {wait['sentence']}." in run.stderr, run.stderr[-6000:]
+    if nproc == 2:
+        assert wait["sentence"].startswith(
+            "rank 1 made the other rank wait "), wait["sentence"]
+        assert wait["sentence"].endswith(" per step in allreduce (its own blame: data)")
+        # TFLOP/s per rank: each rank's counted FLOPs over its own mean step, the job's the sum
+        flops = view["tflops"]
+        assert flops["ranks"] == 2, flops
+        for r, path in enumerate(paths):
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            per_step = float(db.execute(
+                "SELECT value FROM notes WHERE key='flops_per_step'").fetchone()[0])
+            db.close()
+            step = next(a for a in view["actions"] if a["name"] == "step")
+            assert per_step > 0
+            assert flops["min"] * 0.999 <= per_step / step["max_ns"] / 1e3
+            assert per_step / step["min_ns"] / 1e3 <= flops["max"] * 1.001
+        assert abs(flops["total"] - 2 * flops["median"]) < 1e-9 * flops["total"] + \
+            (flops["max"] - flops["min"]), flops
+        assert view["mfu"]["ranks"] == 2 and abs(view["mfu"]["median"] -
+                                                  flops["median"] / 1.0) < 1e-6, view["mfu"]
+        assert "FLOP/s per rank: " in run.stderr
     if nproc == 4:  # every 3 steps, then at the end
         db = sqlite3.connect(f"file:{paths[0]}?mode=ro", uri=True)
         rounds = db.execute("SELECT final FROM rank_rounds ORDER BY round").fetchall()

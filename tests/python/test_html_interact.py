@@ -199,6 +199,56 @@ def test_two_runs_bad_usage(runs, tmp_path):
     assert proc.returncode == 2 and "two to compare" in proc.stderr
 
 
+def _merged_page(tmp_path, paths):
+    """The rank files merged (stepwatch merge) and the page of the merged file: its path and
+    its data."""
+    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
+    merged = tmp_path / "all.db"
+    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
+                   timeout=120)
+    out = tmp_path / "ranks.html"
+    stepwatch.html(merged, out)
+    return out, data_of(out.read_text())
+
+
+def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
+    """Three lockstep ranks merged, rank 1's data slow and the others waiting for it in an
+    all-reduce (its bytes counted), FLOPs noted: the heatmap has a column for the op and one
+    for TFLOP/s, and the page says who made the others wait."""
+    paths = []
+    for rank in range(3):
+        path = tmp_path / f"rank{rank}.db"
+        p = stepwatch.Profiler(name="ddp", run_file=str(path), rank=rank, world_size=3,
+                               warmup_steps=1, live=False)
+        data, fwd, ar = p.action("data"), p.action("forward"), p.action("collective:allreduce")
+        with p.phase("train"):
+            for _ in range(8):
+                with p.step(8):
+                    with data:
+                        time.sleep(0.03 if rank == 1 else 0.001)
+                    with fwd:
+                        time.sleep(0.002)
+                    with ar:
+                        time.sleep(0.001 if rank == 1 else 0.03)
+                        p.counter("collective:allreduce.bytes", 4e6)
+        p.note("flops_per_step", "3e9")
+        p.close()
+        paths.append(str(path))
+    out, doc = _merged_page(tmp_path, paths)
+    ranks = doc["ranks"]
+    assert [op["name"] for op in ranks["ops"]] == ["allreduce"], ranks["ops"]
+    assert ranks["ops"][0]["min_bw_rank"] in (0, 2)  # a waiting rank: the longest time inside
+    assert ranks["wait"].startswith("rank 1 made the other 2 ranks wait "), ranks["wait"]
+    assert ranks["wait"].endswith(" in allreduce (its own blame: data)"), ranks["wait"]
+    rows = {v[0]: v for v in ranks["view_rows"]}  # [rank, TFLOP/s, time in each op]
+    assert rows[1][2] < rows[0][2] / 5 and rows[1][2] < rows[2][2] / 5, rows
+    assert all(v[1] > 0 for v in rows.values()), rows
+    dom = unescape(dump(out))
+    assert 'data-ranks="wait"' in dom and "Waiting: rank 1 made the other 2 ranks wait" in dom
+    assert dom.count('data-op="allreduce"') == 3  # one cell per rank
+    assert 'data-category="TFLOP/s"' in dom
+
+
 def test_ranks_heatmap(tmp_path):
     """Three ranks' files merged: the page's ranks x categories heatmap, rank 2 the slow one."""
     paths = []
@@ -214,13 +264,7 @@ def test_ranks_heatmap(tmp_path):
                         time.sleep(0.02 if rank == 2 else 0.001)
         p.close()
         paths.append(str(path))
-    exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
-    merged = tmp_path / "all.db"
-    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
-                   timeout=120)
-    out = tmp_path / "ranks.html"
-    stepwatch.html(merged, out)
-    doc = data_of(out.read_text())
+    out, doc = _merged_page(tmp_path, paths)
     per = {r[0]: r for r in doc["ranks"]["per_rank"]}
     assert sorted(per) == [0, 1, 2] and all(r[1] == 11 for r in per.values())
     k = 3 + doc["categories"].index("forward")  # [rank, steps, step, categories...]

@@ -618,24 +618,45 @@
 
   /* Ranks x categories: each rank's mean time per steady step, coloured by how far it is
    * above the median rank of its column; the stragglers with their blame below. */
+  /* The heatmap's columns: the categories, then each collective op of the cross-rank view
+   * ("in allreduce") and TFLOP/s, whose cells redden the further *below* the median. */
+  function rankColumns(D) {
+    var R = D.ranks.per_rank, cats = ["step"].concat(D.categories), cols = [];
+    cats.forEach(function (c, k) {
+      if (R.some(function (r) { return r[2 + k] > 0; }))
+        cols.push({ name: c, fmt: fmtDur, unit: " per step", get: function (r) { return r[2 + k]; } });
+    });
+    var byRank = {};
+    (D.ranks.view_rows || []).forEach(function (v) { byRank[v[0]] = v; });
+    (D.ranks.ops || []).forEach(function (op, j) {
+      cols.push({ name: "in " + op.name, op: op.name, fmt: fmtDur, unit: " per step",
+        get: function (r) { var v = byRank[r[0]]; return v ? v[2 + j] : null; } });
+    });
+    if ((D.ranks.view_rows || []).some(function (v) { return v[1] !== null; }))
+      cols.push({ name: "TFLOP/s", low: true, unit: "", fmt: function (x) { return x === null ? "-" : x.toPrecision(3); },
+        get: function (r) { var v = byRank[r[0]]; return v ? v[1] : null; } });
+    return cols;
+  }
+
   function rankHeatmap(D) {
-    var R = D.ranks.per_rank, cats = ["step"].concat(D.categories);
-    var used = cats.filter(function (c, k) { return R.some(function (r) { return r[2 + k] > 0; }); });
+    var R = D.ranks.per_rank, used = rankColumns(D);
     var cw = 88, rh = 20, L = 70, T = 34, W = L + used.length * cw + 4, H = T + R.length * rh + 4;
     var svg = sv("svg", { "class": "chart heatmap", "data-chart": "rank-heatmap", width: W, height: H,
       viewBox: "0 0 " + W + " " + H, role: "img" });
     svg.appendChild(sv("title", {}, "Mean time per steady step, per rank and category"));
     used.forEach(function (c, j) {
-      var k = cats.indexOf(c), col = R.map(function (r) { return r[2 + k]; });
+      var col = R.map(c.get).filter(function (v) { return v !== null; });
       var med = quantile(col, 0.5) || 1;
-      svg.appendChild(sv("text", { x: L + j * cw + cw / 2, y: T - 8, "text-anchor": "middle" }, fitText(c, cw - 4)));
+      svg.appendChild(sv("text", { x: L + j * cw + cw / 2, y: T - 8, "text-anchor": "middle" }, fitText(c.name, cw - 4)));
       R.forEach(function (r, i) {
-        var v = r[2 + k], excess = Math.max(0, Math.min(1, (v / med - 1) / 0.5));
-        var g = sv("g", { "data-rank": r[0], "data-category": c });
+        var v = c.get(r), off = v === null ? 0 : c.low ? 1 - v / med : v / med - 1;
+        var excess = Math.max(0, Math.min(1, off / 0.5));
+        var g = sv("g", { "data-rank": r[0], "data-category": c.name });
+        if (c.op) g.setAttribute("data-op", c.op);
         g.appendChild(sv("rect", { x: L + j * cw, y: T + i * rh, width: cw - 2, height: rh - 2, "class": "cell",
           fill: "rgb(" + Math.round(255 - 48 * excess) + "," + Math.round(245 - 211 * excess) + "," + Math.round(240 - 194 * excess) + ")" }));
-        g.appendChild(sv("title", {}, "rank " + r[0] + ", " + c + ": " + fmtDur(v) + " per step (median rank " + fmtDur(med) + ")"));
-        g.appendChild(sv("text", { x: L + j * cw + cw / 2, y: T + i * rh + 14, "text-anchor": "middle", "class": "cell-label" }, fmtDur(v)));
+        g.appendChild(sv("title", {}, "rank " + r[0] + ", " + c.name + ": " + c.fmt(v) + c.unit + " (median rank " + c.fmt(med) + ")"));
+        g.appendChild(sv("text", { x: L + j * cw + cw / 2, y: T + i * rh + 14, "text-anchor": "middle", "class": "cell-label" }, c.fmt(v)));
         svg.appendChild(g);
       });
     });
@@ -690,7 +711,8 @@
 
     if (D.ranks && D.ranks.per_rank.length > 1) {
       s = section(P + "Ranks", parent);
-      s.appendChild(el("p", { "class": "note" }, "Mean time per steady step on each rank; the redder a cell, the further above the median rank of its column (full red at +50 %)."));
+      s.appendChild(el("p", { "class": "note" }, "Mean time per steady step on each rank (with the time inside each collective op, and TFLOP/s where FLOPs were counted); the redder a cell, the further above the median rank of its column (full red at +50 %; TFLOP/s: below)."));
+      if (D.ranks.wait) s.appendChild(el("p", { "class": "finding warning", "data-ranks": "wait" }, "Waiting: " + D.ranks.wait + "."));
       var hw = el("div", { "class": "table-wrap" });
       hw.appendChild(rankHeatmap(D));
       s.appendChild(hw);
