@@ -1,7 +1,8 @@
 """stepwatch.flops — FLOPs of a training step, achieved FLOP/s, MFU, tokens/s.
 
     stepwatch.torch.instrument(flops=True)     # or: stepwatch run --flops -- python train.py
-    prof = stepwatch.Profiler(); w = stepwatch.flops.watch(prof)   # any loop, marked by hand
+    prof = stepwatch.Profiler(flops=True)   # any loop, marked by hand: the notes at close()
+    prof = stepwatch.Profiler(); w = stepwatch.flops.watch(prof)   # the same, closed by hand
 
 How it counts: torch.utils.flop_counter's FlopCounterMode (a dispatch mode) is entered over
 one real training step as it runs: from the model's forward to the end of its optimizer step
@@ -32,7 +33,8 @@ import torch.optim.optimizer as _optim
 from stepwatch import peaks as _peaks
 from stepwatch.torch import _optimizer_exists  # has any optimizer been made?
 
-__all__ = ["StepCounter", "Watch", "watch", "count_step", "compute_dtype", "device_peak"]
+__all__ = ["StepCounter", "Watch", "watch", "attach", "count_step", "compute_dtype",
+           "device_peak"]
 
 # Ops that move or view data: no FLOPs, so not worth naming as uncounted.
 _NO_WORK = frozenset("""
@@ -464,6 +466,16 @@ class Watch:
                 self.profiler.note(key, value)
         return figures
 
+    def closing(self):
+        """Profiler(flops=...)'s close(), before the profiler goes: the figures, then the
+        run's goodput (stepwatch.goodput), into its notes. Never raises into the program."""
+        try:
+            self.close()
+        finally:
+            if self.profiler is not None and not self.profiler.closed:
+                from stepwatch import goodput
+                goodput.note(self.profiler)
+
     def figures(self):
         """The counts and rates as a dict (the notes' source)."""
         rows = {(r["action"], r["phase"]): r for r in self.profiler.records("train")}
@@ -553,6 +565,23 @@ def _notes(f):
         "efficiency": efficiency_line(f) or None,
     }
     return {k: (v[:511] if isinstance(v, str) else v) for k, v in notes.items() if v is not None}
+
+
+def attach(profiler, flops):
+    """Profiler(flops=...): True, or a dict of watch()'s options; a Watch the profiler closes
+    (Watch.closing). Anything else is refused, naming what was given."""
+    if flops is True:
+        options = {}
+    elif isinstance(flops, dict):
+        unknown = set(flops) - {"flops_per_batch", "length_fn", "peak_flops"}
+        if unknown:
+            raise ValueError(f"Profiler: flops has no option {', '.join(sorted(unknown))} "
+                             "(flops_per_batch, length_fn, peak_flops)")
+        options = flops
+    else:
+        raise ValueError("Profiler: flops must be True, False, None or a dict of options "
+                         f"(flops_per_batch, length_fn, peak_flops), not {flops!r}")
+    return Watch(profiler, **options)
 
 
 def watch(profiler=None, **kwargs):

@@ -1,0 +1,125 @@
+"""Profiler(flops=True): the C Profiler object counts the training steps' FLOPs as
+stepwatch.flops.watch(prof) and instrument(flops=) do; its close() writes the figures and the
+goodput into the notes; counting leaves training bit for bit; bad options are named."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import stepwatch  # noqa: E402
+from stepwatch import flops as swflops  # noqa: E402
+from test_flops import DropBN  # noqa: E402  (a Linear, BatchNorm, dropout, Linear)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def loop(prof, model, batches):
+    """A plain loop marked by hand; the losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    with prof.phase("train"):
+        for x, y in batches:
+            with prof.step(len(x)):
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                losses.append(loss.item())
+    return losses
+
+
+def batches(n=5, rows=8):
+    return [(torch.randn(rows, 16), torch.randn(rows, 4)) for _ in range(n)]
+
+
+def test_profiler_flops_counts_the_hand_count_and_notes_at_close():
+    torch.manual_seed(0)
+    model = DropBN()
+    prof = stepwatch.Profiler(warmup_steps=1, flops=True)
+    assert isinstance(prof.flops, swflops.Watch)
+    loop(prof, model, batches())
+    prof.close()
+    assert prof.flops is None  # closed with the profiler
+    notes = prof.snapshot().info()["notes"]
+    mm = 2 * 8 * 16 * 32 + 2 * 8 * 32 * 4  # both Linear layers' forward matmuls
+    assert float(notes["flops_forward"]) == mm
+    # backward: both weights' gradients, and the input gradient of the second layer only
+    assert float(notes["flops_backward"]) == mm + 2 * 8 * 32 * 4
+    assert notes["flops_counted_steps"] == "0"
+    assert "MFU unknown" in notes["efficiency"]  # a CPU: no peak, not guessed
+    assert "goodput" in notes and "goodput_parts" in notes  # as instrument()'s runs
+    assert notes["efficiency"].endswith(f"goodput {notes['goodput']} %")
+    assert "efficiency: " in prof.report("table")
+
+
+def test_profiler_flops_leaves_training_bit_for_bit():
+    def run(flops):
+        torch.manual_seed(3)
+        model = DropBN()
+        data = batches(6) + [(torch.randn(5, 16), torch.randn(5, 4))]  # a new shape
+        prof = stepwatch.Profiler(flops=flops)
+        losses = loop(prof, model, data)
+        prof.close()
+        return losses, {k: v.clone() for k, v in model.state_dict().items()}, \
+            torch.get_rng_state(), prof.snapshot().info()["notes"]
+
+    plain, counted = run(None), run(True)
+    assert counted[0] == plain[0]  # every loss, exactly
+    for k in plain[1]:  # weights and BatchNorm's running statistics
+        assert torch.equal(counted[1][k], plain[1][k]), k
+    assert torch.equal(counted[2], plain[2])
+    assert "flops_per_step" not in plain[3]
+    assert counted[3]["flops_counted_steps"] == "0,6"  # the first step, and the new shape's
+
+
+def test_profiler_flops_options():
+    torch.manual_seed(1)
+    prof = stepwatch.Profiler(flops={"flops_per_batch": lambda x: 100 * len(x),
+                                     "peak_flops": 1e9})
+    loop(prof, DropBN(), batches(3))
+    prof.close()
+    notes = prof.snapshot().info()["notes"]
+    assert float(notes["flops_per_step"]) == 800 and notes["flops_source"] == "flops_per_batch"
+    step = next(r for r in prof.records("train") if r["action"] == "step")
+    achieved = 800 / (step["total_ns"] / step["count"] * 1e-9)
+    assert math.isclose(float(notes["mfu"]), achieved / 1e9, rel_tol=1e-5)
+    assert "% MFU, given" in notes["efficiency"]
+
+
+def test_profiler_flops_bad_options_are_named():
+    with pytest.raises(ValueError, match="flops must be True, False, None or a dict"):
+        stepwatch.Profiler(flops="yes")
+    with pytest.raises(ValueError, match="no option peak"):
+        stepwatch.Profiler(flops={"peak": 1})
+    with pytest.raises(ValueError, match="peak_flops must be a number"):
+        stepwatch.Profiler(flops={"peak_flops": 0})
+    assert stepwatch.Profiler(flops=False).flops is None
+
+
+def test_instrument_with_a_counting_profiler_counts_once():
+    torch.manual_seed(2)
+    model = nn.Linear(16, 4)
+    prof = stepwatch.Profiler(flops=True)
+    inst = stepwatch.torch.instrument(prof, flops=True)
+    try:
+        assert inst.flops is None  # the profiler's Watch counts: no second one
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in [(torch.randn(8, 16), torch.randn(8, 4))] * 4:
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        stepwatch.torch.uninstrument()
+    prof.close()
+    notes = prof.snapshot().info()["notes"]
+    assert float(notes["flops_forward"]) == 2 * 8 * 16 * 4
+    assert float(notes["flops_backward"]) == 2 * 8 * 16 * 4  # the weight's gradient only
