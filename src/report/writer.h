@@ -31,6 +31,27 @@ extern const sw__writer sw__writer_json;
  * carries the same object. */
 void sw__json_put_misuse(sw__jw *w, const sw_misuse *m);
 
+/* ---- the goodput table (goodput_table.c) ---- */
+
+#define SW__GOODPUT_CAUSES 16 /* causes kept from the note (goodput.py has eight) */
+#define SW__GOODPUT_NAME 32   /* bytes of a cause's name, NUL included */
+
+typedef struct sw__goodput {
+    uint64_t wall_ns, steady_ns;
+    size_t nlost;
+    struct {
+        char cause[SW__GOODPUT_NAME];
+        uint64_t ns;
+    } lost[SW__GOODPUT_CAUSES];
+} sw__goodput;
+
+/* The run's "goodput_ns" note read into g: 1, or 0 when there is none (or it is not in the
+ * note's form). */
+int sw__goodput_read(const sw_snapshot *s, sw__goodput *g);
+/* The "goodput" member ({percent, wall_ns, steady_ns, lost: [{cause, ns, percent}]}) into
+ * the object open in w; nothing without the note. The JSON report and the HTML page's data. */
+void sw__json_put_goodput(sw__jw *w, const sw_snapshot *s);
+
 /* ---- text helpers (text.c) ---- */
 
 #define SW__LABEL_MAX 1024 /* bytes of a cleaned label, NUL included */
