@@ -17,7 +17,8 @@ What the count cannot see is said, never hidden: ops without a FLOP formula (ele
 custom kernels) are listed with their calls, and compiled regions (torch.compile) are named.
 
 The figures go to the profiler's notes (the run file, the JSON, the reports' header line):
-flops_forward/backward/optimizer (per step), flops_per_step, tflops_achieved, mfu,
+flops_forward/backward/optimizer (per step), tflops_forward/backward/optimizer (each against
+its phase's host time), mfu_forward/backward, flops_per_step, tflops_achieved, mfu,
 peak_flops, peak_device, compute_dtype, tokens_per_s, items_source, flops_uncounted,
 flops_counted_steps, efficiency (the line the text report prints).
 """
@@ -502,12 +503,15 @@ class Watch:
         out["tflops_achieved"] = model / t_step * 1e9 / 1e12 if t_step else None
         if self.flops_per_batch is not None:  # one figure for both: no split to show
             out["flops_forward"] = out["flops_backward"] = None
-        for phase, i in (("forward", 0), ("backward", 1)):
-            # a phase's time per step: its total over the steady steps, per step
+        for phase, i in (("forward", 0), ("backward", 1), ("optimizer", 2)):
+            # a phase's time per step: its total over the steady steps, per step (host time)
             row = rows.get((phase, "train"))
             t = row["total_ns"] / step["count"] if row and step and step["count"] else None
             out[f"tflops_{phase}"] = per[i] / t * 1e9 / 1e12 \
                 if t and out[f"flops_{phase}"] is not None else None
+            # the optimizer's elementwise FLOPs are no model FLOPs: no MFU of its own
+            out[f"mfu_{phase}"] = out[f"tflops_{phase}"] * 1e12 / peak \
+                if peak and phase != "optimizer" and out[f"tflops_{phase}"] is not None else None
         out["mfu"] = (out["tflops_achieved"] * 1e12 / peak
                       if peak and out["tflops_achieved"] is not None else None)
         out["tokens_per_s"] = out["tokens_per_step"] / t_step * 1e9 if t_step and \
@@ -544,7 +548,7 @@ def efficiency_line(f):
 def _num(x):
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
-    return f"{x:.6g}"
+    return repr(float(x))  # exact: the JSON and the per-phase block read it back
 
 
 def _notes(f):
@@ -554,7 +558,9 @@ def _notes(f):
         "flops_per_step": _num(f["flops_per_step"]), "flops_source": f["source"],
         "tflops_achieved": _num(f["tflops_achieved"]),
         "tflops_forward": _num(f["tflops_forward"]),
-        "tflops_backward": _num(f["tflops_backward"]), "mfu": _num(f["mfu"]),
+        "tflops_backward": _num(f["tflops_backward"]),
+        "tflops_optimizer": _num(f["tflops_optimizer"]), "mfu": _num(f["mfu"]),
+        "mfu_forward": _num(f["mfu_forward"]), "mfu_backward": _num(f["mfu_backward"]),
         "peak_flops": _num(f["peak_flops"]), "peak_device": f["peak_device"],
         "compute_dtype": f["compute_dtype"], "tokens_per_s": _num(f["tokens_per_s"]),
         "batches_per_s": _num(f["batches_per_s"]), "items_source": f["items_source"],

@@ -235,6 +235,7 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
     put_memory(&w, &s->memory);
     put_slow(&w, &s->slow);
     sw__json_put_goodput(&w, s);
+    sw__json_put_efficiency(&w, s);
     if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */
         sw__jw_key(&w, "notes");
         sw__jw_object_begin(&w);

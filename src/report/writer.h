@@ -131,6 +131,12 @@ void sw__run_summary(const sw_snapshot *s, char *out, size_t size);
  * efficiency_line.c), a line each after prefix; nothing for a run without them. 1 when a
  * line was written, else 0. */
 int sw__put_efficiency(const sw_snapshot *s, FILE *out, const char *prefix);
+/* The FLOPs, FLOP/s and MFU of forward, backward and optimizer, a small table under the
+ * efficiency line (efficiency_phases.c); nothing without per-phase counts. */
+void sw__put_efficiency_phases(const sw_snapshot *s, FILE *out);
+/* The same as the JSON report's "efficiency" member ({phases: [{phase, flops_per_step,
+ * flops_per_s, mfu}]}, null where unknown), into the object open in w. */
+void sw__json_put_efficiency(sw__jw *w, const sw_snapshot *s);
 /* Nonzero when some row has warm-up calls. */
 int sw__has_warmup(const sw_snapshot *s);
 /* When there was misuse or dropped events: a blank line, then "Misuse: 3 end without

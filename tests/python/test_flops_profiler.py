@@ -123,3 +123,58 @@ def test_instrument_with_a_counting_profiler_counts_once():
     notes = prof.snapshot().info()["notes"]
     assert float(notes["flops_forward"]) == 2 * 8 * 16 * 4
     assert float(notes["flops_backward"]) == 2 * 8 * 16 * 4  # the weight's gradient only
+
+
+def test_per_phase_block_and_json():
+    """FLOPs, FLOP/s and MFU of forward, backward and optimizer: each phase's FLOPs over its
+    own host time per steady step, in the text report's block and the JSON's "efficiency"."""
+    import json
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    prof = stepwatch.Profiler(flops={"peak_flops": 1e11}, warmup_steps=1, live=False)
+    opt = torch.optim.Adam(model.parameters())
+    fwd, bwd, step_opt = (prof.action(n) for n in ("forward", "backward", "optimizer"))
+    with prof.phase("train"):
+        for x, y in batches(6):
+            with prof.step(len(x)):
+                with fwd:
+                    loss = F.mse_loss(model(x), y)
+                with bwd:
+                    loss.backward()
+                with step_opt:
+                    opt.step()
+                    opt.zero_grad()
+    prof.close()
+    notes = prof.snapshot().info()["notes"]
+    rows = {r["action"]: r for r in prof.records("train")}
+    steps = rows["step"]["count"]
+    mm = 2 * 8 * 16 * 64 + 2 * 8 * 64 * 4
+    assert float(notes["flops_forward"]) == mm
+    doc = json.loads(prof.report("json"))["efficiency"]["phases"]
+    assert [p["phase"] for p in doc] == ["forward", "backward", "optimizer"]
+    for p in doc:
+        rate = p["flops_per_step"] / (rows[p["phase"]]["total_ns"] / steps * 1e-9)
+        assert p["flops_per_step"] == float(notes[f"flops_{p['phase']}"])
+        assert math.isclose(p["flops_per_s"], rate, rel_tol=1e-9), p
+        if p["phase"] == "optimizer":
+            assert p["mfu"] is None and p["flops_per_step"] > 0  # elementwise: no MFU
+        else:
+            assert math.isclose(p["mfu"], rate / 1e11, rel_tol=1e-9), p
+    text = prof.report("table")
+    block = text.split("efficiency per phase (host time):\n", 1)[1].split("\n\n", 1)[0]
+    # fixed columns: phase, FLOP/step, FLOP/s, MFU
+    cells = [[line[2:12].strip(), line[13:25].strip(), line[26:38].strip(), line[39:].strip()]
+             for line in block.splitlines()]
+    assert cells[0] == ["phase", "FLOP/step", "FLOP/s", "MFU"]
+    assert [c[0] for c in cells[1:]] == ["forward", "backward", "optimizer"]
+    assert cells[1][1] == "20.5 k"  # 20,480 FLOPs
+    assert cells[1][3] == f"{100 * doc[0]['mfu']:.1f} %" and cells[3][3] == "n/a"
+
+
+def test_no_per_phase_block_with_flops_per_batch():
+    prof = stepwatch.Profiler(flops={"flops_per_batch": 1000}, live=False)
+    loop(prof, DropBN(), batches(2))
+    prof.close()
+    import json
+    assert "efficiency per phase" not in prof.report("table")
+    assert "efficiency" not in json.loads(prof.report("json"))
