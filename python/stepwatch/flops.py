@@ -442,6 +442,18 @@ class Watch:
         self.uncounted.update(counter.uncounted)
         self.dtypes.update(counter.dtypes)
         self.devices.update(counter.devices)
+        self._note_live(count, forwards)
+
+    def _note_live(self, count, forwards):
+        """The live status line's figures, once per count (src/live/live_window.c reads
+        them): the model FLOPs of the step just counted and the device's peak. close()
+        writes the run's own figures over them."""
+        if self.profiler is None or self.profiler.closed:
+            return
+        self.profiler.note("flops_per_step", _num((count.forward + count.backward) * forwards))
+        peak = self.peak()[1]
+        if peak is not None:
+            self.profiler.note("peak_flops", _num(peak))
 
     # ---- the figures ----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 stepwatch.flops.watch(prof) and instrument(flops=) do; its close() writes the figures and the
 goodput into the notes; counting leaves training bit for bit; bad options are named."""
 import math
+import re
 
 import pytest
 
@@ -178,3 +179,29 @@ def test_no_per_phase_block_with_flops_per_batch():
     import json
     assert "efficiency per phase" not in prof.report("table")
     assert "efficiency" not in json.loads(prof.report("json"))
+
+
+def test_live_line_shows_flops_and_mfu():
+    """The live window's FLOP/s: the counted FLOPs per training step (noted once counted) times
+    the window's training steps over its time; MFU over the given peak; in the line's text."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    prof = stepwatch.Profiler(flops={"peak_flops": 1e11}, live=False)
+    live = stepwatch.Live(prof, window_s=3600)
+    loop(prof, model, batches(4))
+    v = live.update()
+    per_step = float(prof.snapshot().info()["notes"]["flops_per_step"])
+    assert per_step == 3 * (2 * 8 * 16 * 64 + 2 * 8 * 64 * 4) - 2 * 8 * 16 * 64  # no dx at the input
+    assert math.isclose(v["flops_per_s"], per_step * 4 / v["window_s"], rel_tol=1e-9)
+    assert math.isclose(v["mfu"], v["flops_per_s"] / 1e11, rel_tol=1e-9)
+    text = live.format()
+    assert re.search(r"  [\d.]+ [kMG]?FLOP/s \d+\.\d % MFU", text), text
+    assert "FLOP/s" not in live.format(width=60)  # a narrow line leaves it out whole
+    prof.close()
+
+    plain = stepwatch.Profiler(live=False)
+    live = stepwatch.Live(plain, window_s=3600)
+    loop(plain, model, batches(2))
+    v = live.update()
+    assert v["flops_per_s"] is None and v["mfu"] is None and "FLOP/s" not in live.format()
+    plain.close()
