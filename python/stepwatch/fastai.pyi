@@ -31,11 +31,13 @@ class ThroughputCallback(Callback):
     logger_callback: _LoggerNames
     extras: bool
     modules: bool | int
+    flops: bool | dict[str, object]
     def __init__(self, show_report: bool = True, plain: bool = False, markdown: bool = False,
                  save_csv: bool = False, csv_name: str | os.PathLike[str] | None = None,
                  rolling_average: int = 10, drop_first_batch: bool = True,
                  logger_callback: _LoggerNames = None, profiler: _Recorder | None = None,
-                 extras: bool = False, modules: bool | int = False) -> None: ...
+                 extras: bool = False, modules: bool | int = False,
+                 flops: bool | dict[str, object] = False) -> None: ...
 
 class ThroughputPostCallback(Callback):
     def __init__(self) -> None: ...

@@ -376,6 +376,13 @@ class Watch:
             return
         self._start(sig)
 
+    def step_end(self):
+        """The training step ended, as a front end that knows its loop says (fastai's
+        after_batch: its optimizer is no torch.optim one, whose hooks end a count): a count
+        in progress ends here."""
+        if self._counting is not None:
+            self._stop()
+
     @property
     def _has_optimizer(self):
         return self._post is not None
