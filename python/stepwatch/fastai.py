@@ -295,20 +295,11 @@ class _Fit:
         self.loggers.log(values, "throughput")
 
     def flops_rates(self):
-        flops, tokens = self.flops.running()
+        from stepwatch import flops as _flops
         now = _sw.now_ns()
-        last_flops, last_tokens, last_ns = self.flops_mark
-        self.flops_mark = (flops, tokens, now)
-        seconds = (now - last_ns) / 1e9
-        if seconds <= 0 or flops <= last_flops:
-            return {}
-        rate = (flops - last_flops) / seconds
-        out = {"stepwatch/tflops": rate / 1e12}
-        peak = self.flops.peak()[1]
-        if peak:
-            out["stepwatch/mfu"] = rate / peak
-        if tokens > last_tokens:
-            out["stepwatch/tokens_per_sec"] = (tokens - last_tokens) / seconds
+        seconds = (now - self.flops_mark[2]) / 1e9
+        out, mark = _flops.log_rates(self.flops, self.flops_mark[:2], seconds)
+        self.flops_mark = mark + (now,)
         return out
 
     def finish_ranks(self):

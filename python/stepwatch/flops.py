@@ -609,6 +609,25 @@ def attach(profiler, flops):
     return Watch(profiler, **options)
 
 
+def log_rates(watch, last, seconds, prefix="stepwatch/"):
+    """What a front end logs for the training steps since its last log: prefix + "tflops",
+    "mfu" (where the peak is known) and "tokens_per_sec", from the Watch's running totals
+    against last, the (FLOPs, tokens) at that log, over seconds of training. Returns (the
+    figures, the new mark); no figures when nothing was counted meanwhile."""
+    flops, tokens = watch.running()
+    mark = (flops, tokens)
+    if seconds <= 0 or flops <= last[0]:
+        return {}, mark
+    rate = (flops - last[0]) / seconds
+    out = {prefix + "tflops": rate / 1e12}
+    peak = watch.peak()[1]
+    if peak:
+        out[prefix + "mfu"] = rate / peak
+    if tokens > last[1]:
+        out[prefix + "tokens_per_sec"] = (tokens - last[1]) / seconds
+    return out, mark
+
+
 def watch(profiler=None, **kwargs):
     """A Watch on profiler (the default one when None); close() it to write the figures."""
     import stepwatch

@@ -34,11 +34,13 @@ class Profiler(_LightningProfiler, metaclass=abc.ABCMeta):
     loss_hooks: bool
     empty_hooks: bool
     modules: bool | int
+    flops: bool | dict[str, object]
     def __init__(self, dirpath: str | os.PathLike[str] | None = None, filename: str | None = None,
                  extended: bool = True, format: _Format = "table", warmup_steps: int = 0,
                  run_file: str | None = None, profiler: _Recorder | None = None,
                  keep_durations: int = 1000, loss_hooks: bool = True,
-                 empty_hooks: bool = False, modules: bool | int = False) -> None: ...
+                 empty_hooks: bool = False, modules: bool | int = False,
+                 flops: bool | dict[str, object] = False) -> None: ...
     @property
     def profiler(self) -> _Recorder: ...
     def start(self, action_name: str) -> None: ...
