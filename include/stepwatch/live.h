@@ -25,6 +25,11 @@ typedef struct sw_live_values {
     sw_category slowest;  /* the category with the most step time; SW_CAT_COUNT if none.
                               "other" is step time no categorized action covered */
     double slowest_share; /* its share of step time, 0..1 */
+    double flops_per_s;   /* model FLOP/s of the window's training steps: the counted FLOPs
+                             per step (the "flops_per_step" note, Profiler(flops=...)) times
+                             their rate; NaN, or 0 from an older caller's struct: unknown */
+    double mfu;           /* flops_per_s over the device's peak ("peak_flops" note); NaN or 0:
+                             unknown */
     /* New figures go here, at the end. */
 } sw_live_values;
 #define SW_LIVE_VALUES_INIT SW__SIZED_INIT(sw_live_values)
@@ -44,7 +49,7 @@ SW_API void sw_live_free(sw_live *w);
 
 /* The status line's text for v, at most width display columns (0 = no limit), e.g.
  * "stepwatch  12.3 steps/s  394 samples/s  step p50 81.2 ms  p99 95.0 ms  data 12 %
- *  slowest backward 48 %". Returns buf. */
+ *  slowest backward 48 %  412 TFLOP/s 41.6 % MFU" (the FLOP/s where known). Returns buf. */
 SW_API char *sw_live_format(const sw_live_values *v, char *buf, size_t size, int width);
 
 #ifdef __cplusplus

@@ -69,7 +69,9 @@ static PyObject *Live_update(LiveObject *self, PyObject *unused) {
         sw_py_dict_put(d, "step_p99_ns", number_or_none(v->step_p99_ns)) < 0 ||
         sw_py_dict_put(d, "data_share", number_or_none(v->data_share)) < 0 ||
         sw_py_dict_put(d, "slowest", sw_py_str_or_none(slowest)) < 0 ||
-        sw_py_dict_put(d, "slowest_share", number_or_none(v->slowest_share)) < 0) {
+        sw_py_dict_put(d, "slowest_share", number_or_none(v->slowest_share)) < 0 ||
+        sw_py_dict_put(d, "flops_per_s", number_or_none(v->flops_per_s)) < 0 ||
+        sw_py_dict_put(d, "mfu", number_or_none(v->mfu)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -105,7 +107,8 @@ static PyMethodDef Live_methods[] = {
      "update($self, /)\n--\n\n"
      "-> dict: snapshot the profiler; the figures of the last window: window_s, "
      "steps, total_steps, steps_per_s, samples_per_s, step_p50_ns, step_p99_ns, "
-     "data_share, slowest (a category), slowest_share. None where undefined."},
+     "data_share, slowest (a category), slowest_share, flops_per_s, mfu (Profiler(flops=...)). "
+     "None where undefined."},
     {"format", (PyCFunction)(void (*)(void))Live_format, METH_VARARGS | METH_KEYWORDS,
      "format($self, /, width=0)\n--\n\n"
      "-> str: the status line's text for the last update."},

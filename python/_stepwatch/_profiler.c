@@ -93,39 +93,56 @@ static int attach_modules(ProfilerObject *self, PyObject *modules, unsigned int 
     return self->modules ? 0 : -1;
 }
 
-/* The modules' last flush and their hooks off, before the profiler goes: never raises. */
-static void detach_modules(ProfilerObject *self) {
-    PyObject *modules = self->modules;
-    if (modules == NULL)
+/* A helper's last call before the profiler goes (the modules' last flush and their hooks
+ * off: "close"; the FLOPs' figures and the goodput into the notes: "closing"), and the
+ * reference dropped: never raises. */
+static void close_helper(PyObject **slot, const char *method) {
+    PyObject *helper = *slot;
+    if (helper == NULL)
         return;
-    self->modules = NULL;
+    *slot = NULL;
     sw_py_aside aside;
     sw_py_set_aside(&aside);
-    PyObject *r = PyObject_CallMethod(modules, "close", NULL);
+    PyObject *r = PyObject_CallMethod(helper, method, NULL);
     if (r == NULL)
-        PyErr_WriteUnraisable(modules);
+        PyErr_WriteUnraisable(helper);
     Py_XDECREF(r);
-    Py_DECREF(modules);
+    Py_DECREF(helper);
     sw_py_put_back(&aside);
 }
 
+/* Profiler(flops=True or a dict of options): the training steps' FLOPs, TFLOP/s and MFU
+ * into the notes at close (stepwatch/flops.py's Watch; its attach() checks the options). */
+static int attach_flops(ProfilerObject *self, PyObject *flops) {
+    if (flops == Py_None || flops == Py_False)
+        return 0;
+    PyObject *helper = PyImport_ImportModule("stepwatch.flops");
+    if (helper == NULL)
+        return -1;
+    self->flops = PyObject_CallMethod(helper, "attach", "OO", (PyObject *)self, flops);
+    Py_DECREF(helper);
+    return self->flops ? 0 : -1;
+}
+
 static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    /* clang-format off */
     static char *kwlist[] = {
         "name",       "warmup_steps", "run_file",   "timeline",      "max_depth",   "rank",
         "world_size", "command",      "enabled",    "ring_capacity", "on_full",     "functions",
         "builtins",   "live",         "local_rank", "device_stats",  "device_time", "clock",
-        "memory",     "modules",      NULL};
+        "memory",     "modules",      "flops",      NULL};
+    /* clang-format on */
     const char *name = NULL, *run_file = NULL, *command = NULL, *on_full = "drop", *clock = NULL;
     unsigned int warmup = 0, max_depth = 0, ring_capacity = 0;
     int timeline = 0, rank = 0, world_size = 0, enabled = 1, builtins = 0, local_rank = 0;
     PyObject *functions = Py_None, *live = Py_None, *device_stats = Py_False,
              *device_time = Py_False, *warmup_obj = NULL, *depth_obj = NULL, *ring_obj = NULL,
-             *memory_obj = Py_None, *modules = Py_False;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzOO:Profiler", kwlist, &name,
+             *memory_obj = Py_None, *modules = Py_False, *flops = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|zOzpOiizpOsOpOiOOzOOO:Profiler", kwlist, &name,
                                      &warmup_obj, &run_file, &timeline, &depth_obj, &rank,
                                      &world_size, &command, &enabled, &ring_obj, &on_full,
                                      &functions, &builtins, &live, &local_rank, &device_stats,
-                                     &device_time, &clock, &memory_obj, &modules))
+                                     &device_time, &clock, &memory_obj, &modules, &flops))
         return NULL;
     /* Checked, never wrapped: Python's "I" format takes -1 as 4,294,967,295. */
     if ((warmup_obj &&
@@ -209,7 +226,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
-    if (attach_modules(self, modules, warmup) < 0) {
+    if (attach_modules(self, modules, warmup) < 0 || attach_flops(self, flops) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -225,6 +242,7 @@ static int Profiler_traverse(ProfilerObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->phases);
     Py_VISIT(self->counters);
     Py_VISIT(self->modules);
+    Py_VISIT(self->flops);
     Py_VISIT(self->final);
     return sw_py_memory_traverse(self->memory, visit, arg);
 }
@@ -234,6 +252,7 @@ static int Profiler_clear(ProfilerObject *self) {
     Py_CLEAR(self->phases);
     Py_CLEAR(self->counters);
     Py_CLEAR(self->modules);
+    Py_CLEAR(self->flops);
     Py_CLEAR(self->final);
     sw_py_memory_free(self->memory);
     self->memory = NULL;
@@ -257,8 +276,9 @@ static void keep_final_snapshot(ProfilerObject *self) {
 
 /* close() and the with block's end (not dealloc: there nothing may run meanwhile). */
 static void profiler_close(ProfilerObject *self) {
-    sw_py_funcs_calibrate(self->funcs); /* the GIL off meanwhile: first, before anything */
-    detach_modules(self);
+    sw_py_funcs_calibrate(self->funcs);    /* the GIL off meanwhile: first, before anything */
+    close_helper(&self->flops, "closing"); /* its notes read the steps' records: first */
+    close_helper(&self->modules, "close");
     sw_py_funcs_close(self->funcs); /* with the GIL: the hooks come off */
     if (self->p)
         keep_final_snapshot(self);
@@ -818,6 +838,8 @@ static PyGetSetDef Profiler_getset[] = {
 
 static PyMemberDef Profiler_members[] = {
     {"name", T_OBJECT, offsetof(ProfilerObject, name), READONLY, "The run name."},
+    {"flops", T_OBJECT, offsetof(ProfilerObject, flops), READONLY,
+     "Profiler(flops=...)'s stepwatch.flops.Watch until close(), else None."},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(ProfilerObject, weakrefs), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
@@ -827,7 +849,7 @@ static PyType_Slot Profiler_slots[] = {
      "Profiler(name=None, warmup_steps=0, run_file=None, timeline=False, max_depth=0, "
      "rank=0, world_size=0, command=None, enabled=True, ring_capacity=0, on_full='drop', "
      "functions=None, builtins=False, live=None, local_rank=0, device_stats=False, "
-     "device_time=False, clock=None, memory=None, modules=False)\n--\n\n"
+     "device_time=False, clock=None, memory=None, modules=False, flops=None)\n--\n\n"
      "One stepwatch profiler (sw_profiler). Actions, phases and steps are recorded in C.\n"
      "ring_capacity: events buffered per thread for the run file (0 = 65536). on_full: when\n"
      "the run file's writer falls behind, 'drop' counts and drops events (training never\n"
@@ -850,7 +872,10 @@ static PyType_Slot Profiler_slots[] = {
      "said on stderr); stepwatch.clock_in_use() tells which.\n"
      "modules: True (every 10th step) or a step interval k: the forward and backward time\n"
      "of each nn.Module, self and cumulative, and its memory, every k-th step; the module\n"
-     "an out-of-memory error comes from is named (docs/python.md)."},
+     "an out-of-memory error comes from is named (docs/python.md).\n"
+     "flops: True, or a dict of stepwatch.flops.watch's options (flops_per_batch, length_fn,\n"
+     "peak_flops): one training step's FLOPs counted per input shape; TFLOP/s, MFU, tokens/s\n"
+     "and goodput in the notes at close (docs/efficiency.md); the Watch is prof.flops."},
     {Py_tp_new, Profiler_new},
     {Py_tp_methods, Profiler_methods},
     {Py_tp_getset, Profiler_getset},

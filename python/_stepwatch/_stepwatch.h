@@ -164,6 +164,7 @@ typedef struct {
     const char *events_in;        /* device time's events: "C" (the CUDA runtime), "Python", NULL */
     sw_py_memory *memory;         /* the CUDA allocator's memory per step; NULL: memory=False */
     PyObject *modules; /* Profiler(modules=...): stepwatch._modules' ModuleTimes, or NULL */
+    PyObject *flops;   /* Profiler(flops=...): stepwatch.flops' Watch, or NULL */
     PyObject *final;   /* the Snapshot taken at close: what report() and snapshot() give then */
     PyObject *gc;      /* its callable in gc.callbacks (_gc.c), or NULL */
 } ProfilerObject;

@@ -240,6 +240,12 @@ class _Fit:
         self.start, self.open = {}, []
         self.trained = False
         self.loggers = _Loggers(learn, cb.logger_callback)
+        self.flops = None  # flops=True: the training FLOPs (stepwatch.flops), logged rolling
+        if getattr(cb, "flops", False):
+            from stepwatch import flops as _flops
+            options = {} if cb.flops is True else dict(cb.flops)
+            self.flops = _flops.Watch(self.core, **options)
+        self.flops_mark = (0.0, 0, 0)  # the Watch's FLOPs, tokens and the time at the last log
         # Under DDP the stepwatch Profiler joins the cross-rank view (quiet: rank 0 prints it
         # after fastxtend's report); without one there is nothing to aggregate.
         self.ranks = None
@@ -262,6 +268,8 @@ class _Fit:
             self.end("valid")
             self.marks.set_phase(name == "train")
             self.trained |= name == "train"
+            if name == "train" and self.flops is not None:  # the rates leave validation out
+                self.flops_mark = self.flops.running() + (_sw.now_ns(),)
         self.open.append(name)
         if name == "fit" and "_call_one" not in vars(self.learn):  # the fit's events: ours
             self.learn._call_one = _dispatcher(self.learn)
@@ -281,11 +289,30 @@ class _Fit:
             self.times[top].append((now - self.start[top]) / 1e9)
             if self.core is not None:
                 self.core.phase(top).end()
+            if top == "fit" and self.flops is not None:
+                self.flops.close()  # its figures into the core's notes, where there is one
             if top == "fit" and getattr(vars(self.learn).get("_call_one"), "_stepwatch_dispatch",
                                         False):
                 del self.learn._call_one  # fastai's own again (export pickles the Learner)
             if top == name:
                 return
+
+    def rolling(self):
+        """fastxtend's rolling samples/s (throughput/<action>) and, with flops=True,
+        stepwatch/tflops, /mfu (where the peak is known) and /tokens_per_sec over the training
+        time since the last log, to the loggers."""
+        values = {f"throughput/{k}": v for k, v in self.marks.rolling().items()}
+        if self.flops is not None:
+            values.update(self.flops_rates())
+        self.loggers.log(values, "throughput")
+
+    def flops_rates(self):
+        from stepwatch import flops as _flops
+        now = _sw.now_ns()
+        seconds = (now - self.flops_mark[2]) / 1e9
+        out, mark = _flops.log_rates(self.flops, self.flops_mark[:2], seconds)
+        self.flops_mark = mark + (now,)
+        return out
 
     def finish_ranks(self):
         """Under DDP, the end-of-run aggregation (every rank's fit ends here, after_fit or
@@ -362,9 +389,6 @@ class _Loggers:
             self.cbs.update({n: cb for n in names if _LOGGERS[n] in kinds and n not in self.cbs})
         self.names = list(self.cbs)
         self.csv = {}  # file suffix -> (file, its columns)
-
-    def rolling(self, values):
-        self.log({f"throughput/{k}": v for k, v in values.items()}, "throughput")
 
     def log(self, values, csv_suffix):
         """values to every logger; CSVLogger's go to <fname>_<csv_suffix>.csv."""
@@ -485,7 +509,8 @@ class ThroughputCallback(_MarkedCallback):
 
     def __init__(self, show_report=True, plain=False, markdown=False, save_csv=False,
                  csv_name=None, rolling_average=10, drop_first_batch=True,
-                 logger_callback=None, profiler=None, extras=False, modules=False, live=None):
+                 logger_callback=None, profiler=None, extras=False, modules=False, live=None,
+                 flops=False):
         if int(rolling_average) < 1:
             raise ValueError("rolling_average must be >= 1")
         if profiler is not None and not isinstance(profiler, _sw.Profiler):
@@ -500,6 +525,11 @@ class ThroughputCallback(_MarkedCallback):
         # modules: each nn.Module's time and memory in stepwatch's table, so extras on
         self.logger_callback, self.extras = logger_callback, extras or bool(modules)
         self.modules = modules
+        if flops is not False and flops is not None and flops is not True \
+                and not isinstance(flops, dict):
+            raise ValueError("flops must be True, False or a dict of stepwatch.flops.watch's "
+                             "options (flops_per_batch, length_fn, peak_flops)")
+        self.flops = flops
         self._rolling_average, self._drop = int(rolling_average), int(drop_first_batch)
         self._init_state()
         self._sw_profiler = profiler
@@ -581,6 +611,11 @@ def _in_notebook():
     return in_notebook()
 
 
+def _step_end(watch, after_batch):
+    watch.step_end()
+    return after_batch()
+
+
 class ThroughputPostCallback(_MarkedCallback):
     "Required pair with `ThroughputCallback` to profile training performance. Removes itself after training is over."
     order, remove_on_fetch = Recorder.order - 1, True
@@ -606,7 +641,9 @@ class ThroughputPostCallback(_MarkedCallback):
             on.update(after_train=functools.partial(fit.end, "train"),
                       after_validate=functools.partial(fit.end, "valid"),
                       after_epoch=functools.partial(fit.end, "epoch"))
-            self._sw_rolling = lambda: fit.loggers.rolling(fit.marks.rolling())
+            self._sw_rolling = fit.rolling
+            if fit.flops is not None:  # fastai's optimizer has no torch.optim hooks
+                on["after_batch"] = functools.partial(_step_end, fit.flops, on["after_batch"])
         self._sw_on = on
 
     def _sw_rolling_due(self):
@@ -697,14 +734,17 @@ class DeviceStatsCallback(Callback):
 
 def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, markdown=False,
              save_csv=False, csv_name="profiler.csv", rolling_average=10, drop_first_batch=True,
-             logger_callback=None, profiler=None, extras=False, modules=False, live=None):
+             logger_callback=None, profiler=None, extras=False, modules=False, live=None,
+             flops=False):
     """Run a fastxtend profiler which removes itself when finished training.
 
     stepwatch's extras: profiler= a stepwatch.Profiler to record every step into (reports,
     p50/p99, self time, run file); extras=True prints its table after fastxtend's report;
     modules=True (or a step interval) adds each nn.Module's time and memory to it; live: the
     display in a Jupyter notebook's cell during the fit (None: in a Jupyter kernel; False:
-    never)."""
+    never); flops=True (or a dict of stepwatch.flops.watch's options) counts the training
+    FLOPs and logs stepwatch/tflops, stepwatch/mfu and stepwatch/tokens_per_sec with the
+    rolling throughput/* values."""
     mode = ProfileMode(mode)
     self.remove_cbs([cb for cb in self.cbs if isinstance(cb, (ThroughputCallback,
                                                               ThroughputPostCallback))])
@@ -713,7 +753,8 @@ def _profile(self, mode=ProfileMode.Throughput, show_report=True, plain=False, m
     self.add_cbs([main(show_report=show_report, plain=plain, markdown=markdown,
                        save_csv=save_csv, csv_name=csv_name, rolling_average=rolling_average,
                        drop_first_batch=drop_first_batch, logger_callback=logger_callback,
-                       profiler=profiler, extras=extras, modules=modules, live=live),
+                       profiler=profiler, extras=extras, modules=modules, live=live,
+                       flops=flops),
                   post()])
     return self
 

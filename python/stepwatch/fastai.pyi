@@ -32,12 +32,14 @@ class ThroughputCallback(Callback):
     extras: bool
     modules: bool | int
     live: bool | None
+    flops: bool | dict[str, object]
     def __init__(self, show_report: bool = True, plain: bool = False, markdown: bool = False,
                  save_csv: bool = False, csv_name: str | os.PathLike[str] | None = None,
                  rolling_average: int = 10, drop_first_batch: bool = True,
                  logger_callback: _LoggerNames = None, profiler: _Recorder | None = None,
                  extras: bool = False, modules: bool | int = False,
-                 live: bool | None = None) -> None: ...
+                 live: bool | None = None,
+                 flops: bool | dict[str, object] = False) -> None: ...
     def _repr_html_(self) -> str: ...
 
 class ThroughputPostCallback(Callback):

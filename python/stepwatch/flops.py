@@ -1,7 +1,8 @@
 """stepwatch.flops — FLOPs of a training step, achieved FLOP/s, MFU, tokens/s.
 
     stepwatch.torch.instrument(flops=True)     # or: stepwatch run --flops -- python train.py
-    prof = stepwatch.Profiler(); w = stepwatch.flops.watch(prof)   # any loop, marked by hand
+    prof = stepwatch.Profiler(flops=True)   # any loop, marked by hand: the notes at close()
+    prof = stepwatch.Profiler(); w = stepwatch.flops.watch(prof)   # the same, closed by hand
 
 How it counts: torch.utils.flop_counter's FlopCounterMode (a dispatch mode) is entered over
 one real training step as it runs: from the model's forward to the end of its optimizer step
@@ -16,7 +17,8 @@ What the count cannot see is said, never hidden: ops without a FLOP formula (ele
 custom kernels) are listed with their calls, and compiled regions (torch.compile) are named.
 
 The figures go to the profiler's notes (the run file, the JSON, the reports' header line):
-flops_forward/backward/optimizer (per step), flops_per_step, tflops_achieved, mfu,
+flops_forward/backward/optimizer (per step), tflops_forward/backward/optimizer (each against
+its phase's host time), mfu_forward/backward, flops_per_step, tflops_achieved, mfu,
 peak_flops, peak_device, compute_dtype, tokens_per_s, items_source, flops_uncounted,
 flops_counted_steps, efficiency (the line the text report prints).
 """
@@ -32,7 +34,8 @@ import torch.optim.optimizer as _optim
 from stepwatch import peaks as _peaks
 from stepwatch.torch import _optimizer_exists  # has any optimizer been made?
 
-__all__ = ["StepCounter", "Watch", "watch", "count_step", "compute_dtype", "device_peak"]
+__all__ = ["StepCounter", "Watch", "watch", "attach", "count_step", "compute_dtype",
+           "device_peak"]
 
 # Ops that move or view data: no FLOPs, so not worth naming as uncounted.
 _NO_WORK = frozenset("""
@@ -373,6 +376,13 @@ class Watch:
             return
         self._start(sig)
 
+    def step_end(self):
+        """The training step ended, as a front end that knows its loop says (fastai's
+        after_batch: its optimizer is no torch.optim one, whose hooks end a count): a count
+        in progress ends here."""
+        if self._counting is not None:
+            self._stop()
+
     @property
     def _has_optimizer(self):
         return self._post is not None
@@ -439,6 +449,18 @@ class Watch:
         self.uncounted.update(counter.uncounted)
         self.dtypes.update(counter.dtypes)
         self.devices.update(counter.devices)
+        self._note_live(count, forwards)
+
+    def _note_live(self, count, forwards):
+        """The live status line's figures, once per count (src/live/live_window.c reads
+        them): the model FLOPs of the step just counted and the device's peak. close()
+        writes the run's own figures over them."""
+        if self.profiler is None or self.profiler.closed:
+            return
+        self.profiler.note("flops_per_step", _num((count.forward + count.backward) * forwards))
+        peak = self.peak()[1]
+        if peak is not None:
+            self.profiler.note("peak_flops", _num(peak))
 
     # ---- the figures ----------------------------------------------------------------------
 
@@ -463,6 +485,16 @@ class Watch:
             for key, value in _notes(figures).items():
                 self.profiler.note(key, value)
         return figures
+
+    def closing(self):
+        """Profiler(flops=...)'s close(), before the profiler goes: the figures, then the
+        run's goodput (stepwatch.goodput), into its notes. Never raises into the program."""
+        try:
+            self.close()
+        finally:
+            if self.profiler is not None and not self.profiler.closed:
+                from stepwatch import goodput
+                goodput.note(self.profiler)
 
     def figures(self):
         """The counts and rates as a dict (the notes' source)."""
@@ -490,12 +522,15 @@ class Watch:
         out["tflops_achieved"] = model / t_step * 1e9 / 1e12 if t_step else None
         if self.flops_per_batch is not None:  # one figure for both: no split to show
             out["flops_forward"] = out["flops_backward"] = None
-        for phase, i in (("forward", 0), ("backward", 1)):
-            # a phase's time per step: its total over the steady steps, per step
+        for phase, i in (("forward", 0), ("backward", 1), ("optimizer", 2)):
+            # a phase's time per step: its total over the steady steps, per step (host time)
             row = rows.get((phase, "train"))
             t = row["total_ns"] / step["count"] if row and step and step["count"] else None
             out[f"tflops_{phase}"] = per[i] / t * 1e9 / 1e12 \
                 if t and out[f"flops_{phase}"] is not None else None
+            # the optimizer's elementwise FLOPs are no model FLOPs: no MFU of its own
+            out[f"mfu_{phase}"] = out[f"tflops_{phase}"] * 1e12 / peak \
+                if peak and phase != "optimizer" and out[f"tflops_{phase}"] is not None else None
         out["mfu"] = (out["tflops_achieved"] * 1e12 / peak
                       if peak and out["tflops_achieved"] is not None else None)
         out["tokens_per_s"] = out["tokens_per_step"] / t_step * 1e9 if t_step and \
@@ -532,7 +567,7 @@ def efficiency_line(f):
 def _num(x):
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
-    return f"{x:.6g}"
+    return repr(float(x))  # exact: the JSON and the per-phase block read it back
 
 
 def _notes(f):
@@ -542,7 +577,9 @@ def _notes(f):
         "flops_per_step": _num(f["flops_per_step"]), "flops_source": f["source"],
         "tflops_achieved": _num(f["tflops_achieved"]),
         "tflops_forward": _num(f["tflops_forward"]),
-        "tflops_backward": _num(f["tflops_backward"]), "mfu": _num(f["mfu"]),
+        "tflops_backward": _num(f["tflops_backward"]),
+        "tflops_optimizer": _num(f["tflops_optimizer"]), "mfu": _num(f["mfu"]),
+        "mfu_forward": _num(f["mfu_forward"]), "mfu_backward": _num(f["mfu_backward"]),
         "peak_flops": _num(f["peak_flops"]), "peak_device": f["peak_device"],
         "compute_dtype": f["compute_dtype"], "tokens_per_s": _num(f["tokens_per_s"]),
         "batches_per_s": _num(f["batches_per_s"]), "items_source": f["items_source"],
@@ -553,6 +590,42 @@ def _notes(f):
         "efficiency": efficiency_line(f) or None,
     }
     return {k: (v[:511] if isinstance(v, str) else v) for k, v in notes.items() if v is not None}
+
+
+def attach(profiler, flops):
+    """Profiler(flops=...): True, or a dict of watch()'s options; a Watch the profiler closes
+    (Watch.closing). Anything else is refused, naming what was given."""
+    if flops is True:
+        options = {}
+    elif isinstance(flops, dict):
+        unknown = set(flops) - {"flops_per_batch", "length_fn", "peak_flops"}
+        if unknown:
+            raise ValueError(f"Profiler: flops has no option {', '.join(sorted(unknown))} "
+                             "(flops_per_batch, length_fn, peak_flops)")
+        options = flops
+    else:
+        raise ValueError("Profiler: flops must be True, False, None or a dict of options "
+                         f"(flops_per_batch, length_fn, peak_flops), not {flops!r}")
+    return Watch(profiler, **options)
+
+
+def log_rates(watch, last, seconds, prefix="stepwatch/"):
+    """What a front end logs for the training steps since its last log: prefix + "tflops",
+    "mfu" (where the peak is known) and "tokens_per_sec", from the Watch's running totals
+    against last, the (FLOPs, tokens) at that log, over seconds of training. Returns (the
+    figures, the new mark); no figures when nothing was counted meanwhile."""
+    flops, tokens = watch.running()
+    mark = (flops, tokens)
+    if seconds <= 0 or flops <= last[0]:
+        return {}, mark
+    rate = (flops - last[0]) / seconds
+    out = {prefix + "tflops": rate / 1e12}
+    peak = watch.peak()[1]
+    if peak:
+        out[prefix + "mfu"] = rate / peak
+    if tokens > last[1]:
+        out[prefix + "tokens_per_sec"] = (tokens - last[1]) / seconds
+    return out, mark
 
 
 def watch(profiler=None, **kwargs):

@@ -17,11 +17,12 @@ and goodput add up to the wall time exactly:
                 work)
   the end       everything else: after the last phase, between phases, outside them
 
-The notes it writes: "goodput" (the percent), "goodput_loss" (the largest cause) and
+The notes it writes: "goodput" (the percent), "goodput_loss" (the largest cause),
 "goodput_parts" (every part with its percent), which the reports print and `stepwatch
-diagnose` reads.
+diagnose` reads, and "goodput_ns" (every part in ns), from which the JSON report and the HTML
+page build their goodput table.
 """
-__all__ = ["parts", "note", "line"]
+__all__ = ["parts", "note", "line", "ns_note"]
 
 CAUSES = ("start-up", "compilation", "data wait", "warm-up", "evaluation", "checkpoints", "idle",
           "the end")
@@ -98,6 +99,13 @@ def line(p):
            f"steps" + (f"; lost: {shown}" if shown else "")
 
 
+def ns_note(p):
+    """"wall:N,steady:N,start-up:N,...": the parts in ns, every cause in CAUSES' order, which
+    the JSON report's and the HTML page's goodput table read (src/report/goodput_table.c)."""
+    pairs = [("wall", p["wall_ns"]), ("steady", p["steady_ns"])] + [(c, p[c]) for c in CAUSES]
+    return ",".join(f"{name}:{int(ns)}" for name, ns in pairs)
+
+
 def note(profiler):
     """Write the run's goodput into profiler's notes, and onto the "efficiency" line when
     FLOPs were counted; the parts, or None (no training steps, or a closed profiler)."""
@@ -111,6 +119,7 @@ def note(profiler):
     profiler.note("goodput", f"{p['goodput']:.1f}")
     profiler.note("goodput_loss", f"{loss}:{100.0 * p[loss] / p['wall_ns']:.1f}")
     profiler.note("goodput_parts", line(p)[:511])
+    profiler.note("goodput_ns", ns_note(p))
     efficiency = (snapshot.info().get("notes") or {}).get("efficiency")
     if efficiency and "goodput" not in efficiency:
         profiler.note("efficiency", f"{efficiency}; goodput {p['goodput']:.1f} %"[:511])

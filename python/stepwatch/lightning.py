@@ -171,11 +171,17 @@ class Profiler(_LightningProfiler):
         live: the display in a Jupyter notebook's cell during the fit, redrawn every few
             seconds and left as the final summary (stepwatch.notebook); None (default): when
             running in a Jupyter kernel; False: never.
+        flops: True or a dict of stepwatch.flops.watch's options: the training step's FLOPs
+            counted (``stepwatch.Profiler(flops=...)``; ignored with ``profiler=``); every
+            ``log_every_n_steps`` optimizer steps the trainer's loggers get
+            ``stepwatch/tflops``, ``stepwatch/mfu`` (where the peak is known) and
+            ``stepwatch/tokens_per_sec`` over the training steps since the last log.
     """
 
     def __init__(self, dirpath=None, filename=None, extended=True, format="table",
                  warmup_steps=0, run_file=None, profiler=None, keep_durations=1000,
-                 loss_hooks=True, empty_hooks=False, modules=False, live=None):
+                 loss_hooks=True, empty_hooks=False, modules=False, live=None,
+                 flops=False):
         super().__init__(dirpath=dirpath, filename=filename)
         if format not in _sw.FORMATS and format != "md":
             raise ValueError(f"unknown report format {format!r}; one of {_sw.FORMATS}")
@@ -192,6 +198,11 @@ class Profiler(_LightningProfiler):
         self.empty_hooks = empty_hooks
         self.modules = modules
         self.live = live
+        if flops is not False and flops is not None and flops is not True \
+                and not isinstance(flops, dict):
+            raise ValueError("flops must be True, False or a dict of stepwatch.flops.watch's "
+                             "options (flops_per_batch, length_fn, peak_flops)")
+        self.flops = flops
         self._given = profiler
         self._reset_recording()
         atexit.register(_describe_at_exit, weakref.ref(self))
@@ -223,7 +234,7 @@ class Profiler(_LightningProfiler):
             where = _sw.distributed_rank(trainer)
             rank, world = where if where is not None else (0, 0)
             options = dict(name="lightning", warmup_steps=self.warmup_steps, rank=rank,
-                           world_size=world, modules=self.modules)
+                           world_size=world, modules=self.modules, flops=self.flops or None)
             run_file = self.run_file
             try:
                 if run_file:
@@ -377,6 +388,11 @@ class Profiler(_LightningProfiler):
         self._set_tap(strategy, "teardown",
                       functools.partial(_teardown, weakref.ref(self), strategy.teardown))
         self._spans.tapped = True
+        watch = getattr(self._recorder, "flops", None)
+        if watch is not None and hasattr(strategy, "optimizer_step"):
+            logged = _FlopsLog(watch, self._recorder, weakref.ref(trainer))
+            self._set_tap(strategy, "optimizer_step",
+                          functools.partial(logged.after, strategy.optimizer_step))
         if self.loss_hooks and trainer.lightning_module is not None:
             import torch
             for m in trainer.lightning_module.modules():
@@ -417,6 +433,41 @@ SimpleProfiler = Profiler  # `from stepwatch.lightning import SimpleProfiler`: t
 _TRANSIENT = frozenset({"_recorder", "_spans", "start", "stop", "profile", "_pending", "_pending_unbalanced",
                         "_fit_open", "_described", "_taps", "_owners",
                         "_lightning_module", "_ranks", "_notebook"})
+
+
+class _FlopsLog:
+    """Profiler(flops=...): every log_every_n_steps optimizer steps, the trainer's loggers get
+    the model FLOP/s, MFU and tokens/s of the training steps since the last log (their time:
+    the "train" phase's step rows)."""
+
+    def __init__(self, watch, recorder, trainer_ref):
+        self.watch, self.recorder, self.trainer_ref = watch, recorder, trainer_ref
+        self.steps = 0
+        self.last = (0.0, 0, 0)  # FLOPs, tokens, step ns at the last log
+
+    def after(self, optimizer_step, *args, **kwargs):
+        out = optimizer_step(*args, **kwargs)
+        self.steps += 1
+        trainer = self.trainer_ref()
+        every = getattr(trainer, "log_every_n_steps", 50) or 50
+        if trainer is not None and self.steps % every == 0:
+            try:
+                self.log(trainer)
+            except Exception as exc:  # a figure less, never a failed step
+                print(f"stepwatch.lightning: no stepwatch/* figures ({exc!r})", file=sys.stderr)
+        return out
+
+    def log(self, trainer):
+        step = next((r for r in self.recorder.records("train") if r["action"] == "step"), None)
+        step_ns = (step["total_ns"] + step["warmup_total_ns"]) if step else 0
+        from stepwatch import flops as _flops
+        seconds = (step_ns - self.last[2]) / 1e9
+        metrics, mark = _flops.log_rates(self.watch, self.last[:2], seconds)
+        self.last = mark + (step_ns,)
+        if not metrics:
+            return
+        for logger in trainer.loggers:  # at the optimizer steps done (global_step counts
+            logger.log_metrics(metrics, step=self.steps)  # this one only after it returns)
 
 
 class _Durations(collections.abc.Mapping):

@@ -35,12 +35,14 @@ class Profiler(_LightningProfiler, metaclass=abc.ABCMeta):
     empty_hooks: bool
     modules: bool | int
     live: bool | None
+    flops: bool | dict[str, object]
     def __init__(self, dirpath: str | os.PathLike[str] | None = None, filename: str | None = None,
                  extended: bool = True, format: _Format = "table", warmup_steps: int = 0,
                  run_file: str | None = None, profiler: _Recorder | None = None,
                  keep_durations: int = 1000, loss_hooks: bool = True,
                  empty_hooks: bool = False, modules: bool | int = False,
-                 live: bool | None = None) -> None: ...
+                 live: bool | None = None,
+                 flops: bool | dict[str, object] = False) -> None: ...
     def _repr_html_(self) -> str: ...
     @property
     def profiler(self) -> _Recorder: ...

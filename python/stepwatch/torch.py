@@ -185,7 +185,8 @@ class Instrumentation:
         self._try("torch.save", self._install_checkpoint)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
-        if self._flops_options is not None:  # the options were checked: a bad one raises
+        if self._flops_options is not None and getattr(p, "flops", None) is None:
+            # the options were checked: a bad one raises. A Profiler(flops=...) counts already
             from stepwatch import flops as _flops
             self.flops = _flops.watch(p, **self._flops_options)
         if self.phases:

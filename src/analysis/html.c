@@ -624,6 +624,7 @@ static int json_members(sw__jw *w, const sw__input *in, const html_ctx *h, const
     json_findings(w, d);
     json_ranks(w, h);
     json_notes(w, s);
+    sw__json_put_goodput(w, s);
     json_modules(w, s);
     return sw__html_json_flames(w, in->functions);
 }

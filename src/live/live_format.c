@@ -1,7 +1,8 @@
 /*
  * live_format.c — sw_live_format: the status line's text. When the line is wider than the
  * terminal, whole parts are left out, least important first (samples/s, then the slowest
- * category, the data share, the quantiles); an undefined figure leaves its part out.
+ * category, the FLOP/s, the data share, the quantiles); an undefined figure leaves its part
+ * out.
  */
 #include "core/core.h"
 
@@ -15,6 +16,24 @@ static void rate_text(double v, char *buf, size_t size) {
         snprintf(buf, size, v >= 99950 ? "%.0fk" : v >= 9999.5 ? "%.1fk" : "%.2fk", v / 1e3);
     else
         snprintf(buf, size, v < 9.995 ? "%.2f" : v < 99.95 ? "%.1f" : "%.0f", v);
+}
+
+/* The FLOP/s part: "412 TFLOP/s 41.6 % MFU", "6.87 GFLOP/s" (MFU unknown: left out). An
+ * older caller's struct has no FLOP figures: they read as 0, unknown like NaN. */
+static void flops_text(const sw_live_values *v, char *buf, size_t size) {
+    static const struct {
+        double scale;
+        const char *prefix;
+    } units[] = {{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}};
+    buf[0] = '\0';
+    if (!(isfinite(v->flops_per_s) && v->flops_per_s > 0))
+        return;
+    size_t u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && v->flops_per_s < units[u].scale)
+        u++;
+    int n = snprintf(buf, size, "%.3g %sFLOP/s", v->flops_per_s / units[u].scale, units[u].prefix);
+    if (isfinite(v->mfu) && v->mfu > 0 && n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " %.1f %% MFU", v->mfu * 100);
 }
 
 /* Display columns of UTF-8 text ("µs" is one column). */
@@ -35,12 +54,13 @@ char *sw_live_format(const sw_live_values *v, char *buf, size_t size, int width)
         return buf;
     v = &given;
     /* In display order; rank says what goes first when the line is too wide (highest first). */
-    enum { NPARTS = 6 };
+    enum { NPARTS = 7 };
     char part[NPARTS][80], a[32], b[32];
-    static const int rank[NPARTS] = {5, 4, 0, 3, 2, 1};
+    static const int rank[NPARTS] = {6, 5, 0, 4, 3, 1, 2};
     int n[NPARTS] = {0};
     snprintf(part[0], sizeof part[0], "stepwatch");
     part[1][0] = part[2][0] = part[3][0] = part[4][0] = part[5][0] = '\0';
+    flops_text(v, part[6], sizeof part[6]);
     if (isfinite(v->steps_per_s)) {
         rate_text(v->steps_per_s, a, sizeof a);
         snprintf(part[1], sizeof part[1], "%s steps/s", a);

@@ -23,6 +23,9 @@ typedef struct live_mark {
     uint64_t samples;              /* their batch sizes */
     uint64_t cat_ns[SW_CAT_COUNT]; /* time of the categorized actions (other: unused) */
     uint64_t min_ns, max_ns;       /* the steady-state steps' range so far */
+    uint64_t train_steps;          /* ended steps of the "train" phase (all steps without one) */
+    double flops_per_step;         /* the "flops_per_step" note; NaN: none */
+    double peak_flops;             /* the "peak_flops" note; NaN: none */
     sw_hist hist;                  /* steady-state step durations */
 } live_mark;
 
@@ -51,6 +54,29 @@ int sw_live_new(sw_profiler *p, double window_s, sw_live **out) {
 
 void sw_live_free(sw_live *w) {
     free(w);
+}
+
+/* A note as a positive number, else NaN. */
+static double note_number(const sw_snapshot *s, const char *key) {
+    const char *text = sw_snapshot_note(s, key);
+    char *end;
+    double v = text ? strtod(text, &end) : NAN;
+    return text && end != text && *end == '\0' && v > 0 ? v : NAN;
+}
+
+/* The FLOP figures of a mark: the front end that counts FLOPs (python/stepwatch/flops.py)
+ * notes the FLOPs per training step once counted and the device's peak; the rate is taken
+ * over the training steps, not the validation ones. */
+static void flops_of(const sw_snapshot *s, live_mark *m) {
+    m->flops_per_step = note_number(s, "flops_per_step");
+    m->peak_flops = note_number(s, "peak_flops");
+    m->train_steps = m->steps;
+    for (size_t i = 0; i < s->nrows; i++) {
+        const sw_row *r = &s->rows[i];
+        if (r->phase_name && strcmp(r->phase_name, "train") == 0 && r->action_name &&
+            strcmp(r->action_name, "step") == 0)
+            m->train_steps = r->stats.count + r->warmup.count;
+    }
 }
 
 static void mark_of(const sw_snapshot *s, uint64_t now, live_mark *m) {
@@ -117,6 +143,9 @@ static void values_of(const live_mark *from, const live_mark *to, sw_live_values
         covered += cat[k];
     }
     cat[SW_CAT_OTHER] = step_ns > covered ? step_ns - covered : 0;
+    uint64_t train = minus(to->train_steps, from->train_steps);
+    v->flops_per_s = dt > 0 && train > 0 ? to->flops_per_step * (double)train / dt : NAN;
+    v->mfu = v->flops_per_s / to->peak_flops; /* NaN without either */
     v->slowest = SW_CAT_COUNT;
     v->data_share = v->slowest_share = NAN;
     if (step_ns <= 0)
@@ -140,6 +169,7 @@ int sw_live_update(sw_live *w, sw_live_values *out) {
     if (w->count < LIVE_MARKS)
         w->count++;
     mark_of(s, sw_now_ns(), &w->marks[w->newest]);
+    flops_of(s, &w->marks[w->newest]);
     sw_snapshot_free(s);
     sw_live_values v;
     values_of(window_start(w), &w->marks[w->newest], &v);

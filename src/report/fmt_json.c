@@ -234,6 +234,8 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
     put_memory(&w, &s->memory);
     put_slow(&w, &s->slow);
+    sw__json_put_goodput(&w, s);
+    sw__json_put_efficiency(&w, s);
     if (s->nnotes > 0) { /* only when there are any: older readers never see an empty one */
         sw__jw_key(&w, "notes");
         sw__jw_object_begin(&w);

@@ -163,6 +163,7 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
     sw__run_summary(s, summary, sizeof summary);
     fprintf(out, "stepwatch report: %s (%s)\n", name, summary);
     sw__put_efficiency(s, out, "");
+    sw__put_efficiency_phases(s, out);
     fputc('\n', out);
 
     put_line(out, &l, "Action", sw__col_header);

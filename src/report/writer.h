@@ -31,6 +31,27 @@ extern const sw__writer sw__writer_json;
  * carries the same object. */
 void sw__json_put_misuse(sw__jw *w, const sw_misuse *m);
 
+/* ---- the goodput table (goodput_table.c) ---- */
+
+#define SW__GOODPUT_CAUSES 16 /* causes kept from the note (goodput.py has eight) */
+#define SW__GOODPUT_NAME 32   /* bytes of a cause's name, NUL included */
+
+typedef struct sw__goodput {
+    uint64_t wall_ns, steady_ns;
+    size_t nlost;
+    struct {
+        char cause[SW__GOODPUT_NAME];
+        uint64_t ns;
+    } lost[SW__GOODPUT_CAUSES];
+} sw__goodput;
+
+/* The run's "goodput_ns" note read into g: 1, or 0 when there is none (or it is not in the
+ * note's form). */
+int sw__goodput_read(const sw_snapshot *s, sw__goodput *g);
+/* The "goodput" member ({percent, wall_ns, steady_ns, lost: [{cause, ns, percent}]}) into
+ * the object open in w; nothing without the note. The JSON report and the HTML page's data. */
+void sw__json_put_goodput(sw__jw *w, const sw_snapshot *s);
+
 /* ---- text helpers (text.c) ---- */
 
 #define SW__LABEL_MAX 1024 /* bytes of a cleaned label, NUL included */
@@ -110,6 +131,12 @@ void sw__run_summary(const sw_snapshot *s, char *out, size_t size);
  * efficiency_line.c), a line each after prefix; nothing for a run without them. 1 when a
  * line was written, else 0. */
 int sw__put_efficiency(const sw_snapshot *s, FILE *out, const char *prefix);
+/* The FLOPs, FLOP/s and MFU of forward, backward and optimizer, a small table under the
+ * efficiency line (efficiency_phases.c); nothing without per-phase counts. */
+void sw__put_efficiency_phases(const sw_snapshot *s, FILE *out);
+/* The same as the JSON report's "efficiency" member ({phases: [{phase, flops_per_step,
+ * flops_per_s, mfu}]}, null where unknown), into the object open in w. */
+void sw__json_put_efficiency(sw__jw *w, const sw_snapshot *s);
 /* Nonzero when some row has warm-up calls. */
 int sw__has_warmup(const sw_snapshot *s);
 /* When there was misuse or dropped events: a blank line, then "Misuse: 3 end without

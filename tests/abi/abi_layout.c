@@ -115,7 +115,7 @@ SAME(live_values, step_p99_ns);
 SAME(live_values, data_share);
 SAME(live_values, slowest);
 SAME(live_values, slowest_share);
-GROWN(live_values, slowest_share);
+GROWN(live_values, mfu);
 
 SAME(gpu_clock, ctx);
 SAME(gpu_clock, ready);

@@ -265,8 +265,19 @@ def test_bad_options_are_named():
     ("Tesla T4", "T4"), ("NVIDIA A10G", "A10G"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
     ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200"), ("AMD Instinct MI250X", "MI250X"),
     ("AMD Instinct MI300X", "MI300X"),
-    ("NVIDIA H100", None), ("NVIDIA GeForce RTX 4090", None), ("NVIDIA L40", None),
-    ("Tesla V100", None), ("cpu", None), ("", None),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA GeForce RTX 4080", "RTX 4080"),
+    ("Tesla L40", "L40"), ("NVIDIA L40", "L40"), ("NVIDIA GeForce RTX 3090 Ti", "RTX 3090 Ti"),
+    ("NVIDIA GeForce RTX 3090", "RTX 3090"), ("NVIDIA GeForce RTX 3080 Ti", "RTX 3080 Ti"),
+    ("NVIDIA GeForce RTX 3080", "RTX 3080"), ("NVIDIA GeForce RTX 3070", "RTX 3070"),
+    ("NVIDIA RTX A6000", "RTX A6000"), ("NVIDIA A40", "A40"), ("TITAN RTX", "TITAN RTX"),
+    ("NVIDIA GeForce RTX 2080 Ti", "RTX 2080 Ti"), ("NVIDIA GeForce RTX 2080", "RTX 2080"),
+    ("NVIDIA GeForce RTX 2080 SUPER", "RTX 2080 SUPER"),
+    ("NVIDIA GeForce RTX 2070 Super", "RTX 2070 SUPER"), ("Quadro RTX 5000", "Quadro RTX 5000"),
+    # parts the table does not hold, and mobile parts (lower clocks): not guessed
+    ("NVIDIA GeForce RTX 4080 SUPER", None), ("NVIDIA GeForce RTX 3070 Ti", None),
+    ("NVIDIA GeForce RTX 3080 Laptop GPU", None), ("Quadro RTX 5000 with Max-Q Design", None),
+    ("NVIDIA RTX A4000", None),
+    ("NVIDIA H100", None), ("Tesla V100", None), ("cpu", None), ("", None),
 ])
 def test_device_names(name, label):
     assert peaks.match_device(name) == label
@@ -281,6 +292,9 @@ def test_peak_table_rows():
         assert set(row) <= set(peaks.DTYPES), label
         # dense tensor-core figures are above plain fp32, bf16 and fp16 alike
         assert row["fp16"] > row["fp32"] and row.get("bf16", row["fp16"]) == row["fp16"], label
+        assert row.get("tf32", row["fp32"]) >= row["fp32"], label  # tf32 never below fp32
+    assert peaks.peak_for("NVIDIA GeForce RTX 4090", "bf16") == ("RTX 4090", 165.2e12)
+    assert peaks.peak_for("NVIDIA GeForce RTX 2080 Ti", "bf16") == ("RTX 2080 Ti", None)
     with pytest.raises(ValueError, match="dtype"):
         peaks.peak_for("NVIDIA L4", "int8")
 

@@ -599,6 +599,44 @@
     return box;
   }
 
+  /* Goodput: one stacked bar of the run's wall time, the steady training steps first, then
+   * every cause of the rest (D.goodput, from the "goodput_ns" note: python/stepwatch/
+   * goodput.py), and the same as a table. */
+  var GOODPUT_COLORS = { steady: "#54a24b", "start-up": "#9d755d", compilation: "#b279a2",
+    "data wait": "#e4572e", "warm-up": "#bab0ac", evaluation: "#f58518", checkpoints: "#72b7b2",
+    idle: "#eeca3b", "the end": "#79706e" };
+  function goodputBar(G, width) {
+    var box = el("div", { "class": "goodput" }), H = 24, W = width;
+    var head = el("div", { "class": "glance-head" });
+    head.appendChild(el("b", {}, "goodput " + fmtPct(G.percent)));
+    head.appendChild(el("span", {}, "of " + fmtDur(G.wall_ns) + " wall time in steady training steps"));
+    box.appendChild(head);
+    var parts = [{ cause: "steady", ns: G.steady_ns, percent: G.percent }].concat(G.lost);
+    var svg = sv("svg", { "class": "chart goodput-bar", "data-chart": "goodput", width: W, height: H,
+      viewBox: "0 0 " + W + " " + H, role: "img" });
+    svg.appendChild(sv("title", {}, "the run's wall time: steady training and what was lost"));
+    var x = 0;
+    parts.forEach(function (p) {
+      if (!(p.ns > 0)) return;
+      var w = p.ns / G.wall_ns * W, g = sv("g", { "data-cause": p.cause });
+      g.appendChild(sv("rect", { x: x, y: 0, width: Math.max(0.5, w - 1), height: H,
+        fill: GOODPUT_COLORS[p.cause] || "#888", "class": "segment" }));
+      g.appendChild(sv("title", {}, p.cause + ": " + fmtDur(p.ns) + " (" + fmtPct(p.percent) + ")"));
+      var label = p.cause + " " + fmtPct(p.percent);
+      if (textWidth(label, 12) + 8 <= w)
+        g.appendChild(sv("text", { x: x + 4, y: H / 2 + 4, "class": "seg-label" }, label));
+      svg.appendChild(g);
+      x += w;
+    });
+    box.appendChild(svg);
+    var rows = parts.filter(function (p) { return p.ns > 0; }).map(function (p) {
+      return { cause: p.cause === "steady" ? "steady training steps" : p.cause, ns: p.ns, percent: p.percent };
+    });
+    box.appendChild(table(rows, [["Where the wall time went", "cause", id, true], ["Time", "ns", fmtDur],
+      ["Share", "percent", fmtPct]], "goodput"));
+    return box;
+  }
+
   /* Host time beside device time per category (the actions' roll-ups; device time is the
    * GPU time of the same calls, docs/device.md), when the run measured any. */
   function deviceTable(D) {
@@ -846,6 +884,7 @@
       header(D, main);
       var g = section("At a glance: the steady step");
       g.appendChild(glanceBars(D, Math.min(pageWidth(), 1000)));
+      if (D.goodput) g.appendChild(goodputBar(D.goodput, Math.min(pageWidth(), 1000)));
       runSections(D, main);
     } else {
       renderCompare(D, main);
