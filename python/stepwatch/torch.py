@@ -152,6 +152,7 @@ class Instrumentation:
         self._compile_cb = None    # (start, end) callbacks given to torch._dynamo
         self._compiling = None     # (start ns, step index) of the compilation under way
         self._compiled = {}        # step index -> ns compiling in it
+        self.collectives = []      # the torch.distributed calls timed (stepwatch.collectives)
 
     # ---- installing ----------------------------------------------------------------------
 
@@ -181,6 +182,7 @@ class Instrumentation:
         self._try("zero_grad", self._install_zero_grad)
         self._try("torch.compile", self._install_compile)
         self._try("torch.save", self._install_checkpoint)
+        self._try("torch.distributed collectives", self._install_collectives)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
         if self._flops_options is not None:  # the options were checked: a bad one raises
@@ -210,6 +212,11 @@ class Instrumentation:
         def make(original):
             return functools.update_wrapper(self._loop.hook(kind, original), original)
         return make
+
+    def _install_collectives(self):
+        """Every torch.distributed collective as collective:<op> (stepwatch.collectives)."""
+        from stepwatch import collectives
+        self.collectives = collectives.install(self.profiler, self._patch)
 
     def _install_dataloader(self):
         self._patch(_dataloader._BaseDataLoaderIter, "__next__", self._hook("next"))
@@ -404,6 +411,9 @@ class Instrumentation:
             self.flops.close()
         self._inside = None
         self._remove_compile_callbacks()
+        if self.collectives:
+            from stepwatch import collectives
+            collectives.uninstall()
         if self.phases:
             self._fit.end()
         for handle in self._handles:
