@@ -267,8 +267,11 @@ def _wrap_c10d(name, original):
 
     def collective(*args, **kwargs):
         rec = _recorder
-        if rec is None or _local.inside or compiling() or _ours(sys._getframe(1)):
+        if rec is None or _local.inside or compiling():
             return original(*args, **kwargs)
+        if _ours(sys._getframe(1)):  # stepwatch's own round: nor the calls it makes
+            with quiet():
+                return original(*args, **kwargs)
         _local.inside = True
         t0 = now_ns()
         try:
@@ -319,8 +322,11 @@ def _wrap_functional(name, original):
 
     def functional(*args, **kwargs):
         rec = _recorder
-        if rec is None or _local.inside or compiling() or _ours(sys._getframe(1)):
+        if rec is None or _local.inside or compiling():
             return original(*args, **kwargs)
+        if _ours(sys._getframe(1)):  # stepwatch's own round: nor the calls it makes
+            with quiet():
+                return original(*args, **kwargs)
         _local.inside = True
         t0 = now_ns()
         try:
