@@ -108,9 +108,18 @@ def size_class(nbytes):
     return f"{1 << k}B"
 
 
+def _on_cpu(x):
+    """Whether x (a tensor or a list of them) is on the CPU: a call on its tensors ends
+    before it returns (gloo), so its host time is the collective's; a CUDA one returns once
+    queued."""
+    if isinstance(x, (list, tuple)):
+        x = x[0] if x else None
+    return not isinstance(x, torch.Tensor) or x.is_cpu
+
+
 def _nbytes(x):
     if isinstance(x, torch.Tensor):
-        return x.numel() * x.element_size()
+        return x.nbytes
     if isinstance(x, (list, tuple)):
         return sum(_nbytes(t) for t in x)
     return 0
@@ -204,11 +213,13 @@ class _Recorder:
             except Exception:  # a closed profiler: the figures go nowhere anyway
                 self.note_failed = True
 
-    def record(self, op, nbytes, n, t0, t1, result):
+    def record(self, op, nbytes, n, t0, t1, result, cpu):
         op.action.record(t0, t1)
         if nbytes:
             op.total += nbytes
             self.profiler.counter(op.bytes_name, op.total)
+        if not cpu:  # queued on a GPU stream: the host saw the launch, not the transfer
+            return
         if result is None:  # done when the call returned: timed to its end
             op.bandwidth(nbytes, n, t1 - t0)
         elif nbytes:
@@ -251,9 +262,19 @@ def _functional_group_size(group):
         return dist.get_world_size() if dist.is_initialized() else 1
 
 
+_ours_by_module = {}  # id(a module's globals) -> whether the module is stepwatch's
+
+
 def _ours(frame):
-    """Whether a call comes from stepwatch itself (its cross-rank rounds)."""
-    return frame.f_globals.get("__name__", "").startswith("stepwatch.")
+    """Whether a call comes from stepwatch itself (its cross-rank rounds). A module's
+    globals live as long as the module: their id is a key the check reads in one lookup."""
+    g = frame.f_globals
+    ours = _ours_by_module.get(id(g))
+    if ours is None:
+        if len(_ours_by_module) >= 1024:  # globals made per call (exec): forget, stay small
+            _ours_by_module.clear()
+        ours = _ours_by_module[id(g)] = g.get("__name__", "").startswith("stepwatch.")
+    return ours
 
 
 def _arg(args, kwargs, where):
@@ -285,13 +306,15 @@ def _wrap_c10d(name, original):
                 ops = args[0] if args else kwargs.get("p2p_op_list", ())
                 nbytes = sum(_nbytes(p.tensor) for p in ops)
                 group = ops[0].group if ops else None
+                cpu = _on_cpu([p.tensor for p in ops[:1]])
             else:
-                nbytes = _nbytes(_arg(args, kwargs, where)) if where is not None else 0
+                tensors = _arg(args, kwargs, where) if where is not None else None
+                nbytes, cpu = _nbytes(tensors), _on_cpu(tensors)
                 group = kwargs.get("group")
                 if group is None and len(args) > _POSITIONAL_GROUP.get(name, 99):
                     group = args[_POSITIONAL_GROUP[name]]
             n = rec.group_size(group)
-            rec.record(op, nbytes, n, t0, t1, result)
+            rec.record(op, nbytes, n, t0, t1, result, cpu)
         except Exception:  # never fail the user's collective for a figure
             pass
         return result
@@ -340,10 +363,11 @@ def _wrap_functional(name, original):
             if key not in rec.groups:
                 rec._note_group(key, group)
             n = rec.groups[key][0]
-            nbytes = _nbytes(_arg(args, kwargs, where)) * (n if gathers else 1)
+            tensors = _arg(args, kwargs, where)
+            nbytes = _nbytes(tensors) * (n if gathers else 1)
             op = rec.op(name, where, kind)
-            pending = result if isinstance(result, torch.Tensor) else None
-            rec.record(op, nbytes, n, t0, t1, pending)
+            pending = result if isinstance(result, (torch.Tensor, list)) else None
+            rec.record(op, nbytes, n, t0, t1, pending, _on_cpu(tensors))
         except Exception:
             pass
         return result

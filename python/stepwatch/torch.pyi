@@ -11,6 +11,7 @@ class Instrumentation:
     phases: bool
     forward: str
     missing: list[str]
+    collectives: list[str]
     def __init__(self, profiler: Profiler | None = None, phases: bool = True,
                  forward: str = "patch") -> None: ...
     def install(self) -> Instrumentation: ...

@@ -1,13 +1,11 @@
 """Every torch.distributed collective, timed zero-code (stepwatch.collectives): real torchrun
 processes with gloo on the CPU under `stepwatch run`, and nothing of stepwatch in the
 scripts. Each call is collective:<op> in the phase and action it ran in, with its bytes and
-its bandwidth per size class; a rank whose data is slow makes the other wait inside DDP's
-all-reduce by about its delay (held to the delay the script itself measured); FSDP2's
+its bandwidth per size class; a rank whose data is slow makes the other wait in its next
+collective by about its delay (held to the delay the script itself measured); FSDP2's
 all-gathers and reduce-scatters land in forward and backward; Lightning's DDP syncs show."""
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
@@ -17,9 +15,9 @@ if not torch.distributed.is_available():
 
 import stepwatch  # noqa: E402
 from stepwatch import collectives  # noqa: E402
+from test_distributed import _env, stepwatch_exe  # noqa: E402,F401 (a fixture)
 
 STEPS = 8
-DELAY = 0.04
 
 # Explicit collectives around a DDP step; rank 1's data is slow by DELAY (measured here).
 SCRIPT = """
@@ -121,33 +119,14 @@ trainer.fit(Net())
 """
 
 
-def _env(**extra):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", STEPS=str(STEPS),
-               DELAY=str(DELAY))
-    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                "STEPWATCH_RUN_FILE"):
-        env.pop(var, None)
-    env.update({k: str(v) for k, v in extra.items()})
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-@pytest.fixture
-def stepwatch_exe(build_dir):
-    exe = os.path.join(build_dir or "", "stepwatch")
-    if not (build_dir and os.access(exe, os.X_OK)):
-        pytest.skip("the C command is not built (SW_BUILD_DIR)")
-    return exe
-
-
-def _run(exe, tmp_path, text, launcher=("torchrun", "--standalone", "--nproc_per_node=2")):
-    """`stepwatch run` of a script (under torchrun, or alone: launcher None)."""
+def _run(exe, tmp_path, text):
+    """`stepwatch run -- torchrun` of a script on two ranks."""
     script = tmp_path / "train.py"
     script.write_text(text)
-    cmd = [exe, "run", "--run-file", str(tmp_path / "run-{rank}.db"), "--",
-           *(launcher or (sys.executable,)), str(script)]
+    cmd = [exe, "run", "--run-file", str(tmp_path / "run-{rank}.db"), "--", "torchrun",
+           "--standalone", "--nproc_per_node=2", str(script)]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env=_env())
+                         env=_env(STEPS=STEPS, STEPWATCH_WARMUP=0))
     assert run.returncode == 0, run.stderr[-6000:]
     return run
 
@@ -174,7 +153,7 @@ def test_size_classes_and_bus_factors():
 
 def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatch_exe):
     run = _run(stepwatch_exe, tmp_path, SCRIPT)
-    # assert "Collectives" in run.stderr, run.stderr[-6000:]
+    assert "Collectives (bandwidth per op" in run.stderr, run.stderr[-6000:]
     world = 2
     for rank in range(world):
         data, rows, counters = _report(tmp_path / f"run-{rank}.db")
@@ -183,7 +162,8 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
         for op, calls in (("all_reduce", 1), ("broadcast", 1), ("reduce_scatter_single", 1),
                           ("batch_isend_irecv", 1), ("all_gather_single", 2)):
             row = rows[(f"collective:{op}", "train")]
-            assert row["count"] == calls * STEPS, (op, row)
+            assert row["count"] == calls * STEPS, \
+                (rank, op, {k: r["count"] for k, r in rows.items() if k[0].startswith("coll")})
         assert rows[("collective:allreduce", "train")]["count"] == STEPS  # DDP's, as before
         assert rows[("collective:barrier", "all")]["count"] >= 1
         # the bytes: the tensors' sizes times the steps (nccl-tests' sizes)
@@ -243,7 +223,8 @@ def test_fsdp2_all_gathers_and_reduce_scatters_in_forward_and_backward(tmp_path,
 
 def test_lightning_ddp_syncs_under_stepwatch_run(tmp_path, stepwatch_exe):
     pytest.importorskip("lightning")
-    _run(stepwatch_exe, tmp_path, LIGHTNING_SCRIPT, launcher=None)
+    # under torchrun (Lightning finds the ranks in the environment), as test_lightning_ddp.py
+    _run(stepwatch_exe, tmp_path, LIGHTNING_SCRIPT)
     for rank in range(2):
         _data, rows, counters = _report(tmp_path / f"run-{rank}.db")
         names = {a for a, _phase in rows if a.startswith("collective:")}
