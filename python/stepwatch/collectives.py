@@ -190,13 +190,13 @@ class _Recorder:
         return op
 
     def group_size(self, group):
-        """n of a c10d group (None: the default one), noting a group not seen before."""
-        if group is None:
-            group = dist.group.WORLD
-        key = id(group)
-        if key not in self.groups:
-            self._note_group(key, group)
-        return self.groups[key][0]
+        """n of a c10d group (None: the default one, read once: dist.group.WORLD is a
+        property of Python code), noting a group not seen before."""
+        seen = self.groups.get(id(group))
+        if seen is not None:
+            return seen[0]
+        self._note_group(id(group), dist.group.WORLD if group is None else group)
+        return self.groups[id(group)][0]
 
     def _note_group(self, key, group):
         try:
