@@ -46,6 +46,10 @@ Groups and budgets (added instructions per step, issue 33):
                budget: modules on adds <= 1 % of a launch-bound ~2 ms step (20 us) averaged
                over the run; printed as added instructions and wall time per step beside
                instrument() (no ratio to a peer).
+  collectives  a gloo all_reduce of 4 KiB in a loop (one rank), bare and under
+               instrument(): what timing one collective costs (collective:all_reduce, its
+               bytes and bandwidth counters), sync and async_op=True + wait(). Issue 41's
+               budget: a few us per call in host time; printed per call (no peer).
 A peer that is not installed (thunder, fastxtend) is left out with a message.
 
 The dumps of the last round stay under build/bench/callgrind/<group>/ for
@@ -88,6 +92,7 @@ GROUPS = {
     "torch": ["none", "instrument", "instrument_no_memory", "instrument_flops", "floor",
               "torch_profiler"],
     "modules": ["none", "instrument", "modules_default", "modules_every_step", "modules_hook_only"],
+    "collectives": ["none", "instrument", "none_async", "instrument_async"],
 }
 LABELS = {
     "none": "none", "stepwatch": "stepwatch Profiler",
@@ -110,6 +115,8 @@ LABELS = {
     "modules_default": "instrument(), modules=True (1 in 10)",
     "modules_every_step": "instrument(), modules=1 (every step)",
     "modules_hook_only": "instrument(), modules=1000 (hook only)",
+    "none_async": "none, async_op=True + wait()",
+    "instrument_async": "instrument(), async_op=True + wait()",
 }
 BUDGETS = [  # (group, ours, theirs, at most this fraction of theirs)
     ("lightning", "stepwatch", "simple", 1 / 10),
@@ -371,9 +378,44 @@ def run_torch(variant, window, tmp):
                 undo.pop()()
 
 
+def run_collectives(variant, window, tmp):
+    """A gloo all_reduce of 4 KiB per "step" in a process group of one rank (the wrapper's
+    cost does not depend on the group's size): bare, under instrument() (the call timed as
+    collective:all_reduce with its bytes and bandwidth), and the same as async work waited
+    for (the Work's wait() timed too): instrument_async's cost is its figure less
+    none_async's."""
+    torch = torch_setup()
+    import torch.distributed as dist
+
+    import stepwatch
+    import stepwatch.torch as swtorch
+    from bench_torch import quiet_stderr
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "pg"),
+                                rank=0, world_size=1)
+    undo = []
+    if variant.startswith("instrument"):
+        prof = stepwatch.Profiler(name="bench")
+        swtorch.instrument(prof)
+        undo += [prof.close, swtorch.uninstrument]
+    t = torch.zeros(1024)
+    asynchronous = variant.endswith("_async")
+    try:
+        for _ in range(window.length()):
+            window.tick()
+            if asynchronous:
+                dist.all_reduce(t, async_op=True).wait()
+            else:
+                dist.all_reduce(t)
+    finally:
+        with quiet_stderr():
+            while undo:
+                undo.pop()()
+
+
 RUNNERS = {"lightning": run_lightning, "devicestats": run_lightning, "ignite": run_ignite,
            "fastai": run_fastai,
-           "torch": run_torch, "modules": run_torch}
+           "torch": run_torch, "modules": run_torch, "collectives": run_collectives}
 
 
 def available(group, variant):

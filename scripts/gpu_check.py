@@ -46,6 +46,9 @@ Cases (each names what it compares; figures in the JSON):
                    cumulative (and the block's self), against torch.cuda.Event pairs recorded
                    by torch's own module hooks around the same calls: within 5 %; the host
                    columns stay host times; every interval timed
+  nccl-collectives NCCL with a world of one: 16 all_reduce calls of 64 MiB (8 sync, 8 async
+                   + wait) timed by instrument() as collective:all_reduce with their bytes;
+                   no bandwidth counters from CUDA calls (docs/collectives.md)
 """
 import argparse
 import json
@@ -58,7 +61,7 @@ import time
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
          "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
-         "modules-memory", "modules-oom", "modules-device-time"]
+         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -659,6 +662,41 @@ def case_modules_device_time(torch, stepwatch):
         "events_in": info["events_in"]}
 
 
+def case_nccl_collectives(torch, stepwatch):
+    """NCCL on one GPU (a world of one still launches NCCL's kernels): instrument() times each
+    dist.all_reduce as collective:all_reduce with its bytes, attributed to the step, and
+    leaves CUDA calls out of the bandwidth counters (their host time is the launch)."""
+    import tempfile
+    import torch.distributed as dist
+    import stepwatch.torch as swtorch
+    backend = "nccl" if DEV == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method="file://" + os.path.join(tempfile.mkdtemp(),
+                            "pg"), rank=0, world_size=1)
+    try:
+        t = torch.ones(S(1 << 24), device=DEV)  # 64 MiB on the GPU
+        prof = stepwatch.Profiler()
+        swtorch.instrument(prof)
+        try:
+            for _ in range(8):
+                with prof.step():
+                    dist.all_reduce(t)
+                    dist.all_reduce(t, async_op=True).wait()
+            torch.cuda.synchronize()
+        finally:
+            swtorch.uninstrument()
+        rows = {r["action"]: r for r in prof.records("all")}
+        c = counters(prof)
+        prof.close()
+    finally:
+        dist.destroy_process_group()
+    calls = rows.get("collective:all_reduce", {}).get("count", 0)
+    moved = c.get("comm:all_reduce:bytes", {}).get("last", 0)
+    bw = sorted(n for n in c if n.endswith("bw"))
+    ok = calls == 16 and moved == 16 * t.numel() * 4 and (bw == [] or DEV != "cuda")
+    return ok, {"calls": calls, "bytes": moved, "bandwidth_counters": bw,
+                "waits": rows.get("collective:all_reduce:wait", {}).get("count", 0)}
+
+
 def run_case(name):
     import torch
     import stepwatch
@@ -698,6 +736,8 @@ def run_case(name):
         return case_modules_oom(torch, stepwatch)
     if name == "modules-device-time":
         return case_modules_device_time(torch, stepwatch)
+    if name == "nccl-collectives":
+        return case_nccl_collectives(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 
@@ -712,7 +752,7 @@ def cpu_smoke():
     bad = []
     names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
         "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
-        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time"]
+        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time", "nccl-collectives"]
     for name in names:
         try:
             ok, figures = run_case(name)

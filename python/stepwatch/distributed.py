@@ -51,6 +51,7 @@ import torch.distributed as dist
 
 import stepwatch as _sw
 from stepwatch import _patching
+from stepwatch import collectives as _collectives
 from stepwatch._stepwatch import RANK_PAYLOAD_SIZE, ranks_view
 
 __all__ = ["RankView", "Watch", "watch", "watch_group", "unwatch", "active", "finish",
@@ -145,10 +146,11 @@ def timed_allreduce(state, bucket):
     """torch's default all-reduce (``allreduce_hook``), the last bucket's wait recorded. The
     future DDP gets is the default hook's own (a done-callback does not wrap its errors)."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    if not bucket.is_last():
-        return allreduce_hook(state.group, bucket)
-    start = _sw.now_ns()
-    fut = allreduce_hook(state.group, bucket)
+    with _collectives.quiet():  # timed here, not again as collective:all_reduce
+        if not bucket.is_last():
+            return allreduce_hook(state.group, bucket)
+        start = _sw.now_ns()
+        fut = allreduce_hook(state.group, bucket)
     fut.add_done_callback(functools.partial(_allreduce_done, state.action, start))
     return fut
 

@@ -154,6 +154,7 @@ class Instrumentation:
         self._compiled = {}        # step index -> ns compiling in it
         self.live = live           # the notebook display: None in a Jupyter kernel, or on/off
         self._notebook = None      # stepwatch.notebook.auto's display while installed
+        self.collectives = []      # the torch.distributed calls timed (stepwatch.collectives)
 
     # ---- installing ----------------------------------------------------------------------
 
@@ -183,6 +184,7 @@ class Instrumentation:
         self._try("zero_grad", self._install_zero_grad)
         self._try("torch.compile", self._install_compile)
         self._try("torch.save", self._install_checkpoint)
+        self._try("torch.distributed collectives", self._install_collectives)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
         if self._flops_options is not None and getattr(p, "flops", None) is None:
@@ -215,6 +217,11 @@ class Instrumentation:
         def make(original):
             return functools.update_wrapper(self._loop.hook(kind, original), original)
         return make
+
+    def _install_collectives(self):
+        """Every torch.distributed collective as collective:<op> (stepwatch.collectives)."""
+        from stepwatch import collectives
+        self.collectives = collectives.install(self.profiler, self._patch)
 
     def _install_dataloader(self):
         self._patch(_dataloader._BaseDataLoaderIter, "__next__", self._hook("next"))
@@ -409,6 +416,9 @@ class Instrumentation:
             self.flops.close()
         self._inside = None
         self._remove_compile_callbacks()
+        if self.collectives:
+            from stepwatch import collectives
+            collectives.uninstall()
         if self.phases:
             self._fit.end()
         for handle in self._handles:

@@ -12,6 +12,7 @@ class Instrumentation:
     forward: str
     missing: list[str]
     live: bool | None
+    collectives: list[str]
     def __init__(self, profiler: Profiler | None = None, phases: bool = True,
                  forward: str = "patch", flops: bool | dict[str, object] | None = None,
                  live: bool | None = None) -> None: ...

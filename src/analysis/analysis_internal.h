@@ -84,6 +84,8 @@ void sw__diagnose_goodput(sw__diagnosis *d, const sw_snapshot *s);
 int sw__diagnose_slow(sw__diagnosis *d, const sw__input *in);
 /* The advice for slow steps of cause c (diagnose_slow.c; the HTML report shows it too). */
 const char *sw__slow_advice(sw_cause c);
+/* The "slow-collective" finding from the collectives' bandwidth counters (diagnose_comm.c). */
+void sw__diagnose_comm(sw__diagnosis *d, const sw_snapshot *s);
 /* The findings of the device time in s, if any (diagnose_device.c). */
 void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
 /* The steps torch.compile compiled in, from the run's "compiled_steps" note

@@ -772,6 +772,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         check_recording(d, in->snap, in->incomplete);
         check_unseen(d, in->snap);
         sw__diagnose_device(d, in->snap);
+        sw__diagnose_comm(d, in->snap);
         sw__diagnose_drift(d, &c.drift);
         sw__diagnose_goodput(d, in->snap);
         sort_findings(d);

@@ -43,6 +43,8 @@ void sw__number_text(const sw__number *n, char *buf, size_t size) {
         snprintf(buf, size, "%.2fx", n->value);
     else if (strcmp(n->unit, "bytes") == 0)
         snprintf(buf, size, "%.1f MiB", n->value / 1048576.0);
+    else if (strcmp(n->unit, "GB/s") == 0) /* a bandwidth: small on the CPU, large on GPUs */
+        snprintf(buf, size, "%.3g GB/s", n->value);
     else
         snprintf(buf, size, "%.0f", n->value);
 }

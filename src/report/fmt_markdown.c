@@ -107,6 +107,7 @@ static int write_markdown(const sw_snapshot *s, FILE *out, const sw_write_option
     sw__put_problems(s, out, "- ");
     sw__put_memory(s, out, "- ");
     sw__put_slow(s, out, "- ");
+    sw__put_comm_bw(s, out, 1);
     free(rows);
     return 0;
 }

@@ -102,7 +102,8 @@ static void put_rule(FILE *out, const layout *l) {
 static void put_counters(const sw_snapshot *s, FILE *out) {
     size_t shown = 0;
     for (size_t i = 0; i < s->ncounters; i++)
-        shown += !sw__device_phase_time(s->counters[i].name);
+        shown += !sw__device_phase_time(s->counters[i].name) &&
+                 !sw__comm_bw_counter(s->counters[i].name);
     if (shown == 0)
         return;
     fputs("\nCounters:\n", out);
@@ -110,6 +111,8 @@ static void put_counters(const sw_snapshot *s, FILE *out) {
         const sw_counter_summary *c = &s->counters[i];
         if (sw__device_phase_time(c->name))
             continue; /* nanoseconds: the Device table shows them in time units */
+        if (sw__comm_bw_counter(c->name))
+            continue; /* the Collectives section shows them */
         char name[SW__LABEL_MAX];
         sw__text_clean(c->name ? c->name : "?", name, sizeof name);
         fprintf(out, "  %s: last %.6g, min %.6g, max %.6g, mean %.6g (%" PRIu64 " sample%s)\n",
@@ -193,6 +196,7 @@ static int write_table(const sw_snapshot *s, FILE *out, const sw_write_options *
     sw__put_problems(s, out, "");
     sw__put_memory(s, out, "");
     sw__put_slow(s, out, "");
+    sw__put_comm_bw(s, out, 0);
     put_counters(s, out);
 
     free(rows);

@@ -204,6 +204,27 @@ int sw__device_phase_time(const char *name);
  * as a markdown table when markdown is nonzero. */
 void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
 
+/* ---- the collectives' bandwidth (comm_bandwidth.c) ---- */
+
+#define SW__COMM_BW_ROWS 128 /* (op, size class) rows a report shows: the counters' pairs */
+typedef struct sw__comm_bw {
+    char op[64];         /* "all_reduce" */
+    char size_class[16]; /* "4KiB": 4 KiB up to 8 KiB */
+    uint64_t calls;      /* calls timed to their end */
+    double algbw, busbw; /* means over the calls, GB/s */
+    double best_busbw;   /* the fastest call's */
+} sw__comm_bw;
+/* Nonzero for a counter "comm:<op>:<class>:algbw" or ":busbw" (GB/s, one sample a call),
+ * which the Collectives section shows (the Counters lines leave it out). */
+int sw__comm_bw_counter(const char *name);
+/* The snapshot's (op, size class) rows (at most max), by op and size: their number. */
+size_t sw__comm_bw_rows(const sw_snapshot *s, sw__comm_bw *rows, size_t max);
+/* The text formats' Collectives section, as a markdown table when markdown is nonzero;
+ * nothing without bandwidth counters. */
+void sw__put_comm_bw(const sw_snapshot *s, FILE *out, int markdown);
+/* The JSON report's "collectives" member, only when there are rows. */
+void sw__json_put_comm_bw(sw__jw *w, const sw_snapshot *s);
+
 /* ---- the modules table (module_rows.c) ---- */
 
 /* Has some module row GPU times (device_*_calls)? */

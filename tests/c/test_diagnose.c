@@ -169,6 +169,35 @@ static void test_loader_startup_named(void **state) {
     at_run_free(&r);
 }
 
+/* A size class whose mean bus bandwidth is far below its best call's is named (the worst
+ * one); a class near its best, or of too few calls, is not. */
+static void test_slow_collective(void **state) {
+    (void)state;
+    at_run r = {0};
+    add_steps(&r, 0, 40, 0.5, 3, 6, 0.4, 0, 5);
+    sw_snapshot snap = at_snapshot("comm", NULL, 0, 40, 700 * MS);
+    sw_counter_summary c[] = {
+        {"comm:all_reduce:1MiB:algbw", 40, 1, 0.5, 12, 2},
+        {"comm:all_reduce:1MiB:busbw", 40, 1, 0.5, 12, 2}, /* 1/6 of its best */
+        {"comm:all_gather_single:64KiB:algbw", 40, 1, 1, 1.2, 1},
+        {"comm:all_gather_single:64KiB:busbw", 40, 0.5, 0.5, 0.6, 0.5}, /* near its best */
+        {"comm:broadcast:4KiB:algbw", 4, 0.01, 0.01, 1, 0.01},
+        {"comm:broadcast:4KiB:busbw", 4, 0.01, 0.01, 1, 0.01}, /* too few calls */
+    };
+    snap.counters = c;
+    snap.ncounters = sizeof c / sizeof *c;
+    sw__diagnosis *d = diagnose(&r, &snap, 1);
+    const sw__finding *f = find(d, "slow-collective");
+    assert_non_null(f);
+    assert_int_equal(f->severity, SW__SEV_WARNING);
+    assert_non_null(strstr(f->title, "all_reduce of 1MiB"));
+    assert_true(number(f, "share of best") > 16 && number(f, "share of best") < 17);
+    assert_int_equal((int)number(f, "calls"), 40);
+    c[1].mean = 5; /* 42 % of its best: fine */
+    assert_null(find(diagnose(&r, &snap, 1), "slow-collective"));
+    at_run_free(&r);
+}
+
 static void test_tail_stalls(void **state) {
     (void)state;
     at_run r = {0};
@@ -536,6 +565,7 @@ int main(void) {
         cmocka_unit_test(test_tail_stalls),
         cmocka_unit_test(test_tail_floor_for_microsecond_steps),
         cmocka_unit_test(test_loader_startup_named),
+        cmocka_unit_test(test_slow_collective),
         cmocka_unit_test(test_compiled_steps_kept_out),
         cmocka_unit_test(test_warmup),
         cmocka_unit_test(test_idle),

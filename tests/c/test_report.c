@@ -824,6 +824,58 @@ static void test_memory_in_every_format(void **state) {
     free(text);
 }
 
+/* The collectives' bandwidth counters (python/stepwatch/collectives.py: GB/s, one sample a
+ * call) become one Collectives block by op and size class, left out of the Counters lines,
+ * and the JSON report's "collectives" rows. */
+static void test_collectives_bandwidth(void **state) {
+    fixture *f = *state;
+    sw_snapshot s = f->snap;
+    sw_counter_summary c[] = {
+        {"comm:all_reduce:1MiB:algbw", 10, 1.0, 0.5, 2.0, 1.5},
+        {"comm:all_reduce:1MiB:busbw", 10, 1.5, 0.75, 3.0, 2.25},
+        {"comm:all_reduce:4KiB:algbw", 4, 0.1, 0.1, 0.1, 0.1},
+        {"comm:all_reduce:4KiB:busbw", 4, 0.15, 0.15, 0.15, 0.15},
+        {"comm:all_reduce:bytes", 14, 10502144, 4096, 10502144, 5e6},
+        {"comm:all_gather_single:64KiB:busbw", 3, 0.2, 0.2, 0.375, 0.25},
+        {"comm:all_gather_single:64KiB:algbw", 3, 0.4, 0.4, 0.75, 0.5},
+        {"gpu_util", 5, 93.5, 12.0, 100.0, 80.25},
+    };
+    s.counters = c;
+    s.ncounters = sizeof c / sizeof *c;
+    char *text = render(&s, SW_FORMAT_TABLE);
+    const char *block = strstr(text, "\nCollectives (bandwidth per op and size class");
+    assert_non_null(block);
+    /* by op, then by size: all_gather first, all_reduce's 4KiB before its 1MiB */
+    const char *ag = strstr(block, "all_gather_single"), *small = strstr(block, "4KiB");
+    const char *large = strstr(block, "1MiB");
+    assert_true(ag != NULL && small != NULL && large != NULL && ag < small && small < large);
+    assert_non_null(strstr(block, "  all_reduce                   1MiB       10       1.5      2.25"
+                                  "           3\n"));
+    /* the bandwidth counters are not listed again; the bytes and others are */
+    assert_null(strstr(text, "comm:all_reduce:1MiB"));
+    assert_non_null(strstr(text, "  comm:all_reduce:bytes: last 1.05021e+07"));
+    assert_non_null(strstr(text, "  gpu_util: last"));
+    free(text);
+    text = render(&s, SW_FORMAT_MARKDOWN);
+    assert_non_null(strstr(text, "| all_gather_single | 64KiB | 3 | 0.5 | 0.25 | 0.375 |\n"));
+    free(text);
+    text = render(&s, SW_FORMAT_JSON);
+    const char *rows = strstr(text,
+                              "\"collectives\": [\n    {\n      \"op\": \"all_gather_single\",");
+    assert_non_null(rows);
+    assert_non_null(strstr(rows, "\"size_class\": \"64KiB\",\n      \"calls\": 3,\n      "
+                                 "\"algbw_gbps\": 0.5,\n      \"busbw_gbps\": 0.25,\n      "
+                                 "\"best_busbw_gbps\": 0.375\n"));
+    free(text);
+    /* without them: no block, no member */
+    text = render(&f->snap, SW_FORMAT_TABLE);
+    assert_null(strstr(text, "Collectives"));
+    free(text);
+    text = render(&f->snap, SW_FORMAT_JSON);
+    assert_null(strstr(text, "\"collectives\""));
+    free(text);
+}
+
 static int teardown(void **state) {
     free(*state);
     return 0;
@@ -851,6 +903,7 @@ int main(void) {
         cmocka_unit_test(test_format_scale_time),
         cmocka_unit_test(test_ignite_layouts),
         cmocka_unit_test(test_memory_in_every_format),
+        cmocka_unit_test(test_collectives_bandwidth),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
