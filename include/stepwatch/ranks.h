@@ -29,7 +29,7 @@
  * other ranks whose time in that op exceeds the straggler's by the threshold. Said only when
  * X reaches the threshold. Per op (a collective:<op> action, "collective:" cut), the view has
  * the time per step across ranks and, where the bytes are known (the counter
- * "collective:<op>.bytes", one value per call), the bandwidth bytes / time inside the op:
+ * "comm:<op>:bytes", the bytes moved so far, one sample per call), the bandwidth bytes / time inside the op:
  * the slowest rank's (its link, or a rank that waits there) and the median.
  *
  * FLOP/s: a rank whose run notes "flops_per_step" (stepwatch.flops) carries it; its TFLOP/s

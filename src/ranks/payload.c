@@ -68,14 +68,15 @@ static double note_number(const sw_snapshot *s, const char *key) {
     return v && end != v && d > 0 && d < 1e300 ? d : 0;
 }
 
-/* The bytes of op row r's steady calls: its counter "<action>.bytes" (one value a call). */
+/* The bytes of op row r's calls: the counter "comm:<op>:bytes" holds the bytes moved so far,
+ * one sample a call (stepwatch.collectives), so a call moved last / count on average. */
 static void op_bytes(const sw_snapshot *s, const sw_row *r, sw__op_stats *op) {
-    char name[SW_NAME_MAX + 8];
-    snprintf(name, sizeof name, "%s.bytes", r->action_name);
+    char name[SW_NAME_MAX + 16];
+    snprintf(name, sizeof name, "comm:%s:bytes", op->name);
     for (size_t i = 0; i < s->ncounters; i++) {
         const sw_counter_summary *c = &s->counters[i];
-        if (c->count > 0 && c->mean > 0 && c->name && strcmp(c->name, name) == 0) {
-            op->bytes = (uint64_t)(c->mean * (double)op->count);
+        if (c->count > 0 && c->last > 0 && c->name && strcmp(c->name, name) == 0) {
+            op->bytes = (uint64_t)(c->last / (double)c->count * (double)op->count);
             op->bytes_calls = op->count;
             return;
         }

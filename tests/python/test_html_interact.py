@@ -221,6 +221,7 @@ def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
         p = stepwatch.Profiler(name="ddp", run_file=str(path), rank=rank, world_size=3,
                                warmup_steps=1, live=False)
         data, fwd, ar = p.action("data"), p.action("forward"), p.action("collective:allreduce")
+        moved = 0
         with p.phase("train"):
             for _ in range(8):
                 with p.step(8):
@@ -230,7 +231,8 @@ def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
                         time.sleep(0.002)
                     with ar:
                         time.sleep(0.001 if rank == 1 else 0.03)
-                        p.counter("collective:allreduce.bytes", 4e6)
+                        moved += 4e6
+                        p.counter("comm:allreduce:bytes", moved)  # so far, as collectives.py
         p.note("flops_per_step", "3e9")
         p.close()
         paths.append(str(path))
