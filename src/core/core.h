@@ -56,6 +56,8 @@ const char *sw__counter_name(const sw_profiler *p, sw_id counter);
 uint32_t sw__action_count(const sw_profiler *p);
 uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
+/* Slow steps found so far (docs/slow-steps.md), for the live status line. */
+uint64_t sw__slow_count(const sw_profiler *p);
 
 /* ---- for the device layer (src/device/): the training state, and a watcher of its own ---- */
 

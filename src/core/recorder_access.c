@@ -22,6 +22,10 @@ const char *sw__counter_name(const sw_profiler *p, sw_id counter) {
     return p->counters[counter].name;
 }
 
+uint64_t sw__slow_count(const sw_profiler *p) {
+    return atomic_load_explicit(&p->slow_count, memory_order_relaxed);
+}
+
 uint32_t sw__action_count(const sw_profiler *p) {
     return atomic_load_explicit(&p->naction, memory_order_acquire);
 }

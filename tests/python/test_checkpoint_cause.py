@@ -56,19 +56,9 @@ def test_lightning_model_checkpoint_every_n_steps(tmp_path):
     from torch.utils.data import DataLoader, TensorDataset
 
     import stepwatch.lightning as swl
+    import test_lightning
 
-    class Model(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(8, 1)
-
-        def training_step(self, batch, i):
-            x, y = batch
-            return torch.nn.functional.mse_loss(self.lin(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    class Model(test_lightning.Model):
         def on_save_checkpoint(self, checkpoint):  # inside trainer.save_checkpoint
             slow_disk()
 
