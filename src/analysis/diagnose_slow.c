@@ -32,6 +32,13 @@ const char *sw__slow_advice(sw_cause c) {
     case SW_CAUSE_PREEMPTED:
         return "another process wanted this CPU: pin the job (taskset), run fewer processes "
                "and workers than cores";
+    case SW_CAUSE_ALLOCATOR:
+        return "the caching allocator freed its cache to find memory: lower the peak (smaller "
+               "batches, activation checkpointing) or set PYTORCH_CUDA_ALLOC_CONF="
+               "expandable_segments:True";
+    case SW_CAUSE_STEAL:
+        return "the VM's host gave its CPUs to other guests: a dedicated or larger instance, "
+               "or fewer vCPUs asked than the host can give";
     case SW_CAUSE_BLOCKED:
         return "look in the kept spans for I/O, locks, sleeps or device syncs (.item(), "
                ".cpu())";
