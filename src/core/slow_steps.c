@@ -109,7 +109,9 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
     sw_cause best = SW_CAUSE_UNKNOWN;
     uint64_t best_ns = 0;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
-        uint64_t ns = named[i].ns > taken ? named[i].ns - taken : 0;
+        /* Page faults' kernel time is CPU time, which a preemption does not lengthen. */
+        uint64_t less = named[i].cause == SW_CAUSE_PAGE_FAULTS && !g->major_faults ? 0 : taken;
+        uint64_t ns = named[i].ns > less ? named[i].ns - less : 0;
         if (ns > best_ns) {
             best = named[i].cause;
             best_ns = ns;
