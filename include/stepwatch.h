@@ -440,6 +440,12 @@ SW_API void sw_step_end_at(sw_profiler *p, uint64_t end_ns);
  * before sw_step_end, on the step's thread. No lock, no allocation; nothing outside a step. */
 SW_API void sw_step_memory(sw_profiler *p, uint64_t allocated, uint64_t peak_allocated,
                            uint64_t reserved);
+/* The CUDA caching allocator's running totals of retries (num_alloc_retries: an allocation
+ * that failed, freed the cached blocks and tried again) and out-of-memory errors (num_ooms),
+ * as torch.cuda.memory_stats() gives them; the step's signals get what they grew by since
+ * the previous call on this thread (docs/slow-steps.md). Call it just before sw_step_end, on
+ * the step's thread, as sw_step_memory. No lock, no allocation; nothing outside a step. */
+SW_API void sw_step_allocator(sw_profiler *p, uint64_t alloc_retries, uint64_t ooms);
 /* Steps begun so far in the whole run (all phases), and the current step's global index
  * (-1 outside a step). */
 SW_API uint64_t sw_step_count(const sw_profiler *p);
@@ -701,6 +707,8 @@ typedef enum sw_cause {
     SW_CAUSE_PAGE_FAULTS, /* page faults: memory touched for the first time, or swap */
     SW_CAUSE_PREEMPTED,   /* off the CPU while runnable: another process had it */
     SW_CAUSE_BLOCKED,     /* off the CPU, not runnable: I/O, a lock, a sleep, a device sync */
+    SW_CAUSE_ALLOCATOR,   /* the CUDA caching allocator retried (freed its cache) or ran out */
+    SW_CAUSE_STEAL,       /* the hypervisor gave the machine's CPUs to other guests (steal) */
     SW_CAUSE_COUNT
 } sw_cause;
 
@@ -866,7 +874,7 @@ SW_API int sw_ignite_write_handlers(FILE *out, const sw_ignite_row *rows, size_t
 #define SW_SLOW_WINDOW_SPANS 256u /* spans kept per step of a window (the rest counted) */
 
 /* "unknown", "gc", "compile", "checkpoint", "eval", "data", "page_faults", "preempted",
- * "blocked" ("" for SW_CAUSE_NONE); NULL out of range. Static strings. */
+ * "blocked", "allocator", "steal" ("" for SW_CAUSE_NONE); NULL out of range. Static strings. */
 SW_API const char *sw_cause_name(sw_cause cause);
 /* The cause an action of this name stands for when its spans run inside a step: "compile",
  * "checkpoint", "evaluate" and "valid"; SW_CAUSE_NONE for any other name. */
@@ -890,6 +898,13 @@ typedef struct sw_step_signals {
     uint64_t gc_collected; /* objects collected */
     /* Time of spans standing for a cause (sw_cause_of) inside the step, per cause. */
     uint64_t compile_ns, checkpoint_ns, eval_ns;
+    /* The CUDA caching allocator (sw_step_allocator): its retries (a failed allocation that
+     * freed the cache and tried again) and out-of-memory errors in the step. */
+    uint64_t alloc_retries, ooms;
+    /* The machine, from the device sampler's latest reading (0: no sampler): the share of its
+     * CPU time the hypervisor stole, in per mille, its 1-minute load average x 100, and its
+     * CPUs. */
+    uint32_t steal_permille, load_x100, cpus;
 } sw_step_signals;
 
 typedef struct sw_step_record {
@@ -926,8 +941,10 @@ SW_API int sw_step_is_slow(uint64_t duration_ns, uint64_t median_ns);
  * of the causes the step's own spans and the collector name (gc, compile, checkpoint, eval,
  * data, page faults) the one that explains the most of the excess over the median, if it
  * explains at least half (each less the time the thread was preempted, which a span running
- * meanwhile counts as its own); else the OS's off-CPU time (preempted: involuntary switches
- * outnumber voluntary ones; else blocked) if it explains half; else SW_CAUSE_UNKNOWN. The
+ * meanwhile counts as its own); else the allocator when its retries or out-of-memory errors
+ * grew (the excess less the preempted time, if half); else the OS's off-CPU time (preempted:
+ * involuntary switches outnumber voluntary ones; else blocked) if it explains half; else the
+ * machine's steal (the step's time times the steal share) if half; else SW_CAUSE_UNKNOWN. The
  * ns explained go to *explained (may be NULL). */
 SW_API sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns,
                               uint64_t *explained);

@@ -11,6 +11,9 @@
  * _initialized flag is read first, one attribute load per step on a CPU run. The RSS per step
  * is the core's (sw_step_memory_mode).
  *
+ * The same statistics give the allocator's retries and out-of-memory errors
+ * (num_alloc_retries, num_ooms: sw_step_allocator), which explain slow steps.
+ *
  * Side effect, documented in docs/python.md: the program's own torch.cuda.max_memory_allocated()
  * then tells the peak since the last step's end; Profiler(memory=False) leaves the allocator
  * alone.
@@ -118,6 +121,16 @@ static int stat_of(PyObject *stats, const char *group, const char *which, uint64
     return 0;
 }
 
+/* stats[key] as a count, or -1 when absent (an older torch): the allocator's retries and
+ * out-of-memory errors, for the slow steps' signals (docs/slow-steps.md). */
+static long long count_of(PyObject *stats, const char *key) {
+    PyObject *v = PyDict_Check(stats) ? PyDict_GetItemString(stats, key) : NULL;
+    long long n = v != NULL && PyLong_Check(v) ? PyLong_AsLongLong(v) : -1;
+    if (n == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return n;
+}
+
 void sw_py_step_memory(sw_py_memory *m, sw_profiler *p) {
     if (m == NULL || m->off || p == NULL || sw_step_index(p) < 0)
         return;
@@ -137,6 +150,10 @@ void sw_py_step_memory(sw_py_memory *m, sw_profiler *p) {
     int ok = stats != NULL && stat_of(stats, "allocated_bytes", "current", &allocated) == 0 &&
              stat_of(stats, "allocated_bytes", "peak", &peak) == 0 &&
              stat_of(stats, "reserved_bytes", "current", &reserved) == 0;
+    long long retries = ok ? count_of(stats, "num_alloc_retries") : -1;
+    long long ooms = ok ? count_of(stats, "num_ooms") : -1;
+    if (retries >= 0 && ooms >= 0)
+        sw_step_allocator(p, (uint64_t)retries, (uint64_t)ooms);
     Py_XDECREF(stats);
     PyObject *reset = ok ? PyObject_CallOneArg(m->reset_peak, device) : NULL;
     Py_XDECREF(device);

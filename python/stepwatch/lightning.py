@@ -36,7 +36,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.profilers import Profiler as _LightningProfiler
 
 import stepwatch as _sw
-from stepwatch import _oom, _patching
+from stepwatch import _checkpoint, _oom, _patching
 from stepwatch.lightning_advanced import AdvancedProfiler  # noqa: F401 (cProfile tables)
 from stepwatch.lightning_devicestats import DeviceStatsMonitor  # noqa: F401 (device stats)
 from stepwatch.thunder import TimeProfiler  # noqa: F401 (thunder's callback, its own module)
@@ -393,6 +393,10 @@ class Profiler(_LightningProfiler):
             logged = _FlopsLog(watch, self._recorder, weakref.ref(trainer))
             self._set_tap(strategy, "optimizer_step",
                           functools.partial(logged.after, strategy.optimizer_step))
+        # trainer.save_checkpoint (ModelCheckpoint's and the user's) as "checkpoint": inside
+        # a step (every_n_train_steps) it is the step's cause when it makes the step slow
+        self._set_tap(trainer, "save_checkpoint",
+                      _checkpoint.timed(self._recorder, trainer.save_checkpoint))
         if self.loss_hooks and trainer.lightning_module is not None:
             import torch
             for m in trainer.lightning_module.modules():

@@ -316,14 +316,8 @@ class Instrumentation:
 
     def _install_checkpoint(self):
         """torch.save timed as "checkpoint": a step that saved one is slow for that reason."""
-        action = self.profiler.action("checkpoint")
-
-        def make(original):
-            def save(*args, **kwargs):
-                with action:
-                    return original(*args, **kwargs)
-            return functools.update_wrapper(save, original)
-        self._patch(torch, "save", make)
+        from stepwatch import _checkpoint
+        self._patch(torch, "save", functools.partial(_checkpoint.timed, self.profiler))
 
     def _install_compile(self):
         timed = self._timed_function

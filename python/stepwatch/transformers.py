@@ -20,6 +20,9 @@ instrumentation already on), on the Trainer's own terms:
   counted once per input shape (stepwatch.flops), and the logs get ``stepwatch/tflops``
   (achieved over the steps since the last log), ``stepwatch/mfu`` (on a GPU in stepwatch's
   peak table) and ``stepwatch/tokens_per_sec`` (for token-id inputs);
+- the Trainer's checkpoint saving (``_save_checkpoint``) is timed as ``checkpoint``, inside
+  the step it follows (that step ends at ``on_save``), so a slow save makes that step slow
+  for that reason (docs/slow-steps.md); a save after an evaluation is in no step;
 - at ``on_train_end`` the report (stderr, or ``output``) on the main process;
 - under DDP (a torch.distributed group of several ranks) the profiler joins
   ``stepwatch.distributed``: rank 0's report ends with the cross-rank view, also kept in
@@ -125,6 +128,8 @@ class Callback(TrainerCallback):
         self._placed = False      # moved ahead of the loggers
         self.live = live          # the notebook display: None in a Jupyter kernel, or on/off
         self._notebook = None     # stepwatch.notebook.auto's display during the fit
+        self._save_pending = False  # the training step ends at on_save (a save follows)
+        self._patches = []        # the Trainer's _save_checkpoint, timed while training
 
     # -- order: ahead of the report_to loggers --
 
@@ -159,6 +164,7 @@ class Callback(TrainerCallback):
             from stepwatch import notebook
             self._notebook = notebook.auto(self.profiler, self.live)
         self._inst.bound_steps(True)  # the Trainer's on_step_end ends the training steps
+        self._patch_save()
         self._last = {phase: _totals(self.profiler.records(phase)) for phase in ("train", "valid")}
         try:
             import stepwatch.distributed as swdist
@@ -168,8 +174,39 @@ class Callback(TrainerCallback):
                           RuntimeWarning, stacklevel=2)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._inst is not None:
+        if self._inst is None:
+            return
+        if control.should_save and not control.should_evaluate:
+            # The Trainer saves right after this (_maybe_log_save_evaluate): the step ends
+            # at on_save, so a slow save makes its step slow, for that reason. With an
+            # evaluation first, its steps come between: the save is then in no step.
+            self._save_pending = True
+        else:
             self._inst.step_end()
+
+    def on_save(self, args, state, control, **kwargs):
+        self._end_pending()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._end_pending()  # a save announced and not made (a subclass skipped it)
+
+    def _end_pending(self):
+        if self._save_pending:
+            self._save_pending = False
+            if self._inst is not None:
+                self._inst.step_end()
+
+    def _patch_save(self):
+        """The Trainer's _save_checkpoint timed as "checkpoint" while training (its torch.save
+        calls inside are the same span)."""
+        from transformers import Trainer
+        from stepwatch import _checkpoint
+        if self._patches:
+            return
+        original = Trainer.__dict__["_save_checkpoint"]
+        wrapper = _checkpoint.timed(self.profiler, original)
+        Trainer._save_checkpoint = wrapper
+        self._patches = [(Trainer, "_save_checkpoint", original, wrapper)]
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self._inst is None or logs is None or self.profiler.closed:
@@ -237,8 +274,11 @@ class Callback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if self._inst is None:
             return
+        self._end_pending()
         inst, self._inst = self._inst, None
         inst.bound_steps(False)
+        from stepwatch import _patching
+        _patching.restore(self._patches, "stepwatch.transformers: the run's end")
         if self._watch is not None:
             import stepwatch.distributed as swdist
             self.ranks = swdist.finish(self.profiler)

@@ -25,6 +25,9 @@ typedef struct sw__input {
     const char *(*counter_name)(void *src, int rank, sw_id counter);
     /* Visit every slow step (sw_run_foreach_slow_step); NULL when there are none. */
     int (*foreach_slow_step)(void *src, sw_step_fn fn, void *ctx);
+    /* Visit the spans of the kept windows (sw_run_foreach_window_span); NULL when none. */
+    int (*foreach_window_span)(void *src, sw_window_span_fn fn, void *ctx);
+    const char *(*action_name)(void *src, int rank, sw_id action);
     const sw_fprofile *functions; /* the function profiles, or NULL when none were kept */
     /* "" for a run that completed its file, else what sw_run_incomplete says about it. */
     char incomplete[512];
@@ -82,6 +85,13 @@ void sw__diagnose_goodput(sw__diagnosis *d, const sw_snapshot *s);
 /* The "slow-steps" finding (diagnose_slow.c): the snapshot's sw_slow_summary, and the five
  * costliest slow steps with their evidence when in can visit them. */
 int sw__diagnose_slow(sw__diagnosis *d, const sw__input *in);
+/* A slow step and its rank; sw__slow_keep keeps the cap costliest (by excess over the
+ * median) of those it is given in kept[0..n), largest first, and returns the new n. */
+typedef struct sw__slow_entry {
+    int rank;
+    sw_step_record r;
+} sw__slow_entry;
+size_t sw__slow_keep(sw__slow_entry *kept, size_t n, size_t cap, int rank, const sw_step_record *r);
 /* The advice for slow steps of cause c (diagnose_slow.c; the HTML report shows it too). */
 const char *sw__slow_advice(sw_cause c);
 /* The "slow-collective" finding from the collectives' bandwidth counters (diagnose_comm.c). */
@@ -130,6 +140,8 @@ int sw__html_write_compare_input(const sw__input *a, const sw__input *b, FILE *o
  * fetches (html.c, docs/live.md). */
 int sw__html_write_live_input(const sw__input *in, FILE *out);
 int sw__html_json_input(const sw__input *in, FILE *out);
+/* The report's slow steps (html_slow.c): "slow": {...} of in's slow steps and kept windows. */
+int sw__html_json_slow(sw__jw *w, const sw__input *in);
 /* The report's flame graphs (html_flame.c): "flames": [...] of fp's actions (fp may be NULL). */
 int sw__html_json_flames(sw__jw *w, const sw_fprofile *fp);
 /* The page's style sheet and scripts: src/analysis/html/report.css, report.js and flame.js
@@ -140,6 +152,7 @@ extern const char sw__html_report_css[];
 extern const char sw__html_report_js[];
 extern const char sw__html_flame_js[];
 extern const char sw__html_live_js[];
+extern const char sw__html_slow_js[]; /* html/slow.js, before report.js, which calls it */
 
 /* ---- JSON helpers (shared by compare, diagnose and HTML) ---- */
 

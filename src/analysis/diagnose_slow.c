@@ -32,6 +32,13 @@ const char *sw__slow_advice(sw_cause c) {
     case SW_CAUSE_PREEMPTED:
         return "another process wanted this CPU: pin the job (taskset), run fewer processes "
                "and workers than cores";
+    case SW_CAUSE_ALLOCATOR:
+        return "the caching allocator freed its cache to find memory: lower the peak (smaller "
+               "batches, activation checkpointing) or set PYTORCH_CUDA_ALLOC_CONF="
+               "expandable_segments:True";
+    case SW_CAUSE_STEAL:
+        return "the VM's host gave its CPUs to other guests: a dedicated or larger instance, "
+               "or fewer vCPUs asked than the host can give";
     case SW_CAUSE_BLOCKED:
         return "look in the kept spans for I/O, locks, sleeps or device syncs (.item(), "
                ".cpu())";
@@ -40,32 +47,40 @@ const char *sw__slow_advice(sw_cause c) {
     }
 }
 
-typedef struct costliest {
-    size_t n;
-    sw_step_record steps[SW__COSTLIEST]; /* by excess over the median, largest first */
-} costliest;
-
 static uint64_t excess_of(const sw_step_record *r) {
     return r->duration_ns - r->median_ns;
 }
 
-static int keep_costly(void *ctx, int rank, const sw_step_record *r) {
-    (void)rank;
-    costliest *c = ctx;
+size_t sw__slow_keep(sw__slow_entry *kept, size_t n, size_t cap, int rank,
+                     const sw_step_record *r) {
     uint64_t excess = excess_of(r);
-    size_t i = c->n;
-    if (i == SW__COSTLIEST) {
-        if (excess <= excess_of(&c->steps[i - 1]))
-            return 0; /* cheaper than the five kept */
+    size_t i = n;
+    if (cap == 0)
+        return 0;
+    if (i == cap) {
+        if (excess <= excess_of(&kept[i - 1].r))
+            return n; /* cheaper than those kept */
         i--;          /* the cheapest of them makes room */
     } else {
-        c->n++;
+        n++;
     }
-    while (i > 0 && excess > excess_of(&c->steps[i - 1])) {
-        c->steps[i] = c->steps[i - 1];
+    while (i > 0 && excess > excess_of(&kept[i - 1].r)) {
+        kept[i] = kept[i - 1];
         i--;
     }
-    c->steps[i] = *r;
+    kept[i].rank = rank;
+    kept[i].r = *r;
+    return n;
+}
+
+typedef struct costliest {
+    size_t n;
+    sw__slow_entry steps[SW__COSTLIEST]; /* by excess over the median, largest first */
+} costliest;
+
+static int keep_costly(void *ctx, int rank, const sw_step_record *r) {
+    costliest *c = ctx;
+    c->n = sw__slow_keep(c->steps, c->n, SW__COSTLIEST, rank, r);
     return 0;
 }
 
@@ -110,7 +125,7 @@ int sw__diagnose_slow(sw__diagnosis *d, const sw__input *in) {
         for (size_t i = 0; i < top.n && len < sizeof f->sentence; i++) {
             char line[300];
             len += (size_t)snprintf(f->sentence + len, sizeof f->sentence - len, "\n%s",
-                                    sw_slow_step_text(&top.steps[i], line, sizeof line));
+                                    sw_slow_step_text(&top.steps[i].r, line, sizeof line));
         }
         for (int c = 1; c < SW_CAUSE_COUNT && len < sizeof f->sentence; c++)
             if (s->by_cause[c] > 0)

@@ -396,6 +396,22 @@ static void string_pair(sw__jw *w, const char *a, const char *b) {
     sw__jw_array_end(w);
 }
 
+/* A finding's sentence line by line, each cleaned for display (the slow-steps finding puts
+ * its costliest steps and its advice on lines of their own). */
+static void json_lines(sw__jw *w, const char *text) {
+    char line[sizeof((sw__finding *)0)->sentence];
+    sw__jw_key(w, "lines");
+    sw__jw_array_begin(w);
+    for (const char *at = text; at;) {
+        const char *nl = strchr(at, '\n');
+        size_t len = nl ? (size_t)(nl - at) : strlen(at);
+        snprintf(line, sizeof line, "%.*s", (int)len, at);
+        sw__jw_display_string(w, line);
+        at = nl ? nl + 1 : NULL;
+    }
+    sw__jw_array_end(w);
+}
+
 static void json_findings(sw__jw *w, const sw__diagnosis *d) {
     sw__jw_key(w, "findings");
     sw__jw_array_begin(w);
@@ -406,6 +422,7 @@ static void json_findings(sw__jw *w, const sw__diagnosis *d) {
         kv_shown(w, "severity", sw__severity_name(f->severity));
         kv_shown(w, "title", f->title);
         kv_shown(w, "sentence", f->sentence);
+        json_lines(w, f->sentence);
         sw__jw_key(w, "numbers");
         sw__jw_array_begin(w);
         for (size_t k = 0; k < f->nnumbers; k++) {
@@ -626,7 +643,8 @@ static int json_members(sw__jw *w, const sw__input *in, const html_ctx *h, const
     json_notes(w, s);
     sw__json_put_goodput(w, s);
     json_modules(w, s);
-    return sw__html_json_flames(w, in->functions);
+    int rc = sw__html_json_slow(w, in);
+    return rc != 0 ? rc : sw__html_json_flames(w, in->functions);
 }
 
 /* One run's document's members, into the object open in w. */
@@ -736,7 +754,8 @@ static int write_page(const sw__input *a, const sw__input *b, int live, FILE *ou
     fputs(page_body, out);
     if (live || has_flames(a) || has_flames(b))
         fprintf(out, "<script>\n%s</script>\n", sw__html_flame_js);
-    fprintf(out, "<script>\n%s</script>\n", sw__html_report_js);
+    /* slow.js first, in the drawing script's element: report.js calls it */
+    fprintf(out, "<script>\n%s%s</script>\n", sw__html_slow_js, sw__html_report_js);
     if (live) /* after report.js, whose window.swReport it calls */
         fprintf(out, "<script>\n%s</script>\n", sw__html_live_js);
     fputs("</body>\n</html>\n", out);

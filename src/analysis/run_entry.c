@@ -18,6 +18,14 @@ static int run_slow_steps(void *src, sw_step_fn fn, void *ctx) {
     return sw_run_foreach_slow_step((sw_run *)src, -1, fn, ctx);
 }
 
+static int run_window_spans(void *src, sw_window_span_fn fn, void *ctx) {
+    return sw_run_foreach_window_span((sw_run *)src, -1, fn, ctx);
+}
+
+static const char *run_action_name(void *src, int rank, sw_id action) {
+    return sw_run_action_name((const sw_run *)src, rank, action);
+}
+
 static const char *run_counter_name(void *src, int rank, sw_id counter) {
     return sw_run_counter_name((const sw_run *)src, rank, counter);
 }
@@ -35,6 +43,8 @@ static int input_from_run(sw_run *run, sw__input *in, sw_snapshot **snap_out) {
     in->foreach_step = run_steps;
     in->foreach_counter = run_counters;
     in->foreach_slow_step = run_slow_steps;
+    in->foreach_window_span = run_window_spans;
+    in->action_name = run_action_name;
     in->counter_name = run_counter_name;
     if (sw_run_incomplete(run, in->incomplete, sizeof in->incomplete) <= 0)
         in->incomplete[0] = '\0';

@@ -56,6 +56,11 @@ const char *sw__counter_name(const sw_profiler *p, sw_id counter);
 uint32_t sw__action_count(const sw_profiler *p);
 uint32_t sw__phase_count(const sw_profiler *p);
 uint32_t sw__counter_count(const sw_profiler *p);
+/* Slow steps found so far (docs/slow-steps.md), for the live status line. */
+uint64_t sw__slow_count(const sw_profiler *p);
+/* The machine's latest figures (the device sampler's): steal share in per mille, 1-minute
+ * load average x 100, CPUs; a slow step's signals carry them (docs/slow-steps.md). */
+void sw__machine_note(sw_profiler *p, uint32_t steal_permille, uint32_t load_x100, uint32_t cpus);
 
 /* ---- for the device layer (src/device/): the training state, and a watcher of its own ---- */
 

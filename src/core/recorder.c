@@ -595,6 +595,21 @@ void sw_step_memory(sw_profiler *p, uint64_t allocated, uint64_t peak_allocated,
     t->step_reserved = reserved;
 }
 
+void sw_step_allocator(sw_profiler *p, uint64_t alloc_retries, uint64_t ooms) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t == NULL || !t->step_open)
+        return;
+    t->slow.alloc_retries_now = alloc_retries;
+    t->slow.ooms_now = ooms;
+    if (!t->slow.alloc_known) { /* the first totals: the baseline, nothing grew yet */
+        t->slow.alloc_retries_seen = alloc_retries;
+        t->slow.ooms_seen = ooms;
+        t->slow.alloc_known = 1;
+    }
+}
+
 /* *max = value if it is larger. Steps of several threads may end at once: a lost race only
  * delays a new maximum to the next step, so plain relaxed compare-and-swap is enough. */
 static void store_max(_Atomic uint64_t *max, uint64_t value) {

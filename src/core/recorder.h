@@ -165,6 +165,8 @@ struct sw_profiler {
     _Atomic uint64_t slow_judged, slow_count, slow_ns, slow_excess_ns;
     _Atomic uint64_t slow_by_cause[SW_CAUSE_COUNT];
     _Atomic uint64_t slow_windows_sent, slow_windows_not_sent;
+    /* the machine's latest figures (sw__machine_note, from the device sampler) */
+    _Atomic uint32_t machine_steal_permille, machine_load_x100, machine_cpus;
 
     sw__thread *threads;
     uint32_t threads_seen;

@@ -22,6 +22,16 @@ const char *sw__counter_name(const sw_profiler *p, sw_id counter) {
     return p->counters[counter].name;
 }
 
+uint64_t sw__slow_count(const sw_profiler *p) {
+    return atomic_load_explicit(&p->slow_count, memory_order_relaxed);
+}
+
+void sw__machine_note(sw_profiler *p, uint32_t steal_permille, uint32_t load_x100, uint32_t cpus) {
+    atomic_store_explicit(&p->machine_steal_permille, steal_permille, memory_order_relaxed);
+    atomic_store_explicit(&p->machine_load_x100, load_x100, memory_order_relaxed);
+    atomic_store_explicit(&p->machine_cpus, cpus, memory_order_relaxed);
+}
+
 uint32_t sw__action_count(const sw_profiler *p) {
     return atomic_load_explicit(&p->naction, memory_order_acquire);
 }

@@ -93,6 +93,19 @@ static void step_gc(sw_profiler *p, const sw__slow_thread *st, uint64_t start, u
     }
 }
 
+/* What the allocator's totals grew by since the previous step's end (a total that went down:
+ * the front end's counters were reset, nothing counted). */
+static void step_allocator(sw__slow_thread *st, sw_step_signals *g) {
+    if (!st->alloc_known)
+        return;
+    g->alloc_retries = st->alloc_retries_now > st->alloc_retries_seen
+                           ? st->alloc_retries_now - st->alloc_retries_seen
+                           : 0;
+    g->ooms = st->ooms_now > st->ooms_seen ? st->ooms_now - st->ooms_seen : 0;
+    st->alloc_retries_seen = st->alloc_retries_now;
+    st->ooms_seen = st->ooms_now;
+}
+
 /* The collector's and the causes' figures of the step that ends: the spans standing for a
  * cause (sw_cause_of) that began in the step. */
 static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_record *s,
@@ -111,6 +124,10 @@ static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_reco
     g->compile_ns = cause_ns[SW_CAUSE_COMPILE];
     g->checkpoint_ns = cause_ns[SW_CAUSE_CHECKPOINT];
     g->eval_ns = cause_ns[SW_CAUSE_EVAL];
+    step_allocator(st, g);
+    g->steal_permille = atomic_load_explicit(&p->machine_steal_permille, memory_order_relaxed);
+    g->load_x100 = atomic_load_explicit(&p->machine_load_x100, memory_order_relaxed);
+    g->cpus = atomic_load_explicit(&p->machine_cpus, memory_order_relaxed);
 }
 
 /* The OS figures since the last reading, when this step reads (slow, or its turn). */

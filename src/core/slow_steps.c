@@ -13,8 +13,8 @@
 #define SW__FAULTS_MIN 64u
 
 static const char *const cause_names[SW_CAUSE_COUNT] = {
-    "",     "unknown", "gc",          "compile",   "checkpoint",
-    "eval", "data",    "page_faults", "preempted", "blocked"};
+    "",     "unknown",     "gc",        "compile", "checkpoint", "eval",
+    "data", "page_faults", "preempted", "blocked", "allocator",  "steal"};
 
 const char *sw_cause_name(sw_cause cause) {
     return (unsigned)cause < SW_CAUSE_COUNT ? cause_names[cause] : NULL;
@@ -56,6 +56,28 @@ uint64_t sw_step_off_cpu_ns(const sw_step_record *r) {
     return at_most(g->os_wall_ns - g->cpu_ns, r->duration_ns);
 }
 
+/* Nothing the program timed explains the step's excess: the allocator, if it retried or ran
+ * out in the step (its time is not measured: it explains the excess the OS does not call
+ * preemption, since a retry frees the cache and waits for the device); else how the thread
+ * lost the time, if the OS says; else the machine's steal (the share of the step the
+ * hypervisor took, at the sampler's latest share); else unknown. */
+static sw_cause unexplained_cause(const sw_step_record *r, uint64_t excess, uint64_t off,
+                                  int preempted, uint64_t *ns) {
+    const sw_step_signals *g = &r->signals;
+    uint64_t taken = preempted ? off : 0;
+    *ns = excess > taken ? excess - taken : 0;
+    if ((g->alloc_retries > 0 || g->ooms > 0) && 2 * *ns >= excess)
+        return SW_CAUSE_ALLOCATOR;
+    *ns = off;
+    if (2 * off >= excess)
+        return preempted ? SW_CAUSE_PREEMPTED : SW_CAUSE_BLOCKED;
+    *ns = (uint64_t)((double)r->duration_ns * g->steal_permille / 1000.0);
+    if (g->steal_permille > 0 && 2 * *ns >= excess)
+        return SW_CAUSE_STEAL;
+    *ns = 0;
+    return SW_CAUSE_UNKNOWN;
+}
+
 sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64_t *explained) {
     if (explained)
         *explained = 0;
@@ -87,21 +109,16 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
     sw_cause best = SW_CAUSE_UNKNOWN;
     uint64_t best_ns = 0;
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
-        uint64_t ns = named[i].ns > taken ? named[i].ns - taken : 0;
+        /* Page faults' kernel time is CPU time, which a preemption does not lengthen. */
+        uint64_t less = named[i].cause == SW_CAUSE_PAGE_FAULTS && !g->major_faults ? 0 : taken;
+        uint64_t ns = named[i].ns > less ? named[i].ns - less : 0;
         if (ns > best_ns) {
             best = named[i].cause;
             best_ns = ns;
         }
     }
-    if (2 * best_ns < excess) {
-        /* Nothing in the program explains it: how the thread lost the time, if the OS says. */
-        best = SW_CAUSE_UNKNOWN;
-        best_ns = 0;
-        if (2 * off >= excess) {
-            best = preempted ? SW_CAUSE_PREEMPTED : SW_CAUSE_BLOCKED;
-            best_ns = off;
-        }
-    }
+    if (2 * best_ns < excess)
+        best = unexplained_cause(r, excess, off, preempted, &best_ns);
     if (explained)
         *explained = best == SW_CAUSE_UNKNOWN ? 0 : at_most(best_ns, r->duration_ns);
     return best;

@@ -56,6 +56,9 @@ typedef struct sw__slow_thread {
     sw__step_spans half[2];
     uint32_t cur;
     int spans_failed; /* no memory for the buffers: no windows from this thread */
+    /* the allocator's totals (sw_step_allocator): at the previous step's end and now */
+    uint64_t alloc_retries_seen, ooms_seen, alloc_retries_now, ooms_now;
+    int alloc_known; /* 0: never given; 1: the totals seen are a baseline */
     /* the excess of the costliest windows handed on, smallest first (a gate: the run file
      * keeps SW_SLOW_WINDOWS per rank, so a window cheaper than all of these is not sent) */
     uint64_t top[SW_SLOW_WINDOWS];

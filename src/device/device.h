@@ -16,12 +16,18 @@
 typedef struct sw__proc_mark {
     uint64_t busy_ticks, total_ticks; /* psutil's busy and total: guest time is in user */
     uint64_t process_cpu_ns, wall_ns;
+    uint64_t steal_ticks;
+    /* The machine since the previous read, for slow steps (sw__machine_note): the share of
+     * the ticks the hypervisor stole, per mille; the 1-minute load average x 100; CPUs. */
+    uint32_t steal_permille, load_x100, cpus;
 } sw__proc_mark;
 
 /* Fill the process and system statistics of *out (GPU fields untouched) from /proc, the
  * percentages since *mark, which is moved to now. A value that cannot be read is -1. 0, or
  * SW_EUNSUPPORTED when /proc/stat cannot be read at all. */
 int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out);
+/* The machine's figures of the reader's last read (sw__proc_mark's). */
+const sw__proc_mark *sw__device_reader_mark(const sw_device_reader *r);
 
 /* The resident set in bytes at a step's end (the core's sw__rss_fn, set by sw_profiler_new):
  * read from /proc/self/statm at most every SW_STEP_RSS_EVERY_MS, else the last reading; 0

@@ -78,7 +78,7 @@ static double percent(double part, double whole) {
 
 /* /proc/stat's first line: cpu user nice system idle iowait irq softirq steal guest
  * guest_nice (older kernels stop earlier; missing fields are 0). */
-static int read_cpu_ticks(uint64_t *busy, uint64_t *total) {
+static int read_cpu_ticks(uint64_t *busy, uint64_t *total, uint64_t *steal) {
     char buf[512];
     if (read_file("/proc/stat", buf, sizeof buf) <= 0 || strncmp(buf, "cpu ", 4) != 0)
         return SW_EUNSUPPORTED;
@@ -97,20 +97,39 @@ static int read_cpu_ticks(uint64_t *busy, uint64_t *total) {
         sum += t[i];
     *total = sum - t[8] - t[9];   /* guest and guest_nice are in user and nice */
     *busy = *total - t[3] - t[4]; /* idle and iowait are not busy */
+    *steal = t[7];
     return 0;
 }
 
+/* /proc/loadavg's first figure x 100; 0 when it cannot be read. */
+static uint32_t load_x100(void) {
+    char buf[128];
+    if (read_file("/proc/loadavg", buf, sizeof buf) <= 0)
+        return 0;
+    double load = strtod(buf, NULL);
+    return load > 0 && load < 4e7 ? (uint32_t)(load * 100.0 + 0.5) : 0;
+}
+
 int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out) {
-    uint64_t busy, total;
-    if (read_cpu_ticks(&busy, &total) != 0)
+    uint64_t busy, total, steal;
+    if (read_cpu_ticks(&busy, &total, &steal) != 0)
         return SW_EUNSUPPORTED;
     uint64_t cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID), wall_ns = clock_ns(CLOCK_MONOTONIC);
     out->cpu_percent = percent((double)(busy - mark->busy_ticks),
                                (double)(total - mark->total_ticks));
     out->process_cpu_percent = percent((double)(cpu_ns - mark->process_cpu_ns),
                                        (double)(wall_ns - mark->wall_ns));
+    uint64_t ticks = total - mark->total_ticks, stolen = steal - mark->steal_ticks;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *mark = (sw__proc_mark){
-        .busy_ticks = busy, .total_ticks = total, .process_cpu_ns = cpu_ns, .wall_ns = wall_ns};
+        .busy_ticks = busy,
+        .total_ticks = total,
+        .process_cpu_ns = cpu_ns,
+        .wall_ns = wall_ns,
+        .steal_ticks = steal,
+        .steal_permille = ticks && stolen <= ticks ? (uint32_t)(1000 * stolen / ticks) : 0,
+        .load_x100 = load_x100(),
+        .cpus = cpus > 0 ? (uint32_t)cpus : 0};
 
     char buf[4096];
     out->vm_percent = out->swap_percent = -1;

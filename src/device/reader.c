@@ -67,3 +67,7 @@ void sw_device_reader_free(sw_device_reader *r) {
     sw__nvml_close(r->nvml);
     free(r);
 }
+
+const sw__proc_mark *sw__device_reader_mark(const sw_device_reader *r) {
+    return &r->mark;
+}

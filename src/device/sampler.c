@@ -50,6 +50,9 @@ static void take_sample(sw__sampler *s, int with_source) {
                                              st.rss_bytes,    st.peak_rss_bytes};
         for (int i = 0; i < NPROC_COUNTERS; i++)
             record(s->p, s->proc_ids[i], proc[i]);
+        /* the machine's steal and load, for the slow steps' signals (docs/slow-steps.md) */
+        const sw__proc_mark *m = sw__device_reader_mark(s->reader);
+        sw__machine_note(s->p, m->steal_permille, m->load_x100, m->cpus);
         for (int g = 0; g < st.ngpus; g++) {
             const sw_gpu_stats *gpu = &st.gpus[g];
             const double v[NGPU_COUNTERS] = {gpu->utilization_percent, gpu->memory_used_bytes,

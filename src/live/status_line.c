@@ -72,10 +72,26 @@ static void put(status_line *s, const char *buf, size_t len) {
     }
 }
 
+/* The live figures, then the slow steps found so far (docs/slow-steps.md) where width (0:
+ * any) leaves room for them. */
+static void line_text(const status_line *s, const sw_live_values *v, char *text, size_t size,
+                      int width) {
+    sw_live_format(v, text, size, width);
+    uint64_t slow = sw__slow_count(s->p);
+    if (slow == 0)
+        return;
+    char part[48];
+    int n = snprintf(part, sizeof part, "  %llu slow step%s", (unsigned long long)slow,
+                     slow == 1 ? "" : "s");
+    size_t used = strlen(text);
+    if (width <= 0 || used + (size_t)n <= (size_t)width)
+        snprintf(text + used, size - used, "%s", part);
+}
+
 static void draw(status_line *s, const sw_live_values *v) {
     char text[512], out[1024];
     if (!s->tty) {
-        sw_live_format(v, text, sizeof text, 0);
+        line_text(s, v, text, sizeof text, 0);
         int n = snprintf(out, sizeof out, "%s\n", text);
         put(s, out, (size_t)n);
         return;
@@ -90,7 +106,7 @@ static void draw(status_line *s, const sw_live_values *v) {
                               ws.ws_row - 1);
         s->rows = ws.ws_row;
     }
-    sw_live_format(v, text, sizeof text, ws.ws_col - 1);
+    line_text(s, v, text, sizeof text, ws.ws_col - 1);
     n += (size_t)snprintf(out + n, sizeof out - n, "\0337\033[%d;1H\033[2K\033[7m%s\033[0m\0338",
                           s->rows, text);
     put(s, out, n < sizeof out ? n : sizeof out - 1);

@@ -19,6 +19,14 @@ static const char *count_text(uint64_t n, char *buf, size_t size) {
     return buf;
 }
 
+/* ", load 20.3 on 2 CPUs" from the sampler's latest reading, "" without one. */
+static const char *load_text(const sw_step_signals *g, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (g->cpus > 0)
+        snprintf(buf, size, ", load %.1f on %u CPUs", g->load_x100 / 100.0, g->cpus);
+    return buf;
+}
+
 /* The evidence of the step's cause, after "step N: D (median M): ". */
 static void cause_text(const sw_step_record *r, char *out, size_t size) {
     const sw_step_signals *g = &r->signals;
@@ -50,9 +58,18 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
                  sw_format_duration((double)g->sys_ns, b, sizeof b));
         break;
     case SW_CAUSE_PREEMPTED:
-        snprintf(out, size, "preempted: %s off-CPU while runnable, %llu involuntary switches",
+        snprintf(out, size, "preempted: %s off-CPU while runnable, %llu involuntary switches%s",
                  sw_format_duration((double)off, a, sizeof a),
-                 (unsigned long long)g->involuntary_switches);
+                 (unsigned long long)g->involuntary_switches, load_text(g, b, sizeof b));
+        break;
+    case SW_CAUSE_ALLOCATOR:
+        snprintf(out, size,
+                 "CUDA allocator: %llu retries (cache freed, device synced), %llu out of memory",
+                 (unsigned long long)g->alloc_retries, (unsigned long long)g->ooms);
+        break;
+    case SW_CAUSE_STEAL:
+        snprintf(out, size, "steal: the hypervisor took %.1f %% of the machine's CPU time%s",
+                 g->steal_permille / 10.0, load_text(g, b, sizeof b));
         break;
     case SW_CAUSE_BLOCKED:
         snprintf(out, size, "blocked: %s off-CPU, %llu voluntary switches",

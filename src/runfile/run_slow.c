@@ -22,13 +22,14 @@ static int run_once(sqlite3_stmt *q) {
     "phase, thread, start_ns, duration_ns, median_ns, cause, explained_ns, data_ns,"       \
     " os_wall_ns, cpu_ns, sys_ns, voluntary_switches, involuntary_switches, minor_faults," \
     " major_faults, gc_ns, gc_collections, gc_generation, gc_collected, compile_ns,"       \
-    " checkpoint_ns, eval_ns, kept"
+    " checkpoint_ns, eval_ns, kept, alloc_retries, ooms, steal_permille, load_x100, cpus"
 
 int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     if (st->slow_step == NULL) {
         int rc = sw__sql_prepare(st->db,
                                  "INSERT OR REPLACE INTO slow_steps(rank, step, " SLOW_COLUMNS
-                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+                                 ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,"
+                                 "?,?,?,?,?)",
                                  &st->slow_step);
         if (rc != 0)
             return rc;
@@ -61,6 +62,9 @@ int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     const uint64_t more[] = {g->gc_collected, g->compile_ns, g->checkpoint_ns, g->eval_ns};
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
         sqlite3_bind_int64(q, col++, (sqlite3_int64)more[k]);
+    const uint64_t last[] = {g->alloc_retries, g->ooms, g->steal_permille, g->load_x100, g->cpus};
+    for (size_t k = 0; k < sizeof last / sizeof last[0]; k++)
+        sqlite3_bind_int64(q, col++, (sqlite3_int64)last[k]);
     return run_once(q);
 }
 
@@ -142,8 +146,8 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_step_record r;
         memset(&r, 0, sizeof r);
-        int64_t v[26];
-        for (int k = 0; k < 26; k++)
+        int64_t v[30];
+        for (int k = 0; k < 30; k++)
             v[k] = sqlite3_column_int64(q, k);
         r.step = (uint64_t)v[1];
         r.phase = (sw_phase)v[2];
@@ -167,6 +171,11 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
         g->checkpoint_ns = (uint64_t)v[22];
         g->eval_ns = (uint64_t)v[23];
         r.window_kept = v[24] != 0;
+        g->alloc_retries = (uint64_t)v[25];
+        g->ooms = (uint64_t)v[26];
+        g->steal_permille = (uint32_t)v[27];
+        g->load_x100 = (uint32_t)v[28];
+        g->cpus = (uint32_t)v[29];
         rc = fn(ctx, (int)v[0], &r);
     }
     if (rc == 0 && step != SQLITE_DONE)

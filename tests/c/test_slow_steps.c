@@ -393,11 +393,97 @@ static void test_os_off(void **state) {
     sw_run_close(run);
 }
 
+/* The allocator and the machine (docs/slow-steps.md): the rule's order, the evidence, and a
+ * C loop that hands the allocator's totals in (sw_step_allocator), through the run file. */
+static void test_allocator_and_steal(void **state) {
+    (void)state;
+    uint64_t ns = 0;
+    sw_step_record r = slow_record(64 * MS, 4 * MS);
+    r.signals.alloc_retries = 2;
+    assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_ALLOCATOR);
+    assert_int_equal(ns, 60 * MS);
+    char line[300];
+    r.cause = SW_CAUSE_ALLOCATOR;
+    sw_slow_step_text(&r, line, sizeof line);
+    assert_string_equal(line, "step 4213: 64.0 ms (median 4.00 ms): CUDA allocator: 2 retries "
+                              "(cache freed, device synced), 0 out of memory");
+    /* A program's cause goes first; the allocator before the OS. */
+    r.signals.checkpoint_ns = 50 * MS;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_CHECKPOINT);
+    r.signals.checkpoint_ns = 0;
+    r.signals.os_wall_ns = 64 * MS;
+    r.signals.cpu_ns = 10 * MS;
+    r.signals.voluntary_switches = 5;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_ALLOCATOR);
+    /* ... unless the thread was preempted for most of it. */
+    r.signals.involuntary_switches = 50;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED);
+    /* Steal: the share of the step the hypervisor took, when nothing else explains it. */
+    r = slow_record(40 * MS, 4 * MS);
+    r.signals.steal_permille = 300; /* 12 ms of 40: less than half the excess */
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_UNKNOWN);
+    r.signals.steal_permille = 600;
+    r.signals.load_x100 = 2030;
+    r.signals.cpus = 2;
+    assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_STEAL);
+    assert_int_equal(ns, 24 * MS);
+    r.cause = SW_CAUSE_STEAL;
+    sw_slow_step_text(&r, line, sizeof line);
+    assert_string_equal(line, "step 4213: 40.0 ms (median 4.00 ms): steal: the hypervisor took "
+                              "60.0 % of the machine's CPU time, load 20.3 on 2 CPUs");
+    assert_string_equal(sw_cause_name(SW_CAUSE_ALLOCATOR), "allocator");
+    assert_string_equal(sw_cause_name(SW_CAUSE_STEAL), "steal");
+    /* A C loop: the totals grow at step 20 (a retry) and 24 (an out-of-memory error). */
+    char path[300];
+    snprintf(path, sizeof path, "%s/allocator.db", g_dir);
+    SW_TEST_PROFILER(p, .run_file = path);
+    uint64_t retries = 7, ooms = 1; /* totals before the run: a baseline, not the run's */
+    for (uint64_t i = 0; i < 30; i++) {
+        sw_step_begin(p, 0);
+        sw_test_spin(MS / 4);
+        if (i == 20 || i == 24) {
+            retries += i == 20;
+            ooms += i == 24;
+            sw_test_spin(20 * MS); /* the device synchronized (a spin, as CUDA's default) */
+        }
+        sw_step_allocator(p, retries, ooms);
+        sw_step_end(p);
+    }
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(sw_run_foreach_slow_step(run, -1, on_slow, &s), 0);
+    const sw_step_record *a = find(&s, 20), *b = find(&s, 24);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(a->signals.alloc_retries, 1);
+    assert_int_equal(a->signals.ooms, 0);
+    assert_int_equal(b->signals.alloc_retries, 0);
+    assert_int_equal(b->signals.ooms, 1);
+    /* The allocator's, unless the machine preempted the thread for half of the excess (the
+     * rule's; this VM is shared). */
+    for (int k = 0; k < 2; k++) {
+        const sw_step_record *x = k ? b : a;
+        uint64_t excess = x->duration_ns - x->median_ns, off = sw_step_off_cpu_ns(x);
+        int preempted = off > 0 && x->signals.involuntary_switches > x->signals.voluntary_switches;
+        if (!preempted || 2 * off <= excess)
+            assert_int_equal(x->cause, SW_CAUSE_ALLOCATOR);
+        else
+            assert_int_equal(x->cause, SW_CAUSE_PREEMPTED);
+    }
+    for (int i = 0; i < s.n; i++)
+        if (s.steps[i].step != 20 && s.steps[i].step != 24)
+            assert_true(s.steps[i].signals.alloc_retries == 0 && s.steps[i].signals.ooms == 0);
+    sw_run_close(run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule),        cmocka_unit_test(test_cause_rule),
         cmocka_unit_test(test_loop_causes), cmocka_unit_test(test_windows_bounded),
-        cmocka_unit_test(test_os_off),
+        cmocka_unit_test(test_os_off),      cmocka_unit_test(test_allocator_and_steal),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -37,7 +37,7 @@ def test_page_carries_the_files(tmp_path):
     page = tmp_path / "run.html"
     stepwatch.html(path, page)
     text = page.read_text()
-    for name in ("report.js", "report.css"):
+    for name in ("report.js", "slow.js", "report.css"):
         with open(os.path.join(ASSETS, name), encoding="utf-8") as f:
             body = f.read()
         assert body in text, name

@@ -54,6 +54,7 @@ window.addEventListener("load", function () {
   out.xlabelTime = [].map.call(chart("step-time").querySelectorAll("text"), function (t) { return t.textContent; });
   out.hoverTime = hover("step-time", 0.5);
   out.ticksTime = labels("step-time");
+""" + r"""
   out.error = document.getElementById("sw-error").textContent;
   var pre = document.createElement("pre");
   pre.id = "sw-drive";
@@ -114,15 +115,25 @@ def runs(tmp_path_factory):
     return d, a, b
 
 
+# The end of a driving script: `out` (what it saw) into the page, for drive() to read back.
+DRIVE_END = DRIVE[DRIVE.index('  out.error = document.getElementById("sw-error")'):]
+
+
+def drive(html, tmp_path, script):
+    """Load a copy of the page at html with script (ending in DRIVE_END) added in Chromium;
+    what the script saw."""
+    page = tmp_path / "drive.html"
+    page.write_text(html.read_text().replace("</body>", script + "</body>"))
+    found = re.search(r'<pre id="sw-drive">(.*?)</pre>', dump(page), re.S)
+    assert found
+    return json.loads(unescape(found.group(1)))
+
+
 def test_hover_zoom_reset_and_axis_switch(runs, tmp_path):
     d, a, _ = runs
     html = d / "a.html"
     stepwatch.html(a, html)
-    page = tmp_path / "drive.html"
-    page.write_text(html.read_text().replace("</body>", DRIVE + "</body>"))
-    found = re.search(r'<pre id="sw-drive">(.*?)</pre>', dump(page), re.S)
-    assert found
-    out = json.loads(unescape(found.group(1)))
+    out = drive(html, tmp_path, DRIVE)
     assert out["error"] == ""
     # Hover: the step range, its time, each phase's figures; each category on the breakdown.
     hs = out["hoverStep"]

@@ -207,3 +207,31 @@ def test_live_figures_and_tensorboard(tmp_path):
         assert tag in tags, tags
     last = acc.Scalars("stepwatch/steps_per_s")[-1]  # close's write: the window up to now
     assert last.step == 50 and 5 < last.value < 101
+
+
+SLOW_PROGRAM = textwrap.dedent("""
+    import time, stepwatch
+    p = stepwatch.Profiler(name="live", live=True)
+    with p.phase("train"):
+        for i in range(100):
+            with p.step(8):
+                time.sleep(0.3 if i in (60, 70, 80) else 0.01)
+    time.sleep(1.2)  # a line after the last slow step
+    p.close()
+""")
+
+
+def test_status_line_counts_slow_steps():
+    """The line counts the slow steps found so far (docs/slow-steps.md): fewer before the
+    first injected one than at the end, then at least the injected ones (the machine may add
+    its own)."""
+    env = dict(os.environ, STEPWATCH_LIVE_INTERVAL_MS="500")
+    forced = subprocess.run([sys.executable, "-c", SLOW_PROGRAM], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    lines = [line for line in forced.stderr.splitlines() if "steps/s" in line]
+    counts = [int(m.group(1)) if m else 0
+              for m in (re.search(r"  (\d+) slow steps?$", line) for line in lines)]
+    # the first line comes before step 60 (0.6 s in, at least): before the injected ones
+    assert counts and counts[-1] >= 3 and counts[0] < counts[-1], lines
+    assert counts == sorted(counts), lines

@@ -80,7 +80,9 @@ def named_ns(r, cause):
     was preempted (sw_slow_cause's rule)."""
     ns = {"gc": r["gc_ns"], "checkpoint": r["checkpoint_ns"], "compile": r["compile_ns"],
           "data": r["data_ns"], "page_faults": r["sys_ns"]}.get(cause, 0)
-    if r["involuntary_switches"] > r["voluntary_switches"]:
+    # (page faults' kernel time is CPU time: a preemption does not lengthen it)
+    if r["involuntary_switches"] > r["voluntary_switches"] and \
+            (cause != "page_faults" or r["major_faults"] > 0):
         ns -= off_cpu(r)
     return max(ns, 0)
 

@@ -309,10 +309,12 @@
       });
       return lines.length ? lines : null;
     }, zoom);
+    var slowNote = window.swSlow ? window.swSlow.marks(D, f, view, helpers()) : null; /* slow.js */
     var box = el("div");
     box.appendChild(f.svg);
     var lg = legend(S.map(function (s) { return s.phase; }), PHASE_COLORS);
     if (clipped) lg.appendChild(outlierNote(above.length, Math.max.apply(null, all)));
+    if (slowNote) lg.appendChild(slowNote);
     box.appendChild(lg);
     return box;
   }
@@ -508,7 +510,8 @@
   /* A table whose columns sort on click, in a box that keeps it within the page.
    * cols: [label, key, format, isText, optional]; optional columns give way on narrow pages. */
   function cls(c) { return (c[3] ? "text" : "") + (c[4] ? " opt" : ""); }
-  function table(rows, cols, id) {
+  /* onRow(row): a click on a row (its rows are marked "pick"). */
+  function table(rows, cols, id, onRow) {
     var t = el("table", { "data-table": id }), head = el("tr"), body = el("tbody");
     cols.forEach(function (c, i) {
       var th = el("th", { "class": cls(c) }, c[0]);
@@ -526,7 +529,8 @@
     function fill() {
       body.textContent = "";
       rows.forEach(function (r) {
-        var tr = el("tr");
+        var tr = el("tr", onRow ? { "class": "pick" } : {});
+        if (onRow) tr.addEventListener("click", function () { onRow(r); });
         cols.forEach(function (c) {
           tr.appendChild(el("td", c[3] ? { "class": cls(c) + " name", title: r[c[1]] } : { "class": cls(c) },
             c[2](r[c[1]])));
@@ -553,6 +557,11 @@
     return s;
   }
   function sum(a) { return a.reduce(function (x, y) { return x + y; }, 0); }
+  /* What the other scripts (slow.js) draw with. */
+  function helpers() {
+    return { el: el, sv: sv, fmtDur: fmtDur, fmtCount: fmtCount, tip: tip, table: table, COLORS: COLORS,
+      width: pageWidth };
+  }
 
   /* At a glance: per phase, one bar of the steady step's mean time split by category, the
    * times written on the segments that have room (all of them in the legend below and on
@@ -713,7 +722,7 @@
       var d = el("div", { "class": "finding " + f.severity, "data-finding": f.id });
       d.appendChild(el("span", { "class": "sev" }, f.severity));
       d.appendChild(el("span", { "class": "title" }, f.title));
-      d.appendChild(el("div", {}, f.sentence));
+      (f.lines || [f.sentence]).forEach(function (line) { d.appendChild(el("div", {}, line)); });
       var n = el("div", { "class": "nums" });
       f.numbers.forEach(function (x) { n.appendChild(el("span", {}, x[0] + ": " + x[1])); });
       d.appendChild(n);
@@ -732,6 +741,7 @@
       s.appendChild(el("p", { "class": "note", "data-memory": "summary" }, "Memory per step: " + D.memory.summary));
       s.appendChild(memoryChart(D.memory));
     }
+    if (window.swSlow) window.swSlow.section(D, function (t) { return section(P + t, parent); }, helpers());
     /* Device statistics and device time (docs/device.md), beside the step time. */
     var isDevice = function (c) { return /^(device:|cpu_|process_|gpu[0-9]+\.|(allocated|reserved)_bytes\.)/.test(c.name); };
     var dev = D.counters.filter(function (c) { return isDevice(c) && c.points.length; });

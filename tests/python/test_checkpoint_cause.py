@@ -1,0 +1,118 @@
+"""Checkpoint saving timed as "checkpoint" in the frameworks' own savers (docs/slow-steps.md):
+Lightning's trainer.save_checkpoint (ModelCheckpoint every n training steps) under
+stepwatch.lightning.Profiler, and the Hugging Face Trainer's _save_checkpoint (save_steps)
+under stepwatch.transformers.Callback. Real Trainers, tiny local models, nothing
+downloaded. The save is made slow by the model's own saving hook (a slow disk, as it were):
+the step it falls in must be slow for that reason, each save one "checkpoint" span (the
+torch.save calls inside are not counted again), and no other step called a checkpoint."""
+import os
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import stepwatch  # noqa: E402
+from test_slow_steps import MACHINE, named_ns, slow_steps  # noqa: E402
+
+SAVE_NAP = 0.4  # the saving hook's nap, s: many times a tiny model's step
+
+
+def slow_disk():
+    """SAVE_NAP in 40 waits, as a slow disk's writes are (one sleep would be one voluntary
+    switch, fewer than the preemptions of a loaded machine: then the OS's rule reads the
+    whole wait as preemption)."""
+    for _ in range(40):
+        time.sleep(SAVE_NAP / 40)
+
+
+def checkpoint_row(path):
+    return {r["action"]: r for r in stepwatch.load(path).records("all")}["checkpoint"]
+
+
+def check(path, saves):
+    """The checkpoint row counts one span per save, the nap inside each; every step that
+    saved is slow with the save's time in it, and called a checkpoint unless the OS's reading
+    says the machine took more of it (sw_slow_cause's rule, as test_slow_steps reads it: the
+    save's time less the off-CPU time, when preemptions outnumber waits); no other step is
+    called a checkpoint."""
+    row = checkpoint_row(path)
+    assert row["count"] + row["warmup_count"] == len(saves), row
+    assert row["total_ns"] + row["warmup_total_ns"] >= len(saves) * SAVE_NAP * 1e9
+    slow = slow_steps(path)
+    seen = {s: (r["cause"], r["duration_ns"], r["checkpoint_ns"]) for s, r in slow.items()}
+    for s in saves:
+        r = slow.get(s)
+        assert r is not None and r["checkpoint_ns"] >= SAVE_NAP * 1e9, (s, seen)
+        explains = 2 * named_ns(r, "checkpoint") >= r["duration_ns"] - r["median_ns"]
+        assert r["cause"] == "checkpoint" if explains else r["cause"] in MACHINE, (s, r)
+    others = {r["cause"] for s, r in slow.items() if s not in saves}
+    assert others <= MACHINE | {"gc"}, seen  # the machine's, or a collection
+
+
+def test_lightning_model_checkpoint_every_n_steps(tmp_path):
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import stepwatch.lightning as swl
+    import test_lightning
+
+    class Model(test_lightning.Model):
+        def on_save_checkpoint(self, checkpoint):  # inside trainer.save_checkpoint
+            slow_disk()
+
+    path = tmp_path / "lightning.db"
+    every, steps = 12, 40
+    data = DataLoader(TensorDataset(torch.randn(steps * 4, 8), torch.randn(steps * 4, 1)),
+                      batch_size=4)
+    profiler = swl.Profiler(run_file=str(path))
+    trainer = L.Trainer(max_epochs=1, default_root_dir=str(tmp_path), profiler=profiler,
+                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=0, num_sanity_val_steps=0,
+                        callbacks=[ModelCheckpoint(dirpath=str(tmp_path / "ckpt"),
+                                                   every_n_train_steps=every, save_top_k=-1)])
+    trainer.fit(Model(), data)
+    profiler.profiler.close()
+    saved = sorted(os.listdir(tmp_path / "ckpt"))
+    assert len(saved) == steps // every, saved
+    # ModelCheckpoint saves in on_train_batch_end of global step n * every: step n * every - 1
+    check(path, [n * every - 1 for n in range(1, steps // every + 1)])
+    assert "save_checkpoint" not in trainer.__dict__  # the tap is gone with the run
+
+
+def test_hf_trainer_save_steps(tmp_path):
+    pytest.importorskip("transformers")
+    from hftruth import Samples, tiny_bert  # noqa: F401 (sets HF_HUB_OFFLINE)
+    from transformers import BertForSequenceClassification, Trainer, TrainingArguments
+
+    from stepwatch.transformers import Callback
+
+    class SlowSaving(BertForSequenceClassification):
+        def save_pretrained(self, *args, **kwargs):  # inside Trainer._save_checkpoint
+            slow_disk()
+            return super().save_pretrained(*args, **kwargs)
+
+    config = tiny_bert().config
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = SlowSaving(config)
+    path = tmp_path / "hf.db"
+    every, steps = 12, 28
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, num_train_epochs=1,
+        save_strategy="steps", save_steps=every, eval_strategy="no", logging_strategy="no",
+        report_to="none", disable_tqdm=True, use_cpu=True, seed=0)
+    callback = Callback(run_file=str(path), report=False)
+    trainer = Trainer(model=model, args=args, train_dataset=Samples(steps * 8),
+                      callbacks=[callback])
+    trainer.train()
+    saved = sorted(d for d in os.listdir(tmp_path / "out") if d.startswith("checkpoint-"))
+    assert saved == [f"checkpoint-{n * every}" for n in range(1, steps // every + 1)] + \
+        ([f"checkpoint-{steps}"] if steps % every else []), saved
+    # a save follows on_step_end of global step n: that step (index n - 1) takes it in; the
+    # last one (the end of training, also a save) too
+    saves = [n - 1 for n in range(every, steps + 1, every)] + ([steps - 1] if steps % every else [])
+    check(path, saves)
+    assert trainer.state.global_step == steps
+    assert not hasattr(Trainer._save_checkpoint, "__wrapped__")  # restored at the end
