@@ -38,6 +38,7 @@ before the launcher set the rank still reports under the right one.
 import atexit
 import datetime
 import functools
+import itertools
 import json
 import os
 import sys
@@ -304,6 +305,9 @@ def _place(blob, world):
 
 # ---- one process's watch ---------------------------------------------------------------------
 
+_serials = itertools.count()
+
+
 class Watch:
     """The many-rank side of one Profiler in this process (see the module's docs)."""
 
@@ -333,6 +337,8 @@ class Watch:
         self._collective = profiler.action(COLLECTIVE)
         self._own = profiler.action(_OWN)
         self._finals = 0
+        self._everyone = None         # every rank runs a watch (everyone_watches), once asked
+        self._serial = next(_serials)  # this process's watches, counted: one join key each
 
     # -- the rank, read when asked: the process group's once it is up --
 
@@ -351,10 +357,11 @@ class Watch:
             if ddp not in self._seen:
                 self._seen.add(ddp)
                 self._hook(ddp)
-                if self.clock_offset_ns is None:
+                if self.clock_offset_ns is None and self.everyone_watches():
                     with self._own:
                         self.estimate_clock()
-            if ddp.training and torch.is_grad_enabled() and not self.finished:
+            if ddp.training and torch.is_grad_enabled() and not self.finished \
+                    and self.everyone_watches():
                 self._forwards += 1
                 every = self.aggregate_every
                 if every and self._forwards > 1 and (self._forwards - 1) % every == 0:
@@ -373,6 +380,37 @@ class Watch:
         self.measured.append(weakref.ref(ddp))
 
     # -- collectives: every rank calls these at the same point --
+
+    def everyone_watches(self):
+        """Does every rank of the default group run a watch? Asked once, at the first DDP
+        forward, through the store: a rank without stepwatch (a launcher that started it
+        without `stepwatch run`) never joins one of our collectives, and a collective one
+        rank never joins hangs the others or pairs with the job's own. Each rank adds itself
+        to a count; the last to come says so; the others wait at most ``timeout`` for it.
+        False: the clock offsets and periodic rounds stay off; the end-of-run round goes
+        through the store and names the ranks that did not answer."""
+        if self._everyone is None:
+            self._everyone = self._join()
+        return self._everyone
+
+    def _join(self):
+        rank, world = self.where()
+        store = dist.distributed_c10d._get_default_store()
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        key = f"stepwatch/joined/{restart}/{self._serial}"
+        if store.add(key, 1) == world:
+            store.set(key + "/all", b"1")
+        try:
+            store.wait([key + "/all"], datetime.timedelta(seconds=self.timeout))
+            return True
+        except Exception:  # the store's timeout: a rank never came
+            joined = store.add(key, 0)
+            warnings.warn(f"stepwatch.distributed: rank {rank}: {joined} of {world} ranks run "
+                          f"stepwatch after {self.timeout:g} s; its clock offsets and periodic "
+                          "rounds stay off (a collective the others never join would hang "
+                          "them), the end-of-run round names who is missing",
+                          RuntimeWarning, stacklevel=4)
+            return False
 
     def estimate_clock(self):
         """This rank's wall clock minus rank 0's, down a tree of ping-pongs (clock_tree):

@@ -267,6 +267,38 @@ def test_a_killed_rank_does_not_hang_the_end_of_run_aggregation(tmp_path):
     assert stepwatch.load(str(tmp_path / "run-2.db")).info()["rank"] == 2
 
 
+def test_a_rank_without_stepwatch_is_never_waited_for_in_a_collective(tmp_path):
+    """Three DDP ranks, rank 1 started without stepwatch (as a launcher that re-runs the
+    script by itself does). stepwatch's own collectives (the clock offsets at the first
+    forward, the periodic rounds) would wait forever for rank 1, or pair with its DDP
+    all-reduce; instead the ranks ask the store who watches, rank 0 and 2 warn and keep
+    theirs off, every rank trains to the end, and the end-of-run round names rank 1."""
+    script = tmp_path / "train_ddp.py"
+    script.write_text(SCRIPT)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(3):
+        env = _env(RANK=rank, LOCAL_RANK=rank, WORLD_SIZE=3, MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=port, STEPWATCH_AGGREGATE_TIMEOUT=5,
+                   STEPWATCH_AGGREGATE_EVERY=3, STEPWATCH_RUN_FILE=tmp_path / "run-{rank}.db")
+        watched = [] if rank == 1 else ["-m", "stepwatch.autorun"]
+        procs.append(subprocess.Popen([sys.executable, *watched, str(script)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env, cwd=tmp_path))
+    outs = [p.communicate(timeout=240) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert codes == [0, 0, 0], (codes, outs[0][1][-4000:], outs[2][1][-4000:])
+    err0 = outs[0][1]
+    assert "2 of 3 ranks run stepwatch" in err0, err0[-6000:]
+    assert "Did not answer: rank 1" in err0, err0[-6000:]
+    view = _view(tmp_path / "run-0.db")
+    assert (view["answered"], view["missing"]) == (2, [1])
+    steps = stepwatch.load(str(tmp_path / "run-0.db")).info()["steps"]
+    assert steps == STEPS, steps
+
+
 # A Lightning script with strategy="ddp" and stepwatch's Lightning profiler: nothing else of
 # stepwatch in it. torchrun starts the ranks; Lightning finds them in the environment.
 LIGHTNING_SCRIPT = """
