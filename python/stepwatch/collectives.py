@@ -282,24 +282,34 @@ def _arg(args, kwargs, where):
     return args[pos] if len(args) > pos else kwargs.get(name)
 
 
+def _timed(original, args, kwargs, compiling):
+    """Call a wrapped collective: (recorder, result, start, end) when the call is to be
+    recorded, else (None, result, 0, 0) -- no recorder, inside another timed call, traced by
+    torch.compile, or made by stepwatch itself (its rounds, and the calls they make)."""
+    rec = _recorder
+    if rec is None or _local.inside or compiling():
+        return None, original(*args, **kwargs), 0, 0
+    if _ours(sys._getframe(2)):  # the wrapper's caller
+        with quiet():
+            return None, original(*args, **kwargs), 0, 0
+    _local.inside = True
+    t0 = now_ns()
+    try:
+        result = original(*args, **kwargs)
+    finally:
+        t1 = now_ns()
+        _local.inside = False
+    return rec, result, t0, t1
+
+
 def _wrap_c10d(name, original):
     where, kind = C10D_OPS[name]
     compiling = torch.compiler.is_compiling
 
     def collective(*args, **kwargs):
-        rec = _recorder
-        if rec is None or _local.inside or compiling():
-            return original(*args, **kwargs)
-        if _ours(sys._getframe(1)):  # stepwatch's own round: nor the calls it makes
-            with quiet():
-                return original(*args, **kwargs)
-        _local.inside = True
-        t0 = now_ns()
-        try:
-            result = original(*args, **kwargs)
-        finally:
-            t1 = now_ns()
-            _local.inside = False
+        rec, result, t0, t1 = _timed(original, args, kwargs, compiling)
+        if rec is None:
+            return result
         try:
             op = rec.op(name, where, kind)
             if name == "batch_isend_irecv":  # the P2POps' tensors, the first one's group
@@ -344,19 +354,9 @@ def _wrap_functional(name, original):
     group_pos = _FUNCTIONAL_GROUP[name]
 
     def functional(*args, **kwargs):
-        rec = _recorder
-        if rec is None or _local.inside or compiling():
-            return original(*args, **kwargs)
-        if _ours(sys._getframe(1)):  # stepwatch's own round: nor the calls it makes
-            with quiet():
-                return original(*args, **kwargs)
-        _local.inside = True
-        t0 = now_ns()
-        try:
-            result = original(*args, **kwargs)
-        finally:
-            t1 = now_ns()
-            _local.inside = False
+        rec, result, t0, t1 = _timed(original, args, kwargs, compiling)
+        if rec is None:
+            return result
         try:
             group = kwargs.get("group", args[group_pos] if len(args) > group_pos else None)
             key = id(group)

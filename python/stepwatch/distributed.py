@@ -390,6 +390,7 @@ class Watch:
         False: the clock offsets and periodic rounds stay off; the end-of-run round goes
         through the store and names the ranks that did not answer."""
         if self._everyone is None:
+            self._everyone = False  # asked once: a store that fails is not asked again
             self._everyone = self._join()
         return self._everyone
 
