@@ -50,12 +50,12 @@ import sys
 import warnings
 
 import stepwatch
-from stepwatch import _oom
+from stepwatch import _lightning_launch, _oom
 from stepwatch._stepwatch import _watch_profilers
 
 # autorun's options that take a value (the rest are flags); what follows them is the program
 _VALUED = ("--format", "--output", "--run-file", "--warmup", "--forward", "--on-full",
-           "--ring-capacity", "--functions", "--peak-flops")
+           "--ring-capacity", "--functions", "--peak-flops", _lightning_launch.RANK_OPTION)
 
 
 def _device_stats_env(value):
@@ -103,7 +103,24 @@ def _parser():
                     else None)
     ap.add_argument("--modules", type=_modules_every, nargs="?", const=True,
                     default=_modules_every(env("STEPWATCH_MODULES", "0")))
+    # a rank Lightning's launcher started (stepwatch._lightning_launch): its global rank
+    ap.add_argument(_lightning_launch.RANK_OPTION, type=int, default=None, help=argparse.SUPPRESS)
     return ap
+
+
+def _as_lightning_child(args):
+    """A rank Lightning started again through autorun: its rank and world size (Lightning
+    sets neither RANK nor anything the core reads but WORLD_SIZE) and its own run file. The
+    environment's mark says the parent owns the run file: with {rank} or {pid} in the path
+    this rank takes a file of its own; without, the one path is the parent's, and this rank
+    keeps no file (its figures still reach rank 0 in the end-of-run round)."""
+    path = args.run_file or os.environ.get("STEPWATCH_RUN_FILE", "")
+    if "{rank}" in path or "{pid}" in path:
+        os.environ.pop("STEPWATCH_RUN_FILE_OWNER", None)
+    else:
+        args.run_file = None
+    world = os.environ.get("WORLD_SIZE", "")
+    return {"rank": args.lightning_rank, "world_size": int(world) if world.isdigit() else 0}
 
 
 def _modules_every(text):
@@ -137,6 +154,17 @@ def _split(argv):
                 continue  # the value of an option
             return argv[:i], ("script", arg), argv[i + 1:]
     return argv, None, []
+
+
+def _without_rank(options):
+    """autorun's options less the rank a Lightning child was given (its children get theirs)."""
+    out, skip = [], False
+    for arg in options:
+        if skip or arg == _lightning_launch.RANK_OPTION:
+            skip = not skip
+            continue
+        out.append(arg)
+    return out
 
 
 def _write_report(prof, fmt, output, view=None, run_file=None):
@@ -279,17 +307,20 @@ def main(argv=None):
     functions = [a.strip() for a in args.functions.split(",") if a.strip()]
     # torch.cuda.Event times the phases here, not the C runtime the variable asks the core for
     os.environ.pop("STEPWATCH_DEVICE_TIME", None)
+    ranks = {} if args.lightning_rank is None else _as_lightning_child(args)
     prof = stepwatch.Profiler(name=name, warmup_steps=args.warmup, run_file=args.run_file,
                               timeline=args.timeline, on_full=args.on_full,
                               ring_capacity=args.ring_capacity, functions=functions,
                               builtins=args.builtins, live=args.live,
                               device_stats=args.device_stats or False,
                               device_time=args.device_time, memory=args.step_memory,
-                              modules=args.modules)
+                              modules=args.modules, **ranks)
     stepwatch.set_profiler(prof)
     run = _Run(prof, args.forward, flops)
     run.instrument()
     _watch_profilers(run.on_new_profiler)
+    # the ranks Lightning starts by running the script again run under autorun too
+    _lightning_launch.follow(_without_rank(options))
     code = 0
     failed = None
     try:
@@ -300,6 +331,7 @@ def main(argv=None):
         failed = exc
         _oom.seen(run.prof, exc)  # an out-of-memory error: where it happened, before the report
     finally:
+        _lightning_launch.stop()
         # also on an exception or Ctrl-C: the report is what the user came for
         run.finish(args.format, args.output)
     if failed is None:

@@ -1,6 +1,7 @@
 """stepwatch.lightning.Profiler under real multi-process DDP (2 CPU processes, gloo): Lightning's
 own launchers (ddp_spawn, ddp_fork, ddp) and torchrun. Each rank writes its own report and run
 file, named with the rank it has once Lightning set it up, and the C command merges them."""
+import json
 import os
 import subprocess
 import sys
@@ -12,10 +13,9 @@ pytest.importorskip("lightning")
 
 import stepwatch  # noqa: E402
 
-SCRIPT = """
+MODEL = """
 import os, sys, torch, lightning as L
 from torch.utils.data import DataLoader, TensorDataset
-from stepwatch.lightning import Profiler
 
 class Model(L.LightningModule):
     def __init__(self):
@@ -29,6 +29,10 @@ class Model(L.LightningModule):
         self.log("val_loss", torch.nn.functional.mse_loss(self.lin(x), y), sync_dist=True)
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
+"""
+
+SCRIPT = MODEL + """
+from stepwatch.lightning import Profiler
 
 if __name__ == "__main__":
     out, strategy = sys.argv[1], sys.argv[2]
@@ -93,3 +97,43 @@ def test_each_rank_writes_its_own_files(strategy, tmp_path, build_dir):
         assert m.returncode == 0, m.stderr
         r = subprocess.run([exe, "report", merged], capture_output=True, text=True)
         assert r.returncode == 0 and "2 ranks" in r.stdout, r.stdout
+
+
+ZERO_CODE = MODEL + """
+if __name__ == "__main__":
+    data = DataLoader(TensorDataset(torch.randn(48, 8), torch.randn(48, 1)), batch_size=4)
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(Model(), data)
+"""
+
+
+@pytest.mark.parametrize("run_file", ["run-{rank}.db", "run.db"])
+def test_zero_code_follows_lightnings_own_start_of_rank_1(run_file, tmp_path, build_dir):
+    """`stepwatch run -- python train.py` of a plain Lightning script with devices=2: Lightning
+    starts rank 1 itself by running the script again. That rank runs under stepwatch too:
+    with {rank} in the path it writes its own run file, under its rank; with one path for
+    all, the file stays rank 0's and rank 1 still answers the end-of-run round."""
+    exe = os.path.join(build_dir or "", "stepwatch")
+    if not (build_dir and os.access(exe, os.X_OK)):
+        pytest.skip("the C command is not built (SW_BUILD_DIR)")
+    (tmp_path / "train.py").write_text(ZERO_CODE)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "STEPWATCH_RUN_FILE"):
+        env.pop(var, None)
+    run = subprocess.run([exe, "run", "--run-file", run_file, "--", "python", "train.py"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "ranks run stepwatch" not in run.stderr, run.stderr[-4000:]
+    assert "Did not answer" not in run.stderr, run.stderr[-4000:]
+    files = sorted(p.name for p in tmp_path.glob("run*.db"))
+    ranks = (0, 1) if "{rank}" in run_file else (0,)
+    assert files == sorted(run_file.format(rank=r) for r in ranks), files
+    for rank in ranks:
+        info = stepwatch.load(str(tmp_path / run_file.format(rank=rank))).info()
+        # 48 samples over 2 ranks in batches of 4 (DistributedSampler): 6 steps each
+        assert (info["rank"], info["steps"]) == (rank, 6), info
+    view = json.loads(stepwatch.run_ranks(str(tmp_path / run_file.format(rank=0)), "json"))
+    assert (view["answered"], view["missing"]) == (2, []), view
