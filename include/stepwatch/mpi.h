@@ -17,10 +17,13 @@
  *     MPI_Allgather, MPI_Gather, MPI_Alltoall, MPI_Reduce_scatter_block) are timed as
  *     actions "collective:MPI_Allreduce", ... through MPI's profiling interface (this
  *     library defines them and calls PMPI_*): the time a rank spends in them, waiting for the
- *     slowest rank included, is its collective wait.
- *   - each rank's wall clock minus rank 0's is estimated (eight ping-pongs with rank 0, the
- *     shortest round trip counts) and kept in its run file: exports put every rank on rank
- *     0's clock.
+ *     slowest rank included, is its collective wait. Their bytes (nccl-tests' sizes) are
+ *     the counter "comm:MPI_Allreduce:bytes" (running total), and each call's algorithm and
+ *     bus bandwidth the counters "comm:MPI_Allreduce:<size class>:algbw" and ":busbw", as
+ *     for torch.distributed (docs/collectives.md).
+ *   - each rank's wall clock minus rank 0's is estimated down a binary tree (each rank's
+ *     parent pings it eight times at least, the shortest round trip counts; the offsets add
+ *     up the tree) and kept in its run file: exports put every rank on rank 0's clock.
  *   - every aggregate_every steps, at the next of those collectives, one gather of
  *     SW_RANK_PAYLOAD_SIZE bytes per rank to rank 0 (kept in its run file). Every rank must
  *     reach the same collective after the same number of steps (as data-parallel loops do).

@@ -10,7 +10,7 @@
  * rank dead: each rank sends its payload to rank 0 with MPI_Isend, rank 0 posts one
  * MPI_Irecv per rank and tests them until all arrived or timeout_s passed, then cancels the
  * rest and reports over the ranks that answered. The duplicate communicator returns errors
- * instead of aborting (MPI_ERRORS_RETURN).
+ * instead of aborting (MPI_ERRORS_RETURN). The clock offsets go down a binary tree.
  */
 #include "stepwatch/mpi.h"
 
@@ -33,6 +33,19 @@ static const char *const COLL_NAMES[NCOLL] = {
     "collective:MPI_Allgather", "collective:MPI_Gather",
     "collective:MPI_Alltoall",  "collective:MPI_Reduce_scatter_block"};
 
+/* The op's name: its action's, less "collective:". */
+static const char *op_name(int which) {
+    return COLL_NAMES[which] + sizeof "collective:" - 1;
+}
+
+/* nccl-tests' bus bandwidth over algorithm bandwidth for each, on n ranks (as the torch
+ * side reckons it, docs/collectives.md): 2(n-1)/n for all-reduce, (n-1)/n for those that
+ * move every rank's share once, 1 for those rooted at one rank. */
+enum { BUS_ONE, BUS_ALL_REDUCE, BUS_SHARES };
+static const int COLL_BUS[NCOLL] = {BUS_ALL_REDUCE, BUS_ONE,    BUS_ONE,    BUS_ONE,
+                                    BUS_SHARES,     BUS_SHARES, BUS_SHARES, BUS_SHARES};
+#define SIZE_CLASSES 64 /* one per power of 2 of the bytes */
+
 /* The one attached profiler of this process (MPI is called from one thread). */
 static struct {
     sw_profiler *p;
@@ -42,6 +55,9 @@ static struct {
     uint64_t next_round; /* the step count at which the next periodic round is due */
     int in_round;        /* a round's own MPI calls are not timed or counted */
     sw_id coll[NCOLL], own;
+    sw_id bytes[NCOLL];                      /* "comm:<op>:bytes": the running total */
+    uint64_t total[NCOLL];                   /* ...its value */
+    sw_id bandwidth[NCOLL][SIZE_CLASSES][2]; /* "comm:<op>:<class>:algbw", ":busbw"; 0: not yet */
 } g;
 
 static uint64_t realtime_ns(void) {
@@ -134,49 +150,66 @@ static void release(void *ctx) {
     memset(&g, 0, sizeof g);
 }
 
-/* The offset of each rank's CLOCK_REALTIME from rank 0's, for the cross-rank timeline:
- * rank 0 reads its clock t0, asks rank r for its clock, reads t1 when the answer arrives;
- * r's offset is its time minus the midpoint of t0 and t1, wrong by at most half the round
- * trip. The round with the shortest trip counts. A loaded or oversubscribed node
- * deschedules one side or the other for tens of ms, so after CLOCK_ROUNDS rounds rank 0
- * goes on until one trip took under CLOCK_SHORT_TRIP or CLOCK_MAX_NS have passed (CLOCK_DONE
- * tells r the rounds are over). Rank 0 serves the ranks one after another, once, at attach. */
+/* Rank r's offset from its parent's clock, measured by the parent: the parent reads its
+ * clock t0, asks r for its clock, reads t1 when the answer arrives; r's offset is its time
+ * minus the midpoint of t0 and t1, wrong by at most half the round trip. The round with the
+ * shortest trip counts. A loaded or oversubscribed node deschedules one side or the other
+ * for tens of ms, so after CLOCK_ROUNDS rounds the parent goes on until one trip took under
+ * CLOCK_SHORT_TRIP or CLOCK_MAX_NS have passed (CLOCK_DONE tells r the rounds are over). */
+static int measure_child(int r, int64_t *offset) {
+    const int tag = TAG + 1;
+    int64_t t = 0, best_trip = INT64_MAX, best = 0, start = (int64_t)realtime_ns();
+    for (int i = 0; i < CLOCK_ROUNDS || (best_trip >= CLOCK_SHORT_TRIP &&
+                                         (int64_t)realtime_ns() - start < CLOCK_MAX_NS);
+         i++) {
+        int64_t t0 = (int64_t)realtime_ns();
+        if (PMPI_Send(&t0, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
+            PMPI_Recv(&t, 1, MPI_INT64_T, r, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return SW_EIO;
+        int64_t t1 = (int64_t)realtime_ns();
+        if (t1 - t0 < best_trip) {
+            best_trip = t1 - t0;
+            best = t - (t0 + (t1 - t0) / 2);
+        }
+    }
+    *offset = best;
+    return 0;
+}
+
+/* The offset of each rank's CLOCK_REALTIME from rank 0's, for the cross-rank timeline, down
+ * a binary tree (rank r's parent is (r - 1) / 2): a rank answers its parent's rounds, gets
+ * its offset from rank 0 (its parent's plus its own from the parent), then measures its
+ * children and sends them theirs. The ranks of one level measure at once: log2(N) levels of
+ * rounds instead of rank 0 serving N - 1 ranks one after another; the error is at most the
+ * sum of the half round trips on the way up. Once, at attach. */
 static int estimate_clock(int64_t *offset) {
     const int tag = TAG + 1;
     int64_t t = 0;
     *offset = 0;
     if (g.rank != 0) {
+        int parent = (g.rank - 1) / 2;
         for (;;) {
-            if (PMPI_Recv(&t, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            if (PMPI_Recv(&t, 1, MPI_INT64_T, parent, tag, g.comm, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS)
                 return SW_EIO;
             if (t == CLOCK_DONE)
                 break;
             t = (int64_t)realtime_ns();
-            if (PMPI_Send(&t, 1, MPI_INT64_T, 0, tag, g.comm) != MPI_SUCCESS)
+            if (PMPI_Send(&t, 1, MPI_INT64_T, parent, tag, g.comm) != MPI_SUCCESS)
                 return SW_EIO;
         }
-        return PMPI_Recv(offset, 1, MPI_INT64_T, 0, tag, g.comm, MPI_STATUS_IGNORE) == MPI_SUCCESS
-                   ? 0
-                   : SW_EIO;
+        if (PMPI_Recv(offset, 1, MPI_INT64_T, parent, tag, g.comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return SW_EIO;
     }
-    for (int r = 1; r < g.world; r++) {
-        int64_t best_trip = INT64_MAX, best = 0, start = (int64_t)realtime_ns();
-        for (int i = 0; i < CLOCK_ROUNDS || (best_trip >= CLOCK_SHORT_TRIP &&
-                                             (int64_t)realtime_ns() - start < CLOCK_MAX_NS);
-             i++) {
-            int64_t t0 = (int64_t)realtime_ns();
-            if (PMPI_Send(&t0, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
-                PMPI_Recv(&t, 1, MPI_INT64_T, r, tag, g.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                return SW_EIO;
-            int64_t t1 = (int64_t)realtime_ns();
-            if (t1 - t0 < best_trip) {
-                best_trip = t1 - t0;
-                best = t - (t0 + (t1 - t0) / 2);
-            }
-        }
+    for (int child = 2 * g.rank + 1; child <= 2 * g.rank + 2 && child < g.world; child++) {
+        int64_t theirs = 0;
+        if (measure_child(child, &theirs) != 0)
+            return SW_EIO;
+        theirs += *offset; /* from this rank's clock to rank 0's */
         const int64_t done = CLOCK_DONE;
-        if (PMPI_Send(&done, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS ||
-            PMPI_Send(&best, 1, MPI_INT64_T, r, tag, g.comm) != MPI_SUCCESS)
+        if (PMPI_Send(&done, 1, MPI_INT64_T, child, tag, g.comm) != MPI_SUCCESS ||
+            PMPI_Send(&theirs, 1, MPI_INT64_T, child, tag, g.comm) != MPI_SUCCESS)
             return SW_EIO;
     }
     return 0;
@@ -234,8 +267,12 @@ int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *given) {
     g.p = p;
     g.every = o->aggregate_every;
     g.next_round = sw_step_count(p) + g.every;
-    for (int i = 0; i < NCOLL; i++)
+    for (int i = 0; i < NCOLL; i++) {
+        char name[96];
         g.coll[i] = sw_action(p, COLL_NAMES[i]);
+        snprintf(name, sizeof name, "comm:%s:bytes", op_name(i));
+        g.bytes[i] = sw_counter_id(p, name);
+    }
     g.own = sw_action(p, "collective:stepwatch");
     int64_t offset = 0;
     sw_begin(p, g.own);
@@ -272,59 +309,113 @@ static sw_profiler *before(MPI_Comm comm) {
     return p;
 }
 
-#define SW_TIMED(which, call, comm)     \
-    do {                                \
-        sw_profiler *p = before(comm);  \
-        if (p)                          \
-            sw_begin(p, g.coll[which]); \
-        int rc = (call);                \
-        if (p)                          \
-            sw_end(p, g.coll[which]);   \
-        return rc;                      \
+/* The bytes a call of `which` moved, as nccl-tests sizes it: the buffer every rank ends up
+ * with (all-reduce, broadcast, reduce) or the whole of what is gathered or scattered. */
+static uint64_t call_bytes(int count, MPI_Datatype type, int per_rank, MPI_Comm comm) {
+    int size = 0, n = 1;
+    if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0)
+        return 0;
+    if (per_rank && PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+        return 0;
+    return (uint64_t)count * (uint64_t)size * (uint64_t)n;
+}
+
+/* "comm:<op>:bytes" grows by the call's bytes; its size class's algorithm and bus bandwidth
+ * (bytes per ns, GB/s) get one sample each: the blocking call's time is the transfer's. */
+static void count_bytes(sw_profiler *p, int which, uint64_t nbytes, MPI_Comm comm, uint64_t ns) {
+    if (nbytes == 0)
+        return;
+    g.total[which] += nbytes;
+    sw_counter(p, g.bytes[which], (double)g.total[which]);
+    int n = 1;
+    if (ns == 0 || PMPI_Comm_size(comm, &n) != MPI_SUCCESS)
+        return;
+    int k = 63 - __builtin_clzll(nbytes);
+    sw_id *ids = g.bandwidth[which][k];
+    if (ids[0] == 0) {
+        static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
+        int unit = k >= 30 ? 3 : k / 10;
+        char name[128];
+        snprintf(name, sizeof name, "comm:%s:%llu%s:algbw", op_name(which), 1ULL << (k - 10 * unit),
+                 units[unit]);
+        ids[0] = sw_counter_id(p, name);
+        memcpy(strrchr(name, ':') + 1, "busbw", 6);
+        ids[1] = sw_counter_id(p, name);
+    }
+    double algbw = (double)nbytes / (double)ns;
+    double factor = n <= 1                              ? 1.0
+                    : COLL_BUS[which] == BUS_ALL_REDUCE ? 2.0 * (n - 1) / n
+                    : COLL_BUS[which] == BUS_SHARES     ? (double)(n - 1) / n
+                                                        : 1.0;
+    sw_counter(p, ids[0], algbw);
+    sw_counter(p, ids[1], algbw * factor);
+}
+
+/* Time the call as `which` and count its bytes (count of type; per_rank: times the ranks). */
+#define SW_TIMED(which, call, comm, count, type, per_rank)                                \
+    do {                                                                                  \
+        sw_profiler *p = before(comm);                                                    \
+        uint64_t t0 = 0;                                                                  \
+        if (p) {                                                                          \
+            sw_begin(p, g.coll[which]);                                                   \
+            t0 = sw_now_ns();                                                             \
+        }                                                                                 \
+        int rc = (call);                                                                  \
+        if (p) {                                                                          \
+            uint64_t ns = sw_now_ns() - t0;                                               \
+            sw_end(p, g.coll[which]);                                                     \
+            if (rc == MPI_SUCCESS)                                                        \
+                count_bytes(p, which, call_bytes(count, type, per_rank, comm), comm, ns); \
+        }                                                                                 \
+        return rc;                                                                        \
     } while (0)
 
 SW_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
                          MPI_Op op, MPI_Comm comm) {
-    SW_TIMED(ALLREDUCE, PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm), comm);
+    SW_TIMED(ALLREDUCE, PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm), comm, count, type,
+             0);
 }
 
 SW_API int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                       int root, MPI_Comm comm) {
-    SW_TIMED(REDUCE, PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm), comm);
+    SW_TIMED(REDUCE, PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm), comm, count, type,
+             0);
 }
 
 SW_API int MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    SW_TIMED(BCAST, PMPI_Bcast(buffer, count, type, root, comm), comm);
+    SW_TIMED(BCAST, PMPI_Bcast(buffer, count, type, root, comm), comm, count, type, 0);
 }
 
 SW_API int MPI_Barrier(MPI_Comm comm) {
-    SW_TIMED(BARRIER, PMPI_Barrier(comm), comm);
+    SW_TIMED(BARRIER, PMPI_Barrier(comm), comm, 0, MPI_BYTE, 0);
 }
 
 SW_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLGATHER,
-             PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-             comm);
+             PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm,
+             recvcount, recvtype, 1);
 }
 
 SW_API int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
     SW_TIMED(GATHER,
              PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),
-             comm);
+             comm, sendbuf == MPI_IN_PLACE ? recvcount : sendcount,
+             sendbuf == MPI_IN_PLACE ? recvtype : sendtype, 1);
 }
 
 SW_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLTOALL,
-             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm);
+             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm,
+             recvcount, recvtype, 1);
 }
 
 SW_API int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                                     MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     SW_TIMED(REDUCE_SCATTER, PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm),
-             comm);
+             comm, recvcount, type, 1);
 }
 
 /* The final round before MPI goes away (if the profiler was not freed first). */

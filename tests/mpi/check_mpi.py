@@ -120,6 +120,20 @@ def main():
         # which the rounds bring under 1 ms (src/mpi/mpi.c) unless 2 s of them found none
         print(f"rank {r}: clock offset {row[3] / 1e3:.1f} us")
         check(abs(row[3]) < 20e6, f"rank {r}'s clock offset {row[3]} ns on one host")
+        # the bytes: mpi_train.c all-reduces 1 << 14 floats per step, warm-up steps too;
+        # each call's bus bandwidth is its algorithm bandwidth x 2(n-1)/n (nccl-tests)
+        def samples(name):
+            return [v for (v,) in db.execute(
+                "SELECT value FROM counters JOIN counter_names n ON n.rank = counters.rank "
+                "AND n.id = counters.counter WHERE n.name = ? ORDER BY time_ns", (name,))]
+        total = samples("comm:MPI_Allreduce:bytes")
+        check(total and total[-1] == STEPS * (4 << 14), f"rank {r}'s all-reduced bytes {total}")
+        alg = samples("comm:MPI_Allreduce:64KiB:algbw")
+        bus = samples("comm:MPI_Allreduce:64KiB:busbw")
+        factor = 2 * (a.np - 1) / a.np
+        check(len(alg) == len(bus) == STEPS and all(
+            abs(b - v * factor) <= 1e-9 * v for v, b in zip(alg, bus)),
+            f"rank {r}'s bandwidth samples {alg} {bus}")
         if r == 0:
             rounds = [f for (f,) in db.execute("SELECT final FROM rank_rounds ORDER BY round")]
             check(rounds == [0, 0, 0, 1], f"rounds {rounds} (every 3 of 10 steps, the end)")
