@@ -6,13 +6,17 @@
  * the last step, before the final round. Rank 0 writes the final cross-rank view as JSON to
  * DIR/view.json; every rank its run file DIR/run-{rank}.db, then DIR/done-{rank} (empty) once
  * stepwatch is done, before MPI_Finalize: with a rank dead, OpenMPI's MPI_Finalize can wait
- * for it forever (its closing fence), which the test must not mistake for stepwatch's.
+ * for it forever (its closing fence), which the test must not mistake for stepwatch's. The
+ * loop times its own data and forward per steady step too (DIR/own-{rank}, "data_ns
+ * forward_ns", the means): a loaded machine stretches the sleeps, and the test holds
+ * stepwatch's blame to what the loop itself measured.
  *
  *   mpirun -np 4 mpi_train DIR        (STEPS, WARMUP, AGGREGATE_EVERY, TIMEOUT_S too)
  */
 #include <stepwatch/mpi.h>
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -26,6 +30,12 @@ static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
     }
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Some arithmetic standing for a layer's work. */
@@ -64,17 +74,25 @@ int main(int argc, char **argv) {
     }
     enum { N = 1 << 14 };
     static float weights[N], grads[N];
+    int warmup = (int)opts.warmup_steps;
+    uint64_t own_data = 0, own_forward = 0; /* the loop's own clock, steady steps */
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int step = 0; step < steps; step++) {
         sw_step_begin(p, 32);
+        uint64_t t0 = now_ns();
         SW_SCOPE(p, "data") {
             if (rank == env_int("DATA_RANK", -1))
                 sleep_ms(delay);
         }
+        uint64_t t1 = now_ns();
         SW_SCOPE(p, "forward") {
             work(weights, N);
             if (rank == env_int("COMPUTE_RANK", -1))
                 sleep_ms(delay);
+        }
+        if (step >= warmup) {
+            own_data += t1 - t0;
+            own_forward += now_ns() - t1;
         }
         SW_SCOPE(p, "backward") {
             work(grads, N);
@@ -91,6 +109,15 @@ int main(int argc, char **argv) {
     sw_profiler_free(p); /* the final round */
     if (out)
         fclose(out);
+    char own[512];
+    snprintf(own, sizeof own, "%s/own-%d", dir, rank);
+    FILE *mine = fopen(own, "w");
+    if (mine && steps > warmup) {
+        fprintf(mine, "%llu %llu\n", (unsigned long long)(own_data / (uint64_t)(steps - warmup)),
+                (unsigned long long)(own_forward / (uint64_t)(steps - warmup)));
+    }
+    if (mine)
+        fclose(mine);
     char done[512];
     snprintf(done, sizeof done, "%s/done-%d", dir, rank);
     FILE *marker = fopen(done, "w");
