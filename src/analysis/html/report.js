@@ -668,8 +668,8 @@
     if (!efficiencyOf(D)) return null;
     var device = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; });
     var cols = [["Phase", "phase", id, true], ["FLOP/step", "flops_per_step", function (v) { return fmtSi(v, "FLOP"); }],
-      ["FLOP/s (host)", "flops_per_s", fmtFlops], ["MFU (host)", "mfu", fmtMfu]];
-    if (device) cols = cols.concat([["FLOP/s (device)", "flops_per_s_device", fmtFlops], ["MFU (device)", "mfu_device", fmtMfu]]);
+      ["FLOP/s host", "flops_per_s", fmtFlops], ["MFU host", "mfu", fmtMfu]];
+    if (device) cols = cols.concat([["FLOP/s dev", "flops_per_s_device", fmtFlops], ["MFU dev", "mfu_device", fmtMfu]]);
     var box = el("div", { "class": "efficiency" });
     var head = el("div", { "class": "glance-head" });
     head.appendChild(el("b", {}, "efficiency per phase"));
@@ -847,12 +847,16 @@
           a.flops_per_s = e ? (e.flops_per_s_device !== undefined ? e.flops_per_s_device : e.flops_per_s) : null;
           a.mfu = e ? (e.mfu_device !== undefined ? e.mfu_device : e.mfu) : null;
         });
-        var on = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; }) ? " (device)" : "";
-        /* compact cells (the unit in the head); the quantile columns give way first */
-        perCols = perCols.map(function (c) { return c[1] === "p50_ns" || c[1] === "max_ns" ? c.slice(0, 3).concat([false, true]) : c; })
-          .concat([["FLOP/s" + on, "flops_per_s", function (v) { return fmtSi(v, ""); }], ["MFU" + on, "mfu", fmtMfu]]);
+        var on = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; });
+        /* compact cells (the unit in the head); p50, max and samples/s (in the roll-up above)
+         * give way first on a narrow page */
+        perCols = perCols.map(function (c) {
+          return ["p50_ns", "max_ns", "samples_per_s"].indexOf(c[1]) >= 0 ? c.slice(0, 3).concat([false, true]) : c; })
+          .concat([["FLOP/s", "flops_per_s", function (v) { return fmtSi(v, ""); }], ["MFU", "mfu", fmtMfu]]);
       }
       s.appendChild(table(per, perCols, "phases"));
+      if (eff) s.appendChild(el("p", { "class": "note" }, "FLOP/s and MFU: the training phases' model FLOPs per step over their " +
+        (on ? "device" : "host") + " time per step (at a glance: every figure per phase)."));
     }
 
     if (window.swFlames) window.swFlames(D, function (t) { return section(P + t, parent); }, { el: el, sv: sv, fmtDur: fmtDur });
