@@ -700,10 +700,8 @@ def case_mfu_bf16(torch, stepwatch):
                 with step:
                     opt.step()
                     opt.zero_grad()
-    ref = refs.resolve(skip=2)
-    with prof.step(0):
-        pass
-    prof.close()
+    ref = refs.resolve(skip=2)  # synchronized: close() resolves every step (no empty one
+    prof.close()                # after them: the rates are per step)
     r = stepwatch.load(run)
     notes = dict(r.info()["notes"])
     phases = {e["phase"]: e for e in json.loads(r.report("json"))["efficiency"]["phases"]}
@@ -713,6 +711,10 @@ def case_mfu_bf16(torch, stepwatch):
                "hand_fwd_bwd": [forward, backward]}
     ok = float(notes["flops_forward"]) == forward and float(notes["flops_backward"]) == backward
     ok &= notes.get("compute_dtype") == "bf16" and given is None  # the table's row, on a GPU
+    device = r.info()["counters"]
+    timed = [c["count"] for c in device if c["name"] in ("device:train/step", "device:train/forward")]
+    figures["timed_steps_forwards"] = timed
+    ok &= len(timed) == 2 and timed[0] == timed[1] == 10  # every steady step, each one forward
     for phase, hand in (("forward", forward), ("backward", backward)):
         event = hand / (statistics.mean(ref[phase]) / 1e3) / peak  # the Event pairs' MFU
         sw = phases[phase].get("mfu_device")
