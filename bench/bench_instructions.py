@@ -37,7 +37,7 @@ Groups and budgets (added instructions per step, issue 33):
                <= 1/5 of fastxtend's.
   torch        none, instrument(), the same with Profiler(memory=False) (what the memory
                per step costs), the same with flops=True (what counting FLOPs costs the
-               steps after the counted one), the interception floor (do-nothing wrappers at the same
+               steps after the counted one) and with flops_per_batch given, the interception floor (do-nothing wrappers at the same
                points, bench_torch.py), torch.profiler (CPU): instrument() <= 1/20 of
                torch.profiler's.
   modules      the torch loop: instrument() alone, and with Profiler(modules=True) (every 10th
@@ -89,8 +89,8 @@ GROUPS = {
                "ignite_handlers"],
     "fastai": ["none", "stepwatch_throughput", "fastxtend_throughput", "stepwatch_simple",
                "fastxtend_simple"],
-    "torch": ["none", "instrument", "instrument_no_memory", "instrument_flops", "floor",
-              "torch_profiler"],
+    "torch": ["none", "instrument", "instrument_no_memory", "instrument_flops",
+              "instrument_flops_given", "floor", "torch_profiler"],
     "modules": ["none", "instrument", "modules_default", "modules_every_step", "modules_hook_only"],
     "collectives": ["none", "instrument", "none_async", "instrument_async"],
 }
@@ -110,6 +110,7 @@ LABELS = {
     "instrument": "instrument()",
     "instrument_no_memory": "  the same, Profiler(memory=False)",
     "instrument_flops": "  the same, flops=True (counted once, before the window)",
+    "instrument_flops_given": "  the same, flops_per_batch=1000 (given, not counted)",
     "floor": "interception floor",
     "torch_profiler": "torch.profiler (CPU)",
     "modules_default": "instrument(), modules=True (1 in 10)",
@@ -349,15 +350,17 @@ def run_torch(variant, window, tmp):
     loss_fn = torch.nn.CrossEntropyLoss()
     undo = []
     modules = {"modules_default": True, "modules_every_step": 1, "modules_hook_only": 1000}
-    if variant in ("instrument", "instrument_no_memory", "instrument_flops") or \
+    flops = {"instrument_flops": True, "instrument_flops_given": {"flops_per_batch": 1000}}
+    if variant in ("instrument", "instrument_no_memory") or variant in flops or \
             variant in modules:
         # instrument_no_memory: the same without memory per step (Profiler(memory=False)), so
         # the difference to instrument is what the RSS and the allocator check cost a step
         prof = stepwatch.Profiler(name="bench", memory=variant != "instrument_no_memory",
                                   modules=modules.get(variant, False))
         # instrument_flops: the FLOPs of the first step are counted (before the counted
-        # window); every step after pays one pre-hook on the model and a shape look-up
-        swtorch.instrument(prof, flops=variant == "instrument_flops")
+        # window); every step after pays one pre-hook on the model and a shape look-up;
+        # instrument_flops_given: flops_per_batch, nothing counted, one pre-hook a step
+        swtorch.instrument(prof, flops=flops.get(variant, False))
         undo += [prof.close, swtorch.uninstrument]
     elif variant == "floor":
         undo += passthrough(patched_points())

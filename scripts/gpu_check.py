@@ -46,6 +46,11 @@ Cases (each names what it compares; figures in the JSON):
                    cumulative (and the block's self), against torch.cuda.Event pairs recorded
                    by torch's own module hooks around the same calls: within 5 %; the host
                    columns stay host times; every interval timed
+  mfu-bf16         Profiler(flops=True, device_time=True) on a stack of bias-free bf16
+                   Linear layers (matmul-bound, 8192 wide): the counted forward and backward
+                   FLOPs equal the hand count; each phase's MFU on device time (against the
+                   device's row of python/stepwatch/peaks.py) is below 100 % and within 5 %
+                   of the hand count over torch.cuda.Event time around the same calls
   nccl-collectives NCCL with a world of one: 16 all_reduce calls of 64 MiB (8 sync, 8 async
                    + wait) timed by instrument() as collective:all_reduce with their bytes;
                    no bandwidth counters from CUDA calls (docs/collectives.md)
@@ -61,7 +66,7 @@ import time
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
          "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
-         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives"]
+         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives", "mfu-bf16"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -661,6 +666,63 @@ def case_modules_device_time(torch, stepwatch):
         "clock": data["clock"], "device_calls_fwd_bwd": calls, "intervals": info["intervals"],
         "events_in": info["events_in"]}
 
+def case_mfu_bf16(torch, stepwatch):
+    """MFU of a matmul-bound bf16 model: FLOPs counted against the hand count, the phases' MFU
+    on device time against the hand count over torch.cuda.Event pairs and the table's peak."""
+    import tempfile
+    from stepwatch import flops as swflops
+    n, rows, layers = S(8192), S(8192), 4
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(n, n, bias=False) for _ in range(layers)])
+    model = model.to(DEV, torch.bfloat16)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    x = torch.randn(rows, n, device=DEV, dtype=torch.bfloat16)
+    forward = 2 * rows * n * n * layers  # one matmul per layer
+    backward = 2 * rows * n * n * layers + 2 * rows * n * n * (layers - 1)  # dW; dx but layer 0's
+    label, peak = swflops.device_peak(torch.device(DEV), "bf16")
+    given = None if peak else 1e12  # a CPU (--cpu-smoke) has no row: a figure to run with
+    run = os.path.join(tempfile.mkdtemp(), "mfu.sw")
+    prof = timed_profiler(stepwatch, warmup_steps=2, run_file=run,
+                          flops={"peak_flops": given} if given else True)
+    fwd, bwd, step = (prof.action(a) for a in ("forward", "backward", "optimizer"))
+    refs = Refs(torch)
+    with prof.phase("train"):
+        for _ in range(12):
+            with prof.step(rows):
+                with fwd:
+                    refs.begin("forward")
+                    loss = model(x).float().square().mean()
+                    refs.end("forward")
+                with bwd:
+                    refs.begin("backward")
+                    loss.backward()
+                    refs.end("backward")
+                with step:
+                    opt.step()
+                    opt.zero_grad()
+    ref = refs.resolve(skip=2)  # synchronized: close() resolves every step (no empty one
+    prof.close()                # after them: the rates are per step)
+    r = stepwatch.load(run)
+    notes = dict(r.info()["notes"])
+    phases = {e["phase"]: e for e in json.loads(r.report("json"))["efficiency"]["phases"]}
+    peak = peak or given
+    figures = {"device": label, "peak_flops": peak, "dtype": notes.get("compute_dtype"),
+               "flops_fwd_bwd": [float(notes["flops_forward"]), float(notes["flops_backward"])],
+               "hand_fwd_bwd": [forward, backward]}
+    ok = float(notes["flops_forward"]) == forward and float(notes["flops_backward"]) == backward
+    ok &= notes.get("compute_dtype") == "bf16" and given is None  # the table's row, on a GPU
+    device = r.info()["counters"]
+    timed = [c["count"] for c in device if c["name"] in ("device:train/step", "device:train/forward")]
+    figures["timed_steps_forwards"] = timed
+    ok &= len(timed) == 2 and timed[0] == timed[1] == 10  # every steady step, each one forward
+    for phase, hand in (("forward", forward), ("backward", backward)):
+        event = hand / (statistics.mean(ref[phase]) / 1e3) / peak  # the Event pairs' MFU
+        sw = phases[phase].get("mfu_device")
+        figures[f"mfu_{phase}_sw_event"] = [sw, round(event, 4)]
+        ok &= sw is not None and 0 < sw < 1 and abs(sw - event) <= TOLERANCE * event
+    figures["mfu_host_step"] = notes.get("mfu")
+    return ok, figures
+
 
 def case_nccl_collectives(torch, stepwatch):
     """NCCL on one GPU (a world of one still launches NCCL's kernels): instrument() times each
@@ -738,6 +800,8 @@ def run_case(name):
         return case_modules_device_time(torch, stepwatch)
     if name == "nccl-collectives":
         return case_nccl_collectives(torch, stepwatch)
+    if name == "mfu-bf16":
+        return case_mfu_bf16(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 
@@ -752,7 +816,8 @@ def cpu_smoke():
     bad = []
     names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
         "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
-        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time", "nccl-collectives"]
+        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time", "nccl-collectives",
+        "mfu-bf16"]
     for name in names:
         try:
             ok, figures = run_case(name)

@@ -284,6 +284,7 @@ class Watch:
         self._first = None          # the one-shot forward hook of the model's first call
         self._seen = {}             # signature -> (fwd, bwd, opt FLOPs, tokens): the fast path
         self._closed = False
+        self._given = None  # flops_per_batch: the hook that notes the first step's FLOPs, once
         self._global = torch.nn.modules.module.register_module_forward_pre_hook(self._find_root)
 
     # ---- finding the model and counting ---------------------------------------------------
@@ -353,6 +354,8 @@ class Watch:
         if self.flops_per_batch is not None:
             fpb = self.flops_per_batch
             self.total[0] += float(fpb(batch) if callable(fpb) else fpb)  # fwd+bwd, as Lightning
+            if self._given is None:
+                self._note_given()
 
     def _forward(self, args, kwargs):
         if self._counting is not None and self._counting[3] == 0 and not self._has_optimizer:
@@ -451,13 +454,32 @@ class Watch:
         self.devices.update(counter.devices)
         self._note_live(count, forwards)
 
+    def _note_given(self):
+        """flops_per_batch given: the live line's figures from the first training batch on,
+        not only at close. Until the first optimizer step one batch is one step; that step's
+        end notes the FLOPs of all its batches (gradient accumulation) and the hook goes."""
+        self._given = False
+        if self.profiler is None or self.profiler.closed:
+            return
+        self._note_flops(self.total[0])
+        self._given = _optim.register_optimizer_step_post_hook(self._given_step_ends)
+
+    def _given_step_ends(self, *_args):
+        if self._given:
+            self._given.remove()
+            self._given = False
+            self._note_flops(self.total[0])  # every batch so far: those of the first step
+
     def _note_live(self, count, forwards):
         """The live status line's figures, once per count (src/live/live_window.c reads
         them): the model FLOPs of the step just counted and the device's peak. close()
         writes the run's own figures over them."""
+        self._note_flops((count.forward + count.backward) * forwards)
+
+    def _note_flops(self, flops_per_step):
         if self.profiler is None or self.profiler.closed:
             return
-        self.profiler.note("flops_per_step", _num((count.forward + count.backward) * forwards))
+        self.profiler.note("flops_per_step", _num(flops_per_step))
         peak = self.peak()[1]
         if peak is not None:
             self.profiler.note("peak_flops", _num(peak))
@@ -475,6 +497,9 @@ class Watch:
             self._global = None
         if self._counting is not None:
             self._stop()
+        if self._given:
+            self._given.remove()
+            self._given = False
         for handle in self._handles + ([self._first] if self._first is not None else []):
             handle.remove()
         self._handles.clear()

@@ -502,6 +502,23 @@ static void json_stragglers(sw__jw *w, const sw_ranks *v) {
     sw__jw_array_end(w);
 }
 
+/* The peak FLOP/s the ranks' MFU is taken against, for the heatmap's MFU column (each
+ * rank's TFLOP/s over it): the view keeps MFU's lowest and highest rank, and their TFLOP/s
+ * over their MFU is the peak of each; NAN (no column) unless both give the same one, as on
+ * a job of one device kind. */
+static double common_peak(const sw_ranks *v) {
+    double at[2] = {NAN, NAN};
+    const int rank[2] = {v->mfu.min_rank, v->mfu.max_rank};
+    const double mfu[2] = {v->mfu.min, v->mfu.max};
+    if (v->mfu.ranks <= 0)
+        return NAN;
+    for (size_t i = 0; i < v->nrows; i++)
+        for (int k = 0; k < 2; k++)
+            if (v->rows[i].rank == rank[k] && mfu[k] > 0)
+                at[k] = v->rows[i].tflops * 1e12 / mfu[k];
+    return isfinite(at[0]) && fabs(at[0] - at[1]) <= 1e-9 * at[0] ? at[0] : NAN;
+}
+
 /* The cross-rank view's collectives by op and TFLOP/s per rank (the heatmap's extra
  * columns: rows [rank, TFLOP/s or null, time per step in each op]), and its wait line. */
 static void json_rank_ops(sw__jw *w, const sw_ranks *v) {
@@ -530,6 +547,7 @@ static void json_rank_ops(sw__jw *w, const sw_ranks *v) {
         sw__jw_array_end(w);
     }
     sw__jw_array_end(w);
+    sw__jw_kv_double(w, "mfu_peak", common_peak(v));
     char line[256];
     kv_shown(w, "wait", sw_ranks_wait_sentence(v, line, sizeof line)[0] ? line : NULL);
 }
@@ -642,6 +660,7 @@ static int json_members(sw__jw *w, const sw__input *in, const html_ctx *h, const
     json_ranks(w, h);
     json_notes(w, s);
     sw__json_put_goodput(w, s);
+    sw__json_put_efficiency(w, s);
     json_modules(w, s);
     int rc = sw__html_json_slow(w, in);
     return rc != 0 ? rc : sw__html_json_flames(w, in->functions);

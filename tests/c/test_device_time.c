@@ -442,6 +442,93 @@ static char *diagnose_loop(const part *parts, size_t nparts, int steps, int wait
     }
 }
 
+/* The number after "KEY": in json's first object for phase (its "phase" member first). */
+static double json_phase_number(const char *json, const char *phase, const char *key) {
+    char at[64], name[64];
+    snprintf(at, sizeof at, "\"phase\":\"%s\"", phase);
+    snprintf(name, sizeof name, "\"%s\":", key);
+    const char *p = strstr(json, at);
+    assert_non_null(p);
+    const char *end = strchr(p, '}'), *v = strstr(p, name);
+    assert_true(v != NULL && v < end);
+    return strtod(v + strlen(name), NULL);
+}
+
+/* Per-phase FLOP/s on device time (src/report/efficiency_phases.c): the FLOPs per step the
+ * front end noted over the phase's GPU time per timed step, exactly, beside the host rate;
+ * MFU against the noted peak, none for the optimizer. */
+static void test_efficiency_on_device_time(void **state) {
+    (void)state;
+    SW_TEST_PROFILER(p, .device_time = 1);
+    const part parts[] = {{"forward", 1 * MS, 4 * MS, 0},
+                          {"backward", 1 * MS, 8 * MS, 0},
+                          {"optimizer", MS / 2, 1 * MS, 0}};
+    gpu.launch(100 * MS); /* busy from the start: each phase's device time is its kernels' */
+    run_steps(p, 6, parts, 3);
+    /* what python/stepwatch/flops.py notes: FLOPs per step, host rates, the peak */
+    const char *notes[][2] = {
+        {"flops_forward", "4e9"}, {"flops_backward", "8e9"}, {"flops_optimizer", "2e6"},
+        {"tflops_forward", "4"},  {"tflops_backward", "8"},  {"tflops_optimizer", "0.004"},
+        {"mfu_forward", "0.4"},   {"mfu_backward", "0.8"},   {"peak_flops", "10000000000000"}};
+    for (size_t i = 0; i < sizeof notes / sizeof notes[0]; i++)
+        assert_int_equal(sw_set_note(p, notes[i][0], notes[i][1]), 0);
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
+    sw_snapshot *s = finish(p, &info);
+    const sw_counter_summary *steps = sw_test_counter(s, "device:train/step");
+    assert_non_null(steps);
+    char *json = sw_test_report(s, SW_FORMAT_JSON);
+    double forward_rate = 0;
+    static const struct {
+        const char *phase;
+        double flops, kernels_ns;
+    } want[] = {{"forward", 4e9, 4e6}, {"backward", 8e9, 8e6}, {"optimizer", 2e6, 1e6}};
+    for (size_t i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "device:train/%s", want[i].phase);
+        const sw_counter_summary *d = sw_test_counter(s, name);
+        assert_non_null(d);
+        double ns = d->mean * (double)d->count / (double)steps->count;
+        double rate = json_phase_number(json, want[i].phase, "flops_per_s_device");
+        assert_true(rate == want[i].flops / ns * 1e9); /* exactly */
+        forward_rate = i == 0 ? rate : forward_rate;
+        assert_true(json_phase_number(json, want[i].phase, "device_ns_per_step") == ns);
+        /* the kernels' time, within 10 %: the rate is the FLOPs over it */
+        assert_true(fabs(ns - want[i].kernels_ns) <= 0.1 * want[i].kernels_ns);
+        /* the host rate as noted, beside it */
+        assert_true(json_phase_number(json, want[i].phase, "flops_per_s") == (i == 0   ? 4e12
+                                                                              : i == 1 ? 8e12
+                                                                                       : 4e9));
+        if (i < 2)
+            assert_true(json_phase_number(json, want[i].phase, "mfu_device") == rate / 1e13);
+    }
+    assert_non_null(strstr(json, "\"mfu_device\":null")); /* the optimizer's: no model FLOPs */
+    free(json);
+    char *table = sw_test_report(s, SW_FORMAT_TABLE);
+    const char *block = strstr(table, "efficiency per phase (host and device time):\n");
+    assert_non_null(block);
+    fputs(block, stdout); /* for the log */
+    assert_non_null(strstr(block, "FLOP/s dev   MFU dev"));
+    /* forward: 4 GFLOP in ~4 ms of kernels = ~1 TFLOP/s, 10 % of the 10 TFLOP/s peak; the
+     * host's own (noted) 4 T and 40 % beside it */
+    const char *fwd = strstr(block, "\n  forward ");
+    assert_non_null(fwd);
+    assert_non_null(strstr(fwd, "4 T    40.0 %"));
+    char cells[64];
+    char mfu[16];
+    snprintf(mfu, sizeof mfu, "%.1f %%", 100 * forward_rate / 1e13);
+    char three[32]; /* the rate to three digits, in T or G as the report's prefix goes */
+    snprintf(three, sizeof three, "%.3g", forward_rate);
+    double r = strtod(three, NULL);
+    snprintf(cells, sizeof cells, "%.3g %s %9s\n", r >= 1e12 ? r / 1e12 : r / 1e9,
+             r >= 1e12 ? "T" : "G", mfu);
+    assert_non_null(strstr(fwd, cells));
+    const char *opt = strstr(block, "\n  optimizer ");
+    assert_non_null(opt);
+    assert_true(strstr(opt, "n/a") < strchr(opt + 1, '\n'));
+    free(table);
+    sw_snapshot_free(s);
+}
+
 static void test_diagnose_findings(void **state) {
     (void)state;
     /* The GPU waits for the host: idle, launch-bound, nothing hidden. (Data and the
@@ -835,6 +922,7 @@ int main(void) {
         cmocka_unit_test(test_data_between_steps),
         cmocka_unit_test(test_copy_timed),
         cmocka_unit_test(test_reports_and_run_file),
+        cmocka_unit_test(test_efficiency_on_device_time),
         cmocka_unit_test(test_diagnose_findings),
         cmocka_unit_test(test_gpu_far_behind),
         cmocka_unit_test(test_graph_capture),

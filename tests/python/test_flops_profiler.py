@@ -205,3 +205,31 @@ def test_live_line_shows_flops_and_mfu():
     v = live.update()
     assert v["flops_per_s"] is None and v["mfu"] is None and "FLOP/s" not in live.format()
     plain.close()
+
+
+def test_live_line_with_flops_per_batch_during_the_run():
+    """flops_per_batch given (an int): the live line has FLOP/s from the first batch on, not
+    only at close; with gradient accumulation (3 batches a step) the first optimizer step
+    notes all three batches' FLOPs."""
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(16, 4))
+    prof = stepwatch.Profiler(flops={"flops_per_batch": 1000, "peak_flops": 1e9}, live=False)
+    live = stepwatch.Live(prof, window_s=3600)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen = []
+    with prof.phase("train"):
+        for _ in range(4):
+            with prof.step(24):
+                for x, y in batches(3):
+                    F.mse_loss(model(x), y).backward()
+                    seen.append(float(prof.snapshot().info()["notes"]["flops_per_step"]))
+                opt.step()
+                opt.zero_grad()
+    assert seen[0] == 1000  # one batch a step until the first step says more
+    assert seen[3:] == [3000] * 9  # the first optimizer step: its three batches
+    v = live.update()  # still running: not closed
+    assert not prof.closed
+    assert math.isclose(v["flops_per_s"], 3000 * 4 / v["window_s"], rel_tol=1e-9)
+    assert math.isclose(v["mfu"], v["flops_per_s"] / 1e9, rel_tol=1e-9)
+    assert re.search(r"  [\d.]+ [kMG]?FLOP/s \d+\.\d % MFU", live.format())
+    prof.close()

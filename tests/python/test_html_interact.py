@@ -210,15 +210,17 @@ def test_two_runs_bad_usage(runs, tmp_path):
     assert proc.returncode == 2 and "two to compare" in proc.stderr
 
 
-def _merged_page(tmp_path, paths):
+def _merged_page(tmp_path, paths, merge_text=False):
     """The rank files merged (stepwatch merge) and the page of the merged file: its path and
-    its data."""
+    its data (and merge's output, the cross-rank view's text, with merge_text)."""
     exe = os.path.join(os.environ["SW_BUILD_DIR"], "stepwatch")
     merged = tmp_path / "all.db"
-    subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True, capture_output=True,
-                   timeout=120)
+    proc = subprocess.run([exe, "merge", "-o", str(merged)] + paths, check=True,
+                          capture_output=True, text=True, timeout=120)
     out = tmp_path / "ranks.html"
     stepwatch.html(merged, out)
+    if merge_text:
+        return out, data_of(out.read_text()), proc.stdout + proc.stderr
     return out, data_of(out.read_text())
 
 
@@ -263,7 +265,10 @@ def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
 
 
 def test_ranks_heatmap(tmp_path):
-    """Three ranks' files merged: the page's ranks x categories heatmap, rank 2 the slow one."""
+    """Three ranks' files merged: the page's ranks x categories heatmap, rank 2 the slow one.
+    The ranks train one model (the same FLOPs per step, one peak): rank 2, slowed as by a
+    throttled GPU, has the lowest MFU in the cross-rank view's text and the lowest, reddest
+    cell of the heatmap's MFU column."""
     paths = []
     for rank in range(3):
         path = tmp_path / f"rank{rank}.db"
@@ -275,9 +280,16 @@ def test_ranks_heatmap(tmp_path):
                 with p.step(8):
                     with fwd:
                         time.sleep(0.02 if rank == 2 else 0.001)
+        p.note("flops_per_step", "3e9")
+        p.note("peak_flops", "1e12")
         p.close()
         paths.append(str(path))
-    out, doc = _merged_page(tmp_path, paths)
+    out, doc, text = _merged_page(tmp_path, paths, merge_text=True)
+    found = re.search(r"MFU ([\d.]+) % \(rank (\d)\) to ([\d.]+) % \(rank (\d)\)", text)
+    assert found and found.group(2) == "2", text
+    assert float(found.group(1)) < float(found.group(3)) / 2, text
+    peak = doc["ranks"]["mfu_peak"]
+    assert peak == pytest.approx(1e12, rel=1e-9)  # each rank's TFLOP/s over its MFU
     per = {r[0]: r for r in doc["ranks"]["per_rank"]}
     assert sorted(per) == [0, 1, 2] and all(r[1] == 11 for r in per.values())
     k = 3 + doc["categories"].index("forward")  # [rank, steps, step, categories...]
@@ -285,3 +297,12 @@ def test_ranks_heatmap(tmp_path):
     dom = unescape(dump(out))
     assert 'data-chart="rank-heatmap"' in dom
     assert dom.count('data-rank="2"') >= 2  # the step and forward cells
+    mfu, tflops = {}, {v[0]: v[1] for v in doc["ranks"]["view_rows"]}
+    for g in re.finditer(r'<g data-rank="(\d)" data-category="MFU">(.*?)</g>', dom, re.S):
+        fill = re.search(r'fill="rgb\((\d+),(\d+),(\d+)\)"', g.group(2))
+        label = re.search(r'class="cell-label"[^>]*>([^<]*)<', g.group(2))
+        mfu[int(g.group(1))] = (label.group(1), int(fill.group(2)))
+    assert sorted(mfu) == [0, 1, 2], dom[-3000:]
+    for rank, (shown, _) in mfu.items():
+        assert shown == f"{100 * tflops[rank] * 1e12 / peak:.1f} %"
+    assert mfu[2][1] < min(mfu[0][1], mfu[1][1])  # less green: the reddest

@@ -646,6 +646,38 @@
     return box;
   }
 
+  /* Efficiency per phase (D.efficiency, src/report/efficiency_phases.c): each phase's FLOPs
+   * per step, FLOP/s and MFU on host time and, where the run has device time, on device
+   * time. MFU null: unknown (no peak) or not model FLOPs (the optimizer). */
+  function fmtSi(v, unit) {
+    if (v === null || v === undefined || isNaN(v)) return "-";
+    var units = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (var i = 0; i < units.length; i++)
+      if (Math.abs(v) >= units[i][0] * 0.9995) return sig3(v / units[i][0]) + " " + units[i][1] + unit;
+    return sig3(v) + " " + unit;
+  }
+  function fmtFlops(v) { return fmtSi(v, "FLOP/s"); }
+  function fmtMfu(v) { return v === null || v === undefined ? "-" : fmtPct(100 * v); }
+  function efficiencyOf(D) {
+    if (!D.efficiency || !D.efficiency.phases.length) return null;
+    var by = {};
+    D.efficiency.phases.forEach(function (e) { by[e.phase] = e; });
+    return by;
+  }
+  function efficiencyTable(D) {
+    if (!efficiencyOf(D)) return null;
+    var device = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; });
+    var cols = [["Phase", "phase", id, true], ["FLOP/step", "flops_per_step", function (v) { return fmtSi(v, "FLOP"); }],
+      ["FLOP/s host", "flops_per_s", fmtFlops], ["MFU host", "mfu", fmtMfu]];
+    if (device) cols = cols.concat([["FLOP/s dev", "flops_per_s_device", fmtFlops], ["MFU dev", "mfu_device", fmtMfu]]);
+    var box = el("div", { "class": "efficiency" });
+    var head = el("div", { "class": "glance-head" });
+    head.appendChild(el("b", {}, "efficiency per phase"));
+    box.appendChild(head);
+    box.appendChild(table(D.efficiency.phases.slice(), cols, "efficiency"));
+    return box;
+  }
+
   /* Host time beside device time per category (the actions' roll-ups; device time is the
    * GPU time of the same calls, docs/device.md), when the run measured any. */
   function deviceTable(D) {
@@ -682,6 +714,10 @@
     if ((D.ranks.view_rows || []).some(function (v) { return v[1] !== null; }))
       cols.push({ name: "TFLOP/s", low: true, unit: "", fmt: function (x) { return x === null ? "-" : x.toPrecision(3); },
         get: function (r) { var v = byRank[r[0]]; return v ? v[1] : null; } });
+    var peak = D.ranks.mfu_peak; /* one peak for every rank: each rank's MFU, lower redder */
+    if (peak && (D.ranks.view_rows || []).some(function (v) { return v[1] !== null; }))
+      cols.push({ name: "MFU", low: true, unit: "", fmt: function (x) { return x === null ? "-" : fmtPct(100 * x); },
+        get: function (r) { var v = byRank[r[0]]; return v && v[1] !== null ? v[1] * 1e12 / peak : null; } });
     return cols;
   }
 
@@ -804,7 +840,23 @@
       return a.phase < b.phase ? -1 : a.phase > b.phase ? 1 : b.total_ns - a.total_ns; });
     if (per.length) {
       s = section(P + "Actions per phase", parent);
-      s.appendChild(table(per, [["Phase", "phase", id, true]].concat(cols), "phases"));
+      var perCols = [["Phase", "phase", id, true]].concat(cols), eff = efficiencyOf(D);
+      if (eff) { /* the training phases' FLOP/s and MFU (D.efficiency) on their rows */
+        per.forEach(function (a) {
+          var e = a.phase === "train" ? eff[a.action] : null;
+          a.flops_per_s = e ? (e.flops_per_s_device !== undefined ? e.flops_per_s_device : e.flops_per_s) : null;
+          a.mfu = e ? (e.mfu_device !== undefined ? e.mfu_device : e.mfu) : null;
+        });
+        var on = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; });
+        /* compact cells (the unit in the head); p50, max and samples/s (in the roll-up above)
+         * give way first on a narrow page */
+        perCols = perCols.map(function (c) {
+          return ["p50_ns", "max_ns", "samples_per_s"].indexOf(c[1]) >= 0 ? c.slice(0, 3).concat([false, true]) : c; })
+          .concat([["FLOP/s", "flops_per_s", function (v) { return fmtSi(v, ""); }], ["MFU", "mfu", fmtMfu]]);
+      }
+      s.appendChild(table(per, perCols, "phases"));
+      if (eff) s.appendChild(el("p", { "class": "note" }, "FLOP/s and MFU: the training phases' model FLOPs per step over their " +
+        (on ? "device" : "host") + " time per step (at a glance: every figure per phase)."));
     }
 
     if (window.swFlames) window.swFlames(D, function (t) { return section(P + t, parent); }, { el: el, sv: sv, fmtDur: fmtDur });
@@ -895,6 +947,8 @@
       var g = section("At a glance: the steady step");
       g.appendChild(glanceBars(D, Math.min(pageWidth(), 1000)));
       if (D.goodput) g.appendChild(goodputBar(D.goodput, Math.min(pageWidth(), 1000)));
+      var eff = efficiencyTable(D);
+      if (eff) g.appendChild(eff);
       runSections(D, main);
     } else {
       renderCompare(D, main);
@@ -921,6 +975,7 @@
       both.appendChild(col);
     });
     s.appendChild(both);
+    if (A.goodput || B.goodput) s.appendChild(goodputCompare(A.goodput, B.goodput));
 
     s = section("Step-time distributions (steady state)");
     var grid = el("div", { "class": "hists wide" });
@@ -957,6 +1012,34 @@
       main.appendChild(part);
       runSections(x[1], part, x[0] + " \u2014 ");
     });
+  }
+
+  /* Both runs' goodput and, per cause, the change of its share of the wall time (points;
+   * a cause one run lacks counts as 0 there); a run without goodput shows "-". */
+  function goodputCompare(GA, GB) {
+    var box = el("div", { "class": "goodput-compare" });
+    var head = el("div", { "class": "glance-head" });
+    head.appendChild(el("b", {}, "goodput: baseline " + (GA ? fmtPct(GA.percent) : "-") + ", new " +
+      (GB ? fmtPct(GB.percent) : "-")));
+    box.appendChild(head);
+    var causes = ["steady"], share = function (G, c) {
+      if (!G) return null;
+      if (c === "steady") return G.percent;
+      var l = G.lost.filter(function (x) { return x.cause === c; })[0];
+      return l ? l.percent : 0;
+    };
+    [GA, GB].forEach(function (G) {
+      (G ? G.lost : []).forEach(function (l) { if (causes.indexOf(l.cause) < 0) causes.push(l.cause); });
+    });
+    var rows = causes.map(function (c) {
+      var a = share(GA, c), b = share(GB, c);
+      return { cause: c === "steady" ? "steady training steps" : c, a: a, b: b,
+        change: a === null || b === null ? null : b - a };
+    });
+    box.appendChild(table(rows, [["Where the wall time went", "cause", id, true], ["Baseline", "a", fmtPct],
+      ["New", "b", fmtPct], ["Change (points)", "change", function (v) {
+        return v === null ? "-" : (v > 0 ? "+" : "") + v.toFixed(1); }]], "goodput-compare"));
+    return box;
   }
 
   function fail(e) {
