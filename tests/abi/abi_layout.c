@@ -125,7 +125,7 @@ SAME(gpu_clock, query);
 SAME(gpu_clock, elapsed_ns);
 SAME(gpu_clock, event_free);
 SAME(gpu_clock, release);
-GROWN(gpu_clock, release);
+GROWN(gpu_clock, record_on);
 
 SAME(device_time_info, steps_timed);
 SAME(device_time_info, steps_dropped);
