@@ -397,3 +397,30 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
         Py_CLEAR(d);
     return d;
 }
+
+/* ---- communication on the device (stepwatch/collectives.py, distributed.py) ---- */
+
+PyObject *sw_py_profiler_comm_begin(ProfilerObject *self, PyObject *unused) {
+    (void)unused;
+    uint64_t token = self->timing ? sw_device_interval_on(self->timing, 0, 0, NULL, SW_DEVICE_COMM)
+                                  : 0;
+    return PyLong_FromUnsignedLongLong(token);
+}
+
+PyObject *sw_py_profiler_comm_end(ProfilerObject *self, PyObject *token) {
+    unsigned long long t = PyLong_AsUnsignedLongLong(token);
+    if (t == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->timing != NULL)
+        sw_device_interval_end(self->timing, t);
+    Py_RETURN_NONE;
+}
+
+PyObject *sw_py_profiler_comm_ns(ProfilerObject *self, PyObject *ns) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(ns);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->timing != NULL)
+        sw_device_comm_ns(self->timing, v);
+    Py_RETURN_NONE;
+}
