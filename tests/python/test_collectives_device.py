@@ -3,6 +3,8 @@ collectives, their async waits and DDP's comm hook bracket nothing, record nothi
 nothing, device time on or off; the extension's device_comm_* calls reach the per-step
 figures and the report's line (through a Python event clock on the host); and DDP's tail
 ends after DDP's own final callback, in the real autograd engine."""
+import re
+import subprocess
 import time
 
 import pytest
@@ -84,23 +86,30 @@ def test_cpu_collectives_bracket_nothing(one_rank, capfd, timed):
     assert "Communication" not in out + err and "device" not in err
 
 
-def test_device_comm_calls_reach_the_figures_and_the_report():
-    prof = stepwatch.Profiler(device_time=FakeGPU().event)
-    assert prof.device_comm_begin() == 0  # no step open: not timed
+def waiting_steps(prof, steps=4):
+    """steps train steps whose stream "waits" 2 ms for a collective inside the forward: the
+    host time each wait took."""
     forward = prof.action("forward")
     waited = []
     with prof.phase("train"):
-        for _ in range(4):
+        for _ in range(steps):
             with prof.step(1):
                 with forward:
                     token = prof.device_comm_begin()
                     assert token != 0
                     t0 = time.perf_counter_ns()
-                    time.sleep(0.002)  # the step's stream "waits" for a collective
+                    time.sleep(0.002)
                     prof.device_comm_end(token)
                     waited.append(time.perf_counter_ns() - t0)
         with prof.step(1):  # the last one resolves at this one's begin
             pass
+    return waited
+
+
+def test_device_comm_calls_reach_the_figures_and_the_report():
+    prof = stepwatch.Profiler(device_time=FakeGPU().event)
+    assert prof.device_comm_begin() == 0  # no step open: not timed
+    waited = waiting_steps(prof)
     c = counters(prof)
     comm, exposed = c["device:train/comm"], c["device:train/comm_exposed"]
     assert comm["count"] == exposed["count"] == 4
@@ -109,6 +118,23 @@ def test_device_comm_calls_reach_the_figures_and_the_report():
     text = prof.report()
     assert "\nCommunication: " in text and " exposed (100 %)." in text
     prof.close()
+
+
+def test_html_at_a_glance_says_it(tmp_path):
+    from test_html_layout import chromium
+    exe = chromium()
+    path, html = tmp_path / "run.db", tmp_path / "report.html"
+    prof = stepwatch.Profiler(device_time=FakeGPU().event, run_file=str(path), live=False)
+    waiting_steps(prof)
+    prof.close()
+    stepwatch.html(path, html)
+    proc = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           html.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = re.search(r'<p [^>]*data-comm="train"[^>]*>([^<]*)</p>', proc.stdout)
+    assert line, proc.stdout[-2000:]
+    assert re.fullmatch(r"Communication: [0-9.]+ ms per step on the device, [0-9.]+ ms "
+                        r"exposed \(100(\.0)? ?%\)", line.group(1)), line.group(1)
 
 
 def test_ddp_tail_ends_after_ddp_final_callback():
