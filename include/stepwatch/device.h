@@ -173,6 +173,8 @@ typedef struct sw_device_time_info {
     uint64_t events;              /* GPU events made (pooled and reused) */
     uint64_t intervals;           /* intervals begun (sw_device_interval_begin) */
     uint64_t intervals_timed;     /* their times handed to sw_device_intervals_take */
+    uint64_t comm_intervals;      /* communication intervals begun (sw_device_interval_on):
+                                     not in intervals, never summed by tag */
     /* New figures go here, at the end. */
 } sw_device_time_info;
 #define SW_DEVICE_TIME_INFO_INIT SW__SIZED_INIT(sw_device_time_info)
@@ -232,7 +234,8 @@ SW_API void sw_device_interval_end(sw_device_timing *t, uint64_t interval);
  * stream (NULL: the step's stream; another: its events are recorded there with the clock's
  * record_on, never shared with another boundary). sw_device_interval_end ends it on the same
  * stream. 0 when not timed (as sw_device_interval_begin, and a named stream without
- * record_on, or a kind unknown). */
+ * record_on, or a kind unknown). A communication interval's time goes to its step's
+ * communication only: sw_device_intervals_take never sums it under its tag. */
 SW_API uint64_t sw_device_interval_on(sw_device_timing *t, uint64_t parent, uint32_t tag,
                                       void *stream, unsigned kind);
 

@@ -87,7 +87,10 @@ uint64_t sw_device_interval_on(sw_device_timing *dt, uint64_t parent, uint32_t t
                                     .begin = e,
                                     .end = NO_EVENT};
     s->nswept += (uint32_t)swept(stream, kind);
-    COUNT(intervals);
+    if (kind == SW_DEVICE_COMM) /* its time is the step's communication, never a tag's */
+        COUNT(comm_intervals);
+    else
+        COUNT(intervals);
     return token_of(dt, i);
 }
 
@@ -132,7 +135,7 @@ void sw__dt_add_intervals(sw__device_time *dt, dt_step *s) {
     s->intervals_done = 1;
     for (uint32_t i = 0; i < s->nintervals; i++) {
         const dt_interval *v = &s->intervals[i];
-        if (v->end == NO_EVENT)
+        if (v->end == NO_EVENT || v->comm)
             continue;
         sw_device_interval_sum *sum = &dt->sums[v->tag];
         sum->count++;
@@ -151,8 +154,10 @@ static void resolve_reached(sw__device_time *dt) {
         if (s->intervals_done || s->nintervals == 0)
             continue;
         int rc = dt->clock.query(dt->clock.ctx, dt->events[s->spans[0].end]);
-        if (rc == 1)
-            rc = sw__dt_time_intervals(dt, s) == 0 ? 1 : rc;
+        if (rc == 1) { /* reached; an interval on another stream may not be yet */
+            int timed = sw__dt_time_intervals(dt, s);
+            rc = timed == 0 ? 1 : timed > 0 ? 0 : timed;
+        }
         if (rc < 0)
             sw__dt_fail(dt, "query");
         if (rc != 1)

@@ -573,7 +573,8 @@ int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
                                 .most_behind = atomic_load(&dt->most_behind),
                                 .events = atomic_load(&dt->nevents),
                                 .intervals = atomic_load(&dt->intervals),
-                                .intervals_timed = atomic_load(&dt->intervals_timed)};
+                                .intervals_timed = atomic_load(&dt->intervals_timed),
+                                .comm_intervals = atomic_load(&dt->comm_intervals)};
     /* Into the caller's struct, of whatever stepwatch/device.h it was built with. */
     return sw__sized_out(out, &info, sizeof info, SW__END_OF(sw_device_time_info, intervals_timed),
                          "sw_device_time_info");

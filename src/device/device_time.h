@@ -101,7 +101,8 @@ typedef struct sw_device_timing {
     int stopped; /* failed, or the process is exiting */
     int exiting; /* the runtime may be going away: ask nothing of it */
     _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup, sampled_out, sample_every,
-        steps_captured, boundaries_captured, most_behind, nevents, intervals, intervals_timed;
+        steps_captured, boundaries_captured, most_behind, nevents, intervals, intervals_timed,
+        comm_intervals;
     _Atomic int failed;
 } sw__device_time;
 

@@ -140,7 +140,7 @@ SAME(device_time_info, most_behind);
 SAME(device_time_info, events);
 SAME(device_time_info, intervals);
 SAME(device_time_info, intervals_timed);
-GROWN(device_time_info, intervals_timed);
+GROWN(device_time_info, comm_intervals);
 
 /* ---- the copy rules on a struct that grew: release 1 had a, release 2 added b ---- */
 

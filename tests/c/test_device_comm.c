@@ -129,6 +129,14 @@ static void test_partly_exposed(void **state) {
     sw_snapshot *s = run(p, 4, 6 * MS, 4 * MS, v, 1);
     expect(s, 4, 8 * MS, 2 * MS);
     assert_int_equal(count(SYNCS), syncs); /* never a synchronizing call */
+    /* communication is the steps', never a tag's sum (the modules' tag 0 stays empty) */
+    sw_device_interval_sum sums[1] = {{0}};
+    assert_int_equal(sw_device_intervals_take(sw_device_timing_of(p), sums, 1), 0);
+    assert_int_equal(sums[0].count, 0);
+    sw_device_time_info info = SW_DEVICE_TIME_INFO_INIT;
+    assert_int_equal(sw_device_time_info_get(p, &info), 0);
+    assert_int_equal(info.comm_intervals, 4);
+    assert_int_equal(info.intervals, 0);
     sw_snapshot_free(s);
     sw_profiler_free(p);
 }
@@ -238,7 +246,7 @@ static void test_comm_timed_elsewhere(void **state) {
 }
 
 /* The GPU behind: nothing is waited for; the figures come once the clock reached them, a
- * collective's end after the step's end included. */
+ * collective's end and another stream's compute after the step's end included. */
 static void test_resolved_later_without_waiting(void **state) {
     (void)state;
     SW_TEST_PROFILER(p, .device_time = 1);
@@ -255,8 +263,13 @@ static void test_resolved_later_without_waiting(void **state) {
     uint64_t token = sw_device_interval_on(t, 0, 0, stream_of(0), SW_DEVICE_COMM);
     gpu.launch_on(stream_of(0), 5 * MS); /* 3..8 ms: 4 ms past the compute */
     sw_device_interval_end(t, token);
+    uint64_t side = sw_device_interval_on(t, 0, 3, stream_of(1), SW_DEVICE_COMPUTE);
+    gpu.launch_on(stream_of(1), 7 * MS); /* compute elsewhere, 0..7 ms: hides 3 of them */
+    sw_device_interval_end(t, side);
     sw_step_end(p);
-    gpu.advance(6 * MS); /* the step's end reached, the collective's not */
+    gpu.advance(6 * MS); /* the step's end reached, the other streams' not */
+    sw_device_interval_sum sums[4] = {{0}};
+    assert_int_equal(sw_device_intervals_take(t, sums, 4), 0); /* not yet, not waited for */
     sw_step_begin(p, 1);
     sw_step_end(p);
     sw_snapshot *s = NULL;
@@ -264,8 +277,10 @@ static void test_resolved_later_without_waiting(void **state) {
     assert_null(sw_test_counter(s, "device:train/comm"));
     sw_snapshot_free(s);
     gpu.advance(STEP_ROOM);
+    assert_int_equal(sw_device_intervals_take(t, sums, 4), 1); /* the compute interval */
+    assert_true(sums[3].count == 1 && sums[3].ns == 7 * MS);
     s = finish(p);
-    expect(s, 1, 5 * MS, 4 * MS);
+    expect(s, 1, 5 * MS, 1 * MS);
     assert_int_equal(count(SYNCS), syncs);
     sw_snapshot_free(s);
     sw_profiler_free(p);

@@ -78,7 +78,7 @@ def test_cpu_collectives_bracket_nothing(one_rank, capfd, timed):
     if device_time:
         assert counting.calls == 0  # the CPU path never asked the device for anything
         info = prof.device_time_info()
-        assert info["steps_timed"] >= 6 and info["intervals"] == 0
+        assert info["steps_timed"] >= 6 and info["comm_intervals"] == 0
     assert not [n for n in counters(prof) if n.endswith(("/comm", "/comm_exposed"))]
     assert "Communication" not in prof.report()
     prof.close()
@@ -115,6 +115,7 @@ def test_device_comm_calls_reach_the_figures_and_the_report():
     assert comm["count"] == exposed["count"] == 4
     assert comm["min"] >= 2e6 and comm["max"] <= 1.01 * max(waited) + 1e5
     assert exposed["mean"] == comm["mean"]  # on the step's stream: exposed in full
+    assert prof.device_time_info()["comm_intervals"] == 4
     text = prof.report()
     assert "\nCommunication: " in text and " exposed (100 %)." in text
     prof.close()
