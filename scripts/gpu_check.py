@@ -66,7 +66,8 @@ import time
 CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
          "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
-         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives", "mfu-bf16"]
+         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives", "mfu-bf16",
+         "nccl-comm-device", "ddp-overlap"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -759,6 +760,103 @@ def case_nccl_collectives(torch, stepwatch):
                 "waits": rows.get("collective:all_reduce:wait", {}).get("count", 0)}
 
 
+def _one_rank(backend):
+    import tempfile
+    import torch.distributed as dist
+    dist.init_process_group(backend, init_method="file://" + os.path.join(tempfile.mkdtemp(),
+                            "pg"), rank=0, world_size=1)
+    return dist
+
+
+def _comm_ms(prof):
+    """(comm ms, exposed ms, steps) per step of the train phase; the profiler closed."""
+    c = counters(prof)
+    prof.close()
+    comm = c.get("device:train/comm", {})
+    return (comm.get("mean", 0) / 1e6,
+            c.get("device:train/comm_exposed", {}).get("mean", 0) / 1e6, comm.get("count", 0))
+
+
+def case_nccl_comm_device(torch, stepwatch):
+    """A synchronous NCCL all_reduce (the current stream waits for NCCL's) and an async one's
+    wait(), with device time on: each step's "device:train/comm" against torch.cuda.Event
+    pairs on the current stream around the same calls (the points the brackets bound), and
+    all of it exposed (nothing computes meanwhile)."""
+    import stepwatch.torch as swtorch
+    os.environ["TORCH_NCCL_ENABLE_TIMING"] = "1"  # NCCL's own time of the async work
+    dist = _one_rank("nccl" if DEV == "cuda" else "gloo")
+    try:
+        t = torch.ones(S(1 << 24), device=DEV)
+        prof = timed_profiler(stepwatch)
+        refs = Refs(torch)
+        swtorch.instrument(prof)
+        try:
+            with prof.phase("train"):
+                for _ in range(10):
+                    with prof.step(1):
+                        refs.begin("sync")
+                        dist.all_reduce(t)
+                        refs.end("sync")
+                        work = dist.all_reduce(t, async_op=True)
+                        work.wait()
+                torch.cuda.synchronize()
+                with prof.step(1):  # the last timed step resolves at this one's begin
+                    pass
+        finally:
+            swtorch.uninstrument()
+        ref = refs.resolve(skip=0)
+        comm, exposed, steps = _comm_ms(prof)
+    finally:
+        dist.destroy_process_group()
+    sync_ms = statistics.mean(ref["sync"]) if ref.get("sync") else None
+    # the sync bracket is at most the step's comm (the async wait adds its stall, NCCL's
+    # time of the async call may be larger), and every bit of it exposed
+    ok = (sync_ms is not None and comm > 0 and comm >= sync_ms * (1 - TOLERANCE) and
+          exposed >= sync_ms * (1 - TOLERANCE) and exposed <= comm * (1 + TOLERANCE))
+    return ok, {"comm_ms": round(comm, 4), "exposed_ms": round(exposed, 4),
+                "event_pairs_sync_ms": sync_ms, "steps": steps}
+
+
+def case_ddp_overlap(torch, stepwatch):
+    """DDP on NCCL in a world of one, its gradients in several buckets: the all-reduces of
+    the early buckets run under the backward's compute, only the last buckets' tail waits:
+    reported as mostly hidden (exposed under half of the communication)."""
+    import stepwatch.distributed as swdist
+    os.environ["TORCH_NCCL_ENABLE_TIMING"] = "1"
+    dist = _one_rank("nccl" if DEV == "cuda" else "gloo")
+    try:
+        model = _mlp(torch, [S(2048)] * 9).to(DEV)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=4)
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+        x = torch.randn(S(1024), S(2048), device=DEV)
+        prof = timed_profiler(stepwatch)
+        acts = {n: prof.action(n) for n in ("forward", "backward", "optimizer")}
+        swdist.watch(prof)
+        try:
+            with prof.phase("train"):
+                for _ in range(12):
+                    with prof.step(1):
+                        with acts["forward"]:
+                            loss = ddp(x).square().mean()
+                        with acts["backward"]:
+                            loss.backward()
+                        with acts["optimizer"]:
+                            opt.step()
+                            opt.zero_grad()
+                torch.cuda.synchronize()
+                with prof.step(1):
+                    pass
+        finally:
+            swdist.unwatch()
+        comm, exposed, steps = _comm_ms(prof)
+    finally:
+        dist.destroy_process_group()
+    ok = comm > 0 and exposed < 0.5 * comm
+    return ok, {"comm_ms": round(comm, 4), "exposed_ms": round(exposed, 4),
+                "exposed_percent": round(100 * exposed / comm, 1) if comm else None,
+                "steps": steps}
+
+
 def run_case(name):
     import torch
     import stepwatch
@@ -802,6 +900,10 @@ def run_case(name):
         return case_nccl_collectives(torch, stepwatch)
     if name == "mfu-bf16":
         return case_mfu_bf16(torch, stepwatch)
+    if name == "nccl-comm-device":
+        return case_nccl_comm_device(torch, stepwatch)
+    if name == "ddp-overlap":
+        return case_ddp_overlap(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 
@@ -817,7 +919,7 @@ def cpu_smoke():
     names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
         "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
         "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time", "nccl-collectives",
-        "mfu-bf16"]
+        "mfu-bf16", "nccl-comm-device", "ddp-overlap"]
     for name in names:
         try:
             ok, figures = run_case(name)

@@ -379,7 +379,7 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
     if (self->p == NULL || sw_device_time_info_get(self->p, &info) != 0)
         Py_RETURN_NONE;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:O,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "steps_timed",
+        "{s:K,s:K,s:K,s:K,s:O,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "steps_timed",
         (unsigned long long)info.steps_timed, "steps_dropped",
         (unsigned long long)info.steps_dropped, "spans_dropped",
         (unsigned long long)info.spans_dropped, "warmup_steps",
@@ -390,10 +390,38 @@ PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused) {
         (unsigned long long)info.boundaries_captured, "most_behind",
         (unsigned long long)info.most_behind, "events", (unsigned long long)info.events,
         "intervals", (unsigned long long)info.intervals, "intervals_timed",
-        (unsigned long long)info.intervals_timed);
+        (unsigned long long)info.intervals_timed, "comm_intervals",
+        (unsigned long long)info.comm_intervals);
     /* where the events come from: "C" (the CUDA runtime torch loaded), "Python" (event
      * objects), None (asked for through `stepwatch run`) */
     if (d != NULL && sw_py_dict_put(d, "events_in", sw_py_str_or_none(self->events_in)) < 0)
         Py_CLEAR(d);
     return d;
+}
+
+/* ---- communication on the device (stepwatch/collectives.py, distributed.py) ---- */
+
+PyObject *sw_py_profiler_comm_begin(ProfilerObject *self, PyObject *unused) {
+    (void)unused;
+    uint64_t token = self->timing ? sw_device_interval_on(self->timing, 0, 0, NULL, SW_DEVICE_COMM)
+                                  : 0;
+    return PyLong_FromUnsignedLongLong(token);
+}
+
+PyObject *sw_py_profiler_comm_end(ProfilerObject *self, PyObject *token) {
+    unsigned long long t = PyLong_AsUnsignedLongLong(token);
+    if (t == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->timing != NULL)
+        sw_device_interval_end(self->timing, t);
+    Py_RETURN_NONE;
+}
+
+PyObject *sw_py_profiler_comm_ns(ProfilerObject *self, PyObject *ns) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(ns);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->timing != NULL)
+        sw_device_comm_ns(self->timing, v);
+    Py_RETURN_NONE;
 }

@@ -226,6 +226,7 @@ static PyObject *Profiler_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return NULL;
     }
+    self->timing = sw_device_timing_of(self->p); /* once: it takes the profiler's lock */
     if (attach_modules(self, modules, warmup) < 0 || attach_flops(self, flops) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -285,6 +286,7 @@ static void profiler_close(ProfilerObject *self) {
     sw_py_gc_stop(self->gc);
     Py_CLEAR(self->gc);
     sw_profiler *p = self->p;
+    self->timing = NULL;
     self->p = NULL; /* Actions see NULL from now on: their calls become no-ops */
     if (p) {
         Py_BEGIN_ALLOW_THREADS /* completing the run file waits for the flusher */
@@ -303,6 +305,7 @@ static void Profiler_dealloc(ProfilerObject *self) {
     sw_py_gc_forget(self->gc);
     Py_CLEAR(self->gc);
     sw_profiler_free(self->p);
+    self->timing = NULL;
     self->p = NULL;
     Profiler_clear(self);
     Py_CLEAR(self->name);
@@ -786,6 +789,17 @@ static PyMethodDef Profiler_methods[] = {
      "device_time_info($self, /)\n--\n\n"
      "-> dict (steps_timed, steps_dropped, spans_dropped, warmup_steps, failed) of "
      "the device time (Profiler(device_time=...)), or None without it."},
+    {"device_comm_begin", (PyCFunction)sw_py_profiler_comm_begin, METH_NOARGS,
+     "device_comm_begin($self, /)\n--\n\n"
+     "-> int: a communication interval on the step's stream begins now (GPU events, "
+     "docs/device.md); 0 when not timed (no device time, no step timed open)."},
+    {"device_comm_end", (PyCFunction)sw_py_profiler_comm_end, METH_O,
+     "device_comm_end($self, token, /)\n--\n\n"
+     "The interval device_comm_begin() began ends now (0: nothing)."},
+    {"device_comm_ns", (PyCFunction)sw_py_profiler_comm_ns, METH_O,
+     "device_comm_ns($self, ns, /)\n--\n\n"
+     "ns of communication on the device timed elsewhere (NCCL's own timing), counted in "
+     "the step open now."},
     {"name_thread", (PyCFunction)Profiler_name_thread, METH_O,
      "name_thread($self, name, /)\n--\n\n"
      "The calling thread's name in the run file and the Chrome trace "

@@ -167,6 +167,7 @@ typedef struct {
     PyObject *flops;   /* Profiler(flops=...): stepwatch.flops' Watch, or NULL */
     PyObject *final;   /* the Snapshot taken at close: what report() and snapshot() give then */
     PyObject *gc;      /* its callable in gc.callbacks (_gc.c), or NULL */
+    sw_device_timing *timing; /* its device timing, asked once when made; NULL: none */
 } ProfilerObject;
 
 /* Action, Phase and Step: small objects of one profiler, sharing one layout (and so one
@@ -363,6 +364,12 @@ PyObject *sw_py_device_read(PyObject *module, PyObject *capsule);
 int sw_py_device_start(ProfilerObject *self, PyObject *stats, PyObject *timing);
 /* Profiler.device_time_info() -> dict, or None without device time. */
 PyObject *sw_py_profiler_device_time(ProfilerObject *self, PyObject *unused);
+/* Profiler.device_comm_begin() -> int token (0: not timed) and device_comm_end(token): a
+ * communication interval on the step's stream (sw_device_interval_on). */
+PyObject *sw_py_profiler_comm_begin(ProfilerObject *self, PyObject *unused);
+PyObject *sw_py_profiler_comm_end(ProfilerObject *self, PyObject *token);
+/* Profiler.device_comm_ns(ns): communication timed elsewhere (sw_device_comm_ns). */
+PyObject *sw_py_profiler_comm_ns(ProfilerObject *self, PyObject *ns);
 
 /* ------------------------------------------------------------------------------------------
  * _util.c: shared helpers

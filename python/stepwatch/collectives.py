@@ -27,6 +27,13 @@ lands inside the forward, backward or optimizer step it runs in (docs/collective
                reduce_scatter, all_to_all (n-1)/n; broadcast, reduce, send/recv 1).
   the group    the note ``collectives.groups``: each process group seen, its size, and its
                ranks when 8 or fewer.
+  device       with device time on (Profiler(device_time=...)) and CUDA tensors: GPU events
+               on the current stream, resolved later without a sync (docs/collectives.md,
+               "On the GPU"): around a synchronous call (the stream waits for NCCL's: all of
+               it exposed) and around an async work's wait() (the stall the stream takes);
+               with TORCH_NCCL_ENABLE_TIMING=1, NCCL's own time of async work, read once
+               is_completed() says so. They make each step's "device:<phase>/comm" and
+               ".../comm_exposed". On the CPU (gloo), or without device time, nothing.
 
 Not recorded twice: a collective called inside another one (batch_isend_irecv's isend, the
 deprecated names calling the new ones, DDP's comm hook of stepwatch.distributed, which times
@@ -34,6 +41,8 @@ the gradient all-reduce as ``collective:allreduce`` itself), stepwatch's own col
 (the cross-rank rounds), and code being traced by torch.compile (a wrapper there would break
 the graph: it calls through untimed).
 """
+import collections
+import os
 import sys
 import threading
 
@@ -42,7 +51,8 @@ import torch.distributed as dist
 
 from stepwatch._stepwatch import now_ns
 
-__all__ = ["install", "C10D_OPS", "FUNCTIONAL_OPS", "size_class", "bus_factor", "quiet"]
+__all__ = ["install", "C10D_OPS", "FUNCTIONAL_OPS", "size_class", "bus_factor", "quiet",
+           "works_of", "nccl_works", "times_device"]
 
 # op: (how its bytes are read from the call's arguments, bus bandwidth kind). The byte rules
 # name the argument (position, keyword) holding the tensor (or list of tensors) whose size is
@@ -84,6 +94,7 @@ FUNCTIONAL_OPS = {
 }
 _FUNCTIONAL_GATHERS = ("all_gather_single", "all_gather_tensor", "all_gather_into_tensor_coalesced")
 _MAX_PENDING = 4096  # async works not waited for yet, kept for their wait's figures
+_MAX_TIMED = 1024    # CUDA works whose NCCL time is still to read (TORCH_NCCL_ENABLE_TIMING)
 _SMALL_GROUP = 8     # ranks listed in the note up to this size
 
 
@@ -127,6 +138,7 @@ def _nbytes(x):
 
 class _Local(threading.local):
     inside = False  # a wrapped call is running on this thread: inner ones are its own
+    works = None    # a list: what the calls made untimed return goes there (works_of)
 
 
 _local = _Local()
@@ -144,6 +156,43 @@ class quiet:
     def __exit__(self, *exc):
         _local.inside = self.before
         return False
+
+
+class works_of:
+    """``with collectives.works_of(on) as works:`` with on true, the works (or tensors) the
+    untimed collectives inside return go into the list works (DDP's comm hook: their NCCL
+    time, nccl_works); with on false, works is None and nothing is kept."""
+    __slots__ = ("on", "before")
+
+    def __init__(self, on):
+        self.on = bool(on)
+
+    def __enter__(self):
+        self.before = _local.works
+        if self.on:
+            _local.works = []
+        return _local.works if self.on else None
+
+    def __exit__(self, *exc):
+        _local.works = self.before
+        return False
+
+
+def nccl_works(works):
+    """Works of CUDA collectives made untimed (works_of): with device time on and
+    TORCH_NCCL_ENABLE_TIMING=1, NCCL's own time of each, read once it completed."""
+    rec = _recorder
+    if rec is None or rec.device is None or not works:
+        return
+    for work in works:
+        rec.note_nccl_work(work)
+    rec.read_nccl_times()
+
+
+def times_device(profiler):
+    """Whether profiler times the device (Profiler(device_time=...)), asked once."""
+    info = getattr(profiler, "device_time_info", None)
+    return info is not None and info() is not None
 
 
 class _Op:
@@ -182,6 +231,12 @@ class _Recorder:
         self.pending = {}   # id(work or tensor) -> (op, bytes, n, issue start)
         self.groups = {}    # id(group) -> its note text
         self.note_failed = False
+        # On the GPU: the profiler when it times the device (its device_comm_* calls), else
+        # None, which every device path checks first (the CPU pays that one test).
+        self.device = profiler if times_device(profiler) else None
+        self.cuda_pending = {}  # id(a CUDA work or tensor) -> None: its wait() is bracketed
+        self.nccl_timing = os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") not in ("", "0")
+        self.timed_works = collections.deque()  # CUDA works whose NCCL time is to read
 
     def op(self, name, arg, kind):
         op = self.ops.get(name)
@@ -219,6 +274,8 @@ class _Recorder:
             op.total += nbytes
             self.profiler.counter(op.bytes_name, op.total)
         if not cpu:  # queued on a GPU stream: the host saw the launch, not the transfer
+            if self.device is not None and result is not None:
+                self._cuda_work(result)
             return
         if result is None:  # done when the call returned: timed to its end
             op.bandwidth(nbytes, n, t1 - t0)
@@ -230,6 +287,49 @@ class _Recorder:
                 result = result[-1] if result else None
             key = id(getattr(result, "elem", result))  # an AsyncCollectiveTensor's tensor
             pending[key] = (op, nbytes, n, t0)
+
+    def _cuda_work(self, result):
+        """An async CUDA work (or a functional collective's tensor): its wait() is to be
+        bracketed; with NCCL's timing on, its time read once it completed."""
+        if isinstance(result, list):
+            result = result[-1] if result else None
+        if len(self.cuda_pending) >= _MAX_PENDING:
+            self.cuda_pending.clear()
+        self.cuda_pending[id(getattr(result, "elem", result))] = None
+        self.note_nccl_work(result)
+        self.read_nccl_times()
+
+    def note_nccl_work(self, work):
+        if self.nccl_timing and hasattr(work, "_get_duration"):
+            if len(self.timed_works) >= _MAX_TIMED:
+                self.timed_works.popleft()
+            self.timed_works.append(work)
+
+    def read_nccl_times(self):
+        """NCCL's own time of the works completed so far, oldest first, into the step open
+        now (never waits: is_completed() queries the work's end event)."""
+        works = self.timed_works
+        while works:
+            work = works[0]
+            try:
+                if not work.is_completed():
+                    return
+                ns = int(work._get_duration() * 1e6)
+            except Exception:  # no timing after all (another backend): stop asking
+                works.clear()
+                self.nccl_timing = False
+                return
+            works.popleft()
+            self.device.device_comm_ns(ns)
+
+    def device_wait(self, key, original, args, kwargs):
+        """wait() of a CUDA work, bracketed on the current stream: the stall it puts there."""
+        self.cuda_pending.pop(key, None)
+        token = self.device.device_comm_begin()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self.device.device_comm_end(token)
 
     def waited(self, key, t0, t1, default_op):
         entry = self.pending.pop(key, None)
@@ -282,16 +382,24 @@ def _arg(args, kwargs, where):
     return args[pos] if len(args) > pos else kwargs.get(name)
 
 
-def _timed(original, args, kwargs, compiling):
+def _timed(original, args, kwargs, compiling, on_device=None):
     """Call a wrapped collective: (recorder, result, start, end) when the call is to be
     recorded, else (None, result, 0, 0) -- no recorder, inside another timed call, traced by
-    torch.compile, or made by stepwatch itself (its rounds, and the calls they make)."""
+    torch.compile, or made by stepwatch itself (its rounds, and the calls they make).
+    on_device(args, kwargs): whether the call is a synchronous one on CUDA tensors, asked
+    only with device time on: then it is bracketed by events on the current stream."""
     rec = _recorder
     if rec is None or _local.inside or compiling():
-        return None, original(*args, **kwargs), 0, 0
+        result = original(*args, **kwargs)
+        if _local.works is not None and result is not None:
+            _local.works.append(result)
+        return None, result, 0, 0
     if _ours(sys._getframe(2)):  # the wrapper's caller
         with quiet():
             return None, original(*args, **kwargs), 0, 0
+    device = rec.device
+    token = device.device_comm_begin() if device is not None and on_device and \
+        on_device(args, kwargs) else 0
     _local.inside = True
     t0 = now_ns()
     try:
@@ -299,15 +407,33 @@ def _timed(original, args, kwargs, compiling):
     finally:
         t1 = now_ns()
         _local.inside = False
+        if token:
+            device.device_comm_end(token)
     return rec, result, t0, t1
+
+
+def _sync_on_cuda(name, where):
+    """on_device for c10d op name: not async_op, on CUDA tensors (send and recv always wait;
+    isend, irecv and batch_isend_irecv never do)."""
+    if where is None or name in ("isend", "irecv", "batch_isend_irecv"):
+        return None
+    async_pos = _POSITIONAL_GROUP.get(name, 98) + 1 if name not in ("send", "recv") else None
+
+    def on_device(args, kwargs):
+        if async_pos is not None and (kwargs.get("async_op") or
+                                      (len(args) > async_pos and args[async_pos])):
+            return False
+        return not _on_cpu(_arg(args, kwargs, where))
+    return on_device
 
 
 def _wrap_c10d(name, original):
     where, kind = C10D_OPS[name]
     compiling = torch.compiler.is_compiling
+    on_device = _sync_on_cuda(name, where)
 
     def collective(*args, **kwargs):
-        rec, result, t0, t1 = _timed(original, args, kwargs, compiling)
+        rec, result, t0, t1 = _timed(original, args, kwargs, compiling, on_device)
         if rec is None:
             return result
         try:
@@ -381,6 +507,8 @@ def _wrap_work_wait(original):
             return original(self, *args, **kwargs)
         t0 = now_ns()
         try:
+            if rec.device is not None and id(self) in rec.cuda_pending:
+                return rec.device_wait(id(self), original, (self,) + args, kwargs)
             return original(self, *args, **kwargs)
         finally:
             t1 = now_ns()
@@ -397,6 +525,8 @@ def _wrap_wait_tensor(original):
         if rec is None or _local.inside or torch.compiler.is_compiling():
             return original(tensor, *args, **kwargs)
         key = id(tensor)
+        if rec.device is not None and key in rec.cuda_pending:
+            return rec.device_wait(key, original, (tensor,) + args, kwargs)
         if key not in rec.pending:  # a tensor no timed collective made
             return original(tensor, *args, **kwargs)
         t0 = now_ns()

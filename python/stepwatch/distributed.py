@@ -131,28 +131,57 @@ def _bytes(tensor):
 # ---- the comm hook ---------------------------------------------------------------------------
 
 class _HookState:
-    """What the comm hook needs: the DDP model's process group and the action it records."""
-    __slots__ = ("group", "action")
+    """What the comm hook needs: the DDP model's process group, the action it records, and
+    the profiler when it times the device (else None)."""
+    __slots__ = ("group", "action", "device")
 
-    def __init__(self, group, action):
+    def __init__(self, group, action, device=None):
         self.group = group
         self.action = action
+        self.device = device
 
 
 def _allreduce_done(action, start, fut):
     action.record(start, _sw.now_ns())  # never raises, a no-op once the profiler closed
 
 
+def _device_tail(profiler):
+    """At the last bucket's hook the backward's compute is queued: from here to the
+    backward's end the step's stream waits for the last all-reduces, which DDP's own final
+    callback makes it wait for. A communication interval on that stream (exposed in full,
+    docs/collectives.md), ended by a callback that the autograd engine runs after DDP's:
+    queued by one queued now, which runs before DDP's is queued."""
+    token = profiler.device_comm_begin()
+    if not token:
+        return
+    engine = torch.autograd.Variable._execution_engine
+
+    def end():
+        profiler.device_comm_end(token)
+    engine.queue_callback(lambda: engine.queue_callback(end))
+
+
 def timed_allreduce(state, bucket):
     """torch's default all-reduce (``allreduce_hook``), the last bucket's wait recorded. The
-    future DDP gets is the default hook's own (a done-callback does not wrap its errors)."""
+    future DDP gets is the default hook's own (a done-callback does not wrap its errors).
+    With device time on and the bucket on the GPU: the last buckets' exposed tail on the
+    device, and NCCL's own time of each bucket where TORCH_NCCL_ENABLE_TIMING=1."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    with _collectives.quiet():  # timed here, not again as collective:all_reduce
-        if not bucket.is_last():
-            return allreduce_hook(state.group, bucket)
-        start = _sw.now_ns()
+    device = state.device if state.device is not None and bucket.buffer().is_cuda else None
+    last = bucket.is_last()
+    # timed here, not again as collective:all_reduce
+    with _collectives.quiet(), _collectives.works_of(device) as works:
+        start = _sw.now_ns() if last else 0
         fut = allreduce_hook(state.group, bucket)
-    fut.add_done_callback(functools.partial(_allreduce_done, state.action, start))
+    if device is not None:
+        try:
+            _collectives.nccl_works(works)
+            if last:
+                _device_tail(device)
+        except Exception:  # never fail the user's backward for a figure
+            pass
+    if last:
+        fut.add_done_callback(functools.partial(_allreduce_done, state.action, start))
     return fut
 
 
@@ -376,7 +405,9 @@ class Watch:
         if _has_comm_hook(ddp):
             self.not_measured.append((weakref.ref(ddp), "the model has a comm hook of its own"))
             return
-        ddp.register_comm_hook(_HookState(ddp.process_group, self._collective), timed_allreduce)
+        device = self.profiler if _collectives.times_device(self.profiler) else None
+        ddp.register_comm_hook(_HookState(ddp.process_group, self._collective, device),
+                               timed_allreduce)
         self.measured.append(weakref.ref(ddp))
 
     # -- collectives: every rank calls these at the same point --

@@ -85,15 +85,19 @@ static int cudart_event_new(void *ctx, void **event) {
     return c->event_create((cuda_event *)event, CUDA_EVENT_DEFAULT) == 0 ? 0 : SW_EIO;
 }
 
-/* Is the stream being captured into a CUDA graph? 1 also when the runtime cannot tell (the
+/* Is stream being captured into a CUDA graph? 1 also when the runtime cannot tell (the
  * legacy stream while another stream captures: not ours to use then). */
-static int capturing(cudart *c) {
+static int stream_capturing(cudart *c, cuda_stream stream) {
     int status = CUDA_CAPTURE_NONE;
-    if (c->is_capturing(c->stream, &status) != 0) {
+    if (c->is_capturing(stream, &status) != 0) {
         c->get_last_error();
         return 1;
     }
     return status != CUDA_CAPTURE_NONE;
+}
+
+static int capturing(cudart *c) {
+    return stream_capturing(c, c->stream);
 }
 
 /* At a step's begin: the stream to time it on, unless it is being captured (2). */
@@ -117,6 +121,14 @@ static int cudart_record(void *ctx, void *event) {
     if (capturing(c))
         return 1;
     return c->event_record(event, c->stream) == 0 ? 0 : SW_EIO;
+}
+
+/* An interval's event on a stream of its own (a collective's), the same rules. */
+static int cudart_record_on(void *ctx, void *event, void *stream) {
+    cudart *c = ctx;
+    if (c->peek_last_error() != 0 || stream_capturing(c, stream))
+        return 1;
+    return c->event_record(event, stream) == 0 ? 0 : SW_EIO;
 }
 
 /* A query is one of the calls a CUDA graph capture in "global" or "thread_local" mode
@@ -224,6 +236,7 @@ int sw__cudart_clock(void *stream, sw_stream_fn streams_fn, void *ctx, void (*re
                           .query = cudart_query,
                           .elapsed_ns = cudart_elapsed,
                           .event_free = cudart_event_free,
-                          .release = cudart_release};
+                          .release = cudart_release,
+                          .record_on = cudart_record_on};
     return 0;
 }

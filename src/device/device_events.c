@@ -83,6 +83,26 @@ uint32_t sw__dt_take_event(sw__device_time *dt) {
     return dt->nmade++;
 }
 
+/* A free event recorded now on stream (NULL: the step's), held by step s: its index, or
+ * NO_EVENT (captured: counted; or the runtime failed: the timing stopped). */
+static uint32_t record_new(sw__device_time *dt, dt_step *s, void *stream) {
+    uint32_t e = sw__dt_take_event(dt);
+    if (e == NO_EVENT)
+        return NO_EVENT;
+    void *event = dt->events[e];
+    int rc = stream ? dt->clock.record_on(dt->clock.ctx, event, stream)
+                    : dt->clock.record(dt->clock.ctx, event);
+    if (rc != 0) {
+        dt->spare[dt->nspare++] = e;
+        if (rc < 0)
+            sw__dt_fail(dt, "record");
+        else
+            COUNT(boundaries_captured);
+        return NO_EVENT;
+    }
+    return sw__dt_own_event(dt, s, e) == 0 ? e : NO_EVENT;
+}
+
 /* Record a boundary of the open step: the event's index, or NO_EVENT when there is none (the
  * stream is captured into a graph: counted; or the runtime failed: the timing stopped). A
  * begin within DT_SHARE_NS of an end shares that end's event (the few us between count in
@@ -100,19 +120,8 @@ uint32_t sw__dt_record_boundary(sw__device_time *dt, int is_begin, int strict) {
         dt->last_was_begin = is_begin;
         return dt->last_event;
     }
-    uint32_t e = sw__dt_take_event(dt);
+    uint32_t e = record_new(dt, s, NULL);
     if (e == NO_EVENT)
-        return NO_EVENT;
-    int rc = dt->clock.record(dt->clock.ctx, dt->events[e]);
-    if (rc != 0) {
-        dt->spare[dt->nspare++] = e;
-        if (rc < 0)
-            sw__dt_fail(dt, "record");
-        else
-            COUNT(boundaries_captured);
-        return NO_EVENT;
-    }
-    if (sw__dt_own_event(dt, s, e) != 0)
         return NO_EVENT;
     dt->last_event = e;
     dt->last_at = now;
@@ -125,4 +134,10 @@ int sw__dt_elapsed(sw__device_time *dt, uint32_t begin, uint32_t end, uint64_t *
     if (begin == end)
         return 0;
     return dt->clock.elapsed_ns(dt->clock.ctx, dt->events[begin], dt->events[end], ns);
+}
+
+uint32_t sw__dt_record_on(sw__device_time *dt, void *stream) {
+    if (dt->clock.record_on == NULL || stream == NULL)
+        return NO_EVENT;
+    return record_new(dt, sw__dt_open_step(dt), stream);
 }

@@ -61,20 +61,41 @@ static int room_for(sw__device_time *dt, dt_step *s, uint32_t tag) {
     return 0;
 }
 
-uint64_t sw_device_interval_begin(sw_device_timing *dt, uint64_t parent, uint32_t tag) {
-    if (dt == NULL || dt->stopped || tag >= SW_DEVICE_MAX_TAGS)
+/* Does the exposed communication look at an interval of kind on stream? Communication, and
+ * compute on another stream; compute on the step's stream lies inside its phases. */
+static int swept(void *stream, unsigned kind) {
+    return kind == SW_DEVICE_COMM || stream != NULL;
+}
+
+uint64_t sw_device_interval_on(sw_device_timing *dt, uint64_t parent, uint32_t tag, void *stream,
+                               unsigned kind) {
+    if (dt == NULL || dt->stopped || tag >= SW_DEVICE_MAX_TAGS || kind > SW_DEVICE_COMM ||
+        (stream != NULL && dt->clock.record_on == NULL))
         return 0;
     dt_step *s = sw__dt_open_step(dt);
-    if (s == NULL || room_for(dt, s, tag) != 0)
+    if (s == NULL || room_for(dt, s, tag) != 0 ||
+        (swept(stream, kind) && sw__dt_comm_room(dt, s) != 0))
         return 0;
-    uint32_t e = sw__dt_record_boundary(dt, 1, 1);
+    uint32_t e = stream ? sw__dt_record_on(dt, stream) : sw__dt_record_boundary(dt, 1, 1);
     if (e == NO_EVENT)
         return 0;
     uint32_t i = s->nintervals++;
-    s->intervals[i] = (dt_interval){
-        .tag = tag, .parent = index_of(dt, s, parent), .begin = e, .end = NO_EVENT};
-    COUNT(intervals);
+    s->intervals[i] = (dt_interval){.tag = tag,
+                                    .comm = kind == SW_DEVICE_COMM,
+                                    .stream = stream,
+                                    .parent = index_of(dt, s, parent),
+                                    .begin = e,
+                                    .end = NO_EVENT};
+    s->nswept += (uint32_t)swept(stream, kind);
+    if (kind == SW_DEVICE_COMM) /* its time is the step's communication, never a tag's */
+        COUNT(comm_intervals);
+    else
+        COUNT(intervals);
     return token_of(dt, i);
+}
+
+uint64_t sw_device_interval_begin(sw_device_timing *dt, uint64_t parent, uint32_t tag) {
+    return sw_device_interval_on(dt, parent, tag, NULL, SW_DEVICE_COMPUTE);
 }
 
 void sw_device_interval_end(sw_device_timing *dt, uint64_t interval) {
@@ -84,7 +105,9 @@ void sw_device_interval_end(sw_device_timing *dt, uint64_t interval) {
     uint32_t i = index_of(dt, s, interval);
     if (i == NO_EVENT || s->intervals[i].end != NO_EVENT)
         return; /* another step's (its step ended first: not timed), or ended already */
-    s->intervals[i].end = sw__dt_record_boundary(dt, 0, 1); /* NO_EVENT: not timed */
+    void *stream = s->intervals[i].stream;
+    /* NO_EVENT: not timed */
+    s->intervals[i].end = stream ? sw__dt_record_on(dt, stream) : sw__dt_record_boundary(dt, 0, 1);
 }
 
 int sw__dt_time_intervals(sw__device_time *dt, dt_step *s) {
@@ -112,7 +135,7 @@ void sw__dt_add_intervals(sw__device_time *dt, dt_step *s) {
     s->intervals_done = 1;
     for (uint32_t i = 0; i < s->nintervals; i++) {
         const dt_interval *v = &s->intervals[i];
-        if (v->end == NO_EVENT)
+        if (v->end == NO_EVENT || v->comm)
             continue;
         sw_device_interval_sum *sum = &dt->sums[v->tag];
         sum->count++;
@@ -131,8 +154,10 @@ static void resolve_reached(sw__device_time *dt) {
         if (s->intervals_done || s->nintervals == 0)
             continue;
         int rc = dt->clock.query(dt->clock.ctx, dt->events[s->spans[0].end]);
-        if (rc == 1)
-            rc = sw__dt_time_intervals(dt, s) == 0 ? 1 : rc;
+        if (rc == 1) { /* reached; an interval on another stream may not be yet */
+            int timed = sw__dt_time_intervals(dt, s);
+            rc = timed == 0 ? 1 : timed > 0 ? 0 : timed;
+        }
         if (rc < 0)
             sw__dt_fail(dt, "query");
         if (rc != 1)

@@ -118,6 +118,9 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
             return rc < 0 ? -1 : 0;
     }
     int rc = s->intervals_done ? 0 : sw__dt_time_intervals(dt, s);
+    uint64_t comm_ns = 0, exposed_ns = 0;
+    if (rc == 0)
+        rc = sw__dt_comm_of(dt, s, &comm_ns, &exposed_ns); /* device_comm.c */
     if (rc != 0)
         return rc < 0 ? -1 : 0;
     if (next != NULL && next->nspans > 0 && next->phase == s->phase &&
@@ -154,6 +157,8 @@ static int resolve_step(sw__device_time *dt, dt_step *s, dt_step *next) {
     if (has_copy)
         sample(dt, s->phase, WHAT_COPY, copy_ns);
     sample(dt, s->phase, WHAT_STEP, s->gap_ns + ns[0]);
+    if (comm_ns > 0)
+        sw__dt_comm_sample(dt, s->phase, comm_ns, exposed_ns);
     COUNT(timed);
     return 1;
 }
@@ -250,7 +255,8 @@ static void step_begin(sw__device_time *dt) {
     s->nspans = s->nevents = 0;
     s->has_gap = s->data_before = 0;
     s->gap_ns = 0;
-    s->nintervals = 0;
+    s->nintervals = s->nswept = 0;
+    s->comm_extra_ns = 0;
     s->intervals_done = 0;
     dt->generation++;
     dt->open = 1;
@@ -406,6 +412,7 @@ static void free_timing(sw__device_time *dt, int release_events) {
         free(dt->ring[i].intervals);
     }
     free(dt->sums);
+    free(dt->points);
     free(dt->events);
     free(dt->spare);
     free(dt->ring);
@@ -506,9 +513,11 @@ int sw_device_time_clock(sw_profiler *p, const sw_gpu_clock *given) {
     dt->sample_every = 1;
     dt->last_event = NO_EVENT;
     dt->ngap = 0;
-    for (uint32_t ph = 0; ph < SW__MAX_PHASES; ph++)
+    for (uint32_t ph = 0; ph < SW__MAX_PHASES; ph++) {
         for (int w = 0; w < NWHAT; w++)
             dt->counter[ph][w] = SW_ID_NONE;
+        dt->comm_counter[ph][0] = dt->comm_counter[ph][1] = SW_ID_NONE;
+    }
     sw__sink_attach(p, &dt->sink);
     return 0;
 }
@@ -564,7 +573,8 @@ int sw_device_time_info_get(sw_profiler *p, sw_device_time_info *out) {
                                 .most_behind = atomic_load(&dt->most_behind),
                                 .events = atomic_load(&dt->nevents),
                                 .intervals = atomic_load(&dt->intervals),
-                                .intervals_timed = atomic_load(&dt->intervals_timed)};
+                                .intervals_timed = atomic_load(&dt->intervals_timed),
+                                .comm_intervals = atomic_load(&dt->comm_intervals)};
     /* Into the caller's struct, of whatever stepwatch/device.h it was built with. */
     return sw__sized_out(out, &info, sizeof info, SW__END_OF(sw_device_time_info, intervals_timed),
                          "sw_device_time_info");

@@ -26,6 +26,8 @@ typedef struct dt_span {
 /* An interval inside a step (sw_device_interval_begin): one module call's forward, say. */
 typedef struct dt_interval {
     uint32_t tag;
+    uint8_t comm;          /* communication (SW_DEVICE_COMM), else compute */
+    void *stream;          /* NULL: the step's stream; else its events were recorded there */
     uint32_t parent;       /* the interval it runs inside, in the same step; NO_EVENT: none */
     uint32_t begin, end;   /* events; end NO_EVENT: not ended inside its step, not timed */
     uint64_t ns, child_ns; /* filled when resolved */
@@ -51,7 +53,16 @@ typedef struct dt_step {
     uint32_t nevents, events_cap;
     dt_interval *intervals;
     uint32_t nintervals, intervals_cap;
+    uint32_t nswept;        /* its intervals the exposed communication looks at (device_comm.c) */
+    uint64_t comm_extra_ns; /* sw_device_comm_ns's while it was open */
 } dt_step;
+
+/* An end of an interval on the device's clock, for the exposed communication's sweep. */
+typedef struct dt_point {
+    uint64_t at;  /* ns from the step's begin event */
+    uint8_t set;  /* which union it bounds (device_comm.c) */
+    int8_t delta; /* +1 a begin, -1 an end */
+} dt_point;
 
 /* The device timing of one profiler: a sink (core/sink.h). The public name of the struct is
  * sw_device_timing (include/stepwatch/device.h). */
@@ -82,10 +93,16 @@ typedef struct sw_device_timing {
     /* The intervals resolved and not yet taken, summed by tag (device_intervals.c). */
     sw_device_interval_sum *sums;
     uint32_t nsums;
+    /* The exposed communication's scratch, grown as intervals begin (never when resolving),
+     * and its counters "device:<phase>/comm" and ".../comm_exposed". */
+    dt_point *points;
+    uint32_t points_cap;
+    sw_id comm_counter[SW__MAX_PHASES][2];
     int stopped; /* failed, or the process is exiting */
     int exiting; /* the runtime may be going away: ask nothing of it */
     _Atomic uint64_t timed, dropped_steps, dropped_spans, warmup, sampled_out, sample_every,
-        steps_captured, boundaries_captured, most_behind, nevents, intervals, intervals_timed;
+        steps_captured, boundaries_captured, most_behind, nevents, intervals, intervals_timed,
+        comm_intervals;
     _Atomic int failed;
 } sw__device_time;
 
@@ -112,6 +129,20 @@ void sw__dt_give_back(sw__device_time *dt, dt_step *s);
 uint32_t sw__dt_record_boundary(sw__device_time *dt, int is_begin, int strict);
 /* The elapsed ns between two events of the pool: 0, 1 (not reached yet), < 0 (failed). */
 int sw__dt_elapsed(sw__device_time *dt, uint32_t begin, uint32_t end, uint64_t *ns);
+/* Record an event of the open step on stream (not the step's), never shared: its index, or
+ * NO_EVENT (no record_on, captured, or the runtime failed). */
+uint32_t sw__dt_record_on(sw__device_time *dt, void *stream);
+
+/* ---- device_comm.c ---- */
+
+/* Room in the scratch for step s's swept intervals and one more: 0, or -1 (out of memory:
+ * that interval is not timed). */
+int sw__dt_comm_room(sw__device_time *dt, const dt_step *s);
+/* The communication of waiting step s (its end reached) and its exposed part, in ns: 0 done
+ * (*comm_ns 0: none), 1 not yet (an event on another stream), < 0 the runtime failed. */
+int sw__dt_comm_of(sw__device_time *dt, dt_step *s, uint64_t *comm_ns, uint64_t *exposed_ns);
+/* Record a step's figures as samples of "device:<phase>/comm" and ".../comm_exposed". */
+void sw__dt_comm_sample(sw__device_time *dt, sw_phase phase, uint64_t comm_ns, uint64_t exposed_ns);
 
 /* ---- device_intervals.c ---- */
 

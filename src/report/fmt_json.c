@@ -231,6 +231,7 @@ static int write_json(const sw_snapshot *s, FILE *out, const sw_write_options *o
     sw__jw_array_end(&w);
 
     sw__json_put_comm_bw(&w, s);
+    sw__json_put_device_comm(&w, s);
     sw__json_put_misuse(&w, &s->misuse);
     sw__jw_kv_uint(&w, "dropped_events", s->dropped_events);
     put_memory(&w, &s->memory);

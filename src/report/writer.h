@@ -203,6 +203,10 @@ int sw__device_phase_time(const char *name);
 /* The text formats' last section: host and device time side by side per phase and action,
  * as a markdown table when markdown is nonzero. */
 void sw__put_device_section(const sw_snapshot *s, FILE *out, int markdown);
+/* The JSON's "device_comm": per phase, the communication on the device per step and its
+ * exposed part (the counters "device:<phase>/comm" and ".../comm_exposed"); nothing when
+ * the run has none. */
+void sw__json_put_device_comm(sw__jw *w, const sw_snapshot *s);
 
 /* ---- the collectives' bandwidth (comm_bandwidth.c) ---- */
 

@@ -125,7 +125,7 @@ SAME(gpu_clock, query);
 SAME(gpu_clock, elapsed_ns);
 SAME(gpu_clock, event_free);
 SAME(gpu_clock, release);
-GROWN(gpu_clock, release);
+GROWN(gpu_clock, record_on);
 
 SAME(device_time_info, steps_timed);
 SAME(device_time_info, steps_dropped);
@@ -140,7 +140,7 @@ SAME(device_time_info, most_behind);
 SAME(device_time_info, events);
 SAME(device_time_info, intervals);
 SAME(device_time_info, intervals_timed);
-GROWN(device_time_info, intervals_timed);
+GROWN(device_time_info, comm_intervals);
 
 /* ---- the copy rules on a struct that grew: release 1 had a, release 2 added b ---- */
 

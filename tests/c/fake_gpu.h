@@ -21,6 +21,12 @@ static struct {
     void (*set_error)(int error);
     void (*counts)(uint64_t counts[6]);
     int (*peek_error)(void);
+    /* streams and the simulated clock */
+    void (*launch_on)(void *stream, uint64_t ns);
+    void (*wait_for)(void *stream, void *other);
+    void (*simulate)(int on);
+    void (*advance)(uint64_t ns);
+    uint64_t (*now)(void);
 } gpu;
 
 /* fake_gpu_counts' order */
@@ -39,6 +45,11 @@ static int fake_gpu_setup(void **state) {
     *(void **)&gpu.set_error = dlsym(gpu.lib, "fake_gpu_set_error");
     *(void **)&gpu.counts = dlsym(gpu.lib, "fake_gpu_counts");
     *(void **)&gpu.peek_error = dlsym(gpu.lib, "cudaPeekAtLastError");
+    *(void **)&gpu.launch_on = dlsym(gpu.lib, "fake_gpu_launch_on");
+    *(void **)&gpu.wait_for = dlsym(gpu.lib, "fake_gpu_wait_for");
+    *(void **)&gpu.simulate = dlsym(gpu.lib, "fake_gpu_simulate");
+    *(void **)&gpu.advance = dlsym(gpu.lib, "fake_gpu_advance");
+    *(void **)&gpu.now = dlsym(gpu.lib, "fake_gpu_now");
     return 0;
 }
 

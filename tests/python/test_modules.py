@@ -725,7 +725,9 @@ def test_module_device_times_on_the_step_stream(monkeypatch, fake_cudart, tmp_pa
     assert near(top["device_forward_ns"], ms(6)), top
     assert top["device_forward_self_ns"] < 0.05 * top["device_forward_ns"], top
     # the host columns stay the host's: the leaves' sleeps, not their kernels
-    host = sum(model.enc.host_ns[1::2])  # the calls of the sampled steps (the warm-up's first)
+    # the calls of the sampled steps 1, 3, 5 (step 0 is the modules' warm-up; host_ns[0] is
+    # the call before the profiler): a loaded machine's stalls in other calls stay out
+    host = sum(model.enc.host_ns[2::2])
     assert abs(enc["forward_ns"] - host) <= 0.15 * host, (enc, host)
     assert enc["forward_ns"] > 2 * enc["device_forward_ns"], enc  # 5 ms of host, 2 of GPU
     text = loaded.report("table")

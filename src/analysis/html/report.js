@@ -563,6 +563,17 @@
       width: pageWidth };
   }
 
+  /* The phase's communication on the device and its exposed part (the counters
+   * "device:<phase>/comm" and ".../comm_exposed", docs/device.md), or null without any. */
+  function commLine(D, phase) {
+    var find = function (n) { return (D.counters || []).filter(function (c) { return c.name === n && c.count > 0; })[0]; };
+    var comm = find("device:" + phase + "/comm"), exposed = find("device:" + phase + "/comm_exposed");
+    if (!comm) return null;
+    var ex = exposed ? exposed.mean : 0;
+    return el("p", { "class": "note glance-comm", "data-comm": phase }, "Communication: " + fmtDur(comm.mean) +
+      " per step on the device, " + fmtDur(ex) + " exposed (" + fmtPct(comm.mean > 0 ? 100 * ex / comm.mean : 0) + ")");
+  }
+
   /* At a glance: per phase, one bar of the steady step's mean time split by category, the
    * times written on the segments that have room (all of them in the legend below and on
    * hover), the mean step and samples/s above it. scale: ns per px, shared by the bars of a
@@ -603,6 +614,8 @@
       });
       box.appendChild(svg);
       box.appendChild(lg);
+      var comm = commLine(D, b.phase);
+      if (comm) box.appendChild(comm);
     });
     if (!D.breakdown.length) box.appendChild(el("p", { "class": "note" }, "No steady steps in this run."));
     return box;
