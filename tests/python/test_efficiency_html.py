@@ -93,7 +93,7 @@ window.addEventListener("load", function () {
 def tables(html, tmp_path, width=1400):
     page = tmp_path / f"tables_{html.stem}.html"
     page.write_text(html.read_text().replace("</body>", TABLES + "</body>"))
-    for w in (800, width):  # no sideways scroll, nothing cut or overlapping, no errors
+    for w in (800, 1200, width):  # no sideways scroll, nothing cut or overlapping, no errors
         layout(html, tmp_path, w)
     dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                           f"--window-size={width},3000", "--dump-dom", page.as_uri()],
