@@ -90,10 +90,10 @@ window.addEventListener("load", function () {
 </script>"""
 
 
-def tables(html, tmp_path, width=1400):
+def tables(html, tmp_path, width=1400, layouts=(1200,)):
     page = tmp_path / f"tables_{html.stem}.html"
     page.write_text(html.read_text().replace("</body>", TABLES + "</body>"))
-    for w in (800, width):  # no sideways scroll, nothing cut or overlapping, no errors
+    for w in layouts:  # no sideways scroll, nothing cut or overlapping, no errors
         layout(html, tmp_path, w)
     dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
                           f"--window-size={width},3000", "--dump-dom", page.as_uri()],
@@ -111,7 +111,7 @@ def test_efficiency_table_and_phase_columns(runs, tmp_path):
     phases = {e["phase"]: e for e in doc["efficiency"]["phases"]}
     assert phases["forward"]["flops_per_s"] == float(notes["tflops_forward"]) * 1e12
     assert "flops_per_s_device" not in phases["forward"]  # no device time in this run
-    t = tables(html, tmp_path)
+    t = tables(html, tmp_path, layouts=(800, 1200, 1400))
     eff = t["efficiency"]
     assert eff["head"] == ["Phase", "FLOP/step", "FLOP/s host", "MFU host"]
     rows = {r[0]: r for r in eff["rows"]}
@@ -186,7 +186,7 @@ def test_device_time_columns(monkeypatch, fake_cudart, tmp_path):
     steps = counters["device:train/step"]["count"]
     phases = {e["phase"]: e for e in doc["efficiency"]["phases"]}
     stepwatch.html(path, html)
-    t = tables(html, tmp_path)
+    t = tables(html, tmp_path, layouts=(800, 1200))  # the widest table: device columns too
     assert t["efficiency"]["head"][-2:] == ["FLOP/s dev", "MFU dev"]
     rows = {r[0]: r for r in t["efficiency"]["rows"]}
     for phase, kernels in (("forward", 2e6), ("backward", 3e6)):

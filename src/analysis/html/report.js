@@ -509,7 +509,8 @@
 
   /* A table whose columns sort on click, in a box that keeps it within the page.
    * cols: [label, key, format, isText, optional]; optional columns give way on narrow pages. */
-  function cls(c) { return (c[3] ? "text" : "") + (c[4] ? " opt" : ""); }
+  /* c[4]: true, the column gives way under 1100 px; "wide", under 1300 px (report.css) */
+  function cls(c) { return (c[3] ? "text" : "") + (c[4] === "wide" ? " opt-wide" : c[4] ? " opt" : ""); }
   /* onRow(row): a click on a row (its rows are marked "pick"). */
   function table(rows, cols, id, onRow) {
     var t = el("table", { "data-table": id }), head = el("tr"), body = el("tbody");
@@ -862,9 +863,9 @@
         });
         var on = D.efficiency.phases.some(function (e) { return e.flops_per_s_device !== undefined; });
         /* compact cells (the unit in the head); p50, max and samples/s (in the roll-up above)
-         * give way first on a narrow page */
+         * give way under 1300 px, so the table fits */
         perCols = perCols.map(function (c) {
-          return ["p50_ns", "max_ns", "samples_per_s"].indexOf(c[1]) >= 0 ? c.slice(0, 3).concat([false, true]) : c; })
+          return ["p50_ns", "max_ns", "samples_per_s"].indexOf(c[1]) >= 0 ? c.slice(0, 3).concat([false, "wide"]) : c; })
           .concat([["FLOP/s", "flops_per_s", function (v) { return fmtSi(v, ""); }], ["MFU", "mfu", fmtMfu]]);
       }
       s.appendChild(table(per, perCols, "phases"));
