@@ -218,7 +218,8 @@ def test_device_time_of_known_kernels_without_synchronizing():
                     "warmup_steps": 1, "failed": False, "steps_sampled_out": 0,
                     "sample_every": 1, "steps_captured": 0, "boundaries_captured": 0,
                     "most_behind": info["most_behind"], "events": gpu.events,
-                    "intervals": 0, "intervals_timed": 0, "events_in": "Python"}
+                    "intervals": 0, "intervals_timed": 0, "comm_intervals": 0,
+                    "events_in": "Python"}
     assert 1 <= info["most_behind"] <= 3  # the loss synchronizes every step
     assert gpu.synchronized == 0
     assert gpu.events <= 3 * 12  # pooled: made for the steps in flight, reused
