@@ -15,6 +15,7 @@
 #include "stepwatch/mpi.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +43,8 @@ static struct {
     uint64_t next_round; /* the step count at which the next periodic round is due */
     int in_round;        /* a round's own MPI calls are not timed or counted */
     sw_id coll[NCOLL], own;
+    sw_id bytes[NCOLL];          /* comm:<op>:bytes, the bytes moved so far (as torch's) */
+    uint64_t bytes_total[NCOLL]; /* what they hold */
 } g;
 
 static uint64_t realtime_ns(void) {
@@ -234,8 +237,12 @@ int sw_mpi_attach(sw_profiler *p, const sw_mpi_options *given) {
     g.p = p;
     g.every = o->aggregate_every;
     g.next_round = sw_step_count(p) + g.every;
-    for (int i = 0; i < NCOLL; i++)
+    for (int i = 0; i < NCOLL; i++) {
         g.coll[i] = sw_action(p, COLL_NAMES[i]);
+        char name[64]; /* "collective:MPI_Allreduce" -> "comm:MPI_Allreduce:bytes" */
+        snprintf(name, sizeof name, "comm:%s:bytes", COLL_NAMES[i] + strlen("collective:"));
+        g.bytes[i] = i == BARRIER ? SW_ID_NONE : sw_counter_id(p, name);
+    }
     g.own = sw_action(p, "collective:stepwatch");
     int64_t offset = 0;
     sw_begin(p, g.own);
@@ -272,59 +279,90 @@ static sw_profiler *before(MPI_Comm comm) {
     return p;
 }
 
-#define SW_TIMED(which, call, comm)     \
-    do {                                \
-        sw_profiler *p = before(comm);  \
-        if (p)                          \
-            sw_begin(p, g.coll[which]); \
-        int rc = (call);                \
-        if (p)                          \
-            sw_end(p, g.coll[which]);   \
-        return rc;                      \
+/* The bytes of count elements of type, times n (0 when MPI cannot say). */
+static uint64_t bytes_of(int count, MPI_Datatype type, int n) {
+    int size = 0;
+    if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0)
+        return 0;
+    return (uint64_t)count * (uint64_t)size * (uint64_t)(n > 0 ? n : 1);
+}
+
+static int comm_size(MPI_Comm comm) {
+    int n = 1;
+    return PMPI_Comm_size(comm, &n) == MPI_SUCCESS ? n : 1;
+}
+
+/* After a timed call of which that moved nbytes (nccl-tests' size of the op, as
+ * stepwatch.collectives counts torch's): the op's bytes so far into its counter. */
+static void count_bytes(sw_profiler *p, int which, uint64_t nbytes) {
+    if (nbytes == 0 || g.bytes[which] == SW_ID_NONE)
+        return;
+    g.bytes_total[which] += nbytes;
+    sw_counter(p, g.bytes[which], (double)g.bytes_total[which]);
+}
+
+/* Time call as the collective which on comm, and count the bytes it moves (nbytes, read only
+ * when a profiler is attached). */
+#define SW_TIMED(which, call, comm, nbytes)  \
+    do {                                     \
+        sw_profiler *p = before(comm);       \
+        if (p)                               \
+            sw_begin(p, g.coll[which]);      \
+        int rc = (call);                     \
+        if (p) {                             \
+            sw_end(p, g.coll[which]);        \
+            count_bytes(p, which, (nbytes)); \
+        }                                    \
+        return rc;                           \
     } while (0)
 
 SW_API int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
                          MPI_Op op, MPI_Comm comm) {
-    SW_TIMED(ALLREDUCE, PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm), comm);
+    SW_TIMED(ALLREDUCE, PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm), comm,
+             bytes_of(count, type, 1));
 }
 
 SW_API int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
                       int root, MPI_Comm comm) {
-    SW_TIMED(REDUCE, PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm), comm);
+    SW_TIMED(REDUCE, PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm), comm,
+             bytes_of(count, type, 1));
 }
 
 SW_API int MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    SW_TIMED(BCAST, PMPI_Bcast(buffer, count, type, root, comm), comm);
+    SW_TIMED(BCAST, PMPI_Bcast(buffer, count, type, root, comm), comm, bytes_of(count, type, 1));
 }
 
 SW_API int MPI_Barrier(MPI_Comm comm) {
-    SW_TIMED(BARRIER, PMPI_Barrier(comm), comm);
+    SW_TIMED(BARRIER, PMPI_Barrier(comm), comm, 0);
 }
 
 SW_API int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLGATHER,
-             PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-             comm);
+             PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm,
+             bytes_of(recvcount, recvtype, comm_size(comm))); /* the output */
 }
 
 SW_API int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
     SW_TIMED(GATHER,
              PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),
-             comm);
+             comm, /* the gathered whole; in place at the root: its receive count is the one */
+             sendbuf == MPI_IN_PLACE ? bytes_of(recvcount, recvtype, comm_size(comm))
+                                     : bytes_of(sendcount, sendtype, comm_size(comm)));
 }
 
 SW_API int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     SW_TIMED(ALLTOALL,
-             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm);
+             PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), comm,
+             bytes_of(recvcount, recvtype, comm_size(comm))); /* the input: as much as received */
 }
 
 SW_API int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
                                     MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     SW_TIMED(REDUCE_SCATTER, PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm),
-             comm);
+             comm, bytes_of(recvcount, type, comm_size(comm))); /* the input */
 }
 
 /* The final round before MPI goes away (if the profiler was not freed first). */
