@@ -175,6 +175,7 @@ static const struct {
     {&sw_py_modules_spec, offsetof(module_state, modules_type)},
     {&sw_py_modules_hook_spec, offsetof(module_state, modules_hook_type)},
     {&sw_py_node_hook_spec, offsetof(module_state, node_hook_type)},
+    {&sw_py_collectives_spec, offsetof(module_state, collectives_type)},
 };
 
 #define NTYPES (sizeof types / sizeof types[0])
@@ -184,7 +185,8 @@ static PyTypeObject **type_slot(module_state *st, size_t i) {
 }
 
 /* The module functions of a framework's room (_ignite.c, _fastai.c), beside this file's. */
-static PyMethodDef *const framework_functions[] = {sw_py_ignite_functions, sw_py_fastai_functions};
+static PyMethodDef *const framework_functions[] = {sw_py_ignite_functions, sw_py_fastai_functions,
+                                                   sw_py_collectives_functions};
 
 /* A tuple of the n names name_of(0..n-1), as the module's attribute `attr`. */
 static int add_names(PyObject *module, const char *attr, Py_ssize_t n,

@@ -33,7 +33,13 @@ lands inside the forward, backward or optimizer step it runs in (docs/collective
                it exposed) and around an async work's wait() (the stall the stream takes);
                with TORCH_NCCL_ENABLE_TIMING=1, NCCL's own time of async work, read once
                is_completed() says so. They make each step's "device:<phase>/comm" and
-               ".../comm_exposed". On the CPU (gloo), or without device time, nothing.
+               ".../comm_exposed". On the CPU (gloo), or without device time, nothing: the
+               wrappers are the C path's alone (_Device below is made only with device time).
+
+The per-call path is C (``stepwatch._stepwatch.Collectives``, python/_stepwatch/_collectives.c):
+each wrapped function here is a three-line Python function (torch.compile traces through it:
+it calls the original while compiling) that hands the call to it; Python keeps what is rare
+(a process group not seen before, the note) and the tables below.
 
 Not recorded twice: a collective called inside another one (batch_isend_irecv's isend, the
 deprecated names calling the new ones, DDP's comm hook of stepwatch.distributed, which times
@@ -42,14 +48,14 @@ the gradient all-reduce as ``collective:allreduce`` itself), stepwatch's own col
 the graph: it calls through untimed).
 """
 import collections
+import functools
 import os
-import sys
 import threading
 
 import torch
 import torch.distributed as dist
 
-from stepwatch._stepwatch import now_ns
+from stepwatch._stepwatch import Collectives, collectives_quiet
 
 __all__ = ["install", "C10D_OPS", "FUNCTIONAL_OPS", "size_class", "bus_factor", "quiet",
            "works_of", "nccl_works", "times_device"]
@@ -93,9 +99,9 @@ FUNCTIONAL_OPS = {
     "broadcast": ((0, "self"), _ONE),
 }
 _FUNCTIONAL_GATHERS = ("all_gather_single", "all_gather_tensor", "all_gather_into_tensor_coalesced")
-_MAX_PENDING = 4096  # async works not waited for yet, kept for their wait's figures
-_MAX_TIMED = 1024    # CUDA works whose NCCL time is still to read (TORCH_NCCL_ENABLE_TIMING)
 _SMALL_GROUP = 8     # ranks listed in the note up to this size
+_MAX_PENDING = 4096  # CUDA works not waited for yet, whose wait() is to be bracketed
+_MAX_TIMED = 1024    # CUDA works whose NCCL time is still to read (TORCH_NCCL_ENABLE_TIMING)
 
 
 def bus_factor(kind, n):
@@ -119,49 +125,36 @@ def size_class(nbytes):
     return f"{1 << k}B"
 
 
-def _on_cpu(x):
-    """Whether x (a tensor or a list of them) is on the CPU: a call on its tensors ends
-    before it returns (gloo), so its host time is the collective's; a CUDA one returns once
-    queued."""
-    if isinstance(x, (list, tuple)):
-        x = x[0] if x else None
-    return not isinstance(x, torch.Tensor) or x.is_cpu
+# The C side's kinds (_collectives.c) and byte rules: where a wrapped function's tensors are.
+_KINDS = {_NONE: 0, _ALL_REDUCE: 1, _GATHER: 2, _ONE: 3}
+_BYTES_ARG, _BYTES_NONE, _BYTES_P2P_LIST = 0, 1, 2
 
 
-def _nbytes(x):
-    if isinstance(x, torch.Tensor):
-        return x.nbytes
-    if isinstance(x, (list, tuple)):
-        return sum(_nbytes(t) for t in x)
-    return 0
+class quiet:
+    """``with collectives.quiet():`` the collectives inside are not recorded on this thread
+    (DDP's comm hook times its all-reduce itself)."""
+    __slots__ = ("before",)
+
+    def __enter__(self):
+        self.before = collectives_quiet(True)
+        return self
+
+    def __exit__(self, *exc):
+        collectives_quiet(self.before)
+        return False
 
 
 class _Local(threading.local):
-    inside = False  # a wrapped call is running on this thread: inner ones are its own
-    works = None    # a list: what the calls made untimed return goes there (works_of)
+    works = None  # a list: what the collectives return goes there (works_of)
 
 
 _local = _Local()
 
 
-class quiet:
-    """``with collectives.quiet():`` the collectives inside are not recorded (DDP's comm hook
-    times its all-reduce itself)."""
-    __slots__ = ("before",)
-
-    def __enter__(self):
-        self.before, _local.inside = _local.inside, True
-        return self
-
-    def __exit__(self, *exc):
-        _local.inside = self.before
-        return False
-
-
 class works_of:
     """``with collectives.works_of(on) as works:`` with on true, the works (or tensors) the
-    untimed collectives inside return go into the list works (DDP's comm hook: their NCCL
-    time, nccl_works); with on false, works is None and nothing is kept."""
+    collectives inside return go into the list works (DDP's comm hook: their NCCL time,
+    nccl_works); with on false, works is None and nothing is kept."""
     __slots__ = ("on", "before")
 
     def __init__(self, on):
@@ -179,14 +172,14 @@ class works_of:
 
 
 def nccl_works(works):
-    """Works of CUDA collectives made untimed (works_of): with device time on and
+    """Works of CUDA collectives (works_of): with device time on and
     TORCH_NCCL_ENABLE_TIMING=1, NCCL's own time of each, read once it completed."""
-    rec = _recorder
-    if rec is None or rec.device is None or not works:
+    device = _recorder.device if _recorder is not None else None
+    if device is None or not works:
         return
     for work in works:
-        rec.note_nccl_work(work)
-    rec.read_nccl_times()
+        device.note_nccl_work(work)
+    device.read_nccl_times()
 
 
 def times_device(profiler):
@@ -195,107 +188,73 @@ def times_device(profiler):
     return info is not None and info() is not None
 
 
-class _Op:
-    """One op's actions and counters in one profiler; its size classes made as they come."""
-    __slots__ = ("rec", "name", "arg", "kind", "action", "wait", "bytes_name", "total",
-                 "classes")
-
-    def __init__(self, rec, name, arg, kind):
-        self.rec, self.name, self.arg, self.kind = rec, name, arg, kind
-        self.action = rec.profiler.action(f"collective:{name}")
-        self.wait = rec.profiler.action(f"collective:{name}:wait")
-        self.bytes_name = f"comm:{name}:bytes"
-        self.total = 0
-        self.classes = {}  # bit length of the size -> (algbw counter, busbw counter)
-
-    def bandwidth(self, nbytes, n, ns):
-        if nbytes <= 0 or ns <= 0:
-            return
-        k = nbytes.bit_length()
-        names = self.classes.get(k)
-        if names is None:
-            label = f"comm:{self.name}:{size_class(nbytes)}"
-            names = self.classes[k] = (label + ":algbw", label + ":busbw")
-        algbw = nbytes / ns  # bytes per ns = GB/s
-        counter = self.rec.profiler.counter
-        counter(names[0], algbw)
-        counter(names[1], algbw * bus_factor(self.kind, n))
+def _on_cpu(x):
+    """Whether x (a tensor or a list of them) is on the CPU: a call on its tensors ends
+    before it returns (gloo); a CUDA one returns once queued."""
+    if isinstance(x, (list, tuple)):
+        x = x[0] if x else None
+    return not isinstance(x, torch.Tensor) or x.is_cpu
 
 
-class _Recorder:
-    """What the wrappers record into: one profiler's ops, the async works pending a wait."""
+def _arg(args, kwargs, where):
+    pos, name = where
+    return args[pos] if len(args) > pos else kwargs.get(name)
+
+
+def _sync_on_cuda(name, where):
+    """Whether a call of c10d op name blocks the current stream on NCCL's (not async_op, on
+    CUDA tensors; send and recv always do, isend, irecv and batch_isend_irecv never): a
+    function of (args, kwargs), or None for an op that never does."""
+    if where is None or name in ("isend", "irecv", "batch_isend_irecv"):
+        return None
+    async_pos = _POSITIONAL_GROUP.get(name, 98) + 1 if name not in ("send", "recv") else None
+
+    def on_device(args, kwargs):
+        if async_pos is not None and (kwargs.get("async_op") or
+                                      (len(args) > async_pos and args[async_pos])):
+            return False
+        return not _on_cpu(_arg(args, kwargs, where))
+    return on_device
+
+
+class _Device:
+    """With device time on: the events the wrappers add around the C path's calls on CUDA
+    tensors (the profiler's device_comm_begin/end, device_comm_ns), and the CUDA works whose
+    wait() is bracketed or whose NCCL time is still to read."""
 
     def __init__(self, profiler):
         self.profiler = profiler
-        self.ops = {}
-        self.pending = {}   # id(work or tensor) -> (op, bytes, n, issue start)
-        self.groups = {}    # id(group) -> its note text
-        self.note_failed = False
-        # On the GPU: the profiler when it times the device (its device_comm_* calls), else
-        # None, which every device path checks first (the CPU pays that one test).
-        self.device = profiler if times_device(profiler) else None
-        self.cuda_pending = {}  # id(a CUDA work or tensor) -> None: its wait() is bracketed
+        self.pending = {}  # id(a CUDA work or tensor) -> None: its wait() is bracketed
         self.nccl_timing = os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") not in ("", "0")
         self.timed_works = collections.deque()  # CUDA works whose NCCL time is to read
 
-    def op(self, name, arg, kind):
-        op = self.ops.get(name)
-        if op is None:
-            op = self.ops[name] = _Op(self, name, arg, kind)
-        return op
-
-    def group_size(self, group):
-        """n of a c10d group (None: the default one, read once: dist.group.WORLD is a
-        property of Python code), noting a group not seen before."""
-        seen = self.groups.get(id(group))
-        if seen is not None:
-            return seen[0]
-        self._note_group(id(group), dist.group.WORLD if group is None else group)
-        return self.groups[id(group)][0]
-
-    def _note_group(self, key, group):
+    def collective(self, call, site, original, args, kwargs, on_device, where):
+        """One wrapped call: a synchronous one on CUDA tensors bracketed (the stream waits
+        for NCCL's: exposed in full); an async one's work kept for its wait()."""
+        profiler = self.profiler
+        token = profiler.device_comm_begin() if on_device is not None and \
+            on_device(args, kwargs) else 0
         try:
-            n = group.size()
-            ranks = dist.get_process_group_ranks(group) if n <= _SMALL_GROUP else None
-        except Exception:  # not a process group (a functional collective's other forms)
-            n, ranks = _functional_group_size(group), None
-        text = f"{n} ranks" + (f" [{','.join(map(str, ranks))}]" if ranks else "")
-        self.groups[key] = (n, text)
-        if not self.note_failed:
-            try:
-                self.profiler.note("collectives.groups",
-                                   "; ".join(sorted({t for _n, t in self.groups.values()})))
-            except Exception:  # a closed profiler: the figures go nowhere anyway
-                self.note_failed = True
+            result = call(site, original, args, kwargs)
+        finally:
+            if token:
+                profiler.device_comm_end(token)
+        if result is None or token:
+            return result
+        if _local.works is not None:
+            _local.works.append(result)
+        elif where is not None and not _on_cpu(_arg(args, kwargs, where)):
+            self.cuda_work(result)
+        return result
 
-    def record(self, op, nbytes, n, t0, t1, result, cpu):
-        op.action.record(t0, t1)
-        if nbytes:
-            op.total += nbytes
-            self.profiler.counter(op.bytes_name, op.total)
-        if not cpu:  # queued on a GPU stream: the host saw the launch, not the transfer
-            if self.device is not None and result is not None:
-                self._cuda_work(result)
-            return
-        if result is None:  # done when the call returned: timed to its end
-            op.bandwidth(nbytes, n, t1 - t0)
-        elif nbytes:
-            pending = self.pending
-            if len(pending) >= _MAX_PENDING:  # works never waited for (get_future, dropped)
-                pending.clear()
-            if isinstance(result, list):  # batch_isend_irecv: its last work ends the batch
-                result = result[-1] if result else None
-            key = id(getattr(result, "elem", result))  # an AsyncCollectiveTensor's tensor
-            pending[key] = (op, nbytes, n, t0)
-
-    def _cuda_work(self, result):
+    def cuda_work(self, result):
         """An async CUDA work (or a functional collective's tensor): its wait() is to be
         bracketed; with NCCL's timing on, its time read once it completed."""
-        if isinstance(result, list):
+        if isinstance(result, list):  # batch_isend_irecv: its last work ends the batch
             result = result[-1] if result else None
-        if len(self.cuda_pending) >= _MAX_PENDING:
-            self.cuda_pending.clear()
-        self.cuda_pending[id(getattr(result, "elem", result))] = None
+        if len(self.pending) >= _MAX_PENDING:  # works never waited for (get_future, dropped)
+            self.pending.clear()
+        self.pending[id(getattr(result, "elem", result))] = None
         self.note_nccl_work(result)
         self.read_nccl_times()
 
@@ -320,25 +279,72 @@ class _Recorder:
                 self.nccl_timing = False
                 return
             works.popleft()
-            self.device.device_comm_ns(ns)
+            self.profiler.device_comm_ns(ns)
 
-    def device_wait(self, key, original, args, kwargs):
-        """wait() of a CUDA work, bracketed on the current stream: the stall it puts there."""
-        self.cuda_pending.pop(key, None)
-        token = self.device.device_comm_begin()
+    def wait(self, wait, original, waited, args, kwargs):
+        """wait() (or wait_tensor) through the C path; a CUDA work's bracketed on the current
+        stream: the stall it puts there."""
+        if id(waited) not in self.pending:
+            return wait(original, waited, args, kwargs)
+        del self.pending[id(waited)]
+        token = self.profiler.device_comm_begin()
         try:
-            return original(*args, **kwargs)
+            return wait(original, waited, args, kwargs)
         finally:
-            self.device.device_comm_end(token)
+            self.profiler.device_comm_end(token)
 
-    def waited(self, key, t0, t1, default_op):
-        entry = self.pending.pop(key, None)
-        op = entry[0] if entry is not None else default_op
-        if op is None:
-            return
-        op.wait.record(t0, t1)
-        if entry is not None:
-            op.bandwidth(entry[1], entry[2], t1 - entry[3])
+
+class _Recorder:
+    """What the wrappers record into: the C per-call path (``calls``, _collectives.c: the
+    span, bytes, bandwidth and pending waits) and, here, what is rare: a group not seen
+    before, its size and the note ``collectives.groups``."""
+
+    def __init__(self, profiler):
+        self.profiler = profiler
+        self.groups = {}    # id(group) -> (n, its note text)
+        self.note_failed = False
+        self.calls = Collectives(profiler, self.group_size, torch.Tensor)
+        # On the GPU: made only when the profiler times the device; the wrappers check it
+        # once, when made (the CPU path is the C call alone).
+        self.device = _Device(profiler) if times_device(profiler) else None
+
+    def group_size(self, group, functional):
+        """n of a group the C side has not seen (a c10d None: the default group, read here:
+        dist.group.WORLD is a property of Python code), noting it."""
+        if not functional and group is None:
+            group = dist.group.WORLD
+        key = id(group)
+        if key not in self.groups:
+            self._note_group(key, group)
+        return self.groups[key][0]
+
+    def _note_group(self, key, group):
+        try:
+            n = group.size()
+            ranks = dist.get_process_group_ranks(group) if n <= _SMALL_GROUP else None
+        except Exception:  # not a process group (a functional collective's other forms)
+            n, ranks = _functional_group_size(group), None
+        text = f"{n} ranks" + (f" [{','.join(map(str, ranks))}]" if ranks else "")
+        self.groups[key] = (n, text)
+        if not self.note_failed:
+            try:
+                self.profiler.note("collectives.groups",
+                                   "; ".join(sorted({t for _n, t in self.groups.values()})))
+            except Exception:  # a closed profiler: the figures go nowhere anyway
+                self.note_failed = True
+
+    def site(self, name, table, group_pos, functional):
+        """The C side's index of a wrapped function of op name: its byte rule and group."""
+        where, kind = table[name]
+        op = self.calls.op(name, _KINDS[kind])
+        if name == "batch_isend_irecv" and not functional:
+            rule, pos, kw = _BYTES_P2P_LIST, 0, None
+        elif where is None:
+            rule, pos, kw = _BYTES_NONE, -1, None
+        else:
+            rule, (pos, kw) = _BYTES_ARG, where
+        gathers = functional and name in _FUNCTIONAL_GATHERS
+        return self.calls.site(op, rule, pos, kw, group_pos, functional, gathers)
 
 
 _recorder = None  # the _Recorder of the installed instrumentation, None when none
@@ -362,107 +368,13 @@ def _functional_group_size(group):
         return dist.get_world_size() if dist.is_initialized() else 1
 
 
-_ours_by_module = {}  # id(a module's globals) -> whether the module is stepwatch's
-
-
-def _ours(frame):
-    """Whether a call comes from stepwatch itself (its cross-rank rounds). A module's
-    globals live as long as the module: their id is a key the check reads in one lookup."""
-    g = frame.f_globals
-    ours = _ours_by_module.get(id(g))
-    if ours is None:
-        if len(_ours_by_module) >= 1024:  # globals made per call (exec): forget, stay small
-            _ours_by_module.clear()
-        ours = _ours_by_module[id(g)] = g.get("__name__", "").startswith("stepwatch.")
-    return ours
-
-
-def _arg(args, kwargs, where):
-    pos, name = where
-    return args[pos] if len(args) > pos else kwargs.get(name)
-
-
-def _timed(original, args, kwargs, compiling, on_device=None):
-    """Call a wrapped collective: (recorder, result, start, end) when the call is to be
-    recorded, else (None, result, 0, 0) -- no recorder, inside another timed call, traced by
-    torch.compile, or made by stepwatch itself (its rounds, and the calls they make).
-    on_device(args, kwargs): whether the call is a synchronous one on CUDA tensors, asked
-    only with device time on: then it is bracketed by events on the current stream."""
-    rec = _recorder
-    if rec is None or _local.inside or compiling():
-        result = original(*args, **kwargs)
-        if _local.works is not None and result is not None:
-            _local.works.append(result)
-        return None, result, 0, 0
-    if _ours(sys._getframe(2)):  # the wrapper's caller
-        with quiet():
-            return None, original(*args, **kwargs), 0, 0
-    device = rec.device
-    token = device.device_comm_begin() if device is not None and on_device and \
-        on_device(args, kwargs) else 0
-    _local.inside = True
-    t0 = now_ns()
-    try:
-        result = original(*args, **kwargs)
-    finally:
-        t1 = now_ns()
-        _local.inside = False
-        if token:
-            device.device_comm_end(token)
-    return rec, result, t0, t1
-
-
-def _sync_on_cuda(name, where):
-    """on_device for c10d op name: not async_op, on CUDA tensors (send and recv always wait;
-    isend, irecv and batch_isend_irecv never do)."""
-    if where is None or name in ("isend", "irecv", "batch_isend_irecv"):
-        return None
-    async_pos = _POSITIONAL_GROUP.get(name, 98) + 1 if name not in ("send", "recv") else None
-
-    def on_device(args, kwargs):
-        if async_pos is not None and (kwargs.get("async_op") or
-                                      (len(args) > async_pos and args[async_pos])):
-            return False
-        return not _on_cpu(_arg(args, kwargs, where))
-    return on_device
-
-
-def _wrap_c10d(name, original):
-    where, kind = C10D_OPS[name]
-    compiling = torch.compiler.is_compiling
-    on_device = _sync_on_cuda(name, where)
-
-    def collective(*args, **kwargs):
-        rec, result, t0, t1 = _timed(original, args, kwargs, compiling, on_device)
-        if rec is None:
-            return result
-        try:
-            op = rec.op(name, where, kind)
-            if name == "batch_isend_irecv":  # the P2POps' tensors, the first one's group
-                ops = args[0] if args else kwargs.get("p2p_op_list", ())
-                nbytes = sum(_nbytes(p.tensor) for p in ops)
-                group = ops[0].group if ops else None
-                cpu = _on_cpu([p.tensor for p in ops[:1]])
-            else:
-                tensors = _arg(args, kwargs, where) if where is not None else None
-                nbytes, cpu = _nbytes(tensors), _on_cpu(tensors)
-                group = kwargs.get("group")
-                if group is None and len(args) > _POSITIONAL_GROUP.get(name, 99):
-                    group = args[_POSITIONAL_GROUP[name]]
-            n = rec.group_size(group)
-            rec.record(op, nbytes, n, t0, t1, result, cpu)
-        except Exception:  # never fail the user's collective for a figure
-            pass
-        return result
-    return collective
-
-
-# Where a c10d call's group is when passed by position.
+# Where a c10d call's group is when passed by position (-1: by keyword only).
 _POSITIONAL_GROUP = {
     "all_reduce": 2, "all_reduce_coalesced": 2, "all_gather": 2, "all_gather_single": 2,
     "all_gather_into_tensor": 2, "reduce_scatter": 3, "reduce_scatter_single": 3,
     "reduce_scatter_tensor": 3, "all_to_all": 2, "all_to_all_single": 4, "broadcast": 2,
-    "reduce": 3, "barrier": 0, "send": 2, "recv": 2, "isend": 2, "irecv": 2}
+    "reduce": 3, "barrier": 0, "send": 2, "recv": 2, "isend": 2, "irecv": 2,
+    "batch_isend_irecv": -1}
 
 
 # Where a functional collective's group is when passed by position.
@@ -473,72 +385,48 @@ _FUNCTIONAL_GROUP = {
     "broadcast": 2}
 
 
-def _wrap_functional(name, original):
-    where, kind = FUNCTIONAL_OPS[name]
+def _wrap(rec, site, original, where, on_device):
+    """The Python function torch sees in the original's place: code being traced by
+    torch.compile calls through (the C call would break its graph; dynamo also maps the
+    original c10d functions to functional ones by identity); the rest is the C side's
+    (timed unless inside another timed call or made by stepwatch itself), with the device's
+    events around it when the profiler times the device."""
     compiling = torch.compiler.is_compiling
-    gathers = name in _FUNCTIONAL_GATHERS
-    group_pos = _FUNCTIONAL_GROUP[name]
+    call = rec.calls.call
+    device = rec.device
 
-    def functional(*args, **kwargs):
-        rec, result, t0, t1 = _timed(original, args, kwargs, compiling)
-        if rec is None:
-            return result
-        try:
-            group = kwargs.get("group", args[group_pos] if len(args) > group_pos else None)
-            key = id(group)
-            if key not in rec.groups:
-                rec._note_group(key, group)
-            n = rec.groups[key][0]
-            tensors = _arg(args, kwargs, where)
-            nbytes = _nbytes(tensors) * (n if gathers else 1)
-            op = rec.op(name, where, kind)
-            pending = result if isinstance(result, (torch.Tensor, list)) else None
-            rec.record(op, nbytes, n, t0, t1, pending, _on_cpu(tensors))
-        except Exception:
-            pass
-        return result
-    return functional
+    if device is not None:
+        def on_gpu(*args, **kwargs):
+            if compiling():
+                return original(*args, **kwargs)
+            return device.collective(call, site, original, args, kwargs, on_device, where)
+        return on_gpu
+
+    def collective(*args, **kwargs):
+        if compiling():
+            return original(*args, **kwargs)
+        return call(site, original, args, kwargs)
+    return collective
 
 
-def _wrap_work_wait(original):
-    def wait(self, *args, **kwargs):
-        rec = _recorder
-        if rec is None or _local.inside:
-            return original(self, *args, **kwargs)
-        t0 = now_ns()
-        try:
-            if rec.device is not None and id(self) in rec.cuda_pending:
-                return rec.device_wait(id(self), original, (self,) + args, kwargs)
-            return original(self, *args, **kwargs)
-        finally:
-            t1 = now_ns()
-            try:
-                rec.waited(id(self), t0, t1, None)
-            except Exception:
-                pass
-    return wait
+def _wrap_wait(rec, original, check_compiling):
+    """Work.wait (or the functional wait_tensor): timed when a timed call left its work
+    pending, by the C side; a CUDA work's bracketed on the device (_Device.wait)."""
+    compiling = torch.compiler.is_compiling
+    wait = rec.calls.wait
+    if rec.device is not None:
+        wait = functools.partial(rec.device.wait, wait)
 
+    if check_compiling:
+        def wait_tensor(tensor, *args, **kwargs):
+            if compiling():
+                return original(tensor, *args, **kwargs)
+            return wait(original, tensor, args, kwargs)
+        return wait_tensor
 
-def _wrap_wait_tensor(original):
-    def wait_tensor(tensor, *args, **kwargs):
-        rec = _recorder
-        if rec is None or _local.inside or torch.compiler.is_compiling():
-            return original(tensor, *args, **kwargs)
-        key = id(tensor)
-        if rec.device is not None and key in rec.cuda_pending:
-            return rec.device_wait(key, original, (tensor,) + args, kwargs)
-        if key not in rec.pending:  # a tensor no timed collective made
-            return original(tensor, *args, **kwargs)
-        t0 = now_ns()
-        try:
-            return original(tensor, *args, **kwargs)
-        finally:
-            t1 = now_ns()
-            try:
-                rec.waited(key, t0, t1, None)
-            except Exception:
-                pass
-    return wait_tensor
+    def work_wait(self, *args, **kwargs):
+        return wait(original, self, args, kwargs)
+    return work_wait
 
 
 def install(profiler, patch):
@@ -548,17 +436,22 @@ def install(profiler, patch):
     global _recorder
     if not dist.is_available():
         return []
+    rec = _Recorder(profiler)
     c10d = dist.distributed_c10d
     done = []
     for name in C10D_OPS:
         original = c10d.__dict__.get(name)
         if original is None:
             continue
-        wrapper = patch(c10d, name, lambda orig, name=name: _wrap_c10d(name, orig))
+        site = rec.site(name, C10D_OPS, _POSITIONAL_GROUP[name], False)
+        where = C10D_OPS[name][0]
+        sync = _sync_on_cuda(name, where)
+        wrapper = patch(c10d, name, lambda orig, site=site, where=where, sync=sync:
+                        _wrap(rec, site, orig, where, sync))
         if dist.__dict__.get(name) is original:  # torch.distributed re-exports it
             patch(dist, name, lambda _orig, w=wrapper: w)
         done.append(name)
-    patch(c10d.Work, "wait", _wrap_work_wait)
+    patch(c10d.Work, "wait", lambda orig: _wrap_wait(rec, orig, False))
     try:
         import torch.distributed._functional_collectives as funcol
     except ImportError:
@@ -566,15 +459,22 @@ def install(profiler, patch):
     if funcol is not None:
         for name in FUNCTIONAL_OPS:
             if name in funcol.__dict__:
-                patch(funcol, name, lambda orig, name=name: _wrap_functional(name, orig))
+                site = rec.site(name, FUNCTIONAL_OPS, _FUNCTIONAL_GROUP[name], True)
+                where = FUNCTIONAL_OPS[name][0]  # never blocks the stream: its wait may
+                patch(funcol, name, lambda orig, site=site, where=where:
+                      _wrap(rec, site, orig, where, None))
                 done.append("functional." + name)
         if "wait_tensor" in funcol.__dict__:
-            patch(funcol, "wait_tensor", _wrap_wait_tensor)
-    _recorder = _Recorder(profiler)
+            patch(funcol, "wait_tensor", lambda orig: _wrap_wait(rec, orig, True))
+    if _recorder is not None:
+        _recorder.calls.stop()
+    _recorder = rec
     return done
 
 
 def uninstall():
     """Stop recording (the instrumentation restores the attributes)."""
     global _recorder
+    if _recorder is not None:
+        _recorder.calls.stop()
     _recorder = None

@@ -16,10 +16,13 @@ What it adds, and where (docs/ranks.md):
   collective wait  DDP's gradient all-reduce, through a comm hook wrapping torch's own
                    ``allreduce_hook`` (what DDP does without a hook), registered at the
                    model's first forward when the model has no comm hook of its own (a hook
-                   of yours stays, and the wait is then not measured). The last bucket's
-                   all-reduce, from its launch (the backward's compute is done) to its
-                   completion, is the action "collective:allreduce": the time this rank
-                   waits for the slowest one.
+                   of yours stays, and the wait is then not measured). Every bucket's
+                   all-reduce is the action "collective:allreduce", its bytes the counter
+                   comm:allreduce:bytes and its bandwidth comm:allreduce:<class>:algbw
+                   (from when it starts moving: its launch, or the bucket before's end);
+                   its time is the part after the last bucket's launch (the backward's
+                   compute done): the time this rank waits for the slowest one. A bucket
+                   done before is hidden behind the compute and counts with no time.
   clock offsets    at the first DDP forward, each rank's wall clock minus rank 0's (eight
                    ping-pongs with rank 0, the shortest round trip counting), kept in its
                    run file's metadata: exports put every rank on rank 0's clock.
@@ -131,18 +134,58 @@ def _bytes(tensor):
 # ---- the comm hook ---------------------------------------------------------------------------
 
 class _HookState:
-    """What the comm hook needs: the DDP model's process group, the action it records, and
-    the profiler when it times the device (else None)."""
-    __slots__ = ("group", "action", "device")
+    """What the comm hook needs and keeps: the DDP model's process group, the action it
+    records, and per backward the times that split each bucket's all-reduce into the part
+    hidden behind the backward's compute and the part the rank waits for (the done-callbacks
+    run on the backend's threads: the lock keeps the times whole)."""
+    __slots__ = ("group", "action", "profiler", "device", "n", "total", "classes", "lock",
+                 "backward", "last_launch", "last_end")
 
-    def __init__(self, group, action, device=None):
+    def __init__(self, group, action, profiler, device=None):
         self.group = group
         self.action = action
-        self.device = device
+        self.profiler = profiler
+        self.device = device      # the profiler when it times the device, else None
+        self.n = group.size() if group is not None else dist.get_world_size()
+        self.total = 0            # the bytes all-reduced so far (comm:allreduce:bytes)
+        self.classes = {}         # bit length of a bucket's size -> its bandwidth counters
+        self.lock = threading.Lock()
+        self.backward = 0         # the backwards seen: a bucket's is the one it launched in
+        self.last_launch = (-1, 0)  # (backward, when) of the last bucket launched
+        self.last_end = 0         # when the latest all-reduce ended
+
+    def done(self, backward, launch, nbytes, fut):
+        end = _sw.now_ns()
+        with self.lock:
+            # the backend runs the buckets in order: one starts moving when the one before
+            # ends (or at its launch), which the bandwidth is timed from
+            moving = max(launch, self.last_end)
+            self.last_end = max(self.last_end, end)
+            last_backward, last_launch = self.last_launch
+            # the rank waits from its last bucket's launch (the backward's compute done):
+            # a bucket that ended before is hidden, counted with no time
+            start = max(moving, last_launch) if last_backward == backward else end
+            self.total += nbytes
+            total = self.total
+        self.action.record(min(start, end), end)  # never raises, a no-op once closed
+        counter = self.profiler.counter
+        counter("comm:allreduce:bytes", total)
+        if nbytes and end > moving:
+            k = nbytes.bit_length()
+            names = self.classes.get(k)
+            if names is None:
+                label = f"comm:allreduce:{_collectives.size_class(nbytes)}"
+                names = self.classes[k] = (label + ":algbw", label + ":busbw")
+            algbw = nbytes / (end - moving)  # bytes per ns = GB/s
+            counter(names[0], algbw)
+            counter(names[1], algbw * _collectives.bus_factor("all_reduce", self.n))
 
 
-def _allreduce_done(action, start, fut):
-    action.record(start, _sw.now_ns())  # never raises, a no-op once the profiler closed
+def _allreduce_done(state, backward, launch, nbytes, fut):
+    try:
+        state.done(backward, launch, nbytes, fut)
+    except Exception:  # a closed profiler: the figures go nowhere; the gradients go on
+        pass
 
 
 def _device_tail(profiler):
@@ -162,16 +205,19 @@ def _device_tail(profiler):
 
 
 def timed_allreduce(state, bucket):
-    """torch's default all-reduce (``allreduce_hook``), the last bucket's wait recorded. The
-    future DDP gets is the default hook's own (a done-callback does not wrap its errors).
-    With device time on and the bucket on the GPU: the last buckets' exposed tail on the
-    device, and NCCL's own time of each bucket where TORCH_NCCL_ENABLE_TIMING=1."""
+    """torch's default all-reduce (``allreduce_hook``), every bucket counted with its bytes;
+    its time is what the rank waits for it once the backward's compute is done. The future
+    DDP gets is the default hook's own (a done-callback does not wrap its errors). With
+    device time on and the bucket on the GPU: the last buckets' exposed tail on the device,
+    and NCCL's own time of each bucket where TORCH_NCCL_ENABLE_TIMING=1."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    device = state.device if state.device is not None and bucket.buffer().is_cuda else None
+    buffer = bucket.buffer()
+    nbytes = buffer.nbytes
+    device = state.device if state.device is not None and buffer.is_cuda else None
     last = bucket.is_last()
     # timed here, not again as collective:all_reduce
     with _collectives.quiet(), _collectives.works_of(device) as works:
-        start = _sw.now_ns() if last else 0
+        launch = _sw.now_ns()
         fut = allreduce_hook(state.group, bucket)
     if device is not None:
         try:
@@ -180,8 +226,12 @@ def timed_allreduce(state, bucket):
                 _device_tail(device)
         except Exception:  # never fail the user's backward for a figure
             pass
-    if last:
-        fut.add_done_callback(functools.partial(_allreduce_done, state.action, start))
+    with state.lock:
+        backward = state.backward
+        if last:
+            state.last_launch = (backward, launch)
+            state.backward += 1
+    fut.add_done_callback(functools.partial(_allreduce_done, state, backward, launch, nbytes))
     return fut
 
 
@@ -406,8 +456,8 @@ class Watch:
             self.not_measured.append((weakref.ref(ddp), "the model has a comm hook of its own"))
             return
         device = self.profiler if _collectives.times_device(self.profiler) else None
-        ddp.register_comm_hook(_HookState(ddp.process_group, self._collective, device),
-                               timed_allreduce)
+        ddp.register_comm_hook(_HookState(ddp.process_group, self._collective, self.profiler,
+                                          device), timed_allreduce)
         self.measured.append(weakref.ref(ddp))
 
     # -- collectives: every rank calls these at the same point --

@@ -96,6 +96,8 @@ size_t sw__slow_keep(sw__slow_entry *kept, size_t n, size_t cap, int rank, const
 const char *sw__slow_advice(sw_cause c);
 /* The "slow-collective" finding from the collectives' bandwidth counters (diagnose_comm.c). */
 void sw__diagnose_comm(sw__diagnosis *d, const sw_snapshot *s);
+/* The "rank-wait" finding: the cross-rank view's wait line, when it has one (diagnose_comm.c). */
+void sw__diagnose_rank_wait(sw__diagnosis *d, const sw_ranks *r);
 /* The findings of the device time in s, if any (diagnose_device.c). */
 void sw__diagnose_device(sw__diagnosis *d, const sw_snapshot *s);
 /* The steps torch.compile compiled in, from the run's "compiled_steps" note

@@ -773,6 +773,7 @@ int sw__diagnose(const sw__input *in, sw__diagnosis *d) {
         check_unseen(d, in->snap);
         sw__diagnose_device(d, in->snap);
         sw__diagnose_comm(d, in->snap);
+        sw__diagnose_rank_wait(d, in->ranks);
         sw__diagnose_drift(d, &c.drift);
         sw__diagnose_goodput(d, in->snap);
         sort_findings(d);

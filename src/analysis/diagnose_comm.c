@@ -1,6 +1,7 @@
 /*
- * diagnose_comm.c — the "slow-collective" finding: a collective's size class whose typical
- * bus bandwidth is far below the best the same size reached in the run (docs/collectives.md).
+ * diagnose_comm.c — the collectives' findings: "slow-collective", a collective's size class
+ * whose typical bus bandwidth is far below the best the same size reached in the run
+ * (docs/collectives.md), and "rank-wait", the cross-rank view's wait line (docs/ranks.md).
  *
  * The rows come from the bandwidth counters of the collectives (report/comm_bandwidth.c).
  * Calls of one size move the same bytes over the same links, so latency does not excuse a
@@ -10,6 +11,7 @@
  */
 #include "analysis_internal.h"
 #include "report/writer.h"
+#include "stepwatch/ranks.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,4 +53,22 @@ void sw__diagnose_comm(sw__diagnosis *d, const sw_snapshot *s) {
     sw__finding_number(f, "best busbw", worst->best_busbw, "GB/s");
     sw__finding_number(f, "share of best", worst_share * 100.0, "%");
     sw__finding_number(f, "calls", (double)worst->calls, "");
+}
+
+/* The one line of the cross-rank view on waiting ("rank 3 made the other 7 ranks wait 41 ms
+ * per step in all-gather (its own blame: data)"), as a finding when the view has one: the
+ * straggler finding says who is slow, this one what it costs the ranks that synchronize. */
+void sw__diagnose_rank_wait(sw__diagnosis *d, const sw_ranks *r) {
+    char line[sizeof((sw__finding *)0)->sentence];
+    if (r == NULL || sw_ranks_wait_sentence(r, line, sizeof line)[0] == '\0')
+        return;
+    sw__finding *f = sw__finding_add(d, "rank-wait", SW__SEV_WARNING);
+    if (!f)
+        return;
+    snprintf(f->title, sizeof f->title, "Rank %d makes %d other rank%s wait in %.40s", r->wait_rank,
+             r->waiting_ranks, r->waiting_ranks == 1 ? "" : "s", r->wait_op);
+    snprintf(f->sentence, sizeof f->sentence, "%s", line);
+    sw__finding_number(f, "rank", r->wait_rank, "");
+    sw__finding_number(f, "wait per step", r->wait_ns, "ns");
+    sw__finding_number(f, "waiting ranks", r->waiting_ranks, "");
 }

@@ -105,6 +105,12 @@ def main():
         check(view["answered"] == a.np and not view["missing"], "every rank answers")
     check(view["min_steps"] == STEPS - WARMUP, f"steps {view['min_steps']}")
     check(view["collective_ranks"] == view["answered"], "every rank timed its MPI_Allreduce")
+    # the wrappers count the bytes (comm:MPI_Allreduce:bytes): one all-reduce of 2^14 floats
+    # a step (mpi_train.c), so the op's bytes per step and its bandwidth on every rank
+    ops = {op["name"]: op for op in view["ops"]}
+    allreduce = ops.get("MPI_Allreduce", {})
+    check(allreduce.get("bw_ranks") == view["answered"] and
+          allreduce.get("bytes_per_step") == (1 << 14) * 4, f"MPI_Allreduce's bytes {allreduce}")
     blamed = {s["rank"]: s for s in view["stragglers"]}
     own = own_times(out, a.np, a.kill)
     for rank, blame, column in ((a.data, "data", 0), (a.compute, "compute", 1)):

@@ -93,6 +93,29 @@ for _ in range(STEPS):
 dist.destroy_process_group()
 """
 
+# DDP with small buckets: several all-reduces per backward, each one counted. DDP's own
+# figures are the truth: one bucket at the first step, rebuilt after it into the sizes of
+# bucket_cap_mb (1 MiB: four 1 MiB weights, one bucket each).
+BUCKETS_SCRIPT = """
+import datetime, json, os, torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+STEPS = int(os.environ["STEPS"])
+model = torch.nn.Sequential(*[torch.nn.Linear(512, 512, bias=False) for _ in range(4)])
+ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+for _ in range(STEPS):
+    opt.zero_grad()
+    ddp(torch.randn(8, 512)).pow(2).mean().backward()
+    opt.step()
+ddp_data = ddp._get_ddp_logging_data()
+first = [int(b) for b in ddp_data["bucket_sizes"].split(",")]
+rebuilt = [int(b) for b in ddp_data["rebuilt_bucket_sizes"].split(",")]
+grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+with open(f"buckets-{dist.get_rank()}.json", "w") as f:
+    json.dump({"first": first, "rebuilt": rebuilt, "grad_bytes": grad_bytes}, f)
+dist.destroy_process_group()
+"""
+
 LIGHTNING_SCRIPT = """
 import os, torch
 import lightning as L
@@ -219,6 +242,30 @@ def test_fsdp2_all_gathers_and_reduce_scatters_in_forward_and_backward(tmp_path,
     assert counters["comm:all_gather_single:bytes"]["last"] >= params * STEPS
     bwd = rows[("backward", "train")]
     assert bwd["total_ns"] - bwd["self_ns"] > 0, bwd
+
+
+def test_ddp_every_bucket_timed_and_counted(tmp_path, stepwatch_exe):
+    _run(stepwatch_exe, tmp_path, BUCKETS_SCRIPT)
+    for rank in range(2):
+        truth = json.loads((tmp_path / f"buckets-{rank}.json").read_text())
+        assert len(truth["rebuilt"]) == 4, truth  # the script's layout: several buckets
+        _data, rows, counters = _report(tmp_path / f"run-{rank}.db")
+        calls = len(truth["first"]) + len(truth["rebuilt"]) * (STEPS - 1)
+        allreduce = rows[("collective:allreduce", "all")]
+        assert allreduce["count"] == calls, (allreduce, truth)
+        assert counters["comm:allreduce:bytes"]["last"] == truth["grad_bytes"] * STEPS
+        assert sum(truth["first"]) == sum(truth["rebuilt"]) == truth["grad_bytes"]
+        # one bandwidth sample a bucket, in its size class
+        assert counters["comm:allreduce:1MiB:algbw"]["count"] == 4 * (STEPS - 1)
+        assert counters["comm:allreduce:4MiB:algbw"]["count"] == 1
+        assert counters["comm:allreduce:1MiB:busbw"]["mean"] == \
+            pytest.approx(counters["comm:allreduce:1MiB:algbw"]["mean"])  # 2(n-1)/n = 1
+        # the time is the wait after the backward, never the buckets' overlapping spans
+        # summed: within the steps' own time
+        step = rows[("step", "all")]
+        assert 0 < allreduce["total_ns"] < step["total_ns"], (allreduce, step)
+        # the explicit all_reduce calls of DDP's hook are not counted again
+        assert ("collective:all_reduce", "all") not in rows
 
 
 def test_lightning_ddp_syncs_under_stepwatch_run(tmp_path, stepwatch_exe):

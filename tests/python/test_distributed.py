@@ -204,6 +204,10 @@ def test_torchrun_names_the_slow_rank_and_its_blame(nproc, slow, tmp_path, stepw
     diag = subprocess.run([stepwatch_exe, "diagnose", str(paths[0])], capture_output=True,
                           text=True)
     assert f"Straggler: rank {worst['rank']}, {cause}" in diag.stdout, diag.stdout
+    # ... and the wait it causes, the view's one line (its figure from the same payloads)
+    assert f"Rank {wait['rank']} makes {wait['waiting_ranks']} other rank" in diag.stdout, \
+        diag.stdout
+    assert wait["sentence"].split(" wait ")[0] + " wait " in diag.stdout, diag.stdout
     # offline: the rank files merged give the same view, and one trace on one clock
     merged = tmp_path / "all.db"
     m = subprocess.run([stepwatch_exe, "merge", "-o", str(merged), "-f", "json"] +
