@@ -228,24 +228,22 @@ class _Device:
         self.nccl_timing = os.environ.get("TORCH_NCCL_ENABLE_TIMING", "0") not in ("", "0")
         self.timed_works = collections.deque()  # CUDA works whose NCCL time is to read
 
-    def collective(self, call, site, original, args, kwargs, on_device, where):
-        """One wrapped call: a synchronous one on CUDA tensors bracketed (the stream waits
-        for NCCL's: exposed in full); an async one's work kept for its wait()."""
-        profiler = self.profiler
-        token = profiler.device_comm_begin() if on_device is not None and \
-            on_device(args, kwargs) else 0
-        try:
-            result = call(site, original, args, kwargs)
-        finally:
-            if token:
-                profiler.device_comm_end(token)
-        if result is None or token:
-            return result
-        if _local.works is not None:
-            _local.works.append(result)
-        elif where is not None and not _on_cpu(_arg(args, kwargs, where)):
-            self.cuda_work(result)
-        return result
+    def begin(self, on_device, args, kwargs):
+        """Before a wrapped call: a synchronous one on CUDA tensors is bracketed (the stream
+        waits for NCCL's: exposed in full): its token, else 0."""
+        if on_device is None or not on_device(args, kwargs):
+            return 0
+        return self.profiler.device_comm_begin()
+
+    def end(self, token, result, where, args, kwargs):
+        """After it: the bracket closed, or an async CUDA call's work kept for its wait()."""
+        if token:
+            self.profiler.device_comm_end(token)
+        elif result is not None:
+            if _local.works is not None:
+                _local.works.append(result)
+            elif where is not None and not _on_cpu(_arg(args, kwargs, where)):
+                self.cuda_work(result)
 
     def cuda_work(self, result):
         """An async CUDA work (or a functional collective's tensor): its wait() is to be
@@ -281,17 +279,13 @@ class _Device:
             works.popleft()
             self.profiler.device_comm_ns(ns)
 
-    def wait(self, wait, original, waited, args, kwargs):
-        """wait() (or wait_tensor) through the C path; a CUDA work's bracketed on the current
-        stream: the stall it puts there."""
+    def wait_begin(self, waited):
+        """Before wait() (or wait_tensor): a CUDA work's is bracketed on the current stream,
+        the stall it puts there: its token, else 0."""
         if id(waited) not in self.pending:
-            return wait(original, waited, args, kwargs)
+            return 0
         del self.pending[id(waited)]
-        token = self.profiler.device_comm_begin()
-        try:
-            return wait(original, waited, args, kwargs)
-        finally:
-            self.profiler.device_comm_end(token)
+        return self.profiler.device_comm_begin()
 
 
 class _Recorder:
@@ -395,11 +389,16 @@ def _wrap(rec, site, original, where, on_device):
     call = rec.calls.call
     device = rec.device
 
-    if device is not None:
+    if device is not None:  # the C call made from here: its caller is the program's
         def on_gpu(*args, **kwargs):
             if compiling():
                 return original(*args, **kwargs)
-            return device.collective(call, site, original, args, kwargs, on_device, where)
+            token, result = device.begin(on_device, args, kwargs), None
+            try:
+                result = call(site, original, args, kwargs)
+                return result
+            finally:
+                device.end(token, result, where, args, kwargs)
         return on_gpu
 
     def collective(*args, **kwargs):
@@ -414,8 +413,9 @@ def _wrap_wait(rec, original, check_compiling):
     pending, by the C side; a CUDA work's bracketed on the device (_Device.wait)."""
     compiling = torch.compiler.is_compiling
     wait = rec.calls.wait
-    if rec.device is not None:
-        wait = functools.partial(rec.device.wait, wait)
+    device = rec.device
+    if device is not None:
+        wait = functools.partial(_device_wait, device, wait)
 
     if check_compiling:
         def wait_tensor(tensor, *args, **kwargs):
@@ -427,6 +427,15 @@ def _wrap_wait(rec, original, check_compiling):
     def work_wait(self, *args, **kwargs):
         return wait(original, self, args, kwargs)
     return work_wait
+
+
+def _device_wait(device, wait, original, waited, args, kwargs):
+    token = device.wait_begin(waited)
+    try:
+        return wait(original, waited, args, kwargs)
+    finally:
+        if token:
+            device.profiler.device_comm_end(token)
 
 
 def install(profiler, patch):
