@@ -13,8 +13,8 @@
 #define SW__FAULTS_MIN 64u
 
 static const char *const cause_names[SW_CAUSE_COUNT] = {
-    "",     "unknown",     "gc",        "compile", "checkpoint", "eval",
-    "data", "page_faults", "preempted", "blocked", "allocator",  "steal"};
+    "",          "unknown", "gc",        "compile", "checkpoint", "eval",     "data", "page_faults",
+    "preempted", "blocked", "allocator", "steal",   "sync",       "throttled"};
 
 const char *sw_cause_name(sw_cause cause) {
     return (unsigned)cause < SW_CAUSE_COUNT ? cause_names[cause] : NULL;
