@@ -978,6 +978,11 @@ SW_API sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns,
 /* Off the CPU over r's OS reading (os_wall_ns - cpu_ns), at most r->duration_ns; 0 without a
  * reading. */
 SW_API uint64_t sw_step_off_cpu_ns(const sw_step_record *r);
+/* Of that, the part the thread was runnable (preempted; the rest was blocked): with
+ * schedstat's run delay, the off-CPU time less the reading's blocked time (which goes to the
+ * slow step first: docs/slow-steps.md); without it, all of it when involuntary switches
+ * outnumber voluntary ones, else none. */
+SW_API uint64_t sw_step_runnable_ns(const sw_step_record *r);
 /* One line of evidence for slow step r into buf (at most size bytes, NUL included): "step
  * 4213: 182 ms (median 31 ms): gc generation 2, 148 ms, 1.9 M objects". Returns buf. */
 SW_API char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size);

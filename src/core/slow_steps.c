@@ -58,14 +58,18 @@ uint64_t sw_step_off_cpu_ns(const sw_step_record *r) {
     return at_most(g->os_wall_ns - g->cpu_ns, r->duration_ns);
 }
 
-/* The part of the off-CPU time the thread was preempted (runnable, waiting for a CPU):
- * schedstat's run delay where it was read; else all of it when involuntary switches
- * outnumber voluntary ones (another process had the CPU), none otherwise. */
-static uint64_t preempted_ns(const sw_step_record *r, uint64_t off) {
+/* The reading may cover steps before this one, which were not slow: their off-CPU time is
+ * mostly preemption (a loaded machine's, spread over every step), rarely blocking, which is
+ * what makes a step slow. So the reading's blocked time (its off-CPU time less the run
+ * delay) goes to this step first, and the rest of the step's off-CPU time was runnable. */
+uint64_t sw_step_runnable_ns(const sw_step_record *r) {
     const sw_step_signals *g = &r->signals;
-    if (g->has_runnable)
-        return at_most(g->runnable_ns, off);
-    return g->involuntary_switches > g->voluntary_switches ? off : 0;
+    uint64_t off = sw_step_off_cpu_ns(r);
+    if (!g->has_runnable)
+        return g->involuntary_switches > g->voluntary_switches ? off : 0;
+    uint64_t reading_off = g->os_wall_ns > g->cpu_ns ? g->os_wall_ns - g->cpu_ns : 0;
+    uint64_t blocked = reading_off > g->runnable_ns ? reading_off - g->runnable_ns : 0;
+    return off - at_most(blocked, off);
 }
 
 /* Nothing the program timed explains the step's excess: the allocator, if it retried or ran
@@ -118,7 +122,7 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
      * as long as the preemption made it: the program's causes explain their time less the
      * preempted time. */
     uint64_t off = sw_step_off_cpu_ns(r);
-    uint64_t taken = preempted_ns(r, off);
+    uint64_t taken = sw_step_runnable_ns(r);
     uint64_t data = r->category_ns[SW_CAT_DATA];
     uint64_t faults = g->minor_faults + g->major_faults;
     uint64_t fault_ns = 0;

@@ -28,11 +28,11 @@ static const char *load_text(const sw_step_signals *g, char *buf, size_t size) {
     return buf;
 }
 
-/* The runnable part of the off-CPU time: schedstat's where read, else all of it when the
- * step was called preempted (by its switches) and none when blocked. */
+/* The runnable part of the off-CPU time (sw_step_runnable_ns); a step called preempted
+ * without schedstat was all runnable. */
 static uint64_t runnable_of(const sw_step_record *r, uint64_t off) {
     if (r->signals.has_runnable)
-        return r->signals.runnable_ns < off ? r->signals.runnable_ns : off;
+        return sw_step_runnable_ns(r);
     return r->cause == SW_CAUSE_PREEMPTED ? off : 0;
 }
 
