@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from test_slow_steps import off_cpu, slow_steps
+from test_slow_steps import runnable_part, slow_steps
 
 pytest.importorskip("torch")
 
@@ -64,15 +64,6 @@ CHILD = textwrap.dedent("""
     p.close()
     print(json.dumps({{"patched": patched, "restored": restored, "rows": rows}}))
 """).format(slow=SLOW)
-
-
-def runnable_part(r):
-    """The runnable part of a slow step's off-CPU time, as sw_step_runnable_ns counts it."""
-    off = off_cpu(r)
-    if r["runnable_ns"] is None:
-        return off if r["involuntary_switches"] > r["voluntary_switches"] else 0
-    blocked = max(r["os_wall_ns"] - r["cpu_ns"] - r["runnable_ns"], 0)
-    return off - min(blocked, off)
 
 
 def test_a_synchronizing_item_explains_its_step(tmp_path):
