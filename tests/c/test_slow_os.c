@@ -78,6 +78,11 @@ static void test_split_rule(void **state) {
     r.signals.voluntary_switches = 2;
     r.signals.involuntary_switches = 73;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_BLOCKED);
+    /* The machine's steal is not blocking: 40 ms not runnable, 50 % of 66 ms stolen. */
+    r.signals.steal_permille = 500;
+    assert_int_equal(sw_step_runnable_ns(&r), 53 * MS);
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED);
+    r.signals.steal_permille = 0;
     r.signals.has_runnable = 0;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED); /* the fallback */
     /* A save that blocked on its writes, a little preempted: the checkpoint's. */

@@ -94,6 +94,7 @@ def runnable_part(r):
     if r.get("runnable_ns") is None:
         return off if r["involuntary_switches"] > r["voluntary_switches"] else 0
     blocked = max(r["os_wall_ns"] - r["cpu_ns"] - r["runnable_ns"], 0)
+    blocked = max(blocked - int(r["os_wall_ns"] * r["steal_permille"] / 1000.0), 0)
     return off - min(blocked, off)
 
 
