@@ -915,7 +915,7 @@ typedef struct sw_step_signals {
     /* Host blocking in synchronizing calls: the time of the spans named "sync ..."
      * (sw_cause_of) in the step, and the name of the longest ("sync .item()"; "" none). */
     uint64_t sync_ns;
-    char sync_call[48];
+    char sync_call[24]; /* the action name, cut to 23 bytes */
     /* NVML's clock event reasons (nvmlClocksEventReason* bits) of the device samples the
      * step overlapped, any GPU (0: none, or no NVML sampler); SW_CLOCK_SLOWDOWN_MASK are
      * the ones that slow a step. */

@@ -61,7 +61,7 @@ def _timed_to(profiler):
 
 
 def _timed_synchronize(profiler):
-    action = profiler.action("sync torch.cuda.synchronize()")
+    action = profiler.action("sync cuda.synchronize()")  # fits sw_step_signals.sync_call
 
     def make(original):
         def synchronize(*args, **kwargs):

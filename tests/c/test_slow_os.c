@@ -219,20 +219,21 @@ static void sleep_ns(uint64_t ns) {
     nanosleep(&ts, NULL);
 }
 
-/* A process pinned to cpu that spins 30 ms of its own CPU time per byte read from the pipe;
- * it ends when the pipe is closed (it closes its own copy of the write end). */
-static pid_t start_competitor(int cpu, const int pipefd[2]) {
+/* A process pinned to cpu that spins 30 ms of its own CPU time per byte read from pipe
+ * fds[c]; it ends when that pipe is closed (it closes its copies of every write end). */
+static pid_t start_competitor(int cpu, int fds[2][2], int c) {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
-    close(pipefd[1]);
-    int fd = pipefd[0];
+    close(fds[0][1]);
+    close(fds[1][1]);
+    int fd = fds[c][0];
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     sched_setaffinity(0, sizeof one, &one);
-    char c;
-    while (read(fd, &c, 1) == 1)
+    char byte;
+    while (read(fd, &byte, 1) == 1)
         spin_cpu(30 * MS);
     _exit(0);
 }
@@ -253,11 +254,18 @@ static void test_split_ground_truth(void **state) {
     int cpu = sched_getcpu();
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    int pipefd[2];
-    assert_int_equal(pipe(pipefd), 0);
-    pid_t competitor = start_competitor(cpu, pipefd);
-    assert_true(competitor > 0);
-    close(pipefd[0]);
+    /* Two competitors: the loop gets a third of the CPU, off it two thirds of the step (with
+     * one, half: the rule's very edge). */
+    int pipefd[2][2];
+    pid_t competitor[2];
+    assert_int_equal(pipe(pipefd[0]), 0);
+    assert_int_equal(pipe(pipefd[1]), 0);
+    for (int c = 0; c < 2; c++) {
+        competitor[c] = start_competitor(cpu, pipefd, c);
+        assert_true(competitor[c] > 0);
+    }
+    close(pipefd[0][0]);
+    close(pipefd[1][0]);
 
     char path[300];
     snprintf(path, sizeof path, "%s/split.db", g_dir);
@@ -275,9 +283,10 @@ static void test_split_ground_truth(void **state) {
         sw_step_begin(p, 8);
         spin_cpu(MS);
         if (i == busy[0] || i == busy[1] || i == busy[2]) {
-            /* The loop joins the competitor on its CPU for this step: both want it. */
+            /* The loop joins the competitors on their CPU for this step: all want it. */
             assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
-            assert_int_equal(write(pipefd[1], "x", 1), 1);
+            assert_int_equal(write(pipefd[0][1], "x", 1), 1);
+            assert_int_equal(write(pipefd[1][1], "x", 1), 1);
             spin_cpu(30 * MS);
             assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
         }
@@ -287,8 +296,10 @@ static void test_split_ground_truth(void **state) {
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
     sw_profiler_free(p);
-    close(pipefd[1]);
-    waitpid(competitor, NULL, 0);
+    for (int c = 0; c < 2; c++) {
+        close(pipefd[c][1]);
+        waitpid(competitor[c], NULL, 0);
+    }
 
     static seen s;
     read_slow(path, &s);
