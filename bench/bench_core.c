@@ -7,7 +7,8 @@
  * and after 10^7 spans over 10 actions. Last, where the CPU has an invariant TSC, the same
  * with the TSC clock (SW_CLOCK_TSC; the switch is for the rest of the process): the pair
  * against both floors, two clock_gettime(CLOCK_MONOTONIC) reads and two TSC clock reads.
- * Then the slow steps' system call (docs/slow-steps.md): ns per getrusage(RUSAGE_THREAD),
+ * Then the slow steps' system calls (docs/slow-steps.md): ns per getrusage(RUSAGE_THREAD)
+ * and per pread of /proc/thread-self/schedstat (read with it),
  * which instruction counts do not see, and ns per empty step with the OS reads on and off
  * (SW_STEP_OS=0): their difference is what the reads cost a step (budget: 1 us).
  * Each figure is the median of 7 rounds.
@@ -15,9 +16,11 @@
  */
 #include "stepwatch.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #define PAIRS 2000000
@@ -69,6 +72,19 @@ static double getrusage_ns(void) {
     return (double)(sw_now_ns() - start) / SYSCALLS;
 }
 
+static double schedstat_ns(void) {
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    char buf[96];
+    uint64_t start = sw_now_ns();
+    for (int i = 0; i < SYSCALLS; i++)
+        if (pread(fd, buf, sizeof buf, 0) <= 0)
+            break;
+    close(fd);
+    return (double)(sw_now_ns() - start) / SYSCALLS;
+}
+
 /* ns per empty step of a new profiler, the OS reads on or off. */
 static double step_ns(int os) {
     if (!os)
@@ -89,7 +105,7 @@ static double step_ns(int os) {
 }
 
 typedef struct slow_costs {
-    double rusage, step_on, step_off;
+    double rusage, schedstat, step_on, step_off;
 } slow_costs;
 
 static int compare_double(const void *a, const void *b) {
@@ -136,13 +152,15 @@ static long rss_kib(void) {
 }
 
 static slow_costs slow_step_costs(void) {
-    double ru[ROUNDS], on[ROUNDS], off[ROUNDS];
+    double ru[ROUNDS], ss[ROUNDS], on[ROUNDS], off[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         ru[r] = getrusage_ns();
+        ss[r] = schedstat_ns();
         on[r] = step_ns(1);
         off[r] = step_ns(0);
     }
-    return (slow_costs){median(ru, ROUNDS), median(on, ROUNDS), median(off, ROUNDS)};
+    return (slow_costs){median(ru, ROUNDS), median(ss, ROUNDS), median(on, ROUNDS),
+                        median(off, ROUNDS)};
 }
 
 int main(int argc, char **argv) {
@@ -230,6 +248,7 @@ int main(int argc, char **argv) {
         printf("TSC clock: not measured (no invariant time-stamp counter here)\n");
     }
     printf("%-34s %8.1f ns\n", "getrusage(RUSAGE_THREAD)", slow.rusage);
+    printf("%-34s %8.1f ns\n", "pread(/proc/thread-self/schedstat)", slow.schedstat);
     printf("%-34s %8.1f ns %8.1f ns %+7.1f ns %8s\n", "empty step: OS reads on vs off",
            slow.step_on, slow.step_off, slow.step_on - slow.step_off, "<=1 us");
     if (argc > 1) {
@@ -245,9 +264,10 @@ int main(int argc, char **argv) {
             " \"rss_kib_before\": %ld, \"rss_kib_after\": %ld, \"spans\": 10000000,\n"
             " \"tsc\": %d, \"tsc_pair_ns\": %.2f, \"tsc_floor_ns\": %.2f,"
             " \"monotonic_floor_ns\": %.2f,\n \"getrusage_ns\": %.1f, \"step_ns_os_on\": %.1f,"
-            " \"step_ns_os_off\": %.1f}\n",
+            " \"step_ns_os_off\": %.1f, \"schedstat_ns\": %.1f}\n",
             pair1, floor1, pair1 / floor1, pair2, floor2, pair2 / floor2, before, after, tsc,
-            tsc_pair, tsc_floor, mono_floor, slow.rusage, slow.step_on, slow.step_off);
+            tsc_pair, tsc_floor, mono_floor, slow.rusage, slow.step_on, slow.step_off,
+            slow.schedstat);
         fclose(out);
     }
     return 0;

@@ -709,6 +709,8 @@ typedef enum sw_cause {
     SW_CAUSE_BLOCKED,     /* off the CPU, not runnable: I/O, a lock, a sleep, a device sync */
     SW_CAUSE_ALLOCATOR,   /* the CUDA caching allocator retried (freed its cache) or ran out */
     SW_CAUSE_STEAL,       /* the hypervisor gave the machine's CPUs to other guests (steal) */
+    SW_CAUSE_SYNC,        /* the host waited for the device in a synchronizing call (.item()) */
+    SW_CAUSE_THROTTLED,   /* a GPU slowed its clocks (thermal, power: NVML's clock reasons) */
     SW_CAUSE_COUNT
 } sw_cause;
 
@@ -874,7 +876,7 @@ SW_API int sw_ignite_write_handlers(FILE *out, const sw_ignite_row *rows, size_t
 #define SW_SLOW_WINDOW_SPANS 256u /* spans kept per step of a window (the rest counted) */
 
 /* "unknown", "gc", "compile", "checkpoint", "eval", "data", "page_faults", "preempted",
- * "blocked", "allocator", "steal" ("" for SW_CAUSE_NONE); NULL out of range. Static strings. */
+ * "blocked", "allocator", "steal", "sync", "throttled" ("" for SW_CAUSE_NONE); NULL out of range. Static strings. */
 SW_API const char *sw_cause_name(sw_cause cause);
 /* The cause an action of this name stands for when its spans run inside a step: "compile",
  * "checkpoint", "evaluate" and "valid"; SW_CAUSE_NONE for any other name. */
@@ -905,7 +907,32 @@ typedef struct sw_step_signals {
      * CPU time the hypervisor stole, in per mille, its 1-minute load average x 100, and its
      * CPUs. */
     uint32_t steal_permille, load_x100, cpus;
+    /* Of the off-CPU time over os_wall_ns, the part the thread was runnable, waiting for a
+     * CPU (/proc/thread-self/schedstat's run_delay, read with the OS figures): the rest was
+     * blocked. has_runnable 0: not read (no schedstat here, or no OS reading). */
+    uint64_t runnable_ns;
+    int has_runnable;
+    /* Host blocking in synchronizing calls: the time of the spans named "sync ..."
+     * (sw_cause_of) in the step, and the name of the longest ("sync .item()"; "" none). */
+    uint64_t sync_ns;
+    char sync_call[24]; /* the action name, cut to 23 bytes */
+    /* NVML's clock event reasons (nvmlClocksEventReason* bits) of the device samples the
+     * step overlapped, any GPU (0: none, or no NVML sampler); SW_CLOCK_SLOWDOWN_MASK are
+     * the ones that slow a step. */
+    uint64_t clock_reasons;
 } sw_step_signals;
+
+/* The clock event reasons that slow the GPU down (NVML's bits): software power cap (0x4),
+ * hardware slowdown (0x8), software thermal (0x20), hardware thermal (0x40), hardware power
+ * brake (0x80). Idle, application clock settings and sync boost are not a slowdown. */
+#define SW_CLOCK_POWER_CAP 0x4ull
+#define SW_CLOCK_HW_SLOWDOWN 0x8ull
+#define SW_CLOCK_SW_THERMAL 0x20ull
+#define SW_CLOCK_HW_THERMAL 0x40ull
+#define SW_CLOCK_POWER_BRAKE 0x80ull
+#define SW_CLOCK_SLOWDOWN_MASK                                                               \
+    (SW_CLOCK_POWER_CAP | SW_CLOCK_HW_SLOWDOWN | SW_CLOCK_SW_THERMAL | SW_CLOCK_HW_THERMAL | \
+     SW_CLOCK_POWER_BRAKE)
 
 typedef struct sw_step_record {
     uint64_t step; /* global index, from 0 */
@@ -951,6 +978,11 @@ SW_API sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns,
 /* Off the CPU over r's OS reading (os_wall_ns - cpu_ns), at most r->duration_ns; 0 without a
  * reading. */
 SW_API uint64_t sw_step_off_cpu_ns(const sw_step_record *r);
+/* Of that, the part the thread was runnable (preempted; the rest was blocked): with
+ * schedstat's run delay, the off-CPU time less the reading's blocked time (which goes to the
+ * slow step first: docs/slow-steps.md); without it, all of it when involuntary switches
+ * outnumber voluntary ones, else none. */
+SW_API uint64_t sw_step_runnable_ns(const sw_step_record *r);
 /* One line of evidence for slow step r into buf (at most size bytes, NUL included): "step
  * 4213: 182 ms (median 31 ms): gc generation 2, 148 ms, 1.9 M objects". Returns buf. */
 SW_API char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size);

@@ -67,7 +67,7 @@ CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd
          "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
          "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
          "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives", "mfu-bf16",
-         "nccl-comm-device", "ddp-overlap"]
+         "nccl-comm-device", "ddp-overlap", "slow-sync"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -857,6 +857,38 @@ def case_ddp_overlap(torch, stepwatch):
                 "steps": steps}
 
 
+def case_slow_sync(torch, stepwatch):
+    """A synchronizing .item() found as a slow step's cause (docs/slow-steps.md): zero-code
+    torch on a matmul loop whose step 30 queues 100x the usual work and reads the loss with
+    .item(), which waits for it: that step is slow, with cause "sync" and the call named."""
+    import tempfile
+    import stepwatch.torch as swt
+    db = os.path.join(tempfile.mkdtemp(), "sync.db")
+    prof = stepwatch.Profiler(name="slow-sync", run_file=db, live=False)
+    swt.instrument(prof)
+    w = torch.randn(S(2048), S(2048), device=DEV, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=1e-6)
+    x = torch.randn(S(2048), S(2048), device=DEV)
+    for i in range(50):
+        y = x
+        for _ in range(100 if i == 30 else 1):
+            y = torch.tanh(y @ w)
+        loss = y.square().mean()
+        if i == 30:
+            loss.item()  # waits for the 100 matmuls queued
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    swt.uninstrument()
+    prof.close()
+    import sqlite3
+    rows = sqlite3.connect(db).execute(
+        "SELECT step, cause, sync_ns, sync_call, duration_ns, median_ns FROM slow_steps"
+        " WHERE sync_ns > 0").fetchall()
+    ok = len(rows) == 1 and rows[0][1] == "sync" and rows[0][3] == "sync .item()"
+    return ok, {"slow_steps_with_sync": rows}
+
+
 def run_case(name):
     import torch
     import stepwatch
@@ -904,6 +936,8 @@ def run_case(name):
         return case_nccl_comm_device(torch, stepwatch)
     if name == "ddp-overlap":
         return case_ddp_overlap(torch, stepwatch)
+    if name == "slow-sync":
+        return case_slow_sync(torch, stepwatch)
     raise SystemExit(f"gpu_check: no case {name!r}")
 
 

@@ -184,6 +184,7 @@ class Instrumentation:
         self._try("zero_grad", self._install_zero_grad)
         self._try("torch.compile", self._install_compile)
         self._try("torch.save", self._install_checkpoint)
+        self._try("synchronizing calls", self._install_sync)
         self._try("torch.distributed collectives", self._install_collectives)
         if "torch._dynamo" in sys.modules:  # else at the first torch.compile call
             self._try("torch.compile compilations", self._install_compile_callbacks)
@@ -318,6 +319,12 @@ class Instrumentation:
         """torch.save timed as "checkpoint": a step that saved one is slow for that reason."""
         from stepwatch import _checkpoint
         self._patch(torch, "save", functools.partial(_checkpoint.timed, self.profiler))
+
+    def _install_sync(self):
+        """.item(), .cpu(), torch.cuda.synchronize(), ... on CUDA timed as "sync <call>"
+        (where CUDA is): a step whose host waited for the GPU is slow for that reason."""
+        from stepwatch import _sync
+        _sync.install(self.profiler, self._patch)
 
     def _install_compile(self):
         timed = self._timed_function

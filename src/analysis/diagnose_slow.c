@@ -39,6 +39,12 @@ const char *sw__slow_advice(sw_cause c) {
     case SW_CAUSE_STEAL:
         return "the VM's host gave its CPUs to other guests: a dedicated or larger instance, "
                "or fewer vCPUs asked than the host can give";
+    case SW_CAUSE_SYNC:
+        return "the host waited for the GPU: drop the .item() / .cpu() of the step (log a "
+               "tensor, read it every N steps) or overlap it (non_blocking copies)";
+    case SW_CAUSE_THROTTLED:
+        return "the GPU lowered its clocks: check its cooling and power limit (nvidia-smi -q "
+               "-d PERFORMANCE)";
     case SW_CAUSE_BLOCKED:
         return "look in the kept spans for I/O, locks, sleeps or device syncs (.item(), "
                ".cpu())";

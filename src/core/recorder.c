@@ -49,6 +49,7 @@ void sw__free_thread(sw__thread *t) {
     free(t->stack);
     free(t->slow.half[0].spans);
     free(t->slow.half[1].spans);
+    sw__os_close(&t->slow.os_files);
     free(t->ring.slots);
     free(t);
 }

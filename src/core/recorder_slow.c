@@ -8,21 +8,25 @@
  */
 #include "recorder.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The OS reads' budget: at most this much wall time per step, on average. A read costs the
- * code after it about twice the call again (the caches and TLB it refills after the kernel
- * entry; bench_core: an empty step with reads every 3 steps took 2.1 us more, where the
- * call alone is 2.4 us), so a read is counted as three times what the call took. */
+ * code after it more than the calls (the caches and TLB it refills after the kernel entries;
+ * bench_core at a load of 10: getrusage 2.5 us and schedstat's pread 7.5 us, and an empty
+ * step with reads counted 3x their time took 1.1-2.2 us more, counted 6x 0.5-1.2 us), so a
+ * read is counted as six times what its calls took. */
 #define SW__OS_BUDGET_NS 1000u
-#define SW__OS_COST_FACTOR 3u
+#define SW__OS_COST_FACTOR 6u
 #define SW__OS_EVERY_MAX 64u
 
 /* Read the OS figures into *now; learn what the read costs and how often it may run. */
 static int os_read(sw__slow_thread *st, sw__os_sample *now) {
+    if (!st->os_files.opened)
+        sw__os_open(&st->os_files);
     uint64_t before = sw__clock_ns();
-    if (!sw__os_read(now))
+    if (!sw__os_read(&st->os_files, now))
         return 0;
     uint64_t cost = now->wall_ns > before ? now->wall_ns - before : 0;
     st->os_cost_ns = st->os_cost_ns ? (7 * st->os_cost_ns + cost) / 8 : cost;
@@ -116,14 +120,23 @@ static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_reco
     step_gc(p, st, start, start + s->duration_ns, g);
     uint64_t cause_ns[SW_CAUSE_COUNT] = {0};
     const sw__step_spans *h = &st->half[st->cur];
+    const sw_span_record *longest_sync = NULL;
     for (uint32_t i = 0; i < h->n; i++) {
-        uint8_t cause = p->action_cause[h->spans[i].action];
-        if (SW__UNLIKELY(cause != SW_CAUSE_NONE) && h->spans[i].start_ns >= s->start_ns)
-            cause_ns[cause] += h->spans[i].duration_ns;
+        const sw_span_record *span = &h->spans[i];
+        uint8_t cause = p->action_cause[span->action];
+        if (SW__LIKELY(cause == SW_CAUSE_NONE) || span->start_ns < s->start_ns)
+            continue;
+        cause_ns[cause] += span->duration_ns;
+        if (cause == SW_CAUSE_SYNC &&
+            (longest_sync == NULL || span->duration_ns > longest_sync->duration_ns))
+            longest_sync = span;
     }
     g->compile_ns = cause_ns[SW_CAUSE_COMPILE];
     g->checkpoint_ns = cause_ns[SW_CAUSE_CHECKPOINT];
     g->eval_ns = cause_ns[SW_CAUSE_EVAL];
+    g->sync_ns = cause_ns[SW_CAUSE_SYNC];
+    if (longest_sync) /* an action's name is set before any span of it: read without a lock */
+        snprintf(g->sync_call, sizeof g->sync_call, "%s", p->action_names[longest_sync->action]);
     step_allocator(st, g);
     g->steal_permille = atomic_load_explicit(&p->machine_steal_permille, memory_order_relaxed);
     g->load_x100 = atomic_load_explicit(&p->machine_load_x100, memory_order_relaxed);
@@ -148,6 +161,11 @@ static void step_os(sw_profiler *p, sw__slow_thread *st, int slow, sw_step_signa
     g->involuntary_switches = now.involuntary - was->involuntary;
     g->minor_faults = now.minor - was->minor;
     g->major_faults = now.major - was->major;
+    /* Runnable, waiting for a CPU: preempted; the rest of the off-CPU time was blocked. */
+    g->has_runnable = now.has_run_delay && was->has_run_delay;
+    if (g->has_runnable)
+        g->runnable_ns = now.run_delay_ns > was->run_delay_ns ? now.run_delay_ns - was->run_delay_ns
+                                                              : 0;
     st->last_os = now;
 }
 

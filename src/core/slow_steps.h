@@ -23,14 +23,25 @@ void sw__median_add(sw__median *m, uint64_t value);
 /* The median of the values held; 0 with fewer than SW_SLOW_MIN_HISTORY. */
 uint64_t sw__median_get(const sw__median *m);
 
-/* One getrusage(RUSAGE_THREAD) reading, at wall_ns (sw__clock_ns). */
+/* One getrusage(RUSAGE_THREAD) reading, at wall_ns (sw__clock_ns), and schedstat's run_delay
+ * (the ns the thread has waited runnable for a CPU) where has_run_delay. */
 typedef struct sw__os_sample {
     uint64_t wall_ns, cpu_ns, sys_ns;
     uint64_t voluntary, involuntary, minor, major;
+    uint64_t run_delay_ns;
+    int has_run_delay;
 } sw__os_sample;
 
+/* The files a thread reads its figures from, opened at its first read, by that thread. */
+typedef struct sw__os_files {
+    int opened;
+    int schedstat_fd; /* /proc/thread-self/schedstat; -1: none (not Linux, no schedstats) */
+} sw__os_files;
+
+void sw__os_open(sw__os_files *f);
+void sw__os_close(sw__os_files *f);
 /* Read the calling thread's figures now: 1, or 0 where the system cannot tell. */
-int sw__os_read(sw__os_sample *out);
+int sw__os_read(const sw__os_files *f, sw__os_sample *out);
 
 /* The spans of one step (its window half), in the order they ended. */
 typedef struct sw__step_spans {
@@ -44,6 +55,7 @@ typedef struct sw__slow_thread {
     sw__median median[2];        /* [0] train steps, [1] steps of every other phase */
     uint64_t typical_data_ns[2]; /* the data time of a usual step (a moving average) */
     /* the OS: the last reading, and how often to read (docs/slow-steps.md) */
+    sw__os_files os_files;
     sw__os_sample last_os;
     int have_os;
     uint32_t steps_since_os;

@@ -7,6 +7,7 @@
 #include "writer.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* A count with an SI suffix: "1.9 M", "410". */
 static const char *count_text(uint64_t n, char *buf, size_t size) {
@@ -27,10 +28,61 @@ static const char *load_text(const sw_step_signals *g, char *buf, size_t size) {
     return buf;
 }
 
+/* The runnable part of the off-CPU time (sw_step_runnable_ns); a step called preempted
+ * without schedstat was all runnable. */
+static uint64_t runnable_of(const sw_step_record *r, uint64_t off) {
+    if (r->signals.has_runnable)
+        return sw_step_runnable_ns(r);
+    return r->cause == SW_CAUSE_PREEMPTED ? off : 0;
+}
+
+/* ", 12 ms blocked" / ", 3 ms runnable": the other part of the off-CPU time, when read. */
+static const char *blocked_text(const sw_step_record *r, uint64_t off, char *buf, size_t size) {
+    char d[32];
+    buf[0] = '\0';
+    if (r->signals.has_runnable && off > runnable_of(r, off))
+        snprintf(buf, size, ", %s blocked",
+                 sw_format_duration((double)(off - runnable_of(r, off)), d, sizeof d));
+    return buf;
+}
+
+static const char *runnable_text(const sw_step_record *r, uint64_t off, char *buf, size_t size) {
+    char d[32];
+    buf[0] = '\0';
+    if (runnable_of(r, off) > 0)
+        snprintf(buf, size, " (%s more runnable)",
+                 sw_format_duration((double)runnable_of(r, off), d, sizeof d));
+    return buf;
+}
+
+/* "sync .item()" is the action; the evidence names the call: ".item()". */
+static const char *sync_call_text(const sw_step_signals *g) {
+    if (strncmp(g->sync_call, "sync ", 5) == 0)
+        return g->sync_call + 5;
+    return g->sync_call[0] ? g->sync_call : "synchronizing calls";
+}
+
+/* "thermal, power cap": the slowdown reasons among NVML's bits. */
+static const char *clock_reasons_text(uint64_t reasons, char *buf, size_t size) {
+    static const struct {
+        uint64_t bit;
+        const char *name;
+    } names[] = {{SW_CLOCK_SW_THERMAL | SW_CLOCK_HW_THERMAL, "thermal"},
+                 {SW_CLOCK_POWER_CAP, "power cap"},
+                 {SW_CLOCK_POWER_BRAKE, "power brake"},
+                 {SW_CLOCK_HW_SLOWDOWN, "hardware slowdown"}};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && len < size; i++)
+        if (reasons & names[i].bit)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", names[i].name);
+    return buf;
+}
+
 /* The evidence of the step's cause, after "step N: D (median M): ". */
 static void cause_text(const sw_step_record *r, char *out, size_t size) {
     const sw_step_signals *g = &r->signals;
-    char a[32], b[32];
+    char a[32], b[32], c[64];
     uint64_t off = sw_step_off_cpu_ns(r);
     switch (r->cause) {
     case SW_CAUSE_GC:
@@ -58,9 +110,20 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
                  sw_format_duration((double)g->sys_ns, b, sizeof b));
         break;
     case SW_CAUSE_PREEMPTED:
-        snprintf(out, size, "preempted: %s off-CPU while runnable, %llu involuntary switches%s",
-                 sw_format_duration((double)off, a, sizeof a),
-                 (unsigned long long)g->involuntary_switches, load_text(g, b, sizeof b));
+        snprintf(out, size, "preempted: %s off-CPU while runnable%s, %llu involuntary switches%s",
+                 sw_format_duration((double)runnable_of(r, off), a, sizeof a),
+                 blocked_text(r, off, c, sizeof c), (unsigned long long)g->involuntary_switches,
+                 load_text(g, b, sizeof b));
+        break;
+    case SW_CAUSE_SYNC:
+        snprintf(out, size, "sync: blocked %s in %s",
+                 sw_format_duration((double)g->sync_ns, a, sizeof a), sync_call_text(g));
+        break;
+    case SW_CAUSE_THROTTLED:
+        snprintf(out, size, "throttled: the GPU slowed its clocks (%s)%s%s%s",
+                 clock_reasons_text(g->clock_reasons, c, sizeof c), g->sync_ns ? ", blocked " : "",
+                 g->sync_ns ? sw_format_duration((double)g->sync_ns, a, sizeof a) : "",
+                 g->sync_ns ? " in synchronizing calls" : "");
         break;
     case SW_CAUSE_ALLOCATOR:
         snprintf(out, size,
@@ -72,9 +135,9 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
                  g->steal_permille / 10.0, load_text(g, b, sizeof b));
         break;
     case SW_CAUSE_BLOCKED:
-        snprintf(out, size, "blocked: %s off-CPU, %llu voluntary switches",
-                 sw_format_duration((double)off, a, sizeof a),
-                 (unsigned long long)g->voluntary_switches);
+        snprintf(out, size, "blocked: %s off-CPU, not runnable%s, %llu voluntary switches",
+                 sw_format_duration((double)(off - runnable_of(r, off)), a, sizeof a),
+                 runnable_text(r, off, c, sizeof c), (unsigned long long)g->voluntary_switches);
         break;
     default:
         snprintf(out, size, "unknown (no signal explains half of the %s over the median)",

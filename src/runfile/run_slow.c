@@ -8,6 +8,7 @@
 #include "run_store.h"
 #include "sql.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int run_once(sqlite3_stmt *q) {
@@ -22,14 +23,15 @@ static int run_once(sqlite3_stmt *q) {
     "phase, thread, start_ns, duration_ns, median_ns, cause, explained_ns, data_ns,"       \
     " os_wall_ns, cpu_ns, sys_ns, voluntary_switches, involuntary_switches, minor_faults," \
     " major_faults, gc_ns, gc_collections, gc_generation, gc_collected, compile_ns,"       \
-    " checkpoint_ns, eval_ns, kept, alloc_retries, ooms, steal_permille, load_x100, cpus"
+    " checkpoint_ns, eval_ns, kept, alloc_retries, ooms, steal_permille, load_x100, cpus," \
+    " runnable_ns, sync_ns, sync_call, clock_reasons"
 
 int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     if (st->slow_step == NULL) {
         int rc = sw__sql_prepare(st->db,
                                  "INSERT OR REPLACE INTO slow_steps(rank, step, " SLOW_COLUMNS
                                  ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,"
-                                 "?,?,?,?,?)",
+                                 "?,?,?,?,?,?,?,?,?)",
                                  &st->slow_step);
         if (rc != 0)
             return rc;
@@ -65,6 +67,13 @@ int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     const uint64_t last[] = {g->alloc_retries, g->ooms, g->steal_permille, g->load_x100, g->cpus};
     for (size_t k = 0; k < sizeof last / sizeof last[0]; k++)
         sqlite3_bind_int64(q, col++, (sqlite3_int64)last[k]);
+    if (g->has_runnable)
+        sqlite3_bind_int64(q, col++, (sqlite3_int64)g->runnable_ns);
+    else
+        sqlite3_bind_null(q, col++);
+    sqlite3_bind_int64(q, col++, (sqlite3_int64)g->sync_ns);
+    sqlite3_bind_text(q, col++, g->sync_call, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, col++, (sqlite3_int64)g->clock_reasons);
     return run_once(q);
 }
 
@@ -146,8 +155,8 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_step_record r;
         memset(&r, 0, sizeof r);
-        int64_t v[30];
-        for (int k = 0; k < 30; k++)
+        int64_t v[34];
+        for (int k = 0; k < 34; k++)
             v[k] = sqlite3_column_int64(q, k);
         r.step = (uint64_t)v[1];
         r.phase = (sw_phase)v[2];
@@ -176,6 +185,12 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
         g->steal_permille = (uint32_t)v[27];
         g->load_x100 = (uint32_t)v[28];
         g->cpus = (uint32_t)v[29];
+        g->has_runnable = sqlite3_column_type(q, 30) != SQLITE_NULL;
+        g->runnable_ns = (uint64_t)v[30];
+        g->sync_ns = (uint64_t)v[31];
+        const unsigned char *call = sqlite3_column_text(q, 32);
+        snprintf(g->sync_call, sizeof g->sync_call, "%s", call ? (const char *)call : "");
+        g->clock_reasons = (uint64_t)v[33];
         rc = fn(ctx, (int)v[0], &r);
     }
     if (rc == 0 && step != SQLITE_DONE)

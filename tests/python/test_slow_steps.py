@@ -81,10 +81,21 @@ def named_ns(r, cause):
     ns = {"gc": r["gc_ns"], "checkpoint": r["checkpoint_ns"], "compile": r["compile_ns"],
           "data": r["data_ns"], "page_faults": r["sys_ns"]}.get(cause, 0)
     # (page faults' kernel time is CPU time: a preemption does not lengthen it)
-    if r["involuntary_switches"] > r["voluntary_switches"] and \
-            (cause != "page_faults" or r["major_faults"] > 0):
-        ns -= off_cpu(r)
+    if cause != "page_faults" or r["major_faults"] > 0:
+        ns -= runnable_part(r)
     return max(ns, 0)
+
+
+def runnable_part(r):
+    """The runnable (preempted) part of a slow step's off-CPU time, as sw_step_runnable_ns
+    counts it: with schedstat's run delay, the off-CPU time less the reading's blocked time;
+    without, all of it when involuntary switches outnumber voluntary ones."""
+    off = off_cpu(r)
+    if r.get("runnable_ns") is None:
+        return off if r["involuntary_switches"] > r["voluntary_switches"] else 0
+    blocked = max(r["os_wall_ns"] - r["cpu_ns"] - r["runnable_ns"], 0)
+    blocked = max(blocked - int(r["os_wall_ns"] * r["steal_permille"] / 1000.0), 0)
+    return off - min(blocked, off)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ window.swSlow = (function () {
   "use strict";
   var CAUSE_COLORS = { unknown: "#8c959f", gc: "#cf222e", compile: "#8250df", checkpoint: "#0969da",
     eval: "#bf8700", data: "#e4572e", page_faults: "#9a6700", preempted: "#1a7f37", blocked: "#57606a",
-    allocator: "#bc4c00", steal: "#0a3069" };
+    allocator: "#bc4c00", steal: "#0a3069", sync: "#6639ba", throttled: "#a40e26" };
   function causeColor(c) { return CAUSE_COLORS[c] || "#cf222e"; }
   function keyOf(s) { return s.rank + ":" + s.step; }
   function advice(S, cause) {
