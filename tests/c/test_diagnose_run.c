@@ -15,26 +15,11 @@
 
 #define US 1000ull
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_diagnose_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 /* A training loop of nsteps steps: data, forward, backward, optimizer, each busy for the
- * given microseconds. Written to <g_dir>/<name>; the path is returned in path. */
+ * given microseconds. Written to <sw_test_dir>/<name>; the path is returned in path. */
 static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_us, char *path,
                   size_t size) {
-    snprintf(path, size, "%s/%s", g_dir, name);
+    snprintf(path, size, "%s/%s", sw_test_dir, name);
     SW_TEST_PROFILER(p, .name = name, .run_file = path, .no_signal_handlers = 1);
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
     sw_id bwd = sw_action(p, "backward"), opt = sw_action(p, "optimizer");
@@ -151,5 +136,5 @@ int main(void) {
         cmocka_unit_test(test_input_bound_run),
         cmocka_unit_test(test_compare_runs),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }

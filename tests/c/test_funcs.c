@@ -18,19 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[256];
-
-static int setup_dir(void **state) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_funcs_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 /* f(file, line, name) added under key; its index. */
 static uint32_t func(sw_fprofile *fp, uint64_t key, const char *name) {
     sw_func f = {.file = "/src/model.py", .line = (uint32_t)key, .name = name};
@@ -296,9 +283,9 @@ static void write_rank(const char *path, int rank) {
 
 static void test_run_file_round_trip(void **state) {
     char a[300], b[300], merged[300];
-    snprintf(a, sizeof a, "%s/rank0.db", g_dir);
-    snprintf(b, sizeof b, "%s/rank1.db", g_dir);
-    snprintf(merged, sizeof merged, "%s/all.db", g_dir);
+    snprintf(a, sizeof a, "%s/rank0.db", sw_test_dir);
+    snprintf(b, sizeof b, "%s/rank1.db", sw_test_dir);
+    snprintf(merged, sizeof merged, "%s/all.db", sw_test_dir);
     write_rank(a, 0);
     write_rank(b, 1);
     sw_run *run = NULL;
@@ -338,7 +325,7 @@ static void test_run_file_round_trip(void **state) {
     assert_int_equal(sw_run_add_functions(p, fp), SW_ENOTFOUND);
     sw_fprofile_free(fp);
     sw_profiler_free(p);
-    snprintf(a, sizeof a, "%s/empty.db", g_dir);
+    snprintf(a, sizeof a, "%s/empty.db", sw_test_dir);
     sw_options o = {.size = sizeof(sw_options), .run_file = a};
     assert_int_equal(sw_profiler_new(&o, &p), 0);
     sw_profiler_free(p);
@@ -356,5 +343,5 @@ int main(void) {
         cmocka_unit_test(test_stack_rules),
         cmocka_unit_test(test_run_file_round_trip),
     };
-    return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }

@@ -5,9 +5,27 @@
 #include "stepwatch.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* A private temporary directory for the tests of one file: sw_test_make_dir and
+ * sw_test_remove_dir are its cmocka group setup and teardown. */
+static char sw_test_dir[256] __attribute__((unused));
+
+static inline int sw_test_make_dir(void **state) {
+    (void)state;
+    snprintf(sw_test_dir, sizeof sw_test_dir, "/tmp/sw_test_XXXXXX");
+    return mkdtemp(sw_test_dir) ? 0 : -1;
+}
+
+static inline int sw_test_remove_dir(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", sw_test_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
 
 /* Busy-wait ns nanoseconds on the profiler clock (sleeping would be too coarse). */
 static inline void sw_test_spin(uint64_t ns) {

@@ -24,21 +24,8 @@
 #include "test_helpers.h"
 #include "test_sqlite.h"
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_journal_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static void path_in_dir(char *buf, size_t size, const char *name) {
-    snprintf(buf, size, "%s/%s", g_dir, name);
+    snprintf(buf, size, "%s/%s", sw_test_dir, name);
 }
 
 /* One training step: data, forward, backward, optimizer, a counter sample. */
@@ -519,5 +506,5 @@ int main(void) {
         cmocka_unit_test(test_thread_names_follow_changes),
         cmocka_unit_test(test_reader_open_at_the_end),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }

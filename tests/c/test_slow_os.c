@@ -23,21 +23,6 @@
 
 #define MS 1000000ull
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_slow_os_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static sw_step_record slow_record(uint64_t duration, uint64_t median) {
     sw_step_record r;
     memset(&r, 0, sizeof r);
@@ -163,7 +148,7 @@ static void read_slow(const char *path, seen *s) {
 static void test_sync_loop(void **state) {
     (void)state;
     char path[300];
-    snprintf(path, sizeof path, "%s/sync.db", g_dir);
+    snprintf(path, sizeof path, "%s/sync.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path, .warmup_steps = 2);
     sw_id item = sw_action(p, "sync .item()"), cpu = sw_action(p, "sync .cpu()");
     sw_phase_begin(p, SW_PHASE_TRAIN);
@@ -268,7 +253,7 @@ static void test_split_ground_truth(void **state) {
     close(pipefd[1][0]);
 
     char path[300];
-    snprintf(path, sizeof path, "%s/split.db", g_dir);
+    snprintf(path, sizeof path, "%s/split.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path, .warmup_steps = 2);
     static const uint64_t busy[] = {20, 30, 40}, asleep[] = {25, 35, 45};
     /* The sleep: 40 ms, or longer on a machine so loaded that the usual step (the first 15,
@@ -341,5 +326,5 @@ int main(void) {
         cmocka_unit_test(test_sync_loop),
         cmocka_unit_test(test_split_ground_truth),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }

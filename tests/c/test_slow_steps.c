@@ -25,21 +25,6 @@
 
 #define MS 1000000ull
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_slow_steps_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static void sleep_ns(uint64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
     nanosleep(&ts, NULL);
@@ -170,7 +155,7 @@ static int has_kv(const char *text, const char *key, const char *value) {
 static void test_loop_causes(void **state) {
     (void)state;
     char path[300];
-    snprintf(path, sizeof path, "%s/run.db", g_dir);
+    snprintf(path, sizeof path, "%s/run.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path, .warmup_steps = 2);
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
     g_checkpoint = sw_action(p, "checkpoint");
@@ -298,7 +283,7 @@ static void test_loop_causes(void **state) {
     assert_true(find(&s, 60)->window_kept);
     /* The Chrome trace, timeline off: the slow steps as instants, their windows' spans. */
     char trace[320];
-    snprintf(trace, sizeof trace, "%s/trace.json", g_dir);
+    snprintf(trace, sizeof trace, "%s/trace.json", sw_test_dir);
     FILE *out = fopen(trace, "w");
     assert_non_null(out);
     assert_int_equal(sw_run_export_chrome(run, out), 0);
@@ -323,7 +308,7 @@ static void test_loop_causes(void **state) {
 static void test_windows_bounded(void **state) {
     (void)state;
     char path[300];
-    snprintf(path, sizeof path, "%s/many.db", g_dir);
+    snprintf(path, sizeof path, "%s/many.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path);
     sw_id fwd = sw_action(p, "forward");
     sw_phase_begin(p, SW_PHASE_TRAIN);
@@ -372,7 +357,7 @@ static void test_os_off(void **state) {
     (void)state;
     setenv("SW_STEP_OS", "0", 1);
     char path[300];
-    snprintf(path, sizeof path, "%s/os_off.db", g_dir);
+    snprintf(path, sizeof path, "%s/os_off.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path);
     unsetenv("SW_STEP_OS");
     for (uint64_t i = 0; i < 30; i++) {
@@ -434,7 +419,7 @@ static void test_allocator_and_steal(void **state) {
     assert_string_equal(sw_cause_name(SW_CAUSE_STEAL), "steal");
     /* A C loop: the totals grow at step 20 (a retry) and 24 (an out-of-memory error). */
     char path[300];
-    snprintf(path, sizeof path, "%s/allocator.db", g_dir);
+    snprintf(path, sizeof path, "%s/allocator.db", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path);
     uint64_t retries = 7, ooms = 1; /* totals before the run: a baseline, not the run's */
     for (uint64_t i = 0; i < 30; i++) {
@@ -484,5 +469,5 @@ int main(void) {
         cmocka_unit_test(test_loop_causes), cmocka_unit_test(test_windows_bounded),
         cmocka_unit_test(test_os_off),      cmocka_unit_test(test_allocator_and_steal),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }

@@ -16,21 +16,6 @@
 #include "stepwatch.h"
 #include "test_helpers.h"
 
-static char g_dir[256];
-
-static int make_dir(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/sw_step_memory_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int remove_dir(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -114,7 +99,7 @@ static int collect(void *ctx, int rank, const sw_step_record *step) {
 static void test_run_file_round_trip(void **state) {
     (void)state;
     char path[300];
-    snprintf(path, sizeof path, "%s/memory.sqlite", g_dir);
+    snprintf(path, sizeof path, "%s/memory.sqlite", sw_test_dir);
     SW_TEST_PROFILER(p, .run_file = path);
     sw_step_begin(p, 0);
     sw_step_memory(p, 0, 4096, 1 << 21); /* 0 allocated is a reading, not "none" */
@@ -157,5 +142,5 @@ int main(void) {
         cmocka_unit_test(test_rss_follows_memory),
         cmocka_unit_test(test_run_file_round_trip),
     };
-    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+    return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);
 }
