@@ -5,7 +5,7 @@ add_library(fake_nvml MODULE ${CMAKE_CURRENT_SOURCE_DIR}/device/fake_nvml.c)
 add_library(fake_nvml_incomplete MODULE ${CMAKE_CURRENT_SOURCE_DIR}/device/fake_nvml.c)
 target_compile_definitions(fake_nvml_incomplete PRIVATE FAKE_NVML_INCOMPLETE)
 target_link_libraries(fake_cudart PRIVATE Threads::Threads)
-foreach(t test_device test_device_time test_device_intervals test_device_comm)
+foreach(t test_device test_device_time test_device_intervals test_device_comm test_slow_os)
   if(TARGET ${t})
     add_dependencies(${t} fake_cudart fake_nvml fake_nvml_incomplete)
     target_compile_definitions(${t} PRIVATE

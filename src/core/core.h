@@ -61,6 +61,10 @@ uint64_t sw__slow_count(const sw_profiler *p);
 /* The machine's latest figures (the device sampler's): steal share in per mille, 1-minute
  * load average x 100, CPUs; a slow step's signals carry them (docs/slow-steps.md). */
 void sw__machine_note(sw_profiler *p, uint32_t steal_permille, uint32_t load_x100, uint32_t cpus);
+/* The GPUs' clock event reasons the device sampler read now (NVML's bits, ORed over the
+ * GPUs), and its interval: a step the reading's state overlapped gets them
+ * (sw_step_signals.clock_reasons). */
+void sw__gpu_clock_note(sw_profiler *p, uint64_t reasons, uint64_t every_ns);
 
 /* ---- for the device layer (src/device/): the training state, and a watcher of its own ---- */
 

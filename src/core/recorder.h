@@ -167,6 +167,9 @@ struct sw_profiler {
     _Atomic uint64_t slow_windows_sent, slow_windows_not_sent;
     /* the machine's latest figures (sw__machine_note, from the device sampler) */
     _Atomic uint32_t machine_steal_permille, machine_load_x100, machine_cpus;
+    /* The GPUs' clock event reasons at the sampler's last reading, when, and its interval
+     * (sw__gpu_clock_note; at 0: never read). */
+    _Atomic uint64_t gpu_clock_reasons, gpu_clock_at_ns, gpu_clock_every_ns;
 
     sw__thread *threads;
     uint32_t threads_seen;

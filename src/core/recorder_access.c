@@ -32,6 +32,12 @@ void sw__machine_note(sw_profiler *p, uint32_t steal_permille, uint32_t load_x10
     atomic_store_explicit(&p->machine_cpus, cpus, memory_order_relaxed);
 }
 
+void sw__gpu_clock_note(sw_profiler *p, uint64_t reasons, uint64_t every_ns) {
+    atomic_store_explicit(&p->gpu_clock_reasons, reasons, memory_order_relaxed);
+    atomic_store_explicit(&p->gpu_clock_every_ns, every_ns, memory_order_relaxed);
+    atomic_store_explicit(&p->gpu_clock_at_ns, sw_now_ns(), memory_order_release);
+}
+
 uint32_t sw__action_count(const sw_profiler *p) {
     return atomic_load_explicit(&p->naction, memory_order_acquire);
 }

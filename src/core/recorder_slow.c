@@ -110,6 +110,17 @@ static void step_allocator(sw__slow_thread *st, sw_step_signals *g) {
     st->ooms_seen = st->ooms_now;
 }
 
+/* The GPUs' clock event reasons that held during a step begun at start: the sampler's last
+ * reading, when its state held past the start (the reading came in the step, or less than
+ * an interval before it: the next one was not taken yet); else 0. */
+static uint64_t gpu_clock_reasons(sw_profiler *p, uint64_t start) {
+    uint64_t at = atomic_load_explicit(&p->gpu_clock_at_ns, memory_order_acquire);
+    uint64_t every = atomic_load_explicit(&p->gpu_clock_every_ns, memory_order_relaxed);
+    if (at == 0 || at + every < start)
+        return 0;
+    return atomic_load_explicit(&p->gpu_clock_reasons, memory_order_relaxed);
+}
+
 /* The collector's and the causes' figures of the step that ends: the spans standing for a
  * cause (sw_cause_of) that began in the step. */
 static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_record *s,
@@ -141,6 +152,7 @@ static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_reco
     g->steal_permille = atomic_load_explicit(&p->machine_steal_permille, memory_order_relaxed);
     g->load_x100 = atomic_load_explicit(&p->machine_load_x100, memory_order_relaxed);
     g->cpus = atomic_load_explicit(&p->machine_cpus, memory_order_relaxed);
+    g->clock_reasons = gpu_clock_reasons(p, start);
 }
 
 /* The OS figures since the last reading, when this step reads (slow, or its turn). */

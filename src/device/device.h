@@ -28,6 +28,8 @@ typedef struct sw__proc_mark {
 int sw__proc_read(sw__proc_mark *mark, sw_device_stats *out);
 /* The machine's figures of the reader's last read (sw__proc_mark's). */
 const sw__proc_mark *sw__device_reader_mark(const sw_device_reader *r);
+/* The GPUs' clock event reasons of the reader's last read (0: none, or no NVML). */
+uint64_t sw__device_reader_clock_reasons(const sw_device_reader *r);
 
 /* The resident set in bytes at a step's end (the core's sw__rss_fn, set by sw_profiler_new):
  * read from /proc/self/statm at most every SW_STEP_RSS_EVERY_MS, else the last reading; 0
@@ -45,6 +47,9 @@ int sw__nvml_open(sw__nvml **out, char *why, size_t why_size);
 int sw__nvml_count(const sw__nvml *n);
 /* Read the first count GPUs into gpus (-1 where a query fails). */
 void sw__nvml_read(sw__nvml *n, sw_gpu_stats *gpus, int count);
+/* NVML's clock event reasons (nvmlClocksEventReason* bits) of the GPUs read, ORed: why their
+ * clocks are low now; 0 where the driver has no such query. */
+uint64_t sw__nvml_clock_reasons(sw__nvml *n);
 void sw__nvml_close(sw__nvml *n);
 
 /* ---- the CUDA runtime, loaded with dlopen (cudart.c) ---- */

@@ -42,9 +42,10 @@ struct sw__nvml {
     const char *(*error_string)(nvml_return);
     nvml_return (*utilization)(nvml_device, nvml_utilization *);
     nvml_return (*memory)(nvml_device, nvml_memory *);
-    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *);      /* NULL before driver 510 */
-    nvml_return (*power)(nvml_device, unsigned int *);            /* milliwatts */
-    nvml_return (*temperature)(nvml_device, int, unsigned int *); /* degrees C */
+    nvml_return (*memory_v2)(nvml_device, nvml_memory_v2 *);         /* NULL before driver 510 */
+    nvml_return (*power)(nvml_device, unsigned int *);               /* milliwatts */
+    nvml_return (*temperature)(nvml_device, int, unsigned int *);    /* degrees C */
+    nvml_return (*clock_reasons)(nvml_device, unsigned long long *); /* NULL: not read */
     int count;
     nvml_device devices[SW_MAX_GPUS];
 };
@@ -129,6 +130,13 @@ int sw__nvml_open(sw__nvml **out, char *why, size_t why_size) {
     n->power = (nvml_return(*)(nvml_device, unsigned *))dlsym(n->lib, "nvmlDeviceGetPowerUsage");
     n->temperature = (nvml_return(*)(nvml_device, int, unsigned *))dlsym(
         n->lib, "nvmlDeviceGetTemperature");
+    /* Why the clocks are low (the slow steps' "throttled"): the name since driver 535, the
+     * old one before; optional, as the statistics do not need it. */
+    n->clock_reasons = (nvml_return(*)(nvml_device, unsigned long long *))dlsym(
+        n->lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (n->clock_reasons == NULL)
+        n->clock_reasons = (nvml_return(*)(nvml_device, unsigned long long *))dlsym(
+            n->lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
     if (!init || !count || !by_index || !uuid || !n->shutdown || !n->error_string ||
         !n->utilization || !n->memory || !n->power || !n->temperature) {
         snprintf(why, why_size, "%s lacks an NVML function this needs", path);
@@ -188,6 +196,16 @@ void sw__nvml_read(sw__nvml *n, sw_gpu_stats *gpus, int count) {
                                ? (double)celsius
                                : -1;
     }
+}
+
+uint64_t sw__nvml_clock_reasons(sw__nvml *n) {
+    uint64_t all = 0;
+    for (int i = 0; n->clock_reasons != NULL && i < n->count; i++) {
+        unsigned long long reasons = 0;
+        if (n->clock_reasons(n->devices[i], &reasons) == 0)
+            all |= reasons;
+    }
+    return all;
 }
 
 void sw__nvml_close(sw__nvml *n) {

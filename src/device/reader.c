@@ -11,8 +11,9 @@
 
 struct sw_device_reader {
     sw__proc_mark mark;
-    sw__nvml *nvml;      /* NULL: no GPU statistics */
-    char gpu_error[256]; /* why not, when they were asked for */
+    sw__nvml *nvml;         /* NULL: no GPU statistics */
+    uint64_t clock_reasons; /* the GPUs' clock event reasons at the last read */
+    char gpu_error[256];    /* why not, when they were asked for */
 };
 
 void sw__device_say_once(unsigned flag, const char *fmt, ...) {
@@ -52,8 +53,10 @@ int sw_device_read(sw_device_reader *r, sw_device_stats *out) {
     if (rc != 0)
         return rc;
     out->ngpus = r->nvml ? sw__nvml_count(r->nvml) : -1;
-    if (r->nvml)
+    if (r->nvml) {
         sw__nvml_read(r->nvml, out->gpus, out->ngpus);
+        r->clock_reasons = sw__nvml_clock_reasons(r->nvml);
+    }
     return 0;
 }
 
@@ -70,4 +73,8 @@ void sw_device_reader_free(sw_device_reader *r) {
 
 const sw__proc_mark *sw__device_reader_mark(const sw_device_reader *r) {
     return &r->mark;
+}
+
+uint64_t sw__device_reader_clock_reasons(const sw_device_reader *r) {
+    return r->clock_reasons;
 }

@@ -53,6 +53,9 @@ static void take_sample(sw__sampler *s, int with_source) {
         /* the machine's steal and load, for the slow steps' signals (docs/slow-steps.md) */
         const sw__proc_mark *m = sw__device_reader_mark(s->reader);
         sw__machine_note(s->p, m->steal_permille, m->load_x100, m->cpus);
+        if (st.ngpus > 0) /* why the GPUs' clocks are low, for the slow steps too */
+            sw__gpu_clock_note(s->p, sw__device_reader_clock_reasons(s->reader),
+                               (uint64_t)s->interval_ms * 1000000u);
         for (int g = 0; g < st.ngpus; g++) {
             const sw_gpu_stats *gpu = &st.gpus[g];
             const double v[NGPU_COUNTERS] = {gpu->utilization_percent, gpu->memory_used_bytes,

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dlfcn.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "stepwatch.h"
+#include "stepwatch/device.h"
 #include "test_helpers.h"
 
 #define MS 1000000ull
@@ -184,6 +186,55 @@ static void test_sync_loop(void **state) {
         assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_UNKNOWN);
 }
 
+/* A C loop sampled with the fake NVML (tests/device/fake_nvml.c): its GPUs report a hardware
+ * thermal slowdown during step 40 alone, a step that waits 40 ms (a sleep: blocked, as a
+ * host waiting for a slow GPU is). The sampler's reading reaches that step's signals, and
+ * the step is throttled; the steps before it carry no reasons. */
+static void test_throttled_gpu_from_the_sampler(void **state) {
+    (void)state;
+    setenv("STEPWATCH_NVML", SW_FAKE_NVML, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    void *nvml = dlopen(SW_FAKE_NVML, RTLD_NOW);
+    assert_non_null(nvml);
+    void (*set_reasons)(unsigned long long) = (void (*)(unsigned long long))dlsym(
+        nvml, "fake_nvml_set_clock_reasons");
+    assert_non_null(set_reasons);
+    set_reasons(0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/throttled.db", sw_test_dir);
+    SW_TEST_PROFILER(p, .run_file = path, .warmup_steps = 2);
+    assert_int_equal(sw_device_stats_start(p, 5), 0);
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    for (uint64_t i = 0; i < 60; i++) {
+        if (i == 40)
+            set_reasons(SW_CLOCK_HW_THERMAL | 0x1); /* and GPU idle, not a slowdown */
+        sw_step_begin(p, 8);
+        sw_test_spin(MS);
+        if (i == 40)
+            nanosleep(&(struct timespec){0, 40 * (long)MS}, NULL);
+        sw_step_end(p);
+        if (i == 40)
+            set_reasons(0);
+    }
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_profiler_free(p);
+    dlclose(nvml);
+    unsetenv("STEPWATCH_NVML");
+    static seen s;
+    read_slow(path, &s);
+    const sw_step_record *r = find(&s, 40);
+    assert_non_null(r);
+    char line[300];
+    print_message("%s\n", sw_slow_step_text(r, line, sizeof line));
+    assert_true(r->signals.clock_reasons & SW_CLOCK_HW_THERMAL);
+    /* throttled, unless the machine kept the loop off its CPU for more than half of it */
+    if (2 * sw_step_runnable_ns(r) < r->duration_ns - r->median_ns)
+        assert_int_equal(r->cause, SW_CAUSE_THROTTLED);
+    for (int i = 0; i < s.n; i++)
+        if (s.steps[i].step < 39)
+            assert_int_equal(s.steps[i].signals.clock_reasons, 0);
+}
+
 /* ---- ground truth for the split: a competitor on the loop's CPU, and a sleep ------------- */
 
 static uint64_t thread_cpu_ns(void) {
@@ -324,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_split_rule),
         cmocka_unit_test(test_sync_and_throttle_rule),
         cmocka_unit_test(test_sync_loop),
+        cmocka_unit_test(test_throttled_gpu_from_the_sampler),
         cmocka_unit_test(test_split_ground_truth),
     };
     return cmocka_run_group_tests(tests, sw_test_make_dir, sw_test_remove_dir);

@@ -6,7 +6,9 @@
  * does not report power), runs at 60 + i degrees; UUIDs GPU-fake-000i.
  * FAKE_NVML_INIT_FAIL=1 makes nvmlInit_v2 fail as without a driver; built with
  * -DFAKE_NVML_INCOMPLETE it lacks nvmlDeviceGetTemperature, as a too old library would.
- * nvmlShutdown calls are counted (fake_nvml_shutdowns).
+ * nvmlShutdown calls are counted (fake_nvml_shutdowns). The clock event reasons of every GPU
+ * are 0 until fake_nvml_set_clock_reasons sets them (a test's throttled GPU); built with
+ * -DFAKE_NVML_INCOMPLETE it has only the old name of that query (...ThrottleReasons).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@ typedef struct {
 
 static int devices[NGPUS] = {0, 1}; /* handles point here */
 static int shutdowns;
+static unsigned long long clock_reasons;
 
 EXPORT int nvmlInit_v2(void) {
     const char *fail = getenv("FAKE_NVML_INIT_FAIL");
@@ -99,6 +102,23 @@ EXPORT int nvmlDeviceGetPowerUsage(void *device, unsigned *milliwatts) {
 EXPORT int nvmlDeviceGetTemperature(void *device, int sensor, unsigned *celsius) {
     (void)sensor;
     *celsius = 60 + (unsigned)index_of(device);
+    return 0;
+}
+#endif
+
+EXPORT void fake_nvml_set_clock_reasons(unsigned long long reasons) {
+    clock_reasons = reasons;
+}
+#ifndef FAKE_NVML_INCOMPLETE
+EXPORT int nvmlDeviceGetCurrentClocksEventReasons(void *device, unsigned long long *reasons) {
+    (void)device;
+    *reasons = clock_reasons;
+    return 0;
+}
+#else
+EXPORT int nvmlDeviceGetCurrentClocksThrottleReasons(void *device, unsigned long long *reasons) {
+    (void)device;
+    *reasons = clock_reasons;
     return 0;
 }
 #endif
