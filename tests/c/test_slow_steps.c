@@ -252,9 +252,18 @@ static void test_loop_causes(void **state) {
         const sw_step_record *r = &s.steps[i];
         int known = r->step == 40 || r->step == 60 || r->step == 80 || r->step == 100 ||
                     r->step == 110;
-        if (!known)
+        if (!known) {
+            char line[300];
+            print_message("not injected: %s\n", sw_slow_step_text(r, line, sizeof line));
+            /* The machine's, or where its time went by stepwatch's own clock: every step has
+             * a data span, and a preemption inside it that schedstat's reading gives to an
+             * earlier step (a loaded machine under ASan, once) leaves the data span holding
+             * the excess. */
+            int in_data = r->cause == SW_CAUSE_DATA &&
+                          2 * r->category_ns[SW_CAT_DATA] >= r->duration_ns - r->median_ns;
             assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED ||
-                        r->cause == SW_CAUSE_UNKNOWN);
+                        r->cause == SW_CAUSE_UNKNOWN || in_data);
+        }
         assert_true(sw_step_is_slow(r->duration_ns, r->median_ns));
         assert_true(r->step >= 2 + SW_SLOW_MIN_HISTORY); /* warm-up and history first */
     }
