@@ -151,6 +151,29 @@ static int has_kv(const char *text, const char *key, const char *value) {
     return strstr(text, a) != NULL || strstr(text, b) != NULL;
 }
 
+/* The slow steps of test_loop_causes that nothing was injected in: the machine's causes, or
+ * where their time went by stepwatch's own clock. Every step has a data span, and a
+ * preemption inside it that schedstat's reading gives to an earlier step (a loaded machine
+ * under ASan, once) leaves the data span holding the excess. All of them judged after the
+ * warm-up and the history. */
+static void check_not_injected(const seen *s) {
+    for (int i = 0; i < s->n; i++) {
+        const sw_step_record *r = &s->steps[i];
+        int known = r->step == 40 || r->step == 60 || r->step == 80 || r->step == 100 ||
+                    r->step == 110;
+        if (!known) {
+            char line[300];
+            print_message("not injected: %s\n", sw_slow_step_text(r, line, sizeof line));
+            int in_data = r->cause == SW_CAUSE_DATA &&
+                          2 * r->category_ns[SW_CAT_DATA] >= r->duration_ns - r->median_ns;
+            assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED ||
+                        r->cause == SW_CAUSE_UNKNOWN || in_data);
+        }
+        assert_true(sw_step_is_slow(r->duration_ns, r->median_ns));
+        assert_true(r->step >= 2 + SW_SLOW_MIN_HISTORY); /* warm-up and history first */
+    }
+}
+
 /* A real loop: 1 ms steps with a cause injected at known steps, a run file, read back. */
 static void test_loop_causes(void **state) {
     (void)state;
@@ -247,26 +270,7 @@ static void test_loop_causes(void **state) {
     assert_int_equal(gc->signals.gc_collections, 1);
     assert_true(find(&s, 60)->signals.checkpoint_ns >= 25 * MS);
     assert_true(find(&s, 100)->signals.os_wall_ns > 0); /* a slow step always reads the OS */
-    /* Steps nothing was injected in: the machine's causes only. */
-    for (int i = 0; i < s.n; i++) {
-        const sw_step_record *r = &s.steps[i];
-        int known = r->step == 40 || r->step == 60 || r->step == 80 || r->step == 100 ||
-                    r->step == 110;
-        if (!known) {
-            char line[300];
-            print_message("not injected: %s\n", sw_slow_step_text(r, line, sizeof line));
-            /* The machine's, or where its time went by stepwatch's own clock: every step has
-             * a data span, and a preemption inside it that schedstat's reading gives to an
-             * earlier step (a loaded machine under ASan, once) leaves the data span holding
-             * the excess. */
-            int in_data = r->cause == SW_CAUSE_DATA &&
-                          2 * r->category_ns[SW_CAT_DATA] >= r->duration_ns - r->median_ns;
-            assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED ||
-                        r->cause == SW_CAUSE_UNKNOWN || in_data);
-        }
-        assert_true(sw_step_is_slow(r->duration_ns, r->median_ns));
-        assert_true(r->step >= 2 + SW_SLOW_MIN_HISTORY); /* warm-up and history first */
-    }
+    check_not_injected(&s);
     /* The counts: one of each program cause; the live summary and the file's agree. */
     int program[SW_CAUSE_COUNT] = {0};
     for (size_t k = 0; k < sizeof injected / sizeof injected[0]; k++)
