@@ -63,11 +63,6 @@ import subprocess
 import sys
 import time
 
-CASES = ["manual", "instrument-adamw", "instrument-adamw-fused", "instrument-sgd", "burst",
-         "behind", "nvml", "cost-launch-bound", "cost-heavy", "ro-correct", "ro-faulty-plain",
-         "ro-faulty-timed", "manual-capture", "max-autotune", "h2d-copy", "step-memory",
-         "modules-memory", "modules-oom", "modules-device-time", "nccl-collectives", "mfu-bf16",
-         "nccl-comm-device", "ddp-overlap", "slow-sync"]
 TOLERANCE = 0.05
 DEV = "cuda"  # "cpu" under --cpu-smoke
 
@@ -889,56 +884,54 @@ def case_slow_sync(torch, stepwatch):
     return ok, {"slow_steps_with_sync": rows}
 
 
+def _cases(torch, stepwatch):
+    """Every case by name, and whether --cpu-smoke runs it (the one list of them)."""
+    cost_small = ([256, 1024, 256, 10], 64, 25 if DEV == "cuda" else 2, 8 if DEV == "cuda" else 1)
+    both = (torch, stepwatch)
+    return {
+        "manual": (lambda: case_manual(*both), True),
+        "instrument-adamw": (lambda: case_instrument(*both, "adamw"), True),
+        "instrument-adamw-fused": (lambda: case_instrument(*both, "adamw-fused"), False),
+        "instrument-sgd": (lambda: case_instrument(*both, "sgd"), True),
+        "burst": (lambda: case_burst(*both), True),
+        "behind": (lambda: case_behind(*both), True),
+        "nvml": (lambda: case_nvml(*both), False),
+        "cost-launch-bound": (lambda: _cost(*both, *cost_small), True),
+        "cost-heavy": (lambda: _cost(*both, [S(4096), S(8192), S(8192), S(4096)], S(2048), 5,
+                                     3), False),
+        "ro-correct": (lambda: case_compiled_equal(*both, "reduce-overhead"), True),
+        "ro-faulty-plain": (lambda: case_ro_faulty(*both, timed=False), False),
+        "ro-faulty-timed": (lambda: case_ro_faulty(*both, timed=True), True),
+        "manual-capture": (lambda: case_manual_capture(*both), False),
+        "max-autotune": (lambda: case_compiled_equal(*both, "max-autotune"), False),
+        "h2d-copy": (lambda: case_h2d_copy(*both), True),
+        "step-memory": (lambda: case_step_memory(*both), False),
+        "modules-memory": (lambda: case_modules_memory(*both), False),
+        "modules-oom": (lambda: case_modules_oom(*both), False),
+        "modules-device-time": (lambda: case_modules_device_time(*both), True),
+        "nccl-collectives": (lambda: case_nccl_collectives(*both), True),
+        "mfu-bf16": (lambda: case_mfu_bf16(*both), True),
+        "nccl-comm-device": (lambda: case_nccl_comm_device(*both), True),
+        "ddp-overlap": (lambda: case_ddp_overlap(*both), True),
+        "slow-sync": (lambda: case_slow_sync(*both), False),
+    }
+
+
+def case_names(on_cpu=False):
+    """The cases' names in their order (on_cpu: those --cpu-smoke runs)."""
+    import torch
+    import stepwatch
+    return [n for n, (_, cpu) in _cases(torch, stepwatch).items() if cpu or not on_cpu]
+
+
 def run_case(name):
     import torch
     import stepwatch
     torch.backends.cuda.matmul.allow_tf32 = False
-    if name == "manual":
-        return case_manual(torch, stepwatch)
-    if name.startswith("instrument-"):
-        return case_instrument(torch, stepwatch, name.split("-", 1)[1])
-    if name == "burst":
-        return case_burst(torch, stepwatch)
-    if name == "behind":
-        return case_behind(torch, stepwatch)
-    if name == "nvml":
-        return case_nvml(torch, stepwatch)
-    if name == "cost-launch-bound":
-        return _cost(torch, stepwatch, [256, 1024, 256, 10], 64, 25 if DEV == "cuda" else 2,
-                     8 if DEV == "cuda" else 1)
-    if name == "cost-heavy":
-        return _cost(torch, stepwatch, [S(4096), S(8192), S(8192), S(4096)], S(2048), 5, 3)
-    if name == "ro-correct":
-        return case_compiled_equal(torch, stepwatch, "reduce-overhead")
-    if name == "ro-faulty-plain":
-        return case_ro_faulty(torch, stepwatch, timed=False)
-    if name == "ro-faulty-timed":
-        return case_ro_faulty(torch, stepwatch, timed=True)
-    if name == "max-autotune":
-        return case_compiled_equal(torch, stepwatch, "max-autotune")
-    if name == "manual-capture":
-        return case_manual_capture(torch, stepwatch)
-    if name == "h2d-copy":
-        return case_h2d_copy(torch, stepwatch)
-    if name == "step-memory":
-        return case_step_memory(torch, stepwatch)
-    if name == "modules-memory":
-        return case_modules_memory(torch, stepwatch)
-    if name == "modules-oom":
-        return case_modules_oom(torch, stepwatch)
-    if name == "modules-device-time":
-        return case_modules_device_time(torch, stepwatch)
-    if name == "nccl-collectives":
-        return case_nccl_collectives(torch, stepwatch)
-    if name == "mfu-bf16":
-        return case_mfu_bf16(torch, stepwatch)
-    if name == "nccl-comm-device":
-        return case_nccl_comm_device(torch, stepwatch)
-    if name == "ddp-overlap":
-        return case_ddp_overlap(torch, stepwatch)
-    if name == "slow-sync":
-        return case_slow_sync(torch, stepwatch)
-    raise SystemExit(f"gpu_check: no case {name!r}")
+    case = _cases(torch, stepwatch).get(name)
+    if case is None:
+        raise SystemExit(f"gpu_check: no case {name!r}")
+    return case[0]()
 
 
 def cpu_smoke():
@@ -950,10 +943,7 @@ def cpu_smoke():
     torch.cuda.Event = _SmokeEvent
     torch.cuda.synchronize = lambda *a: None
     bad = []
-    names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or [
-        "manual", "instrument-adamw", "instrument-sgd", "burst", "behind", "cost-launch-bound",
-        "ro-correct", "ro-faulty-timed", "h2d-copy", "modules-device-time", "nccl-collectives",
-        "mfu-bf16", "nccl-comm-device", "ddp-overlap"]
+    names = sys.argv[sys.argv.index("--cpu-smoke") + 1:] or case_names(on_cpu=True)
     for name in names:
         try:
             ok, figures = run_case(name)
@@ -999,7 +989,7 @@ def main():
     print(f"gpu-check on {env['device']} (torch {env['torch']}, CUDA {env['cuda']})", flush=True)
     deadline = time.monotonic() + args.budget_s
     results = {}
-    for name in CASES:
+    for name in case_names():
         left = deadline - time.monotonic()
         if left < 15:
             results[name] = {"ok": False, "note": "not run: the run's time budget was spent"}
