@@ -48,7 +48,7 @@ static const char HELP[] =
     "      --on-full P   when the run file's writer falls behind: drop (default; events\n"
     "                    are counted, training never waits) or block (nothing dropped)\n"
     "      --ring-capacity N\n"
-    "                    events buffered per thread (default 65536, 152 bytes each)\n"
+    "                    events buffered per thread (default 65536, 376 bytes each)\n"
     "      --functions A,B  profile the Python functions called inside these actions\n"
     "                    (data, forward, ...): cProfile tables per action in the report\n"
     "      --builtins    with --functions, C builtins too (as cProfile; slower)\n"

@@ -182,7 +182,8 @@ typedef enum sw_full_policy {
     SW_FULL_BLOCK = 1 /* wait for the flusher (never drops, may slow training) */
 } sw_full_policy;
 
-/* The largest ring_capacity: 4,194,304 events, about 640 MB per recording thread. */
+/* The largest ring_capacity: 4,194,304 events, about 1.6 GB per recording thread (an event
+ * holds a step record, 376 bytes on x86-64 today). */
 #define SW_MAX_RING_CAPACITY (1u << 22)
 
 /* The live status line (stepwatch/live.h): one line at the bottom of the terminal while the
@@ -238,7 +239,8 @@ typedef struct sw_options {
                                 STEPWATCH_TIMELINE=1 then turns the timeline on */
     int timeline;               /* nonzero: keep every span for the run file (Chrome trace) */
     uint32_t ring_capacity;     /* events buffered per thread for the run file; 0 = 65536;
-                                at most SW_MAX_RING_CAPACITY (152 bytes an event) */
+                                at most SW_MAX_RING_CAPACITY (376 bytes an event
+                                on x86-64: 24 MB at the default) */
     sw_full_policy on_full;     /* when the flusher cannot keep up */
     uint32_t flush_interval_ms; /* run file flush period; 0 = 200 */
     int no_signal_handlers;   /* nonzero: do not chain SIGINT/SIGTERM/SIGHUP to complete the file */
