@@ -16,20 +16,25 @@
 #define US 1000ull
 
 /* A training loop of nsteps steps: data, forward, backward, optimizer, each busy for the
- * given microseconds. Written to <sw_test_dir>/<name>; the path is returned in path. */
-static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_us, char *path,
-                  size_t size) {
+ * given microseconds. Written to <sw_test_dir>/<name>; the path is returned in path. The
+ * loop's own clock gives the share of the steps' time in data, in percent (a loaded machine
+ * that preempts a spin stretches it): the truth the tests hold diagnose to. */
+static double train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_us, char *path,
+                    size_t size) {
     snprintf(path, size, "%s/%s", sw_test_dir, name);
     SW_TEST_PROFILER(p, .name = name, .run_file = path, .no_signal_handlers = 1);
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward");
     sw_id bwd = sw_action(p, "backward"), opt = sw_action(p, "optimizer");
     sw_phase_begin(p, SW_PHASE_FIT);
     sw_phase_begin(p, SW_PHASE_TRAIN);
+    uint64_t in_data = 0, in_steps = 0;
     for (int i = 0; i < nsteps; i++) {
+        uint64_t t0 = sw_now_ns();
         sw_step_begin(p, 32);
         sw_begin(p, data);
         sw_test_spin(data_us * US);
         sw_end(p, data);
+        in_data += sw_now_ns() - t0;
         sw_begin(p, fwd);
         sw_test_spin(fwd_us * US);
         sw_end(p, fwd);
@@ -40,10 +45,12 @@ static void train(const char *name, int nsteps, uint64_t data_us, uint64_t fwd_u
         sw_test_spin(100 * US);
         sw_end(p, opt);
         sw_step_end(p);
+        in_steps += sw_now_ns() - t0;
     }
     sw_phase_end(p, SW_PHASE_TRAIN);
     sw_phase_end(p, SW_PHASE_FIT);
     sw_profiler_free(p);
+    return in_steps ? 100.0 * (double)in_data / (double)in_steps : 0;
 }
 
 static char *diagnose_json(const char *path) {
@@ -60,13 +67,19 @@ static void test_input_bound_run(void **state) {
     (void)state;
     char slow[512], fast[512];
     train("slow_loader.db", 40, 2000, 300, slow, sizeof slow); /* data ~ 74 % of a step */
-    train("fast_loader.db", 40, 20, 1500, fast, sizeof fast);  /* data ~ 1 % */
+    double fast_share = train("fast_loader.db", 40, 20, 1500, fast, sizeof fast); /* ~ 1 % */
     char *json = diagnose_json(slow);
     assert_non_null(strstr(json, "\"id\": \"input-bound\""));
     assert_non_null(strstr(json, "\"severity\": \"critical\""));
     free(json);
     json = diagnose_json(fast);
-    assert_null(strstr(json, "input-bound"));
+    /* Not input-bound, unless the machine's preemptions inside the 20 us data spins made it
+     * so by the loop's own clock (diagnose flags 15 %; 5 points of slack for the few ns
+     * between the loop's clock and stepwatch's) */
+    if (fast_share < 10.0)
+        assert_null(strstr(json, "input-bound"));
+    else if (fast_share >= 20.0)
+        assert_non_null(strstr(json, "input-bound"));
     assert_non_null(strstr(json, "\"steps\": 40"));
     free(json);
 
