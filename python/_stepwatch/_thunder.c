@@ -125,8 +125,8 @@ static PyObject *Intervals_set_state(IntervalsObject *self, PyObject *rows) {
     int ok = keys != NULL;
     for (Py_ssize_t i = 0; ok && i < self->nkeys; i++) {
         PyObject *open;
-        double total;
-        unsigned long long intervals, batches, samples;
+        double total = 0;
+        unsigned long long intervals = 0, batches = 0, samples = 0;
         PyObject *row = PySequence_Tuple(PySequence_Fast_GET_ITEM(seq, i));
         ok = row != NULL && PyArg_ParseTuple(row, "OdKKK:set_state", &open, &total, &intervals,
                                              &batches, &samples);
