@@ -313,9 +313,9 @@ static void test_no_comm_no_figure(void **state) {
 /* The figures in the run file, the text report's line, the markdown and the JSON. */
 static void test_run_file_and_reports(void **state) {
     (void)state;
-    char dir[] = "/tmp/sw_device_comm_XXXXXX", path[256];
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/run.db", dir);
+    char path[300];
+    assert_int_equal(sw_test_make_dir(NULL), 0);
+    snprintf(path, sizeof path, "%s/run.db", sw_test_dir);
     SW_TEST_PROFILER(p, .device_time = 1, .run_file = path);
     const ival v[] = {{SW_DEVICE_COMM, 4 * MS, 8 * MS}};
     sw_snapshot_free(run(p, 5, 6 * MS, 4 * MS, v, 1));
@@ -344,8 +344,7 @@ static void test_run_file_and_reports(void **state) {
     free(json);
     sw_snapshot_free(s);
     sw_run_close(rf);
-    unlink(path);
-    rmdir(dir);
+    sw_test_remove_dir(NULL);
 }
 
 int main(void) {

@@ -27,6 +27,19 @@ static inline int sw_test_remove_dir(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* A slow step's record as the rule sees it: step, its duration and median, no signals yet
+ * (no GC generation). */
+static inline sw_step_record sw_test_slow_record(uint64_t step, uint64_t duration,
+                                                 uint64_t median) {
+    sw_step_record r;
+    memset(&r, 0, sizeof r);
+    r.step = step;
+    r.duration_ns = duration;
+    r.median_ns = median;
+    r.signals.gc_generation = -1;
+    return r;
+}
+
 /* Busy-wait ns nanoseconds on the profiler clock (sleeping would be too coarse). */
 static inline void sw_test_spin(uint64_t ns) {
     uint64_t end = sw_now_ns() + ns;

@@ -25,16 +25,6 @@
 
 #define MS 1000000ull
 
-static sw_step_record slow_record(uint64_t duration, uint64_t median) {
-    sw_step_record r;
-    memset(&r, 0, sizeof r);
-    r.step = 977;
-    r.duration_ns = duration;
-    r.median_ns = median;
-    r.signals.gc_generation = -1;
-    return r;
-}
-
 static const char *text_of(sw_step_record *r, char *line, size_t size) {
     r->cause = sw_slow_cause(r, 0, &r->explained_ns);
     return sw_slow_step_text(r, line, size);
@@ -46,7 +36,7 @@ static const char *text_of(sw_step_record *r, char *line, size_t size) {
 static void test_split_rule(void **state) {
     (void)state;
     char line[300];
-    sw_step_record r = slow_record(64 * MS, 4 * MS);
+    sw_step_record r = sw_test_slow_record(977, 64 * MS, 4 * MS);
     r.signals.os_wall_ns = 66 * MS;
     r.signals.cpu_ns = 6 * MS; /* 60 ms off the CPU */
     r.signals.voluntary_switches = 50;
@@ -73,7 +63,7 @@ static void test_split_rule(void **state) {
     r.signals.has_runnable = 0;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED); /* the fallback */
     /* A save that blocked on its writes, a little preempted: the checkpoint's. */
-    r = slow_record(450 * MS, 50 * MS);
+    r = sw_test_slow_record(977, 450 * MS, 50 * MS);
     r.signals.checkpoint_ns = 400 * MS;
     r.signals.os_wall_ns = 450 * MS;
     r.signals.cpu_ns = 70 * MS;
@@ -91,7 +81,7 @@ static void test_split_rule(void **state) {
 static void test_sync_and_throttle_rule(void **state) {
     (void)state;
     char line[300];
-    sw_step_record r = slow_record(150 * MS, 25 * MS);
+    sw_step_record r = sw_test_slow_record(977, 150 * MS, 25 * MS);
     r.signals.sync_ns = 120 * MS;
     snprintf(r.signals.sync_call, sizeof r.signals.sync_call, "sync .item()");
     assert_string_equal(text_of(&r, line, sizeof line),

@@ -39,22 +39,12 @@ static void test_rule(void **state) {
     assert_false(sw_step_is_slow(5 * MS, 0)); /* no median yet */
 }
 
-static sw_step_record slow_record(uint64_t duration, uint64_t median) {
-    sw_step_record r;
-    memset(&r, 0, sizeof r);
-    r.step = 4213;
-    r.duration_ns = duration;
-    r.median_ns = median;
-    r.signals.gc_generation = -1;
-    return r;
-}
-
 /* The largest explained share wins when it explains half; the OS only when nothing in the
  * program does; unknown otherwise. */
 static void test_cause_rule(void **state) {
     (void)state;
     uint64_t ns = 0;
-    sw_step_record r = slow_record(182 * MS, 31 * MS);
+    sw_step_record r = sw_test_slow_record(4213, 182 * MS, 31 * MS);
     assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_UNKNOWN);
     assert_int_equal(ns, 0);
     r.signals.gc_ns = 148 * MS;
@@ -69,7 +59,7 @@ static void test_cause_rule(void **state) {
     assert_string_equal(line, "step 4213: 182 ms (median 31.0 ms): gc generation 2, 148 ms, "
                               "1.9 M objects");
     /* Data counts only above the usual data time. */
-    r = slow_record(100 * MS, 10 * MS);
+    r = sw_test_slow_record(4213, 100 * MS, 10 * MS);
     r.category_ns[SW_CAT_DATA] = 60 * MS;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_DATA);
     assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_UNKNOWN);
@@ -90,7 +80,7 @@ static void test_cause_rule(void **state) {
     r.signals.checkpoint_ns = 50 * MS;
     assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_CHECKPOINT);
     /* Page faults: their kernel time, when there were many. */
-    r = slow_record(50 * MS, 5 * MS);
+    r = sw_test_slow_record(4213, 50 * MS, 5 * MS);
     r.signals.os_wall_ns = 50 * MS;
     r.signals.cpu_ns = 48 * MS;
     r.signals.sys_ns = 40 * MS;
@@ -99,7 +89,7 @@ static void test_cause_rule(void **state) {
     r.signals.minor_faults = 10;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_UNKNOWN);
     /* Not slow: no cause. */
-    r = slow_record(2 * MS, MS);
+    r = sw_test_slow_record(4213, 2 * MS, MS);
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_NONE);
     assert_string_equal(sw_cause_name(SW_CAUSE_PAGE_FAULTS), "page_faults");
     assert_null(sw_cause_name(SW_CAUSE_COUNT));
@@ -395,7 +385,7 @@ static void test_os_off(void **state) {
 static void test_allocator_and_steal(void **state) {
     (void)state;
     uint64_t ns = 0;
-    sw_step_record r = slow_record(64 * MS, 4 * MS);
+    sw_step_record r = sw_test_slow_record(4213, 64 * MS, 4 * MS);
     r.signals.alloc_retries = 2;
     assert_int_equal(sw_slow_cause(&r, 0, &ns), SW_CAUSE_ALLOCATOR);
     assert_int_equal(ns, 60 * MS);
@@ -416,7 +406,7 @@ static void test_allocator_and_steal(void **state) {
     r.signals.involuntary_switches = 50;
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PREEMPTED);
     /* Steal: the share of the step the hypervisor took, when nothing else explains it. */
-    r = slow_record(40 * MS, 4 * MS);
+    r = sw_test_slow_record(4213, 40 * MS, 4 * MS);
     r.signals.steal_permille = 300; /* 12 ms of 40: less than half the excess */
     assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_UNKNOWN);
     r.signals.steal_permille = 600;
