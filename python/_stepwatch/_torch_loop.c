@@ -171,6 +171,35 @@ static PyObject *Loop_step_end(LoopObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* between() -> bool: is this a moment between two training steps whose time is the next
+ * step's (sw_py_loop_between)? */
+static PyObject *Loop_between(LoopObject *self, PyObject *unused) {
+    sw_profiler *p = self->active ? self->owner->p : NULL;
+    return PyBool_FromLong(p != NULL && sw_py_loop_between(self));
+}
+
+/* hold(action, start, end): a span of action (sw_now_ns times) that ran between two
+ * training steps, held for the next one (stepwatch._checkpoint: a save after the update). */
+static PyObject *Loop_hold(LoopObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    uint32_t action;
+    if (st == NULL)
+        return NULL;
+    if (nargs != 3 || !PyLong_Check(args[1]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "hold(action, start: int, end: int)");
+        return NULL;
+    }
+    if (sw_py_named_id(args[0], st->action_type, self->owner, "hold", "action", &action) < 0)
+        return NULL;
+    uint64_t start = PyLong_AsUnsignedLongLong(args[1]), end = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    sw_profiler *p = self->active ? self->owner->p : NULL;
+    if (p != NULL && end >= start)
+        sw_py_loop_hold(self, p, action, start, end);
+    Py_RETURN_NONE;
+}
+
 /* module_end(output): the forward hook of that module. */
 static PyObject *Loop_module_end(LoopObject *self, PyObject *output) {
     sw_py_loop_call_end(self, output);
@@ -265,6 +294,14 @@ static PyMethodDef Loop_methods[] = {
     {"step_end", (PyCFunction)Loop_step_end, METH_NOARGS,
      "step_end($self, /)\n--\n\n"
      "End the training step in progress now."},
+    {"between", (PyCFunction)Loop_between, METH_NOARGS,
+     "between($self, /)\n--\n\n"
+     "-> bool: no step is open, and the next training step begins where the last one "
+     "ended (what runs now is its time)."},
+    {"hold", (PyCFunction)(void (*)(void))Loop_hold, METH_FASTCALL,
+     "hold($self, action, start, end, /)\n--\n\n"
+     "A span of action (now_ns() times) that ran between two training steps: recorded "
+     "in the next one."},
     {"module_begin", (PyCFunction)Loop_module_begin, METH_O,
      "module_begin($self, module, /)\n--\n\n"
      "-> bool: begin the outermost module call (False when inside one)."},

@@ -151,6 +151,11 @@ void sw_py_loop_set_rule(LoopObject *loop, sw_profiler *p, step_rule rule);
 void sw_py_loop_flush_pending(LoopObject *loop, sw_profiler *p, int kind, int same);
 /* A batch or a zero_grad ended: into the open step, or held until its step is known. */
 void sw_py_loop_settle(LoopObject *loop, sw_profiler *p, const pending_event *e);
+/* No step is open, and the next training step begins where the last one ended: an event now
+ * (a checkpoint saved after the update) is that step's, and is held for it with
+ * sw_py_loop_hold. */
+int sw_py_loop_between(const LoopObject *loop);
+void sw_py_loop_hold(LoopObject *loop, sw_profiler *p, sw_id action, uint64_t start, uint64_t end);
 void sw_py_loop_close_step(LoopObject *loop, sw_profiler *p, uint64_t end);
 /* Train or valid: grad mode; for an outermost forward, then module.training. */
 int sw_py_loop_grad_kind(LoopObject *loop);

@@ -219,6 +219,22 @@ static int update_bounded(const LoopObject *loop) {
     return loop->rule == RULE_OPTIMIZER || loop->rule == RULE_BACKWARD;
 }
 
+/* Between two training steps, where the next one will begin at the last one's end (open_step:
+ * the same kind, and no new loop over a loader since): what runs now is that step's time,
+ * so its span is held for it (sw_py_loop_hold), not left in no step. */
+int sw_py_loop_between(const LoopObject *loop) {
+    return loop->kind == NO_STEP && loop->last_kind == TRAIN && loop->last_end != 0 &&
+           (loop->external || update_bounded(loop));
+}
+
+/* An event that ran between two training steps (a checkpoint saved after the optimizer
+ * step): held for the next training step, as a zero_grad after the update is. */
+void sw_py_loop_hold(LoopObject *loop, sw_profiler *p, sw_id action, uint64_t start, uint64_t end) {
+    pending_event e = {action, TRAIN, 0, 0, start, end};
+    sw_py_loop_settle(loop, p, &e);
+}
+
+
 /* An event that is part of a step begins (a backward or an optimizer step: train = 1, which
  * ends a validation step; a loss: train = 0, whose kind is grad mode's): join the open step,
  * or begin one. */

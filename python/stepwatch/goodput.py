@@ -12,7 +12,9 @@ and goodput add up to the wall time exactly:
   data wait     the training steps' wait for their batches ("data")
   warm-up       the warm-up steps' own work (the first steps, kept out of the statistics)
   evaluation    the validation phases ("valid")
-  checkpoints   actions named for checkpoints or saving (Lightning's ModelCheckpoint, ...)
+  checkpoints   the saves: the adapters' "checkpoint" (torch.save, Lightning's save_checkpoint,
+                the Trainer's _save_checkpoint; those inside steps leave the steps' time),
+                else actions named for checkpoints or saving
   idle          in the training phase but between steps (logging, callbacks, the loop's own
                 work)
   the end       everything else: after the last phase, between phases, outside them
@@ -22,6 +24,8 @@ The notes it writes: "goodput" (the percent), "goodput_loss" (the largest cause)
 diagnose` reads, and "goodput_ns" (every part in ns), from which the JSON report and the HTML
 page build their goodput table.
 """
+from stepwatch._checkpoint import IN_STEPS_NOTE
+
 __all__ = ["parts", "note", "line", "ns_note"]
 
 CAUSES = ("start-up", "compilation", "data wait", "warm-up", "evaluation", "checkpoints", "idle",
@@ -45,6 +49,11 @@ def _compiled(notes, warmup_steps):
     return warm, steady
 
 
+def _note_ns(info, name):
+    value = (info.get("notes") or {}).get(name) or ""
+    return int(value) if value.isdigit() else 0
+
+
 def parts(snapshot):
     """{"wall_ns", "goodput" (percent), "steady_ns", cause: ns for every cause}, or None for
     a run without training steps."""
@@ -63,11 +72,21 @@ def parts(snapshot):
         steady_c = compile_ns - warm_c
     steady_data = data["total_ns"] if data else 0
     warm_data = data["warmup_total_ns"] if data else 0
-    steady = max(0, step["total_ns"] - steady_data - steady_c)
-    warmup = max(0, step["warmup_total_ns"] - warm_data - warm_c)
-    checkpoints = sum(_total(r) for (phase, action), r in rows.items()
-                      if phase in ("train", "fit") and ("checkpoint" in action.lower()
-                                                        or "save" in action.lower()))
+    # the adapters' "checkpoint" (one span a save, whatever ran inside it) where it was
+    # timed; else the actions named for checkpoints or saving (a C loop's, a user's)
+    saves = {k: r for k, r in rows.items() if k[0] in ("train", "fit") and k[1] == "checkpoint"}
+    if not saves:
+        saves = {(phase, action): r for (phase, action), r in rows.items()
+                 if phase in ("train", "fit") and ("checkpoint" in action.lower()
+                                                   or "save" in action.lower())}
+    checkpoints = sum(_total(r) for r in saves.values())
+    # the saves inside steps (stepwatch._checkpoint's note) come out of the steady steps'
+    # time first, then the warm-up's: a checkpoint counts once
+    in_steps = min(checkpoints, _note_ns(info, IN_STEPS_NOTE))
+    steady = step["total_ns"] - steady_data - steady_c
+    steady_saves = min(in_steps, max(0, steady))
+    steady = max(0, steady - steady_saves)
+    warmup = max(0, step["warmup_total_ns"] - warm_data - warm_c - (in_steps - steady_saves))
     train_phase = _total(rows.get(("fit", "train")))
     out = {
         "start-up": _total(rows.get(("fit", "startup"))),
@@ -76,7 +95,7 @@ def parts(snapshot):
         "warm-up": warmup,
         "evaluation": _total(rows.get(("fit", "valid"))),
         "checkpoints": checkpoints,
-        "idle": max(0, train_phase - _total(step) - checkpoints),
+        "idle": max(0, train_phase - _total(step) - (checkpoints - in_steps)),
     }
     # stepwatch.torch's start-up ends when the first step is found, which can be after that
     # step began: the overlap is the first step's, so start-up gives it back

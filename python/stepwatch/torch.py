@@ -43,7 +43,8 @@ What is timed, per step:
              steps they ran in and the time go into the "compiled_steps" note, which
              ``stepwatch diagnose`` names and keeps out of the step statistics.
   checkpoint ``torch.save`` (patched), an action of category other: inside a step, a slow
-             step's cause (docs/slow-steps.md).
+             step's cause (docs/slow-steps.md); one saved between two steps (after the
+             optimizer step) is held for the next one, whose time it is.
 
 Phases: per forward, "valid" under no_grad/inference_mode or for a module in eval() mode,
 else "train"; the whole instrumented time is "fit". Everything is restored by
@@ -318,7 +319,8 @@ class Instrumentation:
     def _install_checkpoint(self):
         """torch.save timed as "checkpoint": a step that saved one is slow for that reason."""
         from stepwatch import _checkpoint
-        self._patch(torch, "save", functools.partial(_checkpoint.timed, self.profiler))
+        self._patch(torch, "save", functools.partial(_checkpoint.timed, self.profiler,
+                                                     loop=self._loop))
 
     def _install_sync(self):
         """.item(), .cpu(), torch.cuda.synchronize(), ... on CUDA timed as "sync <call>"

@@ -30,15 +30,15 @@ def checkpoint_row(path):
     return {r["action"]: r for r in stepwatch.load(path).records("all")}["checkpoint"]
 
 
-def check(path, saves):
+def check(path, saves, outside=0):
     """The checkpoint row counts one span per save, the nap inside each; every step that
     saved is slow with the save's time in it, and called a checkpoint unless the OS's reading
     says the machine took more of it (sw_slow_cause's rule, as test_slow_steps reads it: the
     save's time less the off-CPU time, when preemptions outnumber waits); no other step is
-    called a checkpoint."""
+    called a checkpoint. outside: how many more saves were made in no step."""
     row = checkpoint_row(path)
-    assert row["count"] + row["warmup_count"] == len(saves), row
-    assert row["total_ns"] + row["warmup_total_ns"] >= len(saves) * SAVE_NAP * 1e9
+    assert row["count"] + row["warmup_count"] == len(saves) + outside, row
+    assert row["total_ns"] + row["warmup_total_ns"] >= (len(saves) + outside) * SAVE_NAP * 1e9
     slow = slow_steps(path)
     seen = {s: (r["cause"], r["duration_ns"], r["checkpoint_ns"]) for s, r in slow.items()}
     for s in saves:
@@ -48,6 +48,9 @@ def check(path, saves):
         assert r["cause"] == "checkpoint" if explains else r["cause"] in MACHINE, (s, r)
     others = {r["cause"] for s, r in slow.items() if s not in saves}
     assert others <= MACHINE | {"gc"}, seen  # the machine's, or a collection
+    # the saves inside steps, noted for goodput (which counts each save once)
+    in_steps = int(stepwatch.load(path).info()["notes"]["checkpoint_in_steps_ns"])
+    assert len(saves) * SAVE_NAP * 1e9 <= in_steps <= row["total_ns"] + row["warmup_total_ns"]
 
 
 def test_lightning_model_checkpoint_every_n_steps(tmp_path):
@@ -116,3 +119,75 @@ def test_hf_trainer_save_steps(tmp_path):
     check(path, saves)
     assert trainer.state.global_step == steps
     assert not hasattr(Trainer._save_checkpoint, "__wrapped__")  # restored at the end
+
+
+class SlowFile:
+    """A file torch.save writes to whose first write naps as a slow disk does."""
+
+    def __init__(self):
+        self.size, self.napped = 0, False
+
+    def write(self, data):
+        if not self.napped:
+            self.napped = True
+            slow_disk()
+        self.size += len(data)
+        return len(data)
+
+    def flush(self):
+        pass
+
+
+def test_zero_code_save_after_the_update(tmp_path):
+    """Zero-code torch: a torch.save after optimizer.step() is between two steps, in the
+    time of the next one (which begins where the last ended): its span is held for that
+    step, which is slow for that reason with the save in its kept spans. A save after the
+    loader is done (an epoch's end) is in no step. Goodput counts every save once."""
+    import sqlite3
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import stepwatch.goodput
+    import stepwatch.torch as swtorch
+
+    path = tmp_path / "torch.db"
+    steps, after = 40, (12, 30)  # a save after the update of these steps of epoch 0
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = DataLoader(TensorDataset(torch.randn(steps * 4, 8), torch.randn(steps * 4, 1)),
+                      batch_size=4)
+    prof = stepwatch.Profiler(run_file=str(path))
+    with swtorch.instrument(prof):
+        for epoch in range(2):
+            for i, (x, y) in enumerate(data):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+                if epoch == 0 and i in after:
+                    torch.save(model.state_dict(), SlowFile())
+            if epoch == 0:
+                torch.save(model.state_dict(), SlowFile())  # the loader is done: no step's
+    prof.close()
+    row = checkpoint_row(path)
+    check(path, [i + 1 for i in after], outside=1)  # the step after each save takes it in
+    db = sqlite3.connect(path)
+    for i in after:  # the save is among the slow step's kept spans
+        names = {n for (n,) in db.execute(
+            "SELECT a.name FROM slow_spans s JOIN actions a ON a.id = s.action AND a.rank = "
+            "s.rank WHERE s.window = ?", (i + 1,))}
+        assert "checkpoint" in names, (i, names)
+    db.close()
+    snapshot = stepwatch.load(str(path))
+    parts = stepwatch.goodput.parts(snapshot)
+    notes = snapshot.info()["notes"]
+    in_steps = int(notes["checkpoint_in_steps_ns"])
+    assert len(after) * SAVE_NAP * 1e9 <= in_steps < (len(after) + 1) * SAVE_NAP * 1e9, notes
+    assert parts["checkpoints"] == row["total_ns"] + row["warmup_total_ns"]
+    step = {r["action"]: r for r in snapshot.records("train")}["step"]
+    # the held saves are spans of their steps: not the steps' own ("other") time
+    assert step["self_ns"] + in_steps <= step["total_ns"], (step, in_steps)
+    # the saves inside steps left the steady steps' time (counted once, as checkpoints)
+    assert parts["steady_ns"] <= step["total_ns"] - in_steps, (parts, step)
+    lost = sum(parts[c] for c in stepwatch.goodput.CAUSES)
+    assert lost + parts["steady_ns"] == parts["wall_ns"], parts
