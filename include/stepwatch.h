@@ -448,6 +448,11 @@ SW_API void sw_step_memory(sw_profiler *p, uint64_t allocated, uint64_t peak_all
  * the previous call on this thread (docs/slow-steps.md). Call it just before sw_step_end, on
  * the step's thread, as sw_step_memory. No lock, no allocation; nothing outside a step. */
 SW_API void sw_step_allocator(sw_profiler *p, uint64_t alloc_retries, uint64_t ooms);
+/* A checkpoint saved on this thread wrote bytes: in the open step, or (called between two
+ * steps) for a save held for the next one, whose time it is. The step's signals get the sum
+ * (checkpoint_bytes), and a slow step whose cause is the checkpoint says its size and rate.
+ * No lock, no allocation. */
+SW_API void sw_step_checkpoint_bytes(sw_profiler *p, uint64_t bytes);
 /* Steps begun so far in the whole run (all phases), and the current step's global index
  * (-1 outside a step). */
 SW_API uint64_t sw_step_count(const sw_profiler *p);
@@ -902,6 +907,8 @@ typedef struct sw_step_signals {
     uint64_t gc_collected; /* objects collected */
     /* Time of spans standing for a cause (sw_cause_of) inside the step, per cause. */
     uint64_t compile_ns, checkpoint_ns, eval_ns;
+    /* What the step's checkpoints wrote (sw_step_checkpoint_bytes); 0: not said. */
+    uint64_t checkpoint_bytes;
     /* The CUDA caching allocator (sw_step_allocator): its retries (a failed allocation that
      * freed the cache and tried again) and out-of-memory errors in the step. */
     uint64_t alloc_retries, ooms;

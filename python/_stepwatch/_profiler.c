@@ -536,6 +536,20 @@ static PyObject *Profiler_set_batch_size(ProfilerObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* checkpoint_bytes(n): a checkpoint saved in the open step (or held for the next) wrote n
+ * bytes (stepwatch._checkpoint). */
+static PyObject *Profiler_checkpoint_bytes(ProfilerObject *self, PyObject *arg) {
+    unsigned long long n = PyLong_Check(arg) ? PyLong_AsUnsignedLongLong(arg) : 0;
+    if (!PyLong_Check(arg) || PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "checkpoint_bytes(n): n must be an int >= 0");
+        return NULL;
+    }
+    if (self->p)
+        sw_step_checkpoint_bytes(self->p, n);
+    Py_RETURN_NONE;
+}
+
 /* counter(name, value): one sample of a numeric counter. */
 static PyObject *Profiler_counter(ProfilerObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[0])) {
@@ -742,6 +756,9 @@ static PyMethodDef Profiler_methods[] = {
     {"step_end", (PyCFunction)Profiler_step_end, METH_NOARGS,
      "step_end($self, /)\n--\n\n"
      "End the step."},
+    {"checkpoint_bytes", (PyCFunction)Profiler_checkpoint_bytes, METH_O,
+     "checkpoint_bytes($self, n, /)\n--\n\n"
+     "A checkpoint saved in the open step (or held for the next one) wrote n bytes."},
     {"set_batch_size", (PyCFunction)Profiler_set_batch_size, METH_O,
      "set_batch_size($self, n, /)\n--\n\n"
      "The open step's batch size, once known."},

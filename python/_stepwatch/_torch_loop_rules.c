@@ -234,7 +234,6 @@ void sw_py_loop_hold(LoopObject *loop, sw_profiler *p, sw_id action, uint64_t st
     sw_py_loop_settle(loop, p, &e);
 }
 
-
 /* An event that is part of a step begins (a backward or an optimizer step: train = 1, which
  * ends a validation step; a loss: train = 0, whose kind is grad mode's): join the open step,
  * or begin one. */

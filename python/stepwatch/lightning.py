@@ -396,7 +396,8 @@ class Profiler(_LightningProfiler):
         # trainer.save_checkpoint (ModelCheckpoint's and the user's) as "checkpoint": inside
         # a step (every_n_train_steps) it is the step's cause when it makes the step slow
         self._set_tap(trainer, "save_checkpoint",
-                      _checkpoint.timed(self._recorder, trainer.save_checkpoint))
+                      _checkpoint.timed(self._recorder, trainer.save_checkpoint,
+                                        target=(0, "filepath")))
         if self.loss_hooks and trainer.lightning_module is not None:
             import torch
             for m in trainer.lightning_module.modules():

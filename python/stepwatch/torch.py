@@ -320,7 +320,7 @@ class Instrumentation:
         """torch.save timed as "checkpoint": a step that saved one is slow for that reason."""
         from stepwatch import _checkpoint
         self._patch(torch, "save", functools.partial(_checkpoint.timed, self.profiler,
-                                                     loop=self._loop))
+                                                     loop=self._loop, target=(1, "f")))
 
     def _install_sync(self):
         """.item(), .cpu(), torch.cuda.synchronize(), ... on CUDA timed as "sync <call>"

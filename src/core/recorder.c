@@ -611,6 +611,14 @@ void sw_step_allocator(sw_profiler *p, uint64_t alloc_retries, uint64_t ooms) {
     }
 }
 
+void sw_step_checkpoint_bytes(sw_profiler *p, uint64_t bytes) {
+    if (p == NULL || !atomic_load_explicit(&p->enabled, memory_order_relaxed))
+        return;
+    sw__thread *t = thread_of(p);
+    if (t != NULL)
+        t->slow.checkpoint_bytes += bytes;
+}
+
 /* *max = value if it is larger. Steps of several threads may end at once: a lost race only
  * delays a new maximum to the next step, so plain relaxed compare-and-swap is enough. */
 static void store_max(_Atomic uint64_t *max, uint64_t value) {

@@ -144,6 +144,8 @@ static void step_signals(sw_profiler *p, sw__slow_thread *st, const sw_step_reco
     }
     g->compile_ns = cause_ns[SW_CAUSE_COMPILE];
     g->checkpoint_ns = cause_ns[SW_CAUSE_CHECKPOINT];
+    g->checkpoint_bytes = st->checkpoint_bytes;
+    st->checkpoint_bytes = 0;
     g->eval_ns = cause_ns[SW_CAUSE_EVAL];
     g->sync_ns = cause_ns[SW_CAUSE_SYNC];
     if (longest_sync) /* an action's name is set before any span of it: read without a lock */

@@ -131,9 +131,15 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
     uint64_t taken = sw_step_runnable_ns(r);
     uint64_t data = r->category_ns[SW_CAT_DATA];
     uint64_t faults = g->minor_faults + g->major_faults;
+    uint64_t data_excess = data > typical_data_ns ? data - typical_data_ns : 0;
+    /* Major faults wait off the CPU, for the disk; but a wait inside a named span (a save
+     * whose writes faulted) is that span's: only the off-CPU time the spans do not cover. */
+    uint64_t spans_ns = g->gc_ns + g->compile_ns + g->checkpoint_ns + g->eval_ns + g->sync_ns +
+                        data_excess;
     uint64_t fault_ns = 0;
     if (faults >= SW__FAULTS_MIN || g->major_faults > 0)
-        fault_ns = at_most(g->sys_ns, r->duration_ns) + (g->major_faults ? off : 0);
+        fault_ns = at_most(g->sys_ns, r->duration_ns) +
+                   (g->major_faults && off > spans_ns ? off - spans_ns : 0);
     /* The causes the step's own spans and the collector name, in the order a tie goes. */
     const struct {
         sw_cause cause;
@@ -143,7 +149,7 @@ sw_cause sw_slow_cause(const sw_step_record *r, uint64_t typical_data_ns, uint64
                  {SW_CAUSE_CHECKPOINT, g->checkpoint_ns},
                  {SW_CAUSE_EVAL, g->eval_ns},
                  {SW_CAUSE_SYNC, g->sync_ns},
-                 {SW_CAUSE_DATA, data > typical_data_ns ? data - typical_data_ns : 0},
+                 {SW_CAUSE_DATA, data_excess},
                  {SW_CAUSE_PAGE_FAULTS, fault_ns}};
     sw_cause best = SW_CAUSE_UNKNOWN;
     uint64_t best_ns = 0;

@@ -70,7 +70,8 @@ typedef struct sw__slow_thread {
     int spans_failed; /* no memory for the buffers: no windows from this thread */
     /* the allocator's totals (sw_step_allocator): at the previous step's end and now */
     uint64_t alloc_retries_seen, ooms_seen, alloc_retries_now, ooms_now;
-    int alloc_known; /* 0: never given; 1: the totals seen are a baseline */
+    int alloc_known;           /* 0: never given; 1: the totals seen are a baseline */
+    uint64_t checkpoint_bytes; /* sw_step_checkpoint_bytes since the last step ended */
     /* the excess of the costliest windows handed on, smallest first (a gate: the run file
      * keeps SW_SLOW_WINDOWS per rank, so a window cheaper than all of these is not sent) */
     uint64_t top[SW_SLOW_WINDOWS];

@@ -4,7 +4,7 @@
  *
  * Columns: Phase, Action, Mean Duration, Duration Std Dev (population, like np.std),
  * Number of Calls, Samples/Second, Total Time, Percent of Total. Durations use fastxtend's
- * scale_time (sw_format_scale_time, duration.c): four significant digits and an SI prefix
+ * scale_time (sw_format_scale_time, units.c): four significant digits and an SI prefix
  * ("35.63 s", "838.2ms", "771.3µs"), "-" for zero. Percentages have no decimals ("71%"),
  * samples/s thousands separators.
  *

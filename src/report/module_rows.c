@@ -59,24 +59,6 @@ long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out) {
     return (long)s->nmodules;
 }
 
-void sw__format_bytes(int64_t bytes, char *out, size_t size) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    if (bytes < 0) {
-        snprintf(out, size, "-");
-        return;
-    }
-    double v = (double)bytes;
-    size_t u = 0;
-    while (v >= 1024 && u + 1 < sizeof units / sizeof *units) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(out, size, "%" PRId64 " B", bytes);
-    else
-        snprintf(out, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
-}
-
 /* "host time, every 10 step(s) sampled: 12 sampled, ..., warm-up (first 1 step(s)) left
  * out" from the notes the front end sets; with GPU times, which columns are which clock's.
  * (A run file written before the warm-up was left out has no modules_warmup_steps.) */

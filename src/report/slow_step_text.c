@@ -96,6 +96,14 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
     case SW_CAUSE_CHECKPOINT:
         snprintf(out, size, "checkpoint, %s",
                  sw_format_duration((double)g->checkpoint_ns, a, sizeof a));
+        if (g->checkpoint_bytes > 0 && g->checkpoint_ns > 0) { /* "..., 96.0 MiB at 317 MiB/s" */
+            size_t used = strlen(out);
+            sw__format_bytes((int64_t)g->checkpoint_bytes, b, sizeof b);
+            sw__format_bytes(
+                (int64_t)((double)g->checkpoint_bytes * 1e9 / (double)g->checkpoint_ns), c,
+                sizeof c);
+            snprintf(out + used, size > used ? size - used : 0, ", %s at %s/s", b, c);
+        }
         break;
     case SW_CAUSE_EVAL:
         snprintf(out, size, "evaluation, %s", sw_format_duration((double)g->eval_ns, a, sizeof a));

@@ -229,6 +229,11 @@ void sw__put_comm_bw(const sw_snapshot *s, FILE *out, int markdown);
 /* The JSON report's "collectives" member, only when there are rows. */
 void sw__json_put_comm_bw(sw__jw *w, const sw_snapshot *s);
 
+/* ---- units (units.c) ---- */
+
+/* Bytes in binary units ("1.50 MiB"); "-" for a negative (unknown) count. */
+void sw__format_bytes(int64_t bytes, char *out, size_t size);
+
 /* ---- the modules table (module_rows.c) ---- */
 
 /* Has some module row GPU times (device_*_calls)? */
@@ -236,8 +241,6 @@ int sw__modules_have_device(const sw_snapshot *s);
 /* The snapshot's module rows, most self time (forward + backward; the GPU's when there are
  * GPU times) first: *out is malloc'ed (free it); the count, or -1 when out of memory. */
 long sw__modules_sorted(const sw_snapshot *s, const sw_module_row ***out);
-/* Bytes in binary units ("1.50 MiB"); "-" for a negative (unknown) count. */
-void sw__format_bytes(int64_t bytes, char *out, size_t size);
 /* The text formats' "Modules" section (the top 20 by self time), as a markdown table when
  * markdown is nonzero. Nothing when the snapshot has no modules. */
 void sw__put_modules_section(const sw_snapshot *s, FILE *out, int markdown);

@@ -7,13 +7,14 @@
 
 #include <stdio.h>
 
-/* The schema, version 9 (2: function profiles; 3: notes; 4: local rank, clock offset,
+/* The schema, version 10 (2: function profiles; 3: notes; 4: local rank, clock offset,
  * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
  * ranks; modules; 6: the modules' GPU device times; 7: slow steps, their signals and
  * causes, and the spans of the costliest ones: slow_steps, slow_spans, ranks.slow_judged;
  * 8: the slow steps' allocator and machine signals: alloc_retries, ooms, steal_permille,
  * load_x100, cpus; 9: the slow steps' runnable time, synchronizing calls and GPU clock
- * reasons: runnable_ns (NULL: not read), sync_ns, sync_call, clock_reasons). Every table has a rank column so rank files merge by union. */
+ * reasons: runnable_ns (NULL: not read), sync_ns, sync_call, clock_reasons; 10: the bytes
+ * the slow steps' checkpoints wrote: checkpoint_bytes). Every table has a rank column so rank files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -63,7 +64,7 @@ static const char SCHEMA_SQL[] =
     " checkpoint_ns INTEGER, eval_ns INTEGER, kept INTEGER DEFAULT 0,"
     " alloc_retries INTEGER, ooms INTEGER, steal_permille INTEGER, load_x100 INTEGER,"
     " cpus INTEGER, runnable_ns INTEGER, sync_ns INTEGER, sync_call TEXT,"
-    " clock_reasons INTEGER, PRIMARY KEY(rank, step)) WITHOUT ROWID;"
+    " clock_reasons INTEGER, checkpoint_bytes INTEGER, PRIMARY KEY(rank, step)) WITHOUT ROWID;"
     "CREATE TABLE slow_spans(rank INTEGER, window INTEGER, thread INTEGER, action INTEGER,"
     " phase INTEGER, depth INTEGER, step INTEGER, start_ns INTEGER, duration_ns INTEGER);"
     "CREATE INDEX slow_spans_window ON slow_spans(rank, window);"

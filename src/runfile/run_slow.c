@@ -24,14 +24,14 @@ static int run_once(sqlite3_stmt *q) {
     " os_wall_ns, cpu_ns, sys_ns, voluntary_switches, involuntary_switches, minor_faults," \
     " major_faults, gc_ns, gc_collections, gc_generation, gc_collected, compile_ns,"       \
     " checkpoint_ns, eval_ns, kept, alloc_retries, ooms, steal_permille, load_x100, cpus," \
-    " runnable_ns, sync_ns, sync_call, clock_reasons"
+    " runnable_ns, sync_ns, sync_call, clock_reasons, checkpoint_bytes"
 
 int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     if (st->slow_step == NULL) {
         int rc = sw__sql_prepare(st->db,
                                  "INSERT OR REPLACE INTO slow_steps(rank, step, " SLOW_COLUMNS
                                  ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,"
-                                 "?,?,?,?,?,?,?,?,?)",
+                                 "?,?,?,?,?,?,?,?,?,?)",
                                  &st->slow_step);
         if (rc != 0)
             return rc;
@@ -74,6 +74,7 @@ int sw__store_add_slow_step(sw__store *st, int rank, const sw_step_record *r) {
     sqlite3_bind_int64(q, col++, (sqlite3_int64)g->sync_ns);
     sqlite3_bind_text(q, col++, g->sync_call, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(q, col++, (sqlite3_int64)g->clock_reasons);
+    sqlite3_bind_int64(q, col++, (sqlite3_int64)g->checkpoint_bytes);
     return run_once(q);
 }
 
@@ -155,8 +156,8 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     while (rc == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
         sw_step_record r;
         memset(&r, 0, sizeof r);
-        int64_t v[34];
-        for (int k = 0; k < 34; k++)
+        int64_t v[35];
+        for (int k = 0; k < 35; k++)
             v[k] = sqlite3_column_int64(q, k);
         r.step = (uint64_t)v[1];
         r.phase = (sw_phase)v[2];
@@ -191,6 +192,7 @@ int sw_run_foreach_slow_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
         const unsigned char *call = sqlite3_column_text(q, 32);
         snprintf(g->sync_call, sizeof g->sync_call, "%s", call ? (const char *)call : "");
         g->clock_reasons = (uint64_t)v[33];
+        g->checkpoint_bytes = (uint64_t)v[34];
         rc = fn(ctx, (int)v[0], &r);
     }
     if (rc == 0 && step != SQLITE_DONE)

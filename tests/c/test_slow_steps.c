@@ -79,6 +79,24 @@ static void test_cause_rule(void **state) {
     /* A named cause goes before the OS even when the OS explains more. */
     r.signals.checkpoint_ns = 50 * MS;
     assert_int_equal(sw_slow_cause(&r, 30 * MS, NULL), SW_CAUSE_CHECKPOINT);
+    /* A save that waited off the CPU with major faults: the wait is inside the save, which is
+     * the cause (the faults' off-CPU time is only what the spans do not cover), and its size
+     * and rate are the evidence. */
+    r = sw_test_slow_record(51, 306 * MS, MS / 10);
+    r.signals.os_wall_ns = 306 * MS;
+    r.signals.cpu_ns = 4 * MS;
+    r.signals.sys_ns = 2 * MS;
+    r.signals.voluntary_switches = 40;
+    r.signals.major_faults = 3;
+    r.signals.checkpoint_ns = 300 * MS;
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_CHECKPOINT);
+    r.signals.checkpoint_bytes = 96ull << 20;
+    r.cause = SW_CAUSE_CHECKPOINT;
+    sw_slow_step_text(&r, line, sizeof line);
+    assert_string_equal(line, "step 51: 306 ms (median 100 µs): checkpoint, 300 ms, 96.0 MiB at "
+                              "320 MiB/s");
+    r.signals.checkpoint_ns = 0; /* no span: the faults' wait, off the CPU */
+    assert_int_equal(sw_slow_cause(&r, 0, NULL), SW_CAUSE_PAGE_FAULTS);
     /* Page faults: their kernel time, when there were many. */
     r = sw_test_slow_record(4213, 50 * MS, 5 * MS);
     r.signals.os_wall_ns = 50 * MS;
@@ -186,6 +204,7 @@ static void test_loop_causes(void **state) {
             sw_begin(p, g_checkpoint);
             sw_test_spin(25 * MS);
             sw_end(p, g_checkpoint);
+            sw_step_checkpoint_bytes(p, 3u << 20);
         }
         if (i == 80) {
             uint64_t t = sw_now_ns();
@@ -254,6 +273,9 @@ static void test_loop_causes(void **state) {
         }
         assert_int_equal(r->cause, injected[k].cause);
     }
+    /* The save's bytes, read back from the run file; no other step has any. */
+    for (int i = 0; i < s.n; i++)
+        assert_int_equal(s.steps[i].signals.checkpoint_bytes, s.steps[i].step == 60 ? 3u << 20 : 0);
     const sw_step_record *gc = find(&s, 80);
     assert_int_equal(gc->signals.gc_generation, 2);
     assert_int_equal(gc->signals.gc_collected, 1900000);

@@ -81,6 +81,11 @@ def test_lightning_model_checkpoint_every_n_steps(tmp_path):
     assert len(saved) == steps // every, saved
     # ModelCheckpoint saves in on_train_batch_end of global step n * every: step n * every - 1
     check(path, [n * every - 1 for n in range(1, steps // every + 1)])
+    # each saving step carries the size of the file its save wrote
+    slow = slow_steps(path)
+    for n in range(1, steps // every + 1):
+        size = os.path.getsize(tmp_path / "ckpt" / f"epoch=0-step={n * every}.ckpt")
+        assert slow[n * every - 1]["checkpoint_bytes"] == size, (n, slow[n * every - 1], size)
     assert "save_checkpoint" not in trainer.__dict__  # the tap is gone with the run
 
 
@@ -137,6 +142,9 @@ class SlowFile:
     def flush(self):
         pass
 
+    def tell(self):
+        return self.size
+
 
 def test_zero_code_save_after_the_update(tmp_path):
     """Zero-code torch: a torch.save after optimizer.step() is between two steps, in the
@@ -158,6 +166,7 @@ def test_zero_code_save_after_the_update(tmp_path):
     data = DataLoader(TensorDataset(torch.randn(steps * 4, 8), torch.randn(steps * 4, 1)),
                       batch_size=4)
     prof = stepwatch.Profiler(run_file=str(path))
+    sizes = {}
     with swtorch.instrument(prof):
         for epoch in range(2):
             for i, (x, y) in enumerate(data):
@@ -165,19 +174,26 @@ def test_zero_code_save_after_the_update(tmp_path):
                 torch.nn.functional.mse_loss(model(x), y).backward()
                 opt.step()
                 if epoch == 0 and i in after:
-                    torch.save(model.state_dict(), SlowFile())
+                    f = SlowFile()
+                    torch.save(model.state_dict(), f)
+                    sizes[i] = f.size
             if epoch == 0:
                 torch.save(model.state_dict(), SlowFile())  # the loader is done: no step's
     prof.close()
     row = checkpoint_row(path)
     check(path, [i + 1 for i in after], outside=1)  # the step after each save takes it in
     db = sqlite3.connect(path)
-    for i in after:  # the save is among the slow step's kept spans
+    for i in after:  # the save is among the slow step's kept spans, its size in the step
         names = {n for (n,) in db.execute(
             "SELECT a.name FROM slow_spans s JOIN actions a ON a.id = s.action AND a.rank = "
             "s.rank WHERE s.window = ?", (i + 1,))}
         assert "checkpoint" in names, (i, names)
+        (written,), = db.execute("SELECT checkpoint_bytes FROM slow_steps WHERE step = ?",
+                                 (i + 1,))
+        assert written == sizes[i], (i, written, sizes)
     db.close()
+    if slow_steps(path)[after[0] + 1]["cause"] == "checkpoint":
+        assert " at " in stepwatch.diagnose(str(path)).split(f"step {after[0] + 1}: ")[1]
     snapshot = stepwatch.load(str(path))
     parts = stepwatch.goodput.parts(snapshot)
     notes = snapshot.info()["notes"]

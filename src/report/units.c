@@ -1,12 +1,14 @@
 /*
- * duration.c — the public duration formats:
+ * units.c — durations and byte counts as text:
  *   sw_format_duration: the unit that gives three significant digits ("812 ns", "3.41 µs",
  *   "12.7 ms", "4.20 s"; "4200 s" past a thousand seconds);
  *   sw_format_scale_time: fastxtend's scale_time ("838.2ms"), the fastxtend layout's and
- *   stepwatch.fastai's.
+ *   stepwatch.fastai's;
+ *   sw__format_bytes: binary units ("1.50 MiB"), the modules table's and the slow steps'.
  */
-#include "stepwatch.h"
+#include "writer.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -58,4 +60,22 @@ char *sw_format_scale_time(double seconds, char *buf, size_t size) {
         exp3 = 8;
     snprintf(buf, size, "%#.4G%ss", seconds / pow(10.0, 3.0 * exp3), prefix[exp3 + 8]);
     return buf;
+}
+
+void sw__format_bytes(int64_t bytes, char *out, size_t size) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 0) {
+        snprintf(out, size, "-");
+        return;
+    }
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof units / sizeof *units) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, size, "%" PRId64 " B", bytes);
+    else
+        snprintf(out, size, "%.*f %s", v < 10 ? 2 : v < 100 ? 1 : 0, v, units[u]);
 }
