@@ -5,10 +5,16 @@
  * function (so torch.compile still sees a Python function it can trace through) that hands
  * the call to Collectives.call(): call the original, time it as collective:<op>, add its
  * bytes to comm:<op>:bytes and, for a call done when it returns (CPU tensors), one sample
- * of its size class's algbw and busbw. Async work is kept by id until its wait()
- * (Collectives.wait), which is timed as collective:<op>:wait and gives the bandwidth from
- * the issue to the wait's end. Python keeps what is rare: a process group not seen before
- * (its size and the note, note_group), the byte rules' tables and the patching.
+ * of its size class's algbw and busbw. Async work is kept by address until its wait(),
+ * which is timed as collective:<op>:wait and gives the bandwidth from the issue to the
+ * wait's end. Python keeps what is rare: a process group not seen before (its size and the
+ * note, note_group), the byte rules' tables and the patching.
+ *
+ * A call makes no Python object of its own: the pending works are a C table keyed by the
+ * work's address, the groups' sizes a small cache by the group's address, and Work.wait is
+ * CollectiveWait, a C callable that binds like a method, so a wait runs no Python frame.
+ * stepwatch's own cross-rank rounds are made quiet by their code (collectives_quiet, from
+ * stepwatch/distributed.py): nothing per call tells them apart.
  *
  * Nothing here raises into the user's collective: a figure that cannot be read is dropped.
  */
@@ -17,11 +23,13 @@
 #include <string.h>
 #include <structmember.h>
 
-#define MAX_OPS 32       /* ops with actions and counters (C10D_OPS and FUNCTIONAL_OPS) */
-#define MAX_SITES 64     /* wrapped functions: an op name may have two (c10d, functional) */
-#define CLASSES 65       /* size classes: the bit length of the bytes, 0..64 */
-#define MAX_PENDING 4096 /* async works not waited for yet (get_future, dropped works) */
-#define GROUP_CACHE 1024 /* groups remembered by id before forgetting them all */
+#define MAX_OPS 32         /* ops with actions and counters (C10D_OPS and FUNCTIONAL_OPS) */
+#define MAX_SITES 64       /* wrapped functions: an op name may have two (c10d, functional) */
+#define CLASSES 65         /* size classes: the bit length of the bytes, 0..64 */
+#define MAX_PENDING 4096   /* async works not waited for yet (get_future, dropped works) */
+#define PENDING_SLOTS 8192 /* the pending table's slots: a power of 2, twice MAX_PENDING */
+#define GROUP_SLOTS 64     /* the groups' size cache: a power of 2 */
+#define MAX_NAME 64        /* an op's name in UTF-8, for its counters' names */
 
 /* nccl-tests' bus bandwidth kinds (collectives.py's _ALL_REDUCE, _GATHER, _ONE, _NONE). */
 enum { KIND_NONE, KIND_ALL_REDUCE, KIND_GATHER, KIND_ONE };
@@ -36,6 +44,7 @@ static _Thread_local int inside;
 
 typedef struct {
     PyObject *name;       /* the op's name, "all_reduce" */
+    char cname[MAX_NAME]; /* the same in UTF-8: its counters are named without Python */
     sw_id action;         /* collective:<op> */
     sw_id wait;           /* collective:<op>:wait */
     sw_id bytes;          /* comm:<op>:bytes */
@@ -55,19 +64,45 @@ typedef struct {
     int gathers;          /* a functional all-gather: its output is n times its input */
 } coll_site;
 
+/* An async call's work (or functional result tensor) waiting for its wait(). The key is the
+ * object's address, as id() is: never dereferenced, so no reference is held. */
+typedef struct {
+    const void *key; /* NULL: a free slot */
+    int op;
+    long n; /* the group's size */
+    uint64_t bytes;
+    uint64_t issued; /* the call's start */
+} coll_pending;
+
+/* A group's size by its address (and whether a functional collective named it): a cache in
+ * front of note_group, which remembers every group and notes the new ones. */
+typedef struct {
+    const void *key; /* NULL: empty */
+    int functional;
+    long n;
+} coll_group;
+
 typedef struct {
     PyObject_HEAD ProfilerObject *owner; /* strong reference; owner->p NULL once closed */
-    PyObject *note_group;  /* note_group(group, functional) -> n, for a group not seen */
+    PyObject *note_group;  /* note_group(group, functional) -> n, for a group not cached */
     PyObject *tensor_type; /* torch.Tensor */
-    PyObject *groups;      /* id(group) or -id-1 (functional) -> n */
-    PyObject *pending;     /* id(work or tensor) -> (op, bytes, n, issue start) */
-    PyObject *ours;        /* id(a module's globals) -> whether the module is stepwatch's */
-    PyObject *s_nbytes, *s_is_cpu, *s_elem, *s_tensor, *s_group, *s_ours; /* names */
+    PyObject *s_nbytes, *s_is_cpu, *s_elem, *s_tensor, *s_group; /* names */
     int stopped; /* uninstall(): call through, record nothing */
     int nops, nsites;
+    int npending;
+    coll_pending *pending; /* PENDING_SLOTS of them, open addressing (linear probing) */
+    coll_group groups[GROUP_SLOTS];
     coll_op ops[MAX_OPS];
     coll_site sites[MAX_SITES];
 } CollectivesObject;
+
+/* CollectiveWait: Work.wait in the class, calling its original through Collectives. */
+typedef struct {
+    PyObject_HEAD CollectivesObject *calls;
+    PyObject *original; /* Work.wait as the class had it */
+    PyObject *func;     /* what is called: pybind's function inside original's instancemethod */
+    vectorcallfunc vectorcall;
+} WaitObject;
 
 static double bus_factor(int kind, long n) {
     if (n <= 1)
@@ -92,7 +127,7 @@ static sw_id class_counter(sw_profiler *p, const coll_op *op, int k, const char 
             break;
         }
     char name[160];
-    snprintf(name, sizeof name, "comm:%s:%s:%s", PyUnicode_AsUTF8(op->name), cls, what);
+    snprintf(name, sizeof name, "comm:%s:%s:%s", op->cname, cls, what);
     return sw_counter_id(p, name);
 }
 
@@ -110,6 +145,50 @@ static void bandwidth(sw_profiler *p, coll_op *op, uint64_t nbytes, long n, uint
         sw_counter(p, op->algbw[k], algbw);
     if (op->busbw[k] != SW_ID_NONE)
         sw_counter(p, op->busbw[k], algbw * bus_factor(op->kind, n));
+}
+
+/* ---- the pending works: a table keyed by address -------------------------------------------- */
+
+static size_t slot_of(const void *key, size_t slots) {
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ULL; /* Fibonacci hashing */
+    return (size_t)(h >> 40) & (slots - 1);
+}
+
+/* Keep (or replace) entry->key's entry; a table of works never waited for is emptied when
+ * full, as the dict it replaces was. */
+static void pending_put(CollectivesObject *self, const coll_pending *entry) {
+    if (self->npending >= MAX_PENDING) {
+        memset(self->pending, 0, PENDING_SLOTS * sizeof *self->pending);
+        self->npending = 0;
+    }
+    size_t mask = PENDING_SLOTS - 1, i = slot_of(entry->key, PENDING_SLOTS);
+    while (self->pending[i].key != NULL && self->pending[i].key != entry->key)
+        i = (i + 1) & mask;
+    if (self->pending[i].key == NULL)
+        self->npending++;
+    self->pending[i] = *entry;
+}
+
+/* Take key's entry out into *out: 1, or 0 when key is not pending. The entries after it in
+ * its run move back into the hole (linear probing's deletion: no tombstones pile up). */
+static int pending_take(CollectivesObject *self, const void *key, coll_pending *out) {
+    size_t mask = PENDING_SLOTS - 1, i = slot_of(key, PENDING_SLOTS);
+    while (self->pending[i].key != key) {
+        if (self->pending[i].key == NULL)
+            return 0;
+        i = (i + 1) & mask;
+    }
+    *out = self->pending[i];
+    self->npending--;
+    for (size_t j = (i + 1) & mask; self->pending[j].key != NULL; j = (j + 1) & mask) {
+        size_t home = slot_of(self->pending[j].key, PENDING_SLOTS);
+        if (((j - home) & mask) >= ((j - i) & mask)) { /* its home is not in (i, j]: move */
+            self->pending[i] = self->pending[j];
+            i = j;
+        }
+    }
+    self->pending[i].key = NULL;
+    return 1;
 }
 
 /* ---- reading a call's arguments ------------------------------------------------------------ */
@@ -167,56 +246,21 @@ static int on_cpu(CollectivesObject *self, PyObject *x) {
     return cpu;
 }
 
-/* n of a group: remembered by id, asked of Python (note_group) the first time. -1: unknown. */
+/* n of a group: cached by address, asked of Python (note_group: it remembers every group
+ * and notes a new one) when not cached; 1 when it cannot be told. */
 static long group_size(CollectivesObject *self, PyObject *group, int functional) {
-    long long id = (long long)(uintptr_t)group;
-    PyObject *key = PyLong_FromLongLong(functional ? -id - 1 : id);
-    if (key == NULL)
-        return -1;
-    PyObject *n = PyDict_GetItemWithError(self->groups, key);
-    if (n == NULL && !PyErr_Occurred()) {
-        if (PyDict_GET_SIZE(self->groups) >= GROUP_CACHE) /* groups made per call: stay small */
-            PyDict_Clear(self->groups);
-        PyObject *got = PyObject_CallFunction(self->note_group, "Oi", group, functional);
-        if (got && PyDict_SetItem(self->groups, key, got) == 0)
-            n = got;
-        Py_XDECREF(got); /* the dict holds it */
+    coll_group *g = &self->groups[slot_of((char *)group + functional, GROUP_SLOTS)];
+    if (g->key == group && g->functional == functional)
+        return g->n;
+    PyObject *got = PyObject_CallFunction(self->note_group, "Oi", group, functional);
+    long size = got ? PyLong_AsLong(got) : -1;
+    Py_XDECREF(got);
+    if (size < 1 || PyErr_Occurred()) { /* asked again next time */
+        PyErr_Clear();
+        return 1;
     }
-    Py_DECREF(key);
-    long size = n ? PyLong_AsLong(n) : -1;
-    return size < 1 ? 1 : size;
-}
-
-/* Whether the caller of the Python wrapper (the frame above the current one) is one of
- * stepwatch's own modules (its cross-rank rounds): those calls are not recorded. */
-static int ours(CollectivesObject *self) {
-    PyFrameObject *wrapper = PyEval_GetFrame(); /* borrowed: the wrapper's frame */
-    PyFrameObject *caller = wrapper ? PyFrame_GetBack(wrapper) : NULL;
-    if (caller == NULL)
-        return 0;
-    PyObject *globals = PyFrame_GetGlobals(caller);
-    Py_DECREF(caller);
-    if (globals == NULL)
-        return 0;
-    PyObject *key = PyLong_FromVoidPtr(globals);
-    int result = 0;
-    if (key) {
-        PyObject *seen = PyDict_GetItemWithError(self->ours, key);
-        if (seen) {
-            result = seen == Py_True;
-        } else if (!PyErr_Occurred()) {
-            if (PyDict_GET_SIZE(self->ours) >= GROUP_CACHE) /* globals made per call (exec) */
-                PyDict_Clear(self->ours);
-            PyObject *name = PyDict_GetItemString(globals, "__name__");
-            result = name && PyUnicode_Check(name) &&
-                     PyUnicode_Tailmatch(name, self->s_ours, 0, 10, -1) == 1;
-            PyDict_SetItem(self->ours, key, result ? Py_True : Py_False);
-        }
-        Py_DECREF(key);
-    }
-    Py_DECREF(globals);
-    PyErr_Clear();
-    return result;
+    *g = (coll_group){.key = group, .functional = functional, .n = size};
+    return size;
 }
 
 /* ---- recording a call ---------------------------------------------------------------------- */
@@ -247,28 +291,25 @@ static uint64_t p2p_list(CollectivesObject *self, PyObject *list, int *cpu, PyOb
 }
 
 /* Keep an async call's work (or functional result tensor) for its wait's figures. */
-static void keep_pending(CollectivesObject *self, int op, PyObject *result, uint64_t nb, long n,
-                         uint64_t t0) {
+static void keep_pending(CollectivesObject *self, const coll_site *s, PyObject *result, uint64_t nb,
+                         long n, uint64_t t0) {
     if (PyList_Check(result)) { /* batch_isend_irecv: its last work ends the batch */
         Py_ssize_t len = PyList_GET_SIZE(result);
         if (len == 0)
             return;
         result = PyList_GET_ITEM(result, len - 1);
     }
-    PyObject *elem = PyObject_GetAttr(result, self->s_elem); /* AsyncCollectiveTensor's */
-    if (elem == NULL)
-        PyErr_Clear();
-    PyObject *key = PyLong_FromVoidPtr(elem ? elem : result);
-    Py_XDECREF(elem); /* only its id is kept: the key is never dereferenced */
-    PyObject *entry = Py_BuildValue("(iKlK)", op, (unsigned long long)nb, n,
-                                    (unsigned long long)t0);
-    if (key && entry) {
-        if (PyDict_GET_SIZE(self->pending) >= MAX_PENDING) /* works never waited for */
-            PyDict_Clear(self->pending);
-        PyDict_SetItem(self->pending, key, entry);
+    const void *key = result;
+    if (s->functional) { /* an AsyncCollectiveTensor: wait_tensor gets its elem */
+        PyObject *elem = PyObject_GetAttr(result, self->s_elem);
+        if (elem == NULL)
+            PyErr_Clear();
+        else
+            key = elem;
+        Py_XDECREF(elem); /* only its address is kept: the key is never dereferenced */
     }
-    Py_XDECREF(key);
-    Py_XDECREF(entry);
+    coll_pending entry = {.key = key, .op = s->op, .n = n, .bytes = nb, .issued = t0};
+    pending_put(self, &entry);
 }
 
 /* The figures of one timed call of site: its span, bytes, and bandwidth or pending wait. */
@@ -287,7 +328,7 @@ static void record_call(CollectivesObject *self, const coll_site *s, PyObject *a
         if (s->bytes_rule == BYTES_ARG) {
             PyObject *tensors = argument(args, kwargs, s->bytes_pos, s->bytes_kw);
             nb = nbytes_of(self, tensors);
-            cpu = on_cpu(self, tensors);
+            cpu = nb == 0 || on_cpu(self, tensors); /* no bytes: nothing below reads it */
         }
         group = Py_XNewRef(argument(args, kwargs, s->group_pos, self->s_group));
     }
@@ -300,7 +341,7 @@ static void record_call(CollectivesObject *self, const coll_site *s, PyObject *a
         op->total += nb;
         if (op->bytes == SW_ID_NONE) {
             char name[128];
-            snprintf(name, sizeof name, "comm:%s:bytes", PyUnicode_AsUTF8(op->name));
+            snprintf(name, sizeof name, "comm:%s:bytes", op->cname);
             op->bytes = sw_counter_id(p, name);
         }
         if (op->bytes != SW_ID_NONE)
@@ -317,7 +358,7 @@ static void record_call(CollectivesObject *self, const coll_site *s, PyObject *a
     if (pending == Py_None) /* done when the call returned: timed to its end */
         bandwidth(p, op, nb, n, t1 - t0);
     else if (nb)
-        keep_pending(self, s->op, pending, nb, n, t0);
+        keep_pending(self, s, pending, nb, n, t0);
 }
 
 /* original(*args, **kwargs); kwargs may be NULL or empty. */
@@ -341,12 +382,7 @@ static PyObject *Collectives_call(CollectivesObject *self, PyObject *const *argv
         return call_through(original, args, kwargs);
     }
     int before = inside;
-    inside = 1; /* its inner collectives, and stepwatch's own rounds, are not recorded */
-    if (ours(self)) {
-        PyObject *r = call_through(original, args, kwargs);
-        inside = before;
-        return r;
-    }
+    inside = 1; /* the collectives it calls are its own: not recorded */
     uint64_t t0 = sw_now_ns();
     PyObject *result = call_through(original, args, kwargs);
     uint64_t t1 = sw_now_ns();
@@ -358,6 +394,36 @@ static PyObject *Collectives_call(CollectivesObject *self, PyObject *const *argv
     return result;
 }
 
+/* original(args..., **kwargs): by kwnames (vectorcall) or the dict kwargs (NULL: none). */
+static PyObject *call_stack(PyObject *original, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames, PyObject *kwargs) {
+    if (kwnames != NULL || kwargs == NULL)
+        return PyObject_Vectorcall(original, args, nargsf, kwnames);
+    return PyObject_VectorcallDict(original, args, PyVectorcall_NARGS(nargsf), kwargs);
+}
+
+/* original(waited, rest...): timed as collective:<op>:wait, with the bandwidth from the
+ * call's issue to the wait's end, when a timed call left waited (args[0]) pending. */
+static PyObject *timed_wait(CollectivesObject *self, PyObject *original, PyObject *const *args,
+                            size_t nargsf, PyObject *kwnames, PyObject *kwargs) {
+    coll_pending entry;
+    if (self->stopped || inside || self->npending == 0 || PyVectorcall_NARGS(nargsf) < 1 ||
+        !pending_take(self, args[0], &entry))
+        return call_stack(original, args, nargsf, kwnames, kwargs);
+    uint64_t t0 = sw_now_ns();
+    PyObject *result = call_stack(original, args, nargsf, kwnames, kwargs);
+    uint64_t t1 = sw_now_ns();
+    sw_profiler *p = self->owner->p; /* the core's calls leave Python's error state alone */
+    if (p && entry.op >= 0 && entry.op < self->nops) {
+        sw_record(p, self->ops[entry.op].wait, t0, t1);
+        if (t1 > entry.issued)
+            bandwidth(p, &self->ops[entry.op], entry.bytes, entry.n, t1 - entry.issued);
+    }
+    return result;
+}
+
+#define WAIT_STACK 8 /* wait()'s arguments passed on from the C stack, up to this many */
+
 /* wait(original, obj, args, kwargs): original(obj, *args, **kwargs), the work's (or the
  * functional result's) wait timed when a timed call left it pending. */
 static PyObject *Collectives_wait(CollectivesObject *self, PyObject *const *argv,
@@ -366,49 +432,65 @@ static PyObject *Collectives_wait(CollectivesObject *self, PyObject *const *argv
         PyErr_SetString(PyExc_TypeError, "wait(original, obj, args: tuple, kwargs)");
         return NULL;
     }
-    PyObject *original = argv[0], *obj = argv[1], *rest = argv[2], *kwargs = argv[3];
-    Py_ssize_t n = PyTuple_GET_SIZE(rest);
-    PyObject *args = PyTuple_New(n + 1);
-    if (args == NULL)
+    PyObject *original = argv[0], *rest = argv[2], *kwargs = argv[3];
+    if (kwargs == Py_None || (PyDict_Check(kwargs) && PyDict_GET_SIZE(kwargs) == 0))
+        kwargs = NULL;
+    else if (!PyDict_Check(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "wait: kwargs must be a dict");
         return NULL;
-    PyTuple_SET_ITEM(args, 0, Py_NewRef(obj));
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(args, i + 1, Py_NewRef(PyTuple_GET_ITEM(rest, i)));
-    PyObject *key = NULL, *entry = NULL;
-    if (!self->stopped && !inside && PyDict_GET_SIZE(self->pending) > 0) {
-        key = PyLong_FromVoidPtr(obj);
-        entry = key ? PyDict_GetItemWithError(self->pending, key) : NULL;
-        Py_XINCREF(entry);
-        PyErr_Clear();
     }
-    if (entry == NULL) { /* no timed call left it pending */
-        Py_XDECREF(key);
-        PyObject *r = call_through(original, args, kwargs);
+    Py_ssize_t n = PyTuple_GET_SIZE(rest);
+    if (n + 1 > WAIT_STACK) { /* never in torch: wait(timeout) at most */
+        PyObject *args = PyTuple_New(n + 1);
+        if (args == NULL)
+            return NULL;
+        PyTuple_SET_ITEM(args, 0, Py_NewRef(argv[1]));
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(args, i + 1, Py_NewRef(PyTuple_GET_ITEM(rest, i)));
+        PyObject *r = timed_wait(self, original, &PyTuple_GET_ITEM(args, 0), (size_t)(n + 1), NULL,
+                                 kwargs);
         Py_DECREF(args);
         return r;
     }
-    uint64_t t0 = sw_now_ns();
-    PyObject *result = call_through(original, args, kwargs);
-    uint64_t t1 = sw_now_ns();
-    Py_DECREF(args);
-    sw_py_aside aside;
-    sw_py_set_aside(&aside); /* the wait's own error, if any, goes back as it was */
-    PyDict_DelItem(self->pending, key);
-    int op;
-    unsigned long long nb, issued;
-    long size;
-    sw_profiler *p = self->owner->p;
-    if (p && PyArg_ParseTuple(entry, "iKlK", &op, &nb, &size, &issued) && op >= 0 &&
-        op < self->nops) {
-        sw_record(p, self->ops[op].wait, t0, t1);
-        if (t1 > issued)
-            bandwidth(p, &self->ops[op], nb, size, t1 - issued);
+    PyObject *stack[WAIT_STACK];
+    stack[0] = argv[1];
+    for (Py_ssize_t i = 0; i < n; i++)
+        stack[i + 1] = PyTuple_GET_ITEM(rest, i);
+    return timed_wait(self, original, stack, (size_t)(n + 1), NULL, kwargs);
+}
+
+static PyObject *Wait_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames) {
+    WaitObject *w = (WaitObject *)callable;
+    return timed_wait(w->calls, w->func, args, nargsf, kwnames, NULL);
+}
+
+/* waiter(original) -> a CollectiveWait: Work.wait's replacement, original(work, ...) timed
+ * as wait() is, with no Python frame between. */
+static PyObject *Collectives_waiter(CollectivesObject *self, PyObject *original) {
+    if (!PyCallable_Check(original)) {
+        PyErr_SetString(PyExc_TypeError, "waiter(original): original must be callable");
+        return NULL;
     }
-    PyErr_Clear();
-    sw_py_put_back(&aside);
-    Py_DECREF(key);
-    Py_DECREF(entry);
-    return result;
+    module_state *st = sw_py_state_of_type(Py_TYPE(self));
+    if (st == NULL)
+        return NULL;
+    WaitObject *w = PyObject_GC_New(WaitObject, st->collective_wait_type);
+    if (w == NULL)
+        return NULL;
+    w->calls = (CollectivesObject *)Py_NewRef(self);
+    w->original = Py_NewRef(original);
+    /* pybind11 puts a method in the class as an instancemethod: calling the function inside
+     * is what binding it and calling the bound method does, without the bound method */
+    w->func = Py_NewRef(PyInstanceMethod_Check(original) ? PyInstanceMethod_GET_FUNCTION(original)
+                                                         : original);
+    w->vectorcall = Wait_vectorcall;
+    PyObject_GC_Track(w);
+    /* in the class as pybind11 has its methods, an instancemethod: what torch.compile knows
+     * (it calls a CollectiveWait there without its work) */
+    PyObject *method = PyInstanceMethod_New((PyObject *)w);
+    Py_DECREF(w);
+    return method;
 }
 
 /* ---- the ops and sites Python declares ----------------------------------------------------- */
@@ -427,6 +509,12 @@ static PyObject *Collectives_op(CollectivesObject *self, PyObject *const *argv, 
             return PyLong_FromLong(i);
     if (self->nops >= MAX_OPS)
         return PyErr_Format(PyExc_ValueError, "op: more than %d ops", MAX_OPS);
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(argv[0], &len);
+    if (utf8 == NULL)
+        return NULL;
+    if (len >= MAX_NAME)
+        return PyErr_Format(PyExc_ValueError, "op: a name of %d bytes or more", MAX_NAME);
     PyObject *names[2] = {PyUnicode_FromFormat("collective:%U", argv[0]),
                           PyUnicode_FromFormat("collective:%U:wait", argv[0])};
     PyObject *made[2] = {NULL, NULL};
@@ -444,6 +532,7 @@ static PyObject *Collectives_op(CollectivesObject *self, PyObject *const *argv, 
     coll_op *op = &self->ops[self->nops];
     memset(op, 0, sizeof *op);
     op->name = Py_NewRef(argv[0]);
+    memcpy(op->cname, utf8, (size_t)len + 1);
     op->action = ((ActionObject *)action)->id;
     op->wait = ((ActionObject *)wait)->id;
     op->bytes = SW_ID_NONE;
@@ -477,7 +566,7 @@ static PyObject *Collectives_stop(CollectivesObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* ---- the type ------------------------------------------------------------------------------ */
+/* ---- the types ----------------------------------------------------------------------------- */
 
 static PyObject *Collectives_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"profiler", "note_group", "tensor_type", NULL};
@@ -500,17 +589,17 @@ static PyObject *Collectives_new(PyTypeObject *type, PyObject *args, PyObject *k
     self->owner = (ProfilerObject *)Py_NewRef(profiler);
     self->note_group = Py_NewRef(note_group);
     self->tensor_type = Py_NewRef(tensor_type);
-    self->groups = PyDict_New();
-    self->pending = PyDict_New();
-    self->ours = PyDict_New();
+    self->pending = PyMem_Calloc(PENDING_SLOTS, sizeof *self->pending);
     self->s_nbytes = PyUnicode_InternFromString("nbytes");
     self->s_is_cpu = PyUnicode_InternFromString("is_cpu");
     self->s_elem = PyUnicode_InternFromString("elem");
     self->s_tensor = PyUnicode_InternFromString("tensor");
     self->s_group = PyUnicode_InternFromString("group");
-    self->s_ours = PyUnicode_InternFromString("stepwatch.");
-    if (!self->groups || !self->pending || !self->ours || !self->s_nbytes || !self->s_is_cpu ||
-        !self->s_elem || !self->s_tensor || !self->s_group || !self->s_ours) {
+    if (self->pending == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    if (!self->s_nbytes || !self->s_is_cpu || !self->s_elem || !self->s_tensor || !self->s_group) {
         Py_DECREF(self);
         return NULL;
     }
@@ -522,7 +611,6 @@ static int Collectives_traverse(CollectivesObject *self, visitproc visit, void *
     Py_VISIT(self->owner);
     Py_VISIT(self->note_group);
     Py_VISIT(self->tensor_type);
-    Py_VISIT(self->pending);
     return 0;
 }
 
@@ -530,7 +618,6 @@ static int Collectives_traverse(CollectivesObject *self, visitproc visit, void *
  * recorder that holds this object). */
 static int Collectives_clear(CollectivesObject *self) {
     Py_CLEAR(self->note_group);
-    Py_CLEAR(self->pending);
     return 0;
 }
 
@@ -540,14 +627,12 @@ static void Collectives_dealloc(CollectivesObject *self) {
     Collectives_clear(self);
     Py_CLEAR(self->owner);
     Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->groups);
-    Py_CLEAR(self->ours);
+    PyMem_Free(self->pending);
     Py_CLEAR(self->s_nbytes);
     Py_CLEAR(self->s_is_cpu);
     Py_CLEAR(self->s_elem);
     Py_CLEAR(self->s_tensor);
     Py_CLEAR(self->s_group);
-    Py_CLEAR(self->s_ours);
     for (int i = 0; i < self->nops; i++)
         Py_CLEAR(self->ops[i].name);
     for (int i = 0; i < self->nsites; i++)
@@ -569,6 +654,10 @@ static PyMethodDef Collectives_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))Collectives_wait, METH_FASTCALL,
      "wait($self, original, obj, args, kwargs, /)\n--\n\n"
      "original(obj, *args, **kwargs), timed when a timed call left obj pending."},
+    {"waiter", (PyCFunction)Collectives_waiter, METH_O,
+     "waiter($self, original, /)\n--\n\n"
+     "-> a C callable for a class (Work.wait) that binds like a method: original(work, ...), "
+     "timed as wait() times it."},
     {"stop", (PyCFunction)Collectives_stop, METH_NOARGS,
      "stop($self, /)\n--\n\n"
      "From now on call through, recording nothing."},
@@ -576,10 +665,8 @@ static PyMethodDef Collectives_methods[] = {
 };
 
 static PyMemberDef Collectives_members[] = {
-    {"groups", T_OBJECT, offsetof(CollectivesObject, groups), READONLY,
-     "id(group) (or -id-1 for a functional collective's) -> its size, as seen."},
-    {"pending", T_OBJECT, offsetof(CollectivesObject, pending), READONLY,
-     "id(work or tensor) -> (op, bytes, n, issue start) of async calls not waited for."},
+    {"pending", T_INT, offsetof(CollectivesObject, npending), READONLY,
+     "How many async calls' works (or tensors) are waiting for their wait()."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -601,6 +688,62 @@ PyType_Spec sw_py_collectives_spec = {
     .basicsize = sizeof(CollectivesObject),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = Collectives_slots,
+};
+
+static int Wait_traverse(WaitObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->calls);
+    Py_VISIT(self->original);
+    Py_VISIT(self->func);
+    return 0;
+}
+
+static int Wait_clear(WaitObject *self) {
+    Py_CLEAR(self->calls);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->func);
+    return 0;
+}
+
+static void Wait_dealloc(WaitObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Wait_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Wait_repr(WaitObject *self) {
+    return PyUnicode_FromFormat("<stepwatch collective wait of %R>",
+                                self->original ? self->original : Py_None);
+}
+
+static PyMemberDef Wait_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(WaitObject, original), READONLY, "The original wait."},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(WaitObject, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Wait_slots[] = {
+    {Py_tp_doc, "Work.wait under stepwatch.collectives (Collectives.waiter)."},
+    {Py_tp_members, Wait_members},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, sw_py_bind_as_method}, /* in the class: work.wait gets the work */
+    {Py_tp_repr, Wait_repr},
+    {Py_tp_traverse, Wait_traverse},
+    {Py_tp_clear, Wait_clear},
+    {Py_tp_dealloc, Wait_dealloc},
+    {0, NULL},
+};
+
+/* A method descriptor: `work.wait()` calls it with the work first, no bound method made. */
+PyType_Spec sw_py_collective_wait_spec = {
+    .name = "stepwatch.CollectiveWait",
+    .basicsize = sizeof(WaitObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .slots = Wait_slots,
 };
 
 /* collectives_quiet(on) -> whether it was on: while on, this thread's collectives are not

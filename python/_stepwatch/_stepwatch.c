@@ -176,6 +176,7 @@ static const struct {
     {&sw_py_modules_hook_spec, offsetof(module_state, modules_hook_type)},
     {&sw_py_node_hook_spec, offsetof(module_state, node_hook_type)},
     {&sw_py_collectives_spec, offsetof(module_state, collectives_type)},
+    {&sw_py_collective_wait_spec, offsetof(module_state, collective_wait_type)},
 };
 
 #define NTYPES (sizeof types / sizeof types[0])

@@ -46,6 +46,7 @@ typedef struct {
     PyTypeObject *modules_hook_type;
     PyTypeObject *node_hook_type;
     PyTypeObject *collectives_type;
+    PyTypeObject *collective_wait_type;
     PyObject *error;           /* stepwatch.Error */
     PyObject *update_wrapper;  /* functools.update_wrapper, for the decorator form */
     PyObject *shape_name;      /* the interned string "shape", for batch_size() */
@@ -96,6 +97,7 @@ extern PyType_Spec sw_py_modules_spec;    /* _modules.c */
 extern PyType_Spec sw_py_modules_hook_spec;
 extern PyType_Spec sw_py_node_hook_spec;
 extern PyType_Spec sw_py_collectives_spec; /* _collectives.c */
+extern PyType_Spec sw_py_collective_wait_spec;
 /* A framework's module functions, in its room; _stepwatch.c adds them at exec. */
 extern PyMethodDef sw_py_ignite_functions[];      /* _ignite.c: Ignite's print_results texts */
 extern PyMethodDef sw_py_fastai_functions[];      /* _fastai.c: fastxtend's scale_time */

@@ -38,14 +38,16 @@ lands inside the forward, backward or optimizer step it runs in (docs/collective
 
 The per-call path is C (``stepwatch._stepwatch.Collectives``, python/_stepwatch/_collectives.c):
 each wrapped function here is a three-line Python function (torch.compile traces through it:
-it calls the original while compiling) that hands the call to it; Python keeps what is rare
-(a process group not seen before, the note) and the tables below.
+it calls the original while compiling) that hands the call to it; Work.wait, which compiled
+code does not trace, is the C side's own callable (Collectives.waiter: no Python frame per
+wait). Python keeps what is rare (a process group not seen before, the note) and the tables
+below.
 
 Not recorded twice: a collective called inside another one (batch_isend_irecv's isend, the
 deprecated names calling the new ones, DDP's comm hook of stepwatch.distributed, which times
 the gradient all-reduce as ``collective:allreduce`` itself), stepwatch's own collectives
-(the cross-rank rounds), and code being traced by torch.compile (a wrapper there would break
-the graph: it calls through untimed).
+(the cross-rank rounds of stepwatch.distributed run under quiet()), and code being traced by
+torch.compile (a wrapper there would break the graph: it calls through untimed).
 """
 import collections
 import functools
@@ -132,7 +134,8 @@ _BYTES_ARG, _BYTES_NONE, _BYTES_P2P_LIST = 0, 1, 2
 
 class quiet:
     """``with collectives.quiet():`` the collectives inside are not recorded on this thread
-    (DDP's comm hook times its all-reduce itself)."""
+    (DDP's comm hook times its all-reduce itself; stepwatch.distributed's own rounds are not
+    the program's)."""
     __slots__ = ("before",)
 
     def __enter__(self):
@@ -383,8 +386,10 @@ def _wrap(rec, site, original, where, on_device):
     """The Python function torch sees in the original's place: code being traced by
     torch.compile calls through (the C call would break its graph; dynamo also maps the
     original c10d functions to functional ones by identity); the rest is the C side's
-    (timed unless inside another timed call or made by stepwatch itself), with the device's
-    events around it when the profiler times the device."""
+    (timed unless inside another timed call or quiet()), with the device's events around it
+    when the profiler times the device. It carries the original's name and signature
+    (__wrapped__): dynamo, which maps torch.distributed's functions as the module has them
+    (this wrapper, once installed) to functional ones, reads their defaults from it."""
     compiling = torch.compiler.is_compiling
     call = rec.calls.call
     device = rec.device
@@ -399,21 +404,25 @@ def _wrap(rec, site, original, where, on_device):
                 return result
             finally:
                 device.end(token, result, where, args, kwargs)
-        return on_gpu
+        return functools.update_wrapper(on_gpu, original)
 
     def collective(*args, **kwargs):
         if compiling():
             return original(*args, **kwargs)
         return call(site, original, args, kwargs)
-    return collective
+    return functools.update_wrapper(collective, original)
 
 
 def _wrap_wait(rec, original, check_compiling):
     """Work.wait (or the functional wait_tensor): timed when a timed call left its work
-    pending, by the C side; a CUDA work's bracketed on the device (_Device.wait)."""
+    pending, by the C side; a CUDA work's bracketed on the device (_Device.wait). Work.wait
+    is C alone (Collectives.waiter) unless the device is timed; wait_tensor, which compiled
+    code traces, stays a Python function that calls through while compiling."""
     compiling = torch.compiler.is_compiling
     wait = rec.calls.wait
     device = rec.device
+    if device is None and not check_compiling:
+        return rec.calls.waiter(original)
     if device is not None:
         wait = functools.partial(_device_wait, device, wait)
 

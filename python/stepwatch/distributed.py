@@ -509,7 +509,8 @@ class Watch:
             dist.recv(t, src=peer)
             return int(t.item())  # waits for the value (nccl: the receive ran on the device)
 
-        self.clock_offset_ns = clock_tree(rank, world, send, recv)
+        with _collectives.quiet():  # stepwatch's own round: not one of the program's
+            self.clock_offset_ns = clock_tree(rank, world, send, recv)
         self.profiler.set_clock_offset(self.clock_offset_ns)
         return self.clock_offset_ns
 
@@ -521,7 +522,8 @@ class Watch:
         mine = torch.frombuffer(bytearray(self.profiler.rank_payload(rank, world)),
                                 dtype=torch.uint8).to(_device())
         every = [torch.empty_like(mine) for _ in range(world)] if rank == 0 else None
-        dist.gather(mine, every, dst=0)
+        with _collectives.quiet():  # stepwatch's own round: not one of the program's
+            dist.gather(mine, every, dst=0)
         self.rounds += 1
         if rank != 0:
             return None

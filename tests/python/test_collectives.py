@@ -188,6 +188,10 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
             assert row["count"] == calls * STEPS, \
                 (rank, op, {k: r["count"] for k, r in rows.items() if k[0].startswith("coll")})
         assert rows[("collective:allreduce", "train")]["count"] == STEPS  # DDP's, as before
+        # stepwatch's own round (the clock offsets' ping-pongs at the first DDP forward, by
+        # send and recv) ran, quiet: its own action, never the program's collectives
+        assert ("collective:stepwatch", "train") in rows, sorted(rows)
+        assert not [a for a, _phase in rows if a in ("collective:send", "collective:recv")]
         assert rows[("collective:barrier", "all")]["count"] >= 1
         # the bytes: the tensors' sizes times the steps (nccl-tests' sizes)
         expect = {"all_reduce": 4096, "broadcast": 1 << 20,
@@ -294,3 +298,94 @@ def test_instrument_restores_the_collectives():
         swtorch.uninstrument()
         prof.close()
     assert (dist.all_reduce, dist.distributed_c10d.all_reduce, dist.Work.wait) == original
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    dist = torch.distributed
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    yield dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _counts(prof):
+    rows = {r["action"]: r["count"] for r in prof.records("all")}
+    samples = {c["name"]: c["count"] for c in prof.snapshot().info()["counters"]}
+    return rows, samples
+
+
+def test_async_work_timed_at_its_first_wait_only(one_rank):
+    """Work.wait is the C side's own callable (Collectives.waiter): an async call's wait is
+    timed once, with one bandwidth sample from the issue to the wait's end; its arguments
+    pass through; works never waited for do not pile up; a wait under quiet() is not timed."""
+    import datetime
+
+    import stepwatch.torch as swtorch
+    dist = one_rank
+    original = dist.Work.__dict__["wait"]
+    prof = stepwatch.Profiler()
+    swtorch.instrument(prof)
+    try:
+        calls = collectives._recorder.calls
+        wait = dist.Work.__dict__["wait"]  # an instancemethod, as pybind11 has its methods
+        assert type(wait.__func__).__name__ == "CollectiveWait"
+        assert wait.__wrapped__ is original
+        t = torch.zeros(1024)  # 4 KiB
+        work = dist.all_reduce(t, async_op=True)
+        assert calls.pending == 1
+        assert work.wait() is True and calls.pending == 0
+        assert work.wait() is True  # waited again: not timed again
+        dist.all_reduce(t, async_op=True).wait(datetime.timedelta(seconds=30))
+        dist.all_reduce(t, async_op=True).wait(timeout=datetime.timedelta(seconds=30))
+        with collectives.quiet():
+            dist.all_reduce(t, async_op=True).wait()  # not recorded at all
+        work = dist.all_reduce(t, async_op=True)
+        with collectives.quiet():
+            work.wait()  # not the program's wait: the work stays pending ...
+        assert calls.pending == 1
+        work.wait()  # ... for the program's, timed
+        assert calls.pending == 0
+        kept = [dist.all_reduce(t, async_op=True) for _ in range(5000)]  # not waited for yet
+        left = calls.pending  # the table was emptied when full: the newest ones are left
+        assert 0 < left < 4096, left
+        for w in kept:
+            w.wait()
+        assert calls.pending == 0
+        rows, samples = _counts(prof)
+        assert rows["collective:all_reduce"] == 4 + 5000, rows
+        assert rows["collective:all_reduce:wait"] == 4 + left, rows
+        # one bandwidth sample a timed wait (the calls themselves were async: none)
+        assert samples["comm:all_reduce:4KiB:algbw"] == 4 + left, samples
+    finally:
+        swtorch.uninstrument()
+        prof.close()
+    assert dist.Work.__dict__["wait"] is original
+
+
+def test_compiled_code_calls_through_the_wrappers(one_rank):
+    """torch.compile traces the c10d wrappers (dynamo maps torch.distributed's functions as the
+    module has them, the wrappers, to functional ones and reads their defaults from the
+    signature the wrapper carries) and calls Work.wait's C replacement: compiled code runs
+    with the collectives wrapped, and the eager call after it is timed as ever."""
+    import inspect
+
+    import stepwatch.torch as swtorch
+    dist = one_rank
+    prof = stepwatch.Profiler()
+    swtorch.instrument(prof)
+    try:
+        assert "op" in inspect.signature(dist.all_reduce).parameters
+
+        def step(x):
+            dist.all_reduce(x, async_op=True).wait()
+            return x + 1
+        compiled = torch.compile(step, backend="eager")
+        assert torch.equal(compiled(torch.ones(4)), torch.full((4,), 2.0))
+        before = _counts(prof)[0].get("collective:all_reduce:wait", 0)
+        step(torch.ones(4))
+        assert _counts(prof)[0]["collective:all_reduce:wait"] == before + 1
+    finally:
+        swtorch.uninstrument()
+        prof.close()
