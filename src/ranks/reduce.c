@@ -474,7 +474,27 @@ static void prepare_others(work *w, int m, sw__others *o) {
     around_median(o, w->scratch, w->n, min, max);
 }
 
-/* A straggler: active rank i, past the threshold by excess; its blame from every metric. */
+/* Room for one more straggler (and its host): the arrays double, so a view of few stragglers
+ * among many ranks clears no memory for the ranks that are none. */
+static int room_for_straggler(owned *o, size_t *capacity) {
+    sw_ranks *r = &o->pub;
+    if (r->nstragglers < *capacity)
+        return 0;
+    size_t more = *capacity ? 2 * *capacity : 16;
+    sw_rank_straggler *s = realloc(r->stragglers, more * sizeof *s);
+    if (s != NULL)
+        r->stragglers = s;
+    char(*h)[SW__PAYLOAD_HOST] = realloc(o->hosts, more * sizeof *h);
+    if (h != NULL)
+        o->hosts = h;
+    if (s == NULL || h == NULL)
+        return SW_ENOMEM;
+    *capacity = more;
+    return 0;
+}
+
+/* A straggler: active rank i, past the threshold by excess; its blame from every metric (its
+ * host: the caller points it at hosts[] once they all are found). */
 static void add_straggler(owned *o, work *w, sw__others *med, int *blame_ready, size_t i,
                           double excess) {
     sw_ranks *r = &o->pub;
@@ -491,12 +511,12 @@ static void add_straggler(owned *o, work *w, sw__others *med, int *blame_ready, 
     }
     size_t at = r->nstragglers++;
     sw_rank_straggler *s = &r->stragglers[at];
+    memset(s, 0, sizeof *s);
     sw__payload pl; /* read before: valid */
     sw__payload_decode(w->bytes + (size_t)w->rank[i] * SW_RANK_PAYLOAD_SIZE, &pl);
     memcpy(o->hosts[at], pl.host, sizeof o->hosts[at]);
     s->rank = pl.rank;
     s->local_rank = pl.local_rank;
-    s->host = o->hosts[at];
     s->excess_ns = excess;
     s->step_ns = mine[M_STEP];
     s->data_ns = mine[M_DATA];
@@ -510,12 +530,9 @@ static int find_stragglers(owned *o, work *w) {
     size_t n = w->n;
     if (n < 2)
         return 0;
-    r->stragglers = calloc(n, sizeof *r->stragglers);
-    o->hosts = calloc(n, sizeof *o->hosts);
-    if (r->stragglers == NULL || o->hosts == NULL)
-        return SW_ENOMEM;
     sw__others med[M_COUNT];
     int blame_ready = 0;
+    size_t capacity = 0;
     prepare_others(w, M_STEP, &med[M_STEP]);
     prepare_others(w, M_OWN, &med[M_OWN]);
     for (size_t i = 0; i < n; i++) {
@@ -524,9 +541,14 @@ static int find_stragglers(owned *o, work *w) {
         double own_excess = own - sw__median_of_others(&med[M_OWN], own);
         double step_excess = step - sw__median_of_others(&med[M_STEP], step);
         double excess = own_excess > step_excess ? own_excess : step_excess;
-        if (excess >= r->threshold_ns)
-            add_straggler(o, w, med, &blame_ready, i, excess);
+        if (excess < r->threshold_ns)
+            continue;
+        if (room_for_straggler(o, &capacity) != 0)
+            return SW_ENOMEM;
+        add_straggler(o, w, med, &blame_ready, i, excess);
     }
+    for (size_t k = 0; k < r->nstragglers; k++) /* hosts[] moved no more: found order */
+        r->stragglers[k].host = o->hosts[k];
     qsort(r->stragglers, r->nstragglers, sizeof *r->stragglers, by_excess);
     return 0;
 }
