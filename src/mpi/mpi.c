@@ -7,10 +7,11 @@
  *
  * Rounds: a periodic one is one MPI_Gather of the payloads on a duplicate of the user's
  * communicator (so stepwatch's messages never meet the program's). The final one may find a
- * rank dead: each rank sends its payload to rank 0 with MPI_Isend, rank 0 posts one
- * MPI_Irecv per rank and tests them until all arrived or timeout_s passed, then cancels the
- * rest and reports over the ranks that answered. The duplicate communicator returns errors
- * instead of aborting (MPI_ERRORS_RETURN). The clock offsets go down a binary tree.
+ * rank dead: it goes up a binomial tree of nonblocking sends and receives (gather_final),
+ * each level bounded by timeout_s, so rank 0 takes log2(N) blocks and a dead rank costs its
+ * parent the wait, never a hang; rank 0 reports over the ranks that answered. The duplicate
+ * communicator returns errors instead of aborting (MPI_ERRORS_RETURN). The clock offsets go
+ * down a binary tree.
  */
 #include "stepwatch/mpi.h"
 
@@ -75,30 +76,10 @@ static int mpi_usable(void) {
 
 /* ---- the transport ---- */
 
-/* The final round: point to point, rank 0 waiting at most timeout_s. */
-static int gather_final(const void *mine, void *all, size_t size, double timeout_s) {
-    uint64_t deadline = sw_now_ns() + (uint64_t)(timeout_s * 1e9);
-    if (g.world == 1) {
-        memcpy(all, mine, size);
-        return 0;
-    }
-    int n = g.rank == 0 ? g.world - 1 : 1;
-    MPI_Request *reqs = calloc((size_t)n, sizeof *reqs);
-    int *done = calloc((size_t)n, sizeof *done);
-    if (reqs == NULL || done == NULL) {
-        free(reqs);
-        free(done);
-        return SW_ENOMEM;
-    }
+/* Test reqs[0..n) until all are done or the clock passes deadline (ns). */
+static int wait_until(int n, MPI_Request *reqs, uint64_t deadline) {
+    int done[64]; /* indices, unused: a rank has at most log2(2^20) children */
     int rc = MPI_SUCCESS;
-    if (g.rank == 0) {
-        memcpy(all, mine, size);
-        for (int r = 1; rc == MPI_SUCCESS && r < g.world; r++)
-            rc = PMPI_Irecv((char *)all + (size_t)r * size, (int)size, MPI_BYTE, r, TAG, g.comm,
-                            &reqs[r - 1]);
-    } else {
-        rc = PMPI_Isend(mine, (int)size, MPI_BYTE, 0, TAG, g.comm, &reqs[0]);
-    }
     for (int left = n; rc == MPI_SUCCESS && left > 0 && sw_now_ns() < deadline;) {
         int count = 0;
         rc = PMPI_Testsome(n, reqs, &count, done, MPI_STATUSES_IGNORE);
@@ -106,26 +87,75 @@ static int gather_final(const void *mine, void *all, size_t size, double timeout
         if (count <= 0)
             nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    /* Past the deadline, let go of what did not arrive: rank 0 cancels its receives (a
-     * cancelled one leaves its slot zeroed); a rank whose send rank 0 never took frees the
-     * request and lets MPI finish or drop the send. */
-    for (int i = 0; rc == MPI_SUCCESS && i < n; i++) {
-        if (reqs[i] == MPI_REQUEST_NULL)
+    return rc;
+}
+
+/* The payloads in the block of this rank's k-th child (rank + 2^k): 2^k, or to the world's end. */
+static size_t child_block(int k) {
+    int child = g.rank + (1 << k);
+    return (size_t)((1 << k) < g.world - child ? 1 << k : g.world - child);
+}
+
+/* The final round, up a binomial tree: rank r's subtree is the ranks r .. r + span - 1 (span:
+ * r's lowest set bit, the whole world for rank 0), so a subtree's payloads are one block. A
+ * rank receives its children's blocks (child r + 2^k for each 2^k < span, its block
+ * 2^k payloads or up to the world's end) into their places in its own, then sends that to its
+ * parent r - span: log2(N) levels, and rank 0 takes log2(N) messages, not N - 1. A rank may
+ * be dead, so each level is bounded: a rank whose subtree is h levels high waits for its
+ * children until timeout_s * h / levels after its start (rank 0: timeout_s), so its parent,
+ * a level higher, still waits for it after it waited for a dead child. A child that did not
+ * send in time has its receive cancelled and its block zeroed: its ranks did not answer (a
+ * dead rank's subtree with it). A rank whose parent does not take its block lets go of the
+ * send at timeout_s. */
+static int gather_final(const void *mine, void *all, size_t size, double timeout_s) {
+    uint64_t start = sw_now_ns(), timeout_ns = (uint64_t)(timeout_s * 1e9);
+    if (g.world == 1) {
+        memcpy(all, mine, size);
+        return 0;
+    }
+    int levels = 0;
+    while ((1 << levels) < g.world)
+        levels++;
+    int span = g.rank == 0 ? 1 << levels : g.rank & -g.rank, height = 0;
+    while ((1 << height) < span)
+        height++;
+    size_t count = (size_t)(span < g.world - g.rank ? span : g.world - g.rank);
+    unsigned char *block = g.rank == 0 ? all : calloc(count, size);
+    if (block == NULL)
+        return SW_ENOMEM;
+    memcpy(block, mine, size);
+    MPI_Request reqs[32];
+    int n = 0, rc = MPI_SUCCESS;
+    for (int k = 0; k < height && g.rank + (1 << k) < g.world; k++)
+        reqs[n++] = MPI_REQUEST_NULL;
+    for (int k = 0; rc == MPI_SUCCESS && k < n; k++)
+        rc = PMPI_Irecv(block + ((size_t)1 << k) * size, (int)(child_block(k) * size), MPI_BYTE,
+                        g.rank + (1 << k), TAG, g.comm, &reqs[k]);
+    if (rc == MPI_SUCCESS)
+        rc = wait_until(n, reqs, start + timeout_ns / (uint64_t)levels * (uint64_t)height);
+    /* Past the deadline (or on an error), cancel what did not arrive: its block is zeroed */
+    for (int k = 0; k < n; k++) {
+        if (reqs[k] == MPI_REQUEST_NULL)
             continue;
-        if (g.rank != 0) {
-            PMPI_Request_free(&reqs[i]);
-            continue;
-        }
         MPI_Status status;
         int cancelled = 0;
-        PMPI_Cancel(&reqs[i]);
-        PMPI_Wait(&reqs[i], &status);
+        PMPI_Cancel(&reqs[k]);
+        PMPI_Wait(&reqs[k], &status);
         PMPI_Test_cancelled(&status, &cancelled);
         if (cancelled)
-            memset((char *)all + (size_t)(i + 1) * size, 0, size);
+            memset(block + ((size_t)1 << k) * size, 0, child_block(k) * size);
     }
-    free(reqs);
-    free(done);
+    if (g.rank == 0)
+        return rc == MPI_SUCCESS ? 0 : SW_EIO;
+    MPI_Request send = MPI_REQUEST_NULL;
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Isend(block, (int)(count * size), MPI_BYTE, g.rank - span, TAG, g.comm, &send);
+    if (rc == MPI_SUCCESS)
+        rc = wait_until(1, &send, start + timeout_ns);
+    if (send == MPI_REQUEST_NULL)
+        free(block);
+    else /* the parent never took it: MPI finishes or drops the send, the block stays */
+        PMPI_Request_free(&send);
     return rc == MPI_SUCCESS ? 0 : SW_EIO;
 }
 
