@@ -32,7 +32,7 @@
  *     each rank waiting for its children its level's share of timeout_s), which waits at
  *     most timeout_s, then prints the cross-rank view (per action the time per step across
  *     ranks, the stragglers with their blame), naming the ranks that did not answer (a dead
- *     rank's subtree with it), and keeps it in its run file.
+ *     rank's children send straight to rank 0), and keeps it in its run file.
  *
  * One profiler per process is attached at a time. The calls are made on the thread that
  * calls MPI (MPI_THREAD_FUNNELED is enough).
