@@ -40,7 +40,6 @@ import argparse
 import cProfile
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -210,10 +209,8 @@ def count_child(marks_path, rounds):
 def bench_instructions(rounds):
     """{workload: {mode: added Ir (median over rounds of the difference to none)}}, or None
     without valgrind or the marks library."""
-    marks = bi.marks_library()
-    if marks is None or shutil.which("valgrind") is None:
-        print("bench_functions: no valgrind or no marks library (build/release/bench/"
-              "libsw_callgrind_marks.so): no instruction counts", file=sys.stderr)
+    marks = bi.marks_or_none("bench_functions")
+    if marks is None:
         return None
     with tempfile.TemporaryDirectory() as folder:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--quiet",

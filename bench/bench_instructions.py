@@ -476,6 +476,17 @@ def marks_library():
     return None
 
 
+def marks_or_none(who):
+    """marks_library()'s path, or None, said on stderr, without it or without valgrind (then
+    `who` takes no instruction counts)."""
+    marks = marks_library()
+    if marks is None or shutil.which("valgrind") is None:
+        print(f"{who}: no valgrind or no marks library (build/release/bench/"
+              "libsw_callgrind_marks.so): no instruction counts", file=sys.stderr)
+        return None
+    return marks
+
+
 def run_child(group, rounds, steps, marks, valgrind_dir=None):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", group, "--rounds", str(rounds),
            "--steps", str(steps)]

@@ -219,19 +219,31 @@ def html_rows(f):
 
 
 def ranks_rows(f):
-    """The reduction per world size; the anchor is the build before the linear reduction
-    timed in the same run (bench_ranks.py --before), where it was."""
+    """The reduction per world size (wall time, the process's CPU time beside), then the
+    instructions of one view where they were counted; the anchor is the build timed in the
+    same run (bench_ranks.py --before, --before-label says which), where it was."""
     rows = []
+    label = f.get("before_label") or "sort per metric"
     for r in f["results"]:
         before = r.get("before_ms")
         budget = r.get("budget_ms")
+        cpu = r.get("reduce_cpu_ms")
+        shown = f"{r['reduce_ms']:.2f} ms" + (f" ({cpu:.2f} ms CPU)" if cpu is not None else "")
         rows.append(row(f"ranks_{r['ranks']}", f"rank 0 reducing {r['ranks']:,} ranks' payloads "
                         f"({f['payload_bytes']} bytes each, {r['bytes'] / 1e6:.2f} MB gathered) "
-                        "into the cross-rank view (JSON)", f"{r['reduce_ms']:.2f} ms",
-                        f"{before:.2f} ms before (sort per metric, same run)" if before else "",
+                        "into the cross-rank view (JSON)", shown,
+                        f"{before:.2f} ms before ({label}, same run)" if before else "",
                         f"{before / r['reduce_ms']:.1f}x faster" if before else "",
                         f"<= {budget:g} ms" if budget else "",
                         r["reduce_ms"] <= budget if budget else None))
+    counted = f.get("instructions") or {}
+    for n in counted:
+        c = counted[n]
+        b = c.get("before")
+        rows.append(row(f"ranks_ir_{n}", f"instructions of one view of {int(n):,} ranks "
+                        "(callgrind)", f"{c['now'] / 1e6:.1f} M",
+                        f"{b / 1e6:.1f} M before ({label})" if b else "",
+                        f"{b / c['now']:.2f}x fewer" if b else ""))
     return rows
 
 
@@ -440,7 +452,8 @@ GROUPS = [
           torch_rows),
     group("html", "HTML report: size and open time", f"{PY} bench/bench_html.py", html_rows),
     group("ranks", "Many ranks: rank 0's reduction",
-          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json --before OLD/libstepwatch.so",
+          f"{PY} bench/bench_ranks.py --out build/bench/ranks.json --before OLD/libstepwatch.so "
+          "--before-label 'commit OLD' --instructions",
           ranks_rows),
     group("ranks_round", "Many ranks: the end-of-run round and the clock offsets",
           f"{PY} bench/bench_ranks_round.py --ranks 1000 --out build/bench/ranks_round.json",

@@ -54,8 +54,11 @@ if [ -x "$root/venv/bin/python" ] && [ -f bench/bench_ranks.py ]; then
     echo
     echo "== many ranks: rank 0 reducing N ranks' payloads into the cross-rank view =="
     # SW_BENCH_BEFORE_LIB: another build's libstepwatch.so, timed beside in the same run
+    # (SW_BENCH_BEFORE_LABEL: which build it is); with valgrind, the instructions too
     "$root/venv/bin/python" bench/bench_ranks.py --out "$out/ranks.json" \
-        ${SW_BENCH_BEFORE_LIB:+--before "$SW_BENCH_BEFORE_LIB"}
+        ${SW_BENCH_BEFORE_LIB:+--before "$SW_BENCH_BEFORE_LIB"} \
+        ${SW_BENCH_BEFORE_LABEL:+--before-label "$SW_BENCH_BEFORE_LABEL"} \
+        $(command -v valgrind >/dev/null && echo --instructions)
     echo
     echo "== many ranks: the end-of-run round and the clock offsets, 1,000 simulated ranks =="
     "$root/venv/bin/python" bench/bench_ranks_round.py --out "$out/ranks_round.json"

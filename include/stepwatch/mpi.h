@@ -27,10 +27,12 @@
  *   - every aggregate_every steps, at the next of those collectives, one gather of
  *     SW_RANK_PAYLOAD_SIZE bytes per rank to rank 0 (kept in its run file). Every rank must
  *     reach the same collective after the same number of steps (as data-parallel loops do).
- *   - the final round runs when p is freed or at MPI_Finalize, whichever comes first: every
- *     rank sends its payload to rank 0, which waits at most timeout_s, then prints the
- *     cross-rank view (per action the time per step across ranks, the stragglers with their
- *     blame), naming the ranks that did not answer, and keeps it in its run file.
+ *   - the final round runs when p is freed or at MPI_Finalize, whichever comes first: the
+ *     payloads go up a binomial tree of point-to-point messages to rank 0 (log2(N) levels,
+ *     each rank waiting for its children its level's share of timeout_s), which waits at
+ *     most timeout_s, then prints the cross-rank view (per action the time per step across
+ *     ranks, the stragglers with their blame), naming the ranks that did not answer (a dead
+ *     rank's children send straight to rank 0), and keeps it in its run file.
  *
  * One profiler per process is attached at a time. The calls are made on the thread that
  * calls MPI (MPI_THREAD_FUNNELED is enough).

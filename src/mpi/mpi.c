@@ -7,10 +7,11 @@
  *
  * Rounds: a periodic one is one MPI_Gather of the payloads on a duplicate of the user's
  * communicator (so stepwatch's messages never meet the program's). The final one may find a
- * rank dead: each rank sends its payload to rank 0 with MPI_Isend, rank 0 posts one
- * MPI_Irecv per rank and tests them until all arrived or timeout_s passed, then cancels the
- * rest and reports over the ranks that answered. The duplicate communicator returns errors
- * instead of aborting (MPI_ERRORS_RETURN). The clock offsets go down a binary tree.
+ * rank dead: it goes up a binomial tree of nonblocking sends and receives (gather_final),
+ * each level bounded by timeout_s, so rank 0 takes log2(N) blocks and a dead rank costs its
+ * parent the wait, never a hang (its children send straight to rank 0); rank 0 reports over
+ * the ranks that answered. The duplicate communicator returns errors instead of aborting
+ * (MPI_ERRORS_RETURN). The clock offsets go down a binary tree.
  */
 #include "stepwatch/mpi.h"
 
@@ -20,6 +21,8 @@
 #include <time.h>
 
 #define TAG 0x5357                /* "SW" */
+#define TAG_ACK (TAG + 2)         /* the final round: "your block arrived" */
+#define TAG_ORPHAN (TAG + 3)      /* ...a block straight to rank 0: its parent is dead */
 #define CLOCK_ROUNDS 8            /* round trips at least, per rank */
 #define CLOCK_SHORT_TRIP 1000000  /* ns: a round trip this short ends the rounds early... */
 #define CLOCK_MAX_NS 2000000000LL /* ...else they go on for up to this long per rank */
@@ -75,58 +78,206 @@ static int mpi_usable(void) {
 
 /* ---- the transport ---- */
 
-/* The final round: point to point, rank 0 waiting at most timeout_s. */
-static int gather_final(const void *mine, void *all, size_t size, double timeout_s) {
-    uint64_t deadline = sw_now_ns() + (uint64_t)(timeout_s * 1e9);
-    if (g.world == 1) {
-        memcpy(all, mine, size);
-        return 0;
-    }
-    int n = g.rank == 0 ? g.world - 1 : 1;
-    MPI_Request *reqs = calloc((size_t)n, sizeof *reqs);
-    int *done = calloc((size_t)n, sizeof *done);
-    if (reqs == NULL || done == NULL) {
-        free(reqs);
-        free(done);
-        return SW_ENOMEM;
-    }
-    int rc = MPI_SUCCESS;
-    if (g.rank == 0) {
-        memcpy(all, mine, size);
-        for (int r = 1; rc == MPI_SUCCESS && r < g.world; r++)
-            rc = PMPI_Irecv((char *)all + (size_t)r * size, (int)size, MPI_BYTE, r, TAG, g.comm,
-                            &reqs[r - 1]);
-    } else {
-        rc = PMPI_Isend(mine, (int)size, MPI_BYTE, 0, TAG, g.comm, &reqs[0]);
-    }
-    for (int left = n; rc == MPI_SUCCESS && left > 0 && sw_now_ns() < deadline;) {
+/* Test reqs[0..n) (MPI_REQUEST_NULL: none) until all are done or the clock passes deadline
+ * (ns); done(k), when given, as request k completes. */
+static int wait_until(int n, MPI_Request *reqs, uint64_t deadline, void (*done)(int k)) {
+    int finished[32]; /* indices: a rank has at most log2(2^20) children */
+    int rc = MPI_SUCCESS, left = 0;
+    for (int i = 0; i < n; i++)
+        left += reqs[i] != MPI_REQUEST_NULL;
+    while (rc == MPI_SUCCESS && left > 0 && sw_now_ns() < deadline) {
         int count = 0;
-        rc = PMPI_Testsome(n, reqs, &count, done, MPI_STATUSES_IGNORE);
+        rc = PMPI_Testsome(n, reqs, &count, finished, MPI_STATUSES_IGNORE);
+        for (int i = 0; done && rc == MPI_SUCCESS && i < count; i++)
+            done(finished[i]);
         left -= count > 0 ? count : 0;
         if (count <= 0)
             nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    /* Past the deadline, let go of what did not arrive: rank 0 cancels its receives (a
-     * cancelled one leaves its slot zeroed); a rank whose send rank 0 never took frees the
-     * request and lets MPI finish or drop the send. */
-    for (int i = 0; rc == MPI_SUCCESS && i < n; i++) {
-        if (reqs[i] == MPI_REQUEST_NULL)
+    return rc;
+}
+
+/* The final round's tree (gather_final): rank r's subtree is the ranks r .. r + span(r) - 1,
+ * span(r) its lowest set bit (the whole world, 2^levels, for rank 0), so a subtree's payloads
+ * are one block; r's children are r + 2^k for 2^k < span(r), its parent r - span(r). */
+typedef struct tree {
+    int levels;       /* 2^levels >= world */
+    int span, height; /* this rank's: span = 2^height */
+    size_t count;     /* the payloads of its block: span, or to the world's end */
+} tree;
+
+static int span_of(int rank, int levels) {
+    return rank == 0 ? 1 << levels : rank & -rank;
+}
+
+static int log2_of(int power) {
+    int k = 0;
+    while ((1 << k) < power)
+        k++;
+    return k;
+}
+
+/* The payloads in the block of rank's child rank + 2^k: 2^k, or to the world's end. */
+static size_t child_block(int rank, int k) {
+    int child = rank + (1 << k);
+    return (size_t)((1 << k) < g.world - child ? 1 << k : g.world - child);
+}
+
+/* When a rank of the given height stops waiting for its children: its share of the timeout,
+ * a level's worth more than its children's. */
+static uint64_t level_deadline(const tree *t, int height, uint64_t start, uint64_t timeout_ns) {
+    return start + timeout_ns / (uint64_t)t->levels * (uint64_t)height;
+}
+
+/* Tell this rank's child rank + 2^k that its block arrived (an empty message). */
+static void tell_child(int k) {
+    MPI_Request sent;
+    if (PMPI_Isend(NULL, 0, MPI_BYTE, g.rank + (1 << k), TAG_ACK, g.comm, &sent) == MPI_SUCCESS)
+        PMPI_Request_free(&sent);
+}
+
+/* This rank's children's blocks into their places in its own, until deadline; each child is
+ * told at once that its block arrived (ack: not on rank 0, whose children need not know).
+ * What did not arrive is cancelled and left zeroed. */
+static int receive_children(const tree *t, unsigned char *block, size_t size, uint64_t deadline,
+                            int ack) {
+    MPI_Request reqs[32];
+    int n = 0, rc = MPI_SUCCESS;
+    while (n < t->height && g.rank + (1 << n) < g.world)
+        reqs[n++] = MPI_REQUEST_NULL;
+    for (int k = 0; rc == MPI_SUCCESS && k < n; k++)
+        rc = PMPI_Irecv(block + ((size_t)1 << k) * size, (int)(child_block(g.rank, k) * size),
+                        MPI_BYTE, g.rank + (1 << k), TAG, g.comm, &reqs[k]);
+    if (rc == MPI_SUCCESS)
+        rc = wait_until(n, reqs, deadline, ack ? tell_child : NULL);
+    for (int k = 0; k < n; k++) { /* past the deadline (or on an error) */
+        if (reqs[k] == MPI_REQUEST_NULL)
             continue;
-        if (g.rank != 0) {
-            PMPI_Request_free(&reqs[i]);
-            continue;
-        }
         MPI_Status status;
         int cancelled = 0;
-        PMPI_Cancel(&reqs[i]);
-        PMPI_Wait(&reqs[i], &status);
+        PMPI_Cancel(&reqs[k]);
+        PMPI_Wait(&reqs[k], &status);
         PMPI_Test_cancelled(&status, &cancelled);
         if (cancelled)
-            memset((char *)all + (size_t)(i + 1) * size, 0, size);
+            memset(block + ((size_t)1 << k) * size, 0, child_block(g.rank, k) * size);
     }
-    free(reqs);
-    free(done);
-    return rc == MPI_SUCCESS ? 0 : SW_EIO;
+    return rc;
+}
+
+/* This rank's block to its parent; when the parent (not rank 0) does not say it arrived by
+ * the parent's own deadline and a half level, the parent is taken for dead and the block goes
+ * straight to rank 0 (an orphan). Sends not taken by timeout_s are let go (MPI finishes or
+ * drops them; the block then stays allocated). */
+static int send_up(const tree *t, unsigned char *block, size_t size, uint64_t start,
+                   uint64_t timeout_ns) {
+    int parent = g.rank - t->span, rc;
+    MPI_Request sends[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL}, ack = MPI_REQUEST_NULL;
+    int bytes = (int)(t->count * size);
+    rc = PMPI_Isend(block, bytes, MPI_BYTE, parent, TAG, g.comm, &sends[0]);
+    if (rc == MPI_SUCCESS && parent != 0) {
+        int parent_height = log2_of(span_of(parent, t->levels));
+        uint64_t wait = level_deadline(t, parent_height, start, timeout_ns) +
+                        timeout_ns / (uint64_t)t->levels / 2;
+        rc = PMPI_Irecv(NULL, 0, MPI_BYTE, parent, TAG_ACK, g.comm, &ack);
+        if (rc == MPI_SUCCESS)
+            rc = wait_until(1, &ack, wait, NULL);
+        if (rc == MPI_SUCCESS && ack != MPI_REQUEST_NULL)
+            rc = PMPI_Isend(block, bytes, MPI_BYTE, 0, TAG_ORPHAN, g.comm, &sends[1]);
+        if (ack != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&ack);
+            PMPI_Wait(&ack, MPI_STATUS_IGNORE);
+        }
+    }
+    if (rc == MPI_SUCCESS)
+        rc = wait_until(2, sends, start + timeout_ns, NULL);
+    int pending = 0;
+    for (int i = 0; i < 2; i++)
+        if (sends[i] != MPI_REQUEST_NULL) {
+            PMPI_Request_free(&sends[i]);
+            pending = 1;
+        }
+    if (!pending)
+        free(block);
+    return rc;
+}
+
+/* Whether a payload slot was never filled: it is zero (a payload starts with its magic). */
+static int empty_slot(const unsigned char *slot) {
+    static const unsigned char zero[8];
+    return memcmp(slot, zero, sizeof zero) == 0;
+}
+
+/* Rank 0: the orphans' blocks (from ranks whose parent died), until every payload is in or
+ * deadline; only a block's payloads go in (its own holes never overwrite a payload that
+ * arrived another way). */
+static int take_orphans(unsigned char *all, size_t size, uint64_t deadline) {
+    int missing = 0;
+    for (int r = 0; r < g.world; r++)
+        missing += empty_slot(all + (size_t)r * size);
+    while (missing > 0) {
+        MPI_Status status;
+        int waiting = 0, bytes = 0;
+        if (PMPI_Iprobe(MPI_ANY_SOURCE, TAG_ORPHAN, g.comm, &waiting, &status) != MPI_SUCCESS)
+            return SW_EIO;
+        if (!waiting) {
+            if (sw_now_ns() >= deadline)
+                return 0;
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+            continue;
+        }
+        PMPI_Get_count(&status, MPI_BYTE, &bytes);
+        int from = status.MPI_SOURCE;
+        unsigned char *got = malloc(bytes > 0 ? (size_t)bytes : 1);
+        if (got == NULL)
+            return SW_ENOMEM;
+        int rc = PMPI_Recv(got, bytes, MPI_BYTE, from, TAG_ORPHAN, g.comm, MPI_STATUS_IGNORE);
+        size_t n = rc == MPI_SUCCESS && bytes > 0 ? (size_t)bytes / size : 0;
+        for (size_t i = 0; i < n && from + (int)i < g.world; i++) {
+            unsigned char *slot = all + (size_t)(from + (int)i) * size;
+            if (empty_slot(slot) && !empty_slot(got + i * size)) {
+                memcpy(slot, got + i * size, size);
+                missing--;
+            }
+        }
+        free(got);
+        if (rc != MPI_SUCCESS)
+            return SW_EIO;
+    }
+    return 0;
+}
+
+/* The final round, up the binomial tree above: each rank receives its children's blocks into
+ * place and sends its block to its parent: log2(N) levels, rank 0 takes log2(N) blocks, not N
+ * - 1 payloads. A rank may be dead, so each level is bounded: a rank h of the levels high
+ * waits for its children until timeout_s * h / levels after its start (rank 0: timeout_s),
+ * so its parent still waits for it after it waited for a dead child; a child that did not
+ * send in time has its receive cancelled and its block zeroed. A dead rank's children find
+ * no parent to say their block arrived and send it straight to rank 0, which takes such
+ * orphans until its timeout: only the dead rank is missing. */
+static int gather_final(const void *mine, void *all, size_t size, double timeout_s) {
+    uint64_t start = sw_now_ns(), timeout_ns = (uint64_t)(timeout_s * 1e9);
+    if (g.world == 1) {
+        memcpy(all, mine, size);
+        return 0;
+    }
+    tree t = {.levels = log2_of(g.world)};
+    t.span = span_of(g.rank, t.levels);
+    t.height = log2_of(t.span);
+    t.count = (size_t)(t.span < g.world - g.rank ? t.span : g.world - g.rank);
+    unsigned char *block = g.rank == 0 ? all : calloc(t.count, size);
+    if (block == NULL)
+        return SW_ENOMEM;
+    memcpy(block, mine, size);
+    uint64_t deadline = level_deadline(&t, t.height, start, timeout_ns);
+    int rc = receive_children(&t, block, size, deadline, g.rank != 0);
+    if (g.rank == 0) {
+        int taken = rc == MPI_SUCCESS ? take_orphans(block, size, start + timeout_ns) : 0;
+        return rc != MPI_SUCCESS ? SW_EIO : taken;
+    }
+    if (rc == MPI_SUCCESS)
+        return send_up(&t, block, size, start, timeout_ns) == MPI_SUCCESS ? 0 : SW_EIO;
+    free(block);
+    return SW_EIO;
 }
 
 static int gather(void *ctx, const void *mine, void *all, size_t size, int final,

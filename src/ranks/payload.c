@@ -280,6 +280,11 @@ void sw__payload_encode(const sw__payload *pl, unsigned char *buf) {
     }
 }
 
+/* A payload's FLOPs figure: NaN, negative or huge is unknown (0). */
+static double known_flops(double d) {
+    return d >= 0 && d < 1e300 ? d : 0;
+}
+
 int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
     /* every field is set below (no memset: this runs once per rank at rank 0) */
     if (get_u32(buf) != SW__PAYLOAD_MAGIC || get_u16(buf + 4) != SW__PAYLOAD_VERSION ||
@@ -296,12 +301,8 @@ int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
     out->pid = (int64_t)get_u64(buf + 40);
     memcpy(out->host, buf + 48, SW__PAYLOAD_HOST - 1);
     out->host[SW__PAYLOAD_HOST - 1] = '\0';
-    out->flops_per_step = get_f64(buf + 112);
-    out->peak_flops = get_f64(buf + 120);
-    if (!(out->flops_per_step >= 0 && out->flops_per_step < 1e300)) /* NaN: unknown */
-        out->flops_per_step = 0;
-    if (!(out->peak_flops >= 0 && out->peak_flops < 1e300))
-        out->peak_flops = 0;
+    out->flops_per_step = known_flops(get_f64(buf + 112));
+    out->peak_flops = known_flops(get_f64(buf + 120));
     for (int k = 0; k < SW__SLOT_COUNT; k++) {
         const unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
         sw__slot_stats *s = &out->slots[k];
@@ -326,5 +327,36 @@ int sw__payload_decode(const unsigned char *buf, sw__payload *out) {
     }
     if (out->rank < 0 || out->world_size < 1 || out->rank >= out->world_size)
         return SW_ECORRUPT;
+    return 0;
+}
+
+int sw__payload_read(const unsigned char *buf, sw__payload_brief *out) {
+    if (get_u32(buf) != SW__PAYLOAD_MAGIC || get_u16(buf + 4) != SW__PAYLOAD_VERSION ||
+        get_u16(buf + 6) != SW__SLOT_COUNT)
+        return SW_ECORRUPT;
+    int world_size = (int)get_u32(buf + 12);
+    out->rank = (int)get_u32(buf + 8);
+    if (out->rank < 0 || world_size < 1 || out->rank >= world_size)
+        return SW_ECORRUPT;
+    out->flags = get_u32(buf + 20);
+    out->steps = get_u64(buf + 24);
+    out->flops_per_step = known_flops(get_f64(buf + 112));
+    out->peak_flops = known_flops(get_f64(buf + 120));
+    for (int k = 0; k < SW__SLOT_COUNT; k++) {
+        const unsigned char *b = buf + HEADER_SIZE + k * SLOT_SIZE;
+        uint64_t count = get_u64(b);
+        out->slots[k].count = count;
+        out->slots[k].total_ns = count ? get_u64(b + 8) : 0;
+        out->slots[k].self_ns = count ? get_u64(b + 16) : 0;
+        out->slots[k].p99_ns = count ? get_u64(b + 40) : 0;
+    }
+    for (int k = 0; k < SW__PAYLOAD_OPS; k++) {
+        const unsigned char *b = buf + OPS_AT + k * OP_SIZE;
+        out->ops[k].name = (const char *)b;
+        out->ops[k].count = get_u64(b + 32);
+        out->ops[k].total_ns = get_u64(b + 40);
+        out->ops[k].bytes = get_u64(b + 48);
+        out->ops[k].bytes_calls = get_u64(b + 56);
+    }
     return 0;
 }

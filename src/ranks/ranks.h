@@ -69,6 +69,25 @@ int sw__payload_fill(const sw_snapshot *s, sw__payload *out);
 void sw__payload_encode(const sw__payload *pl, unsigned char *buf);
 int sw__payload_decode(const unsigned char *buf, sw__payload *out);
 
+/* What the reduction reads of a payload, read in place: rank 0 of 100,000 ranks reads 100
+ * MB of payloads, so nothing else is copied (no host, no names: an op's name points into
+ * the bytes, NUL-padded, at most SW__OP_NAME - 1 bytes, not always NUL-terminated). A slot
+ * without calls reads as all 0. Returns SW_ECORRUPT where sw__payload_decode does. */
+typedef struct sw__payload_brief {
+    int rank;
+    uint32_t flags;
+    uint64_t steps;
+    double flops_per_step, peak_flops;
+    struct {
+        uint64_t count, total_ns, self_ns, p99_ns;
+    } slots[SW__SLOT_COUNT];
+    struct {
+        const char *name;
+        uint64_t count, total_ns, bytes, bytes_calls;
+    } ops[SW__PAYLOAD_OPS];
+} sw__payload_brief;
+int sw__payload_read(const unsigned char *buf, sw__payload_brief *out);
+
 /* select.c: the k-th smallest of v[0..n-1] (n >= 1), v reordered around it; the median of
  * v (0 for n 0), v reordered. */
 double sw__select(double *v, size_t n, size_t k);
@@ -83,5 +102,9 @@ typedef struct sw__others {
 void sw__others_prepare(sw__others *o, double *v, size_t n);
 /* The median of the column without one value equal to x (NAN when n < 2). */
 double sw__median_of_others(const sw__others *o, double x);
+/* The same prepared for n values all equal to x, in O(1). */
+void sw__others_constant(sw__others *o, size_t n, double x);
+/* The median of the whole column (0 when n is 0), the same as sw__median's. */
+double sw__others_median(const sw__others *o);
 
 #endif /* SW_RANKS_RANKS_H */

@@ -76,9 +76,18 @@ double sw__median(double *v, size_t n) {
     return (m + next) / 2;
 }
 
+/* The first of the three order statistics kept (the lo-th smallest): the median of the n - 1
+ * others sits at most one place past the middle of n - 1 values, so lo, lo + 1 and lo + 2
+ * hold it whichever value goes. */
+static size_t others_lo(size_t n) {
+    return n < 2 ? 0 : (n - 1) % 2 ? (n - 2) / 2 : (n - 1) / 2 - 1;
+}
+
 void sw__others_prepare(sw__others *o, double *v, size_t n) {
     o->n = n;
-    o->lo = n < 2 ? 0 : (n - 1) % 2 ? (n - 2) / 2 : (n - 1) / 2 - 1;
+    o->lo = others_lo(n);
+    o->v[0] = n == 1 ? v[0] : INFINITY;
+    o->v[1] = o->v[2] = INFINITY;
     if (n < 2)
         return;
     o->v[0] = sw__select(v, n, o->lo);
@@ -110,4 +119,22 @@ double sw__median_of_others(const sw__others *o, double x) {
     if (k % 2)
         return other(o, (k - 1) / 2, x);
     return (other(o, k / 2 - 1, x) + other(o, k / 2, x)) / 2;
+}
+
+void sw__others_constant(sw__others *o, size_t n, double x) {
+    o->n = n;
+    o->lo = others_lo(n);
+    for (size_t j = 0; j < 3; j++)
+        o->v[j] = o->lo + j < n ? x : INFINITY;
+}
+
+/* The median of all n values, from the same three: the middle one (n odd) or the two
+ * middle ones (n even) are among them. */
+double sw__others_median(const sw__others *o) {
+    size_t n = o->n;
+    if (n == 0)
+        return 0;
+    if (n % 2)
+        return o->v[(n - 1) / 2 - o->lo];
+    return (o->v[n / 2 - 1 - o->lo] + o->v[n / 2 - o->lo]) / 2;
 }

@@ -224,17 +224,101 @@ void sw__jw_int(sw__jw *w, int64_t v) {
     raw_value(w, buf);
 }
 
+/* 10^k for k 0..18: each exact in a double (5^18 < 2^53). */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,
+                               1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+
+/* "%.15g" of v when that reads back as v and is in fixed notation (exponent -4..14), without
+ * printf (a view of 100,000 ranks writes thousands of numbers); 0 when not.
+ * The 15 digits are m, an integer below 2^53, with m / 10^k = |v| for k = 14 - exponent:
+ * that division of two exact doubles is rounded once, as reading the decimal is, so it
+ * tells whether the decimal reads back as v. Such a decimal is the one %.15g writes: two
+ * decimals of 15 digits are further apart than the numbers that round to one double. m is
+ * |v| * 10^k rounded, off by at most one (the product is rounded), so m - 1 and m + 1 are
+ * tried too; when none reads back, %.15g's would not either. */
+static int fixed_15g(double v, char *buf) {
+    double a = fabs(v);
+    if (a == 0) {
+        strcpy(buf, signbit(v) ? "-0" : "0");
+        return 1;
+    }
+    if (!(a >= 1e-5 && a < 1e15))
+        return 0;
+    int e = 0; /* the exponent of a: 10^e <= a < 10^(e+1), near enough, corrected below */
+    while (e < 14 && a >= POW10[e + 1])
+        e++;
+    while (e <= 0 && e > -5 && a * POW10[-e] < 1)
+        e--;
+    int64_t m = 0;
+    for (int tries = 0; tries < 2; tries++) { /* the rounded a may reach the next power */
+        if (e < -4 || e > 14)
+            return 0;
+        m = llround(a * POW10[14 - e]);
+        if (m >= 1000000000000000)
+            e++;
+        else if (m < 100000000000000)
+            e--;
+        else
+            break;
+    }
+    if (m < 100000000000000 || m >= 1000000000000000 || e < -4 || e > 14)
+        return 0;
+    static const int64_t near[] = {0, -1, 1};
+    int found = 0;
+    for (int t = 0; t < 3 && !found; t++) {
+        int64_t c = m + near[t];
+        found = c >= 100000000000000 && c < 1000000000000000 && (double)c / POW10[14 - e] == a;
+        if (found)
+            m = c;
+    }
+    if (!found)
+        return 0;
+    char digits[16];
+    for (int i = 14; i >= 0; i--, m /= 10)
+        digits[i] = (char)('0' + m % 10);
+    int last = 14; /* the last digit written: trailing zeros go */
+    while (last > 0 && last > e && digits[last] == '0')
+        last--;
+    char *p = buf;
+    if (v < 0)
+        *p++ = '-';
+    if (e >= 0) {
+        memcpy(p, digits, (size_t)e + 1);
+        p += e + 1;
+        if (last > e) {
+            *p++ = '.';
+            memcpy(p, digits + e + 1, (size_t)(last - e));
+            p += last - e;
+        }
+    } else {
+        *p++ = '0';
+        *p++ = '.';
+        for (int z = 0; z < -e - 1; z++)
+            *p++ = '0';
+        memcpy(p, digits, (size_t)last + 1);
+        p += last + 1;
+    }
+    *p = '\0';
+    return 1;
+}
+
+void sw__jw_format_double(double v, char buf[32]) {
+    /* 15 significant digits read back exactly for most values and look tidy; the rest
+     * need 17. */
+    if (fixed_15g(v, buf))
+        return;
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, 32, "%.17g", v);
+}
+
 void sw__jw_double(sw__jw *w, double v) {
     if (!isfinite(v)) {
         raw_value(w, "null");
         return;
     }
-    /* 15 significant digits read back exactly for most values and look tidy; the rest
-     * need 17. */
     char buf[32];
-    snprintf(buf, sizeof buf, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, sizeof buf, "%.17g", v);
+    sw__jw_format_double(v, buf);
     raw_value(w, buf);
 }
 

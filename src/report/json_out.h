@@ -51,6 +51,8 @@ void sw__jw_string_n(sw__jw *w, const char *s, size_t len);
 void sw__jw_uint(sw__jw *w, uint64_t v);
 void sw__jw_int(sw__jw *w, int64_t v);
 void sw__jw_double(sw__jw *w, double v); /* shortest form that reads back exactly */
+/* The text sw__jw_double writes for a finite v: "%.15g" when it reads back as v, else "%.17g". */
+void sw__jw_format_double(double v, char buf[32]);
 void sw__jw_bool(sw__jw *w, int v);
 void sw__jw_null(sw__jw *w);
 

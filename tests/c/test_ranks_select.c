@@ -99,6 +99,36 @@ static void test_median_of_others_matches_a_sort(void **state) {
     assert_true(isnan(sw__median_of_others(&one, 3)));
 }
 
+/* The median of the whole column from the prepared order statistics, and a column of equal
+ * values prepared without a selection, against a sort. */
+static void test_prepared_median_and_constant_columns(void **state) {
+    (void)state;
+    srand(11);
+    for (size_t n = 0; n < 60; n++) {
+        for (int ties = 0; ties < 2; ties++) {
+            double v[60] = {0}, work[60], sorted[60];
+            random_values(v, n, ties);
+            memcpy(work, v, sizeof v);
+            memcpy(sorted, v, sizeof v);
+            qsort(sorted, n, sizeof *sorted, by_double);
+            sw__others o;
+            sw__others_prepare(&o, work, n);
+            assert_true(sw__others_median(&o) == (n ? sorted_median(sorted, n) : 0));
+        }
+        sw__others same, prepared;
+        double equal[60];
+        for (size_t i = 0; i < n; i++)
+            equal[i] = 5;
+        sw__others_constant(&same, n, 5);
+        sw__others_prepare(&prepared, equal, n);
+        assert_true(sw__others_median(&same) == sw__others_median(&prepared));
+        if (n >= 2) {
+            assert_true(sw__median_of_others(&same, 5) == 5);
+            assert_true(sw__median_of_others(&same, 5) == sw__median_of_others(&prepared, 5));
+        }
+    }
+}
+
 /* A payload of rank r of world, with the given step, data and collective times per step. */
 static void make_payload(unsigned char *buf, int r, int world, double step, double data,
                          double coll) {
@@ -178,6 +208,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_select_matches_a_sort),
         cmocka_unit_test(test_median_of_others_matches_a_sort),
+        cmocka_unit_test(test_prepared_median_and_constant_columns),
         cmocka_unit_test(test_reduction_matches_a_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

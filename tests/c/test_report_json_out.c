@@ -106,6 +106,67 @@ static void test_numbers(void **state) {
               "null,null,null,true,false,null,null]");
 }
 
+/* What sw__jw_double wrote before its fast path: printf's "%.15g", or "%.17g" when that
+ * does not read back. */
+static void printf_double(double v, char *buf) {
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, 32, "%.17g", v);
+}
+
+static uint64_t next_random(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void assert_as_printf(double v) {
+    char got[32], want[32];
+    sw__jw_format_double(v, got);
+    printf_double(v, want);
+    if (strcmp(got, want) != 0)
+        fail_msg("%.17g: wrote %s, printf %s", v, got, want);
+}
+
+/* The numbers' text is printf's, byte for byte: random bits, quotients of nanoseconds by
+ * steps (the views' figures), short decimals, and the neighbours of every power of ten in
+ * and around the fixed-notation range (where the digit count turns). */
+static void test_doubles_as_printf(void **state) {
+    (void)state;
+    uint64_t s = 88172645463325252u;
+    for (int i = 0; i < 300000; i++) {
+        uint64_t r = next_random(&s);
+        double bits;
+        memcpy(&bits, &r, sizeof bits);
+        if (isfinite(bits))
+            assert_as_printf(bits);
+        assert_as_printf((double)(r % 100000000000u) / (double)(1 + next_random(&s) % 1000));
+        assert_as_printf((double)(r % 1000000) / 100.0 -
+                         (double)(next_random(&s) % 1000000) / 100.0);
+        assert_as_printf((double)(r >> 11) * 0x1p-53 * pow(10, (int)(next_random(&s) % 24) - 6));
+    }
+    for (int e = -7; e <= 17; e++)
+        for (double f = 0.5; f <= 10; f += 0.5) {
+            double v = pow(10, e) * f;
+            for (double up = v, down = v, k = 0; k < 100; k++) {
+                assert_as_printf(up = nextafter(up, INFINITY));
+                assert_as_printf(-(down = nextafter(down, 0)));
+            }
+        }
+    static const double special[] = {0.0,
+                                     -0.0,
+                                     5e-324,
+                                     999999999999999.5,
+                                     99999999999999.95,
+                                     0.0001,
+                                     0.000099999999999999995,
+                                     1e15,
+                                     123456789012345.6};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        assert_as_printf(special[i]);
+}
+
 static void test_layout(void **state) {
     (void)state;
     doc d;
@@ -188,13 +249,10 @@ static void test_write_error_is_eio(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escapes),
-        cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_html_safe),
-        cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_layout),
-        cmocka_unit_test(test_misuse_is_einval),
-        cmocka_unit_test(test_write_error_is_eio),
+        cmocka_unit_test(test_escapes),           cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_html_safe),         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_doubles_as_printf), cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_misuse_is_einval),  cmocka_unit_test(test_write_error_is_eio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
