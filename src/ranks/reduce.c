@@ -549,7 +549,8 @@ static int find_stragglers(owned *o, work *w) {
     }
     for (size_t k = 0; k < r->nstragglers; k++) /* hosts[] moved no more: found order */
         r->stragglers[k].host = o->hosts[k];
-    qsort(r->stragglers, r->nstragglers, sizeof *r->stragglers, by_excess);
+    if (r->nstragglers > 1) /* (qsort of no array: undefined) */
+        qsort(r->stragglers, r->nstragglers, sizeof *r->stragglers, by_excess);
     return 0;
 }
 

@@ -338,7 +338,11 @@ static void test_split_ground_truth(void **state) {
         print_message("%s\n", sw_slow_step_text(r, line, sizeof line));
         assert_true(r->signals.has_runnable);
         assert_true(r->signals.runnable_ns >= 10 * MS);
-        preempted += r->cause == SW_CAUSE_PREEMPTED;
+        /* (Under a sanitizer the first competed step can fault in fresh shadow memory: its
+         * kernel time explaining half the excess is the page faults' by the rule.) */
+        preempted += r->cause == SW_CAUSE_PREEMPTED ||
+                     (r->cause == SW_CAUSE_PAGE_FAULTS &&
+                      2 * r->signals.sys_ns >= r->duration_ns - r->median_ns);
         /* Blocked: asleep, not runnable, over the reading (however loaded the CPU). */
         r = find(&s, asleep[k]);
         assert_non_null(r);
