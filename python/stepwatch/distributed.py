@@ -64,6 +64,7 @@ __all__ = ["RankView", "Watch", "watch", "watch_group", "unwatch", "active", "fi
 COLLECTIVE = "collective:allreduce"
 _OWN = "collective:stepwatch"  # stepwatch's own collectives: waits for the other ranks too
 _CLOCK_ROUNDS = 8
+SETTLE_TIMEOUT = 5.0  # seconds the end of the run waits for the last buckets to be counted
 
 
 class RankView:
@@ -137,9 +138,11 @@ class _HookState:
     """What the comm hook needs and keeps: the DDP model's process group, the action it
     records, and per backward the times that split each bucket's all-reduce into the part
     hidden behind the backward's compute and the part the rank waits for (the done-callbacks
-    run on the backend's threads: the lock keeps the times whole)."""
+    run on the backend's threads: the lock keeps the times whole). A future wakes its
+    waiters before it runs its callbacks, so the backward can end, and the run too, before
+    its last buckets reach us: ``pending`` counts them for settle()."""
     __slots__ = ("group", "action", "profiler", "device", "n", "total", "classes", "lock",
-                 "backward", "last_launch", "last_end")
+                 "settled", "pending", "backward", "last_launch", "last_end")
 
     def __init__(self, group, action, profiler, device=None):
         self.group = group
@@ -150,6 +153,8 @@ class _HookState:
         self.total = 0            # the bytes all-reduced so far (comm:allreduce:bytes)
         self.classes = {}         # bit length of a bucket's size -> its bandwidth counters
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)  # pending came down to 0
+        self.pending = 0          # buckets launched whose done-callback has not run
         self.backward = 0         # the backwards seen: a bucket's is the one it launched in
         self.last_launch = (-1, 0)  # (backward, when) of the last bucket launched
         self.last_end = 0         # when the latest all-reduce ended
@@ -180,12 +185,31 @@ class _HookState:
             counter(names[0], algbw)
             counter(names[1], algbw * _collectives.bus_factor("all_reduce", self.n))
 
+    def counted(self):
+        """One launched bucket's done-callback has run."""
+        with self.lock:
+            self.pending -= 1
+            if not self.pending:
+                self.settled.notify_all()
+
+    def settle(self, deadline):
+        """Wait until every bucket launched has been counted, or until time.monotonic()
+        reaches deadline (a hung collective must not hang the exit); True when settled."""
+        with self.lock:
+            while self.pending:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.settled.wait(left):  # the wait lets go of the GIL
+                    return not self.pending
+        return True
+
 
 def _allreduce_done(state, backward, launch, nbytes, fut):
     try:
         state.done(backward, launch, nbytes, fut)
     except Exception:  # a closed profiler: the figures go nowhere; the gradients go on
         pass
+    finally:
+        state.counted()
 
 
 def _device_tail(profiler):
@@ -228,6 +252,7 @@ def timed_allreduce(state, bucket):
             pass
     with state.lock:
         backward = state.backward
+        state.pending += 1
         if last:
             state.last_launch = (backward, launch)
             state.backward += 1
@@ -408,6 +433,7 @@ class Watch:
         self.finished = False
         self.rounds = 0               # aggregations done
         self.measured = []            # DDP models whose collective wait is timed
+        self._hooks = []              # their comm hooks' states (settle_hooks)
         self.not_measured = []        # (model, why) where it is not
         self.clock_offset_ns = None
         self.rank = self.world_size = None  # the process group's, once seen
@@ -456,9 +482,16 @@ class Watch:
             self.not_measured.append((weakref.ref(ddp), "the model has a comm hook of its own"))
             return
         device = self.profiler if _collectives.times_device(self.profiler) else None
-        ddp.register_comm_hook(_HookState(ddp.process_group, self._collective, self.profiler,
-                                          device), timed_allreduce)
+        state = _HookState(ddp.process_group, self._collective, self.profiler, device)
+        ddp.register_comm_hook(state, timed_allreduce)
         self.measured.append(weakref.ref(ddp))
+        self._hooks.append(state)
+
+    def settle_hooks(self, timeout=SETTLE_TIMEOUT):
+        """Wait (at most timeout seconds in all) for the comm hooks' last buckets to be
+        counted: the run's end comes right after its last backward, maybe before them."""
+        deadline = time.monotonic() + timeout
+        return all([state.settle(deadline) for state in self._hooks])
 
     # -- collectives: every rank calls these at the same point --
 
@@ -540,6 +573,7 @@ class Watch:
         if self.finished:
             return self.view
         self.finished = True
+        self.settle_hooks()  # the last buckets belong in the payload and the run file
         where = self.where()
         if where is None or self.profiler.closed:
             return None
