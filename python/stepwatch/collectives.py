@@ -5,8 +5,8 @@ is available; ``install(profiler, patch)`` is the call. It wraps, through the in
 own patch list (restored by uninstrument(), _patching's rule), the collectives and
 point-to-point calls of ``torch.distributed`` (the distributed_c10d API: all_reduce,
 all_gather, all_gather_single/_into_tensor, reduce_scatter, reduce_scatter_single/_tensor,
-broadcast, reduce, all_to_all, all_to_all_single, barrier, send, recv, isend, irecv,
-batch_isend_irecv, ...) and the functional collectives of
+broadcast, reduce, gather, scatter, all_to_all, all_to_all_single, barrier,
+monitored_barrier, send, recv, isend, irecv, batch_isend_irecv, ...) and the functional collectives of
 ``torch.distributed._functional_collectives`` (tensor parallel's, and compiled code's). Each
 call is the action ``collective:<op>``, recorded on the calling thread at its depth, so it
 lands inside the forward, backward or optimizer step it runs in (docs/collectives.md):
@@ -18,13 +18,15 @@ lands inside the forward, backward or optimizer step it runs in (docs/collective
                wait_tensor), as ``collective:<op>:wait``.
   bytes        the counter ``comm:<op>:bytes``: the bytes moved so far (nccl-tests' size:
                all_reduce, broadcast, reduce, send/recv the tensor; all_gather the output;
-               reduce_scatter and all_to_all the input).
+               reduce_scatter and all_to_all the input; gather and scatter n times a
+               rank's tensor).
   bandwidth    per op and size class (powers of 2: ``1MiB`` holds 1 MiB up to 2 MiB), the
                counters ``comm:<op>:<class>:algbw`` and ``...:busbw`` in GB/s, one sample
                per call timed to its end on the host (CPU tensors; async work from its issue
                to the end of its wait): algbw = bytes / time, busbw = algbw x nccl-tests'
                factor for the op and the group's size n (all_reduce 2(n-1)/n; all_gather,
-               reduce_scatter, all_to_all (n-1)/n; broadcast, reduce, send/recv 1).
+               reduce_scatter, all_to_all, gather, scatter (n-1)/n; broadcast, reduce,
+               send/recv 1).
   the group    the note ``collectives.groups``: each process group seen, its size, and its
                ranks when 8 or fewer.
   device       with device time on (Profiler(device_time=...)) and CUDA tensors: GPU events
@@ -79,7 +81,10 @@ C10D_OPS = {
     "all_to_all_single": ((1, "input"), _GATHER),
     "broadcast": ((0, "tensor"), _ONE),
     "reduce": ((0, "tensor"), _ONE),
+    "gather": ((0, "tensor"), _GATHER),   # one rank's tensor: n times it is the size
+    "scatter": ((0, "tensor"), _GATHER),
     "barrier": (None, _NONE),
+    "monitored_barrier": (None, _NONE),
     "send": ((0, "tensor"), _ONE),
     "recv": ((0, "tensor"), _ONE),
     "isend": ((0, "tensor"), _ONE),
@@ -100,7 +105,10 @@ FUNCTIONAL_OPS = {
     "all_to_all_single": ((0, "self"), _GATHER),
     "broadcast": ((0, "self"), _ONE),
 }
-_FUNCTIONAL_GATHERS = ("all_gather_single", "all_gather_tensor", "all_gather_into_tensor_coalesced")
+# The ops whose byte rule reads one rank's tensor, of which the size is n times.
+_TIMES_GROUP = {"c10d": ("gather", "scatter"),
+                "functional": ("all_gather_single", "all_gather_tensor",
+                               "all_gather_into_tensor_coalesced")}
 _SMALL_GROUP = 8     # ranks listed in the note up to this size
 _MAX_PENDING = 4096  # CUDA works not waited for yet, whose wait() is to be bracketed
 _MAX_TIMED = 1024    # CUDA works whose NCCL time is still to read (TORCH_NCCL_ENABLE_TIMING)
@@ -340,7 +348,7 @@ class _Recorder:
             rule, pos, kw = _BYTES_NONE, -1, None
         else:
             rule, (pos, kw) = _BYTES_ARG, where
-        gathers = functional and name in _FUNCTIONAL_GATHERS
+        gathers = name in _TIMES_GROUP["functional" if functional else "c10d"]
         return self.calls.site(op, rule, pos, kw, group_pos, functional, gathers)
 
 
@@ -370,7 +378,7 @@ _POSITIONAL_GROUP = {
     "all_reduce": 2, "all_reduce_coalesced": 2, "all_gather": 2, "all_gather_single": 2,
     "all_gather_into_tensor": 2, "reduce_scatter": 3, "reduce_scatter_single": 3,
     "reduce_scatter_tensor": 3, "all_to_all": 2, "all_to_all_single": 4, "broadcast": 2,
-    "reduce": 3, "barrier": 0, "send": 2, "recv": 2, "isend": 2, "irecv": 2,
+    "reduce": 3, "gather": 3, "scatter": 3, "barrier": 0, "monitored_barrier": 0, "send": 2, "recv": 2, "isend": 2, "irecv": 2,
     "batch_isend_irecv": -1}
 
 

@@ -68,6 +68,8 @@ for x, y in DataLoader(Batches(), batch_size=None):
                                     dist.P2POp(dist.irecv, torch.empty(1024), peer)])
     for w in works:
         w.wait()
+    dist.gather(metric, [torch.empty(1024) for _ in range(world)] if rank == 0 else None)
+    dist.scatter(metric, [torch.zeros(1024) for _ in range(world)] if rank == 0 else None)
 dist.barrier()
 with open(f"slept-{rank}.json", "w") as f:
     json.dump(slept[0], f)
@@ -193,7 +195,8 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
         # each explicit call once per step, in the training phase; DDP's own all-reduce of
         # the gradients (its comm hook calls all_reduce per bucket) is not counted again
         for op, calls in (("all_reduce", 1), ("broadcast", 1), ("reduce_scatter_single", 1),
-                          ("batch_isend_irecv", 1), ("all_gather_single", 2)):
+                          ("batch_isend_irecv", 1), ("all_gather_single", 2),
+                          ("gather", 1), ("scatter", 1)):
             row = rows[(f"collective:{op}", "train")]
             assert row["count"] == calls * STEPS, \
                 (rank, op, {k: r["count"] for k, r in rows.items() if k[0].startswith("coll")})
@@ -206,7 +209,8 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
         # the bytes: the tensors' sizes times the steps (nccl-tests' sizes)
         expect = {"all_reduce": 4096, "broadcast": 1 << 20,
                   "all_gather_single": world * (64 << 10) + world * (16 << 10),
-                  "reduce_scatter_single": world * (64 << 10), "batch_isend_irecv": 2 * 4096}
+                  "reduce_scatter_single": world * (64 << 10), "batch_isend_irecv": 2 * 4096,
+                  "gather": world * 4096, "scatter": world * 4096}
         for op, nbytes in expect.items():
             assert counters[f"comm:{op}:bytes"]["last"] == nbytes * STEPS, op
         # bandwidth per size class: one sample a call; busbw = algbw x nccl-tests' factor
@@ -221,13 +225,19 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
         assert counters["comm:all_gather_single:128KiB:busbw"]["mean"] == \
             pytest.approx(ag["mean"] * (world - 1) / world)
         assert "comm:broadcast:1MiB:busbw" in counters
+        gather = counters["comm:gather:8KiB:algbw"]
+        assert gather["count"] == STEPS
+        assert counters["comm:gather:8KiB:busbw"]["mean"] == \
+            pytest.approx(gather["mean"] * (world - 1) / world)
         # async work: the issue, then the host time blocked in wait()
         assert rows[("collective:broadcast:wait", "train")]["count"] == STEPS
         assert counters["comm:broadcast:1MiB:algbw"]["count"] == STEPS
         # the functional all-gather (32 KiB) ran inside the forward: the forward's self
         # time leaves it out (its time is the forward's child time)
         fwd = rows[("forward", "train")]
-        assert counters["comm:all_gather_single:32KiB:algbw"]["count"] == 0 or True
+        # its bandwidth is timed from its issue to the end of its wait (the sum's)
+        assert counters["comm:all_gather_single:32KiB:algbw"]["count"] == STEPS
+        assert rows[("collective:all_gather_single:wait", "train")]["count"] == STEPS
         assert fwd["total_ns"] > fwd["self_ns"], fwd
         # the process group, noted with its ranks
         notes = data.get("notes", {})
