@@ -274,6 +274,10 @@ static void test_loop_causes(void **state) {
                 r->cause == SW_CAUSE_PREEMPTED)
                 continue;
         }
+        /* Split between the injection (less its preempted time) and the machine, neither
+         * half of the excess: unknown, by the rule (a loaded machine under ASan, once). */
+        if (r->cause == SW_CAUSE_UNKNOWN && injected_ns > 0 && 2 * sw_step_off_cpu_ns(r) < excess)
+            continue;
         assert_int_equal(r->cause, injected[k].cause);
     }
     /* The save's bytes, read back from the run file; no other step has any. */
