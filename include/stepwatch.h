@@ -301,6 +301,11 @@ SW_API void sw_profiler_free(sw_profiler *p);
 SW_API void sw_set_enabled(sw_profiler *p, int enabled);
 SW_API int sw_enabled(const sw_profiler *p);
 
+/* The number of ranks, learned after p was made: a launcher that starts the other ranks
+ * itself (Lightning's) sets WORLD_SIZE only once the first one runs. Snapshots and the run
+ * file's metadata take it from now on. SW_EINVAL for NULL p or world_size < 1. */
+SW_API int sw_set_world_size(sw_profiler *p, int world_size);
+
 /* Name the calling thread in p (copied; at most 63 bytes kept), as the run file and the
  * Chrome trace show it. Until then a thread has the system's name for it (pthread_setname_np)
  * from when it first recorded; the Python front ends give Python's names. Takes a lock.

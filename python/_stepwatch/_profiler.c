@@ -836,6 +836,10 @@ static PyMethodDef Profiler_methods[] = {
      "set_clock_offset($self, ns, /)\n--\n\n"
      "-> bool: this rank's wall clock minus rank 0's, kept in the run file's "
      "metadata (exports put the ranks on one clock); False without a run file."},
+    {"set_world_size", (PyCFunction)sw_py_profiler_set_world_size, METH_O,
+     "set_world_size($self, n, /)\n--\n\n"
+     "The number of ranks, learned after the profiler was made (Lightning starts the\n"
+     "other ranks itself): the snapshots and the run file's metadata say n from now on."},
     {"close", (PyCFunction)Profiler_close, METH_NOARGS,
      "close($self, /)\n--\n\n"
      "Complete the run file and free the core profiler. Idempotent; actions become no-ops.\n"

@@ -6,6 +6,7 @@
  */
 #include "_stepwatch.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 /* The cross-rank view of r in format fmt_name, as str. */
@@ -130,4 +131,17 @@ PyObject *sw_py_profiler_set_clock_offset(ProfilerObject *self, PyObject *arg) {
         return NULL;
     sw_profiler *p = open_profiler(self, "set_clock_offset");
     return p ? kept(self, sw_run_set_clock_offset(p, ns), "set_clock_offset") : NULL;
+}
+
+PyObject *sw_py_profiler_set_world_size(ProfilerObject *self, PyObject *arg) {
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    sw_profiler *p = open_profiler(self, "set_world_size");
+    if (p == NULL)
+        return NULL;
+    if (n < 1 || n > INT_MAX)
+        return PyErr_Format(PyExc_ValueError, "set_world_size: %ld ranks (at least 1)", n);
+    sw_set_world_size(p, (int)n);
+    Py_RETURN_NONE;
 }

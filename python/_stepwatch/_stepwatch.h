@@ -287,10 +287,11 @@ PyObject *sw_py_ranks_view(PyObject *module, PyObject *args, PyObject *kwargs);
 /* The view of an open run file as text (run_ranks). */
 PyObject *sw_py_run_ranks_text(PyObject *module, sw_run *run, const char *fmt, int top);
 /* Profiler.rank_payload(rank=0, world_size=0), .add_ranks(payloads, world_size, final=False),
- * .set_clock_offset(ns) (docs in _profiler.c's method table). */
+ * .set_clock_offset(ns), .set_world_size(n) (docs in _profiler.c's method table). */
 PyObject *sw_py_profiler_rank_payload(ProfilerObject *self, PyObject *args, PyObject *kwargs);
 PyObject *sw_py_profiler_add_ranks(ProfilerObject *self, PyObject *args, PyObject *kwargs);
 PyObject *sw_py_profiler_set_clock_offset(ProfilerObject *self, PyObject *arg);
+PyObject *sw_py_profiler_set_world_size(ProfilerObject *self, PyObject *arg);
 
 /* Open the run file at path (str or os.PathLike); NULL with FileNotFoundError or
  * stepwatch.Error set. The caller closes it with sw_run_close. */

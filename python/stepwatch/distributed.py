@@ -452,7 +452,12 @@ class Watch:
         last seen stay in .rank and .world_size)."""
         if not _up():
             return None
-        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        world = dist.get_world_size()
+        if world != self.world_size and not self.profiler.closed:
+            # the profiler may predate the ranks: Lightning sets WORLD_SIZE only in the
+            # ranks it starts itself, so the first one's says 1 until now
+            self.profiler.set_world_size(world)
+        self.rank, self.world_size = dist.get_rank(), world
         return self.rank, self.world_size
 
     # -- called from DistributedDataParallel.forward --

@@ -98,6 +98,7 @@ int sw__profiler_new(const sw_options *opts, sw_profiler **out) {
                                             "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
         p->opts.local_rank = detect_rank(local, 0);
     }
+    atomic_init(&p->world_size, p->opts.world_size);
     p->pid = (int64_t)getpid();
     /* Slow steps read the OS at step boundaries unless SW_STEP_OS=0 (docs/slow-steps.md). */
     const char *os = getenv("SW_STEP_OS");
@@ -187,4 +188,11 @@ void sw_set_enabled(sw_profiler *p, int enabled) {
 
 int sw_enabled(const sw_profiler *p) {
     return p ? atomic_load_explicit(&p->enabled, memory_order_relaxed) : 0;
+}
+
+int sw_set_world_size(sw_profiler *p, int world_size) {
+    if (p == NULL || world_size < 1)
+        return SW_EINVAL;
+    atomic_store(&p->world_size, world_size);
+    return 0;
 }

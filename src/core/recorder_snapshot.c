@@ -64,7 +64,7 @@ int sw_snapshot_take(sw_profiler *p, sw_snapshot **out) {
         s->command = sw__snapshot_string(s, p->command);
         s->pid = p->pid;
         s->rank = p->opts.rank;
-        s->world_size = p->opts.world_size;
+        s->world_size = atomic_load(&p->world_size);
         s->local_rank = p->opts.local_rank;
         s->start_unix_ns = p->origin_unix_ns;
         s->elapsed_ns = sw__clock_ns() - p->origin_ns;

@@ -72,6 +72,7 @@ typedef struct sw__journal {
     int functions_dirty;       /* changed since it was last written (or the file is new) */
     struct rank_round *rounds; /* cross-rank aggregations not written yet (sw_run_add_ranks) */
     int next_round;
+    int world_size;          /* the metadata row's, as the file was made */
     int64_t clock_offset_ns; /* sw_run_set_clock_offset */
     int clock_offset_set, clock_offset_dirty;
     uint64_t window;               /* the slow step the next window spans belong to (run_slow.c) */
@@ -248,6 +249,8 @@ static int write_aggregates(sw__journal *j, int complete, const char *reason) {
     rc = sw__store_write_snapshot(j->store, j->rank, snap, complete, reason);
     if (rc == 0)
         rc = sw__store_write_slow_judged(j->store, j->rank, snap->slow.judged);
+    if (rc == 0 && snap->world_size != j->world_size) /* learned since: sw_set_world_size */
+        rc = sw__store_write_world_size(j->store, j->rank, snap->world_size);
     sw_snapshot_free(snap);
     j->last_aggregate_ns = sw_now_ns();
     return rc;
@@ -389,6 +392,7 @@ static int open_file(sw__journal *j) {
     char *options = rc == 0 ? options_json(o) : NULL;
     if (rc == 0) {
         j->rank = snap->rank;
+        j->world_size = snap->world_size;
         snap->dropped_events += j->lost_events;
         sw__run_meta m = {.rank = snap->rank,
                           .world_size = snap->world_size,

@@ -145,16 +145,25 @@ int sw__store_write_name(sw__store *st, int rank, const char *kind, uint32_t id,
     return step_reset(st->name);
 }
 
-int sw__store_write_clock_offset(sw__store *st, int rank, int64_t offset_ns) {
+/* One value of the rank's metadata row, learned after the row was written. */
+static int update_rank(sw__store *st, const char *sql, int rank, int64_t value) {
     sqlite3_stmt *q = NULL;
-    int rc = prepare(st->db, "UPDATE ranks SET clock_offset_ns=? WHERE rank=?", &q);
+    int rc = prepare(st->db, sql, &q);
     if (rc == 0) {
-        sqlite3_bind_int64(q, 1, offset_ns);
+        sqlite3_bind_int64(q, 1, value);
         sqlite3_bind_int(q, 2, rank);
         rc = step_reset(q);
     }
     sqlite3_finalize(q);
     return rc;
+}
+
+int sw__store_write_clock_offset(sw__store *st, int rank, int64_t offset_ns) {
+    return update_rank(st, "UPDATE ranks SET clock_offset_ns=? WHERE rank=?", rank, offset_ns);
+}
+
+int sw__store_write_world_size(sw__store *st, int rank, int world_size) {
+    return update_rank(st, "UPDATE ranks SET world_size=? WHERE rank=?", rank, world_size);
 }
 
 int sw__store_write_thread(sw__store *st, int rank, uint32_t thread, const char *name) {

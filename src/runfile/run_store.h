@@ -108,6 +108,8 @@ int sw__store_add_spans(sw__store *st, int rank, uint32_t thread, const sw_span_
                         size_t n);
 /* Set the rank's clock offset (its wall clock minus rank 0's). */
 int sw__store_write_clock_offset(sw__store *st, int rank, int64_t offset_ns);
+/* The rank's world size, where it was learned after the file was made (sw_set_world_size). */
+int sw__store_write_world_size(sw__store *st, int rank, int world_size);
 /* Name a recording thread of the rank (insert or replace). */
 int sw__store_write_thread(sw__store *st, int rank, uint32_t thread, const char *name);
 /* One round of cross-rank aggregation (world_size payloads of payload_size bytes). */

@@ -413,6 +413,33 @@ static void test_killed_right_after_creation(void **state) {
     assert_non_null(strstr(sw_last_error(), "holds no run"));
 }
 
+/* The world size learned after the profiler was made (Lightning's first rank): the snapshot
+ * and the file's metadata say it, on the live profiler and after it closed. */
+static void test_world_size_learned_later(void **state) {
+    char path[300];
+    path_in_dir(path, sizeof path, "later.db");
+    sw_options o = {.size = sizeof o, .run_file = path, .rank = 0, .world_size = 1};
+    sw_profiler *p = NULL;
+    assert_int_equal(sw_profiler_new(&o, &p), 0);
+    sw_step_begin(p, 1);
+    sw_step_end(p);
+    assert_int_equal(sw_set_world_size(p, 0), SW_EINVAL);
+    assert_int_equal(sw_set_world_size(NULL, 2), SW_EINVAL);
+    assert_int_equal(sw_set_world_size(p, 4), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_snapshot_take(p, &s), 0);
+    assert_int_equal(s->world_size, 4);
+    sw_snapshot_free(s);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    assert_int_equal(s->world_size, 4);
+    assert_int_equal(s->steps, 1);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+}
+
 static void test_bad_arguments(void **state) {
     sw_run *run = NULL;
     assert_int_equal(sw_run_open(NULL, &run), SW_EINVAL);
@@ -435,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_corrupted),
         cmocka_unit_test(test_killed_right_after_creation),
+        cmocka_unit_test(test_world_size_learned_later),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

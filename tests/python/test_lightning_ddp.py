@@ -134,6 +134,6 @@ def test_zero_code_follows_lightnings_own_start_of_rank_1(run_file, tmp_path, bu
     for rank in ranks:
         info = stepwatch.load(str(tmp_path / run_file.format(rank=rank))).info()
         # 48 samples over 2 ranks in batches of 4 (DistributedSampler): 6 steps each
-        assert (info["rank"], info["steps"]) == (rank, 6), info
+        assert (info["rank"], info["world_size"], info["steps"]) == (rank, 2, 6), info
     view = json.loads(stepwatch.run_ranks(str(tmp_path / run_file.format(rank=0)), "json"))
     assert (view["answered"], view["missing"]) == (2, []), view
