@@ -101,7 +101,7 @@ struct sw_profiler {
     uint64_t generation; /* unique per profiler (and renewed in a fork child) */
     sw_options opts;
     _Atomic int world_size; /* opts.world_size once made; sw_set_world_size changes it */
-    pthread_mutex_t lock; /* names, the thread list, cell growth */
+    pthread_mutex_t lock;   /* names, the thread list, cell growth */
     pthread_key_t thread_key;
     uint64_t origin_ns, origin_unix_ns;
     int64_t pid;

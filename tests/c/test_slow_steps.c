@@ -173,8 +173,7 @@ static void check_not_injected(const seen *s) {
             char line[300];
             print_message("not injected: %s\n", sw_slow_step_text(r, line, sizeof line));
             uint64_t excess = r->duration_ns - r->median_ns;
-            int in_data = r->cause == SW_CAUSE_DATA &&
-                          2 * r->category_ns[SW_CAT_DATA] >= excess;
+            int in_data = r->cause == SW_CAUSE_DATA && 2 * r->category_ns[SW_CAT_DATA] >= excess;
             /* a sanitizer faulting in fresh shadow memory: kernel time explaining half */
             int faulted = r->cause == SW_CAUSE_PAGE_FAULTS && 2 * r->signals.sys_ns >= excess;
             assert_true(r->cause == SW_CAUSE_PREEMPTED || r->cause == SW_CAUSE_BLOCKED ||
