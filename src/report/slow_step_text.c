@@ -55,6 +55,19 @@ static const char *runnable_text(const sw_step_record *r, uint64_t off, char *bu
     return buf;
 }
 
+/* ", counted over 40.1 ms with the steps before it": the OS is read at most so often, so a
+ * reading's counts (faults, switches, kernel time) may cover steps before this one; said
+ * when the reading is a quarter longer than the step. */
+static const char *reading_text(const sw_step_record *r, char *buf, size_t size) {
+    char d[32];
+    buf[0] = '\0';
+    uint64_t wall = r->signals.os_wall_ns;
+    if (wall > r->duration_ns + r->duration_ns / 4)
+        snprintf(buf, size, ", counted over %s with the steps before it",
+                 sw_format_duration((double)wall, d, sizeof d));
+    return buf;
+}
+
 /* "sync .item()" is the action; the evidence names the call: ".item()". */
 static const char *sync_call_text(const sw_step_signals *g) {
     if (strncmp(g->sync_call, "sync ", 5) == 0)
@@ -82,7 +95,7 @@ static const char *clock_reasons_text(uint64_t reasons, char *buf, size_t size) 
 /* The evidence of the step's cause, after "step N: D (median M): ". */
 static void cause_text(const sw_step_record *r, char *out, size_t size) {
     const sw_step_signals *g = &r->signals;
-    char a[32], b[32], c[64];
+    char a[32], b[32], c[64], read[80];
     uint64_t off = sw_step_off_cpu_ns(r);
     switch (r->cause) {
     case SW_CAUSE_GC:
@@ -113,15 +126,16 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
                  sw_format_duration((double)r->category_ns[SW_CAT_DATA], a, sizeof a));
         break;
     case SW_CAUSE_PAGE_FAULTS:
-        snprintf(out, size, "page faults: %s minor, %llu major, %s in the kernel",
+        snprintf(out, size, "page faults: %s minor, %llu major, %s in the kernel%s",
                  count_text(g->minor_faults, a, sizeof a), (unsigned long long)g->major_faults,
-                 sw_format_duration((double)g->sys_ns, b, sizeof b));
+                 sw_format_duration((double)g->sys_ns, b, sizeof b),
+                 reading_text(r, read, sizeof read));
         break;
     case SW_CAUSE_PREEMPTED:
-        snprintf(out, size, "preempted: %s off-CPU while runnable%s, %llu involuntary switches%s",
+        snprintf(out, size, "preempted: %s off-CPU while runnable%s, %llu involuntary switches%s%s",
                  sw_format_duration((double)runnable_of(r, off), a, sizeof a),
                  blocked_text(r, off, c, sizeof c), (unsigned long long)g->involuntary_switches,
-                 load_text(g, b, sizeof b));
+                 reading_text(r, read, sizeof read), load_text(g, b, sizeof b));
         break;
     case SW_CAUSE_SYNC:
         snprintf(out, size, "sync: blocked %s in %s",
@@ -143,9 +157,10 @@ static void cause_text(const sw_step_record *r, char *out, size_t size) {
                  g->steal_permille / 10.0, load_text(g, b, sizeof b));
         break;
     case SW_CAUSE_BLOCKED:
-        snprintf(out, size, "blocked: %s off-CPU, not runnable%s, %llu voluntary switches",
+        snprintf(out, size, "blocked: %s off-CPU, not runnable%s, %llu voluntary switches%s",
                  sw_format_duration((double)(off - runnable_of(r, off)), a, sizeof a),
-                 runnable_text(r, off, c, sizeof c), (unsigned long long)g->voluntary_switches);
+                 runnable_text(r, off, c, sizeof c), (unsigned long long)g->voluntary_switches,
+                 reading_text(r, read, sizeof read));
         break;
     default:
         snprintf(out, size, "unknown (no signal explains half of the %s over the median)",
@@ -160,7 +175,7 @@ char *sw_slow_step_text(const sw_step_record *r, char *buf, size_t size) {
     buf[0] = '\0';
     if (r == NULL)
         return buf;
-    char d[32], m[32], why[200];
+    char d[32], m[32], why[256];
     cause_text(r, why, sizeof why);
     snprintf(buf, size, "step %llu: %s (median %s): %s", (unsigned long long)r->step,
              sw_format_duration((double)r->duration_ns, d, sizeof d),

@@ -77,6 +77,38 @@ static void test_split_rule(void **state) {
     assert_int_equal(ns, 370 * MS);
 }
 
+/* The OS is read at most so often: a reading that covers steps before the slow one says so
+ * beside its counts (a 4.7 ms step once read "28 ms in the kernel"); one about as long as
+ * the step says nothing more. */
+static void test_reading_wider_than_the_step(void **state) {
+    (void)state;
+    char line[300];
+    sw_step_record r = sw_test_slow_record(11, 5 * MS, 1 * MS);
+    r.signals.os_wall_ns = 40 * MS;
+    r.signals.cpu_ns = 39 * MS;
+    r.signals.sys_ns = 28 * MS;
+    r.signals.minor_faults = 785;
+    assert_string_equal(text_of(&r, line, sizeof line),
+                        "step 11: 5.00 ms (median 1.00 ms): page faults: 785 minor, 0 major, "
+                        "28.0 ms in the kernel, counted over 40.0 ms with the steps before it");
+    r.signals.os_wall_ns = 6 * MS;
+    r.signals.cpu_ns = 5 * MS;
+    r.signals.sys_ns = 4 * MS;
+    assert_string_equal(text_of(&r, line, sizeof line),
+                        "step 11: 5.00 ms (median 1.00 ms): page faults: 785 minor, 0 major, "
+                        "4.00 ms in the kernel");
+    /* Off the CPU: the switches are the reading's too. */
+    r.signals.minor_faults = 0;
+    r.signals.sys_ns = 0;
+    r.signals.os_wall_ns = 30 * MS;
+    r.signals.cpu_ns = 20 * MS;
+    r.signals.voluntary_switches = 12;
+    assert_string_equal(text_of(&r, line, sizeof line),
+                        "step 11: 5.00 ms (median 1.00 ms): blocked: 5.00 ms off-CPU, not "
+                        "runnable, 12 voluntary switches, counted over 30.0 ms with the steps "
+                        "before it");
+}
+
 /* The host waited in a synchronizing call; a GPU that slowed its clocks is why. */
 static void test_sync_and_throttle_rule(void **state) {
     (void)state;
@@ -367,6 +399,7 @@ static void test_split_ground_truth(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_rule),
+        cmocka_unit_test(test_reading_wider_than_the_step),
         cmocka_unit_test(test_sync_and_throttle_rule),
         cmocka_unit_test(test_sync_loop),
         cmocka_unit_test(test_throttled_gpu_from_the_sampler),
