@@ -259,6 +259,14 @@ def test_ranks_heatmap_shows_the_wait_the_ops_and_tflops(tmp_path):
     assert rows[1][2] < rows[0][2] / 5 and rows[1][2] < rows[2][2] / 5, rows
     assert all(v[1] > 0 for v in rows.values()), rows
     dom = unescape(dump(out))
+    # the run time is the longest rank's, not the three ranks' sum (the percentages' base;
+    # the ranks here ran one after the other, each as long)
+    run = doc["run"]
+    assert run["elapsed_ns"] < run["wall_ns"] / 2, run
+    shown = re.search(r"run time: ([\d.]+) (ms|s)<", dom)
+    assert shown, dom[:3000]
+    seconds = float(shown.group(1)) * (1e-3 if shown.group(2) == "ms" else 1)
+    assert seconds == pytest.approx(run["elapsed_ns"] / 1e9, rel=0.01), (shown.group(0), run)
     assert 'data-ranks="wait"' in dom and "Waiting: rank 1 made the other 2 ranks wait" in dom
     assert dom.count('data-op="allreduce"') == 3  # one cell per rank
     assert 'data-category="TFLOP/s"' in dom

@@ -943,7 +943,10 @@
   function header(D, main) {
     var R = D.run;
     var meta = el("div", { "class": "meta" });
-    [["host", R.host], ["ranks", R.ranks], ["steps", fmtCount(R.steps)], ["run time", fmtDur(R.wall_ns)],
+    /* The run time is the profiler's start to the end (a merged run: its longest rank's), as
+     * the live page counts it; wall_ns, the percentages' base, is the fit span once it has
+     * ended (the live page's run time shrank at the end) and a merged run's sum. */
+    [["host", R.host], ["ranks", R.ranks], ["steps", fmtCount(R.steps)], ["run time", fmtDur(R.elapsed_ns)],
      ["warm-up steps", R.warmup_steps], ["threads", R.threads],
      ["started", R.start_unix_ns ? new Date(R.start_unix_ns / 1e6).toISOString() : ""]]
       .forEach(function (m) { if (m[1] !== "" && m[1] !== null) meta.appendChild(el("span", {}, m[0] + ": " + m[1])); });
