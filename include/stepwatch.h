@@ -148,7 +148,9 @@ enum {
 
 /* Each action belongs to one category (docs/core.md, "What is measured"). sw_action gives it the
  * category its name says: "data", "forward", "loss", "backward", "optimizer", "zero_grad",
- * names starting with "callback:", "h2d_copy" (the copy of the batch to the device, a part
+ * names starting with "callback:", "collective" and names starting with "collective:" (a
+ * torch.distributed or MPI collective, or the wait for one: time a rank spends communicating
+ * or waiting for the other ranks), "h2d_copy" (the copy of the batch to the device, a part
  * of its data: category data), and everything else is "other". A front end whose
  * framework has names of its own ("[Strategy]DDPStrategy.backward") keeps them and gives
  * the category explicitly (sw_action_with_category). Per-step breakdowns use the categories:
@@ -162,7 +164,8 @@ typedef enum sw_category {
     SW_CAT_OPTIMIZER,
     SW_CAT_ZERO_GRAD,
     SW_CAT_CALLBACK,
-    SW_CAT_OTHER,
+    SW_CAT_COLLECTIVE,
+    SW_CAT_OTHER, /* last: the categories before it are the categorized ones */
     SW_CAT_COUNT
 } sw_category;
 

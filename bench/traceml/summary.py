@@ -130,7 +130,7 @@ print("\n(all threads: time-driven samplers, stepwatch's --device-stats and Trac
 # ---- step breakdown -------------------------------------------------------------------------
 print("\n## Step breakdown, mean per training step (ms), median over the rounds\n")
 KEYS = ("duration", "data", "forward", "loss", "backward", "optimizer", "zero_grad",
-        "callback", "other")
+        "callback", "collective", "other")
 sw_rounds = [stepwatch_steps(f"{OUT}/stepwatch-{r}/run.db") for r in range(1, ROUNDS + 1)]
 print("stepwatch (" + str(len(sw_rounds[-1])) + " steps): " + ", ".join(
     f"{k} {statistics.median(statistics.mean(s[k + '_ns'] for s in st) for st in sw_rounds) / MS:.2f}"

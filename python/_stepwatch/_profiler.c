@@ -333,7 +333,7 @@ static int parse_category(const char *name, sw_category *out) {
     }
     PyErr_Format(PyExc_ValueError,
                  "unknown category '%s' (data, forward, loss, backward, optimizer, zero_grad, "
-                 "callback, other)",
+                 "callback, collective, other)",
                  name);
     return -1;
 }
@@ -732,9 +732,9 @@ static PyMethodDef Profiler_methods[] = {
     {"action", (PyCFunction)(void (*)(void))Profiler_action, METH_FASTCALL | METH_KEYWORDS,
      "action($self, /, name, category=None)\n--\n\n"
      "-> Action: the interned action (same object for the same\n"
-     "name). category: data, forward, loss, backward, optimizer, zero_grad, callback or\n"
-     "other, for a name that does not say it (default: from the name). A name has one\n"
-     "category: asking for another raises ValueError."},
+     "name). category: data, forward, loss, backward, optimizer, zero_grad, callback,\n"
+     "collective or other, for a name that does not say it (default: from the name).\n"
+     "A name has one category: asking for another raises ValueError."},
     {"begin", (PyCFunction)Profiler_begin, METH_O,
      "begin($self, action, /)\n--\n\n"
      "Open a span."},

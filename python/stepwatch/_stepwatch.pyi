@@ -11,7 +11,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # CATEGORIES) by test_typing.py.
 _Format = Literal["table", "lightning", "fastxtend", "ignite", "markdown", "md", "csv", "json"]
 _Category = Literal["data", "forward", "loss", "backward", "optimizer", "zero_grad", "callback",
-                    "other"]
+                    "collective", "other"]
 _Path = str | bytes
 
 __version__: str

@@ -28,7 +28,7 @@ __all__ = ["summary_html", "live", "in_kernel", "wanted", "auto", "finish", "rep
 # The HTML report's category colours (src/analysis/html/report.js).
 COLORS = {"data": "#e4572e", "forward": "#4c78a8", "loss": "#72b7b2", "backward": "#54a24b",
           "optimizer": "#b279a2", "zero_grad": "#9d755d", "callback": "#eeca3b",
-          "other": "#bab0ac"}
+          "collective": "#ff9da6", "other": "#bab0ac"}
 TOP = 8  # rows of the actions table shown
 
 

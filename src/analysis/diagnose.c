@@ -456,12 +456,24 @@ static void check_straggler(sw__diagnosis *d, const diag_ctx *c) {
     char a[32], b[32], e[32], g[32];
     snprintf(f->title, sizeof f->title, "Straggler: rank %d is %.0f %% slower than the other ranks",
              rank_of[slow], (ratio - 1) * 100.0);
-    snprintf(
-        f->sentence, sizeof f->sentence,
-        "Rank %d's median step takes %s against %s for the other ranks' median (fastest %s); its "
-        "%s time is %s per step longer than the other ranks', so look there first.",
-        rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
-        dur(sorted[0], e, sizeof e), sw_category_name((sw_category)cat), dur(diff, g, sizeof g));
+    /* Time in collectives is time spent waiting for the other ranks (or on the link), not
+     * the rank's own work (the cross-rank view leaves it out of a rank's compute). */
+    char because[256];
+    if (cat == SW_CAT_COLLECTIVE)
+        snprintf(because, sizeof because,
+                 "collective time is %s per step longer than the other ranks': it waited there "
+                 "for other ranks (or on its link), which is not its own work, so look at the "
+                 "ranks it waits for and at its link.",
+                 dur(diff, g, sizeof g));
+    else
+        snprintf(because, sizeof because,
+                 "%s time is %s per step longer than the other ranks', so look there first.",
+                 sw_category_name((sw_category)cat), dur(diff, g, sizeof g));
+    snprintf(f->sentence, sizeof f->sentence,
+             "Rank %d's median step takes %s against %s for the other ranks' median (fastest "
+             "%s); its %s",
+             rank_of[slow], dur(med[slow], a, sizeof a), dur(typical, b, sizeof b),
+             dur(sorted[0], e, sizeof e), because);
     sw__finding_number(f, "rank", rank_of[slow], "");
     sw__finding_number(f, "rank median", med[slow], "ns");
     sw__finding_number(f, "median of other ranks", typical, "ns");

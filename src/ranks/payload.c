@@ -55,6 +55,8 @@ static int slot_of(const sw_row *r) {
         return SW__SLOT_ZERO_GRAD;
     case SW_CAT_CALLBACK:
         return SW__SLOT_CALLBACK;
+    case SW_CAT_COLLECTIVE: /* given explicitly (sw_action_with_category): any name */
+        return SW__SLOT_COLLECTIVE;
     default:
         return -1;
     }
@@ -95,7 +97,8 @@ static void keep_op(const sw_snapshot *s, const sw_row *r, sw__op_stats *ops) {
     sw__op_stats *op = &ops[k];
     memset(op, 0, sizeof *op);
     const char *name = r->action_name;
-    snprintf(op->name, sizeof op->name, "%s", name[10] == ':' ? name + 11 : name);
+    snprintf(op->name, sizeof op->name, "%s",
+             strncmp(name, "collective:", 11) == 0 ? name + 11 : name);
     op->count = r->stats.count;
     op->total_ns = r->stats.total_ns;
     op_bytes(s, r, op);

@@ -87,11 +87,13 @@ static void fill(const sw_snapshot *s, line *l, const sw_stats *st, const sw_sta
     snprintf(l->v[7], sz, "%.0f%%", sw__percent(s, st->total_ns));
 }
 
-/* Rank of an action inside its phase group: fastxtend's order, then the rest. */
+/* Rank of an action inside its phase group: fastxtend's order, then the rest (fastxtend has
+ * no callback or collective action: those come with the other actions). */
 static int detail_rank(const sw_row *r) {
     if (r->action_name && strcmp(r->action_name, "step") == 0)
         return 0;
-    if (r->category == SW_CAT_CALLBACK || r->category == SW_CAT_OTHER)
+    if (r->category == SW_CAT_CALLBACK || r->category == SW_CAT_COLLECTIVE ||
+        r->category == SW_CAT_OTHER)
         return 100;
     return 1 + (int)r->category;
 }

@@ -901,7 +901,8 @@ int sw_run_foreach_step(sw_run *run, int rank, sw_step_fn fn, void *ctx) {
     int rc = prepare_ranked(run,
                             "SELECT rank, step, phase, batch_size, warmup, thread, start_ns,"
                             " duration_ns, data_ns, forward_ns, loss_ns, backward_ns,"
-                            " optimizer_ns, zero_grad_ns, callback_ns, other_ns, rss_bytes,"
+                            " optimizer_ns, zero_grad_ns, callback_ns, collective_ns, other_ns,"
+                            " rss_bytes,"
                             " allocated_bytes, peak_allocated_bytes, reserved_bytes FROM steps",
                             rank >= 0 ? "step" : "start_ns, rank", rank, &q);
     visit v = {.run = run, .step_fn = fn, .ctx = ctx};

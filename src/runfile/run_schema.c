@@ -7,14 +7,16 @@
 
 #include <stdio.h>
 
-/* The schema, version 10 (2: function profiles; 3: notes; 4: local rank, clock offset,
+/* The schema, version 11 (2: function profiles; 3: notes; 4: local rank, clock offset,
  * thread names, cross-rank aggregations; 5: memory per step, in steps and summed up in
  * ranks; modules; 6: the modules' GPU device times; 7: slow steps, their signals and
  * causes, and the spans of the costliest ones: slow_steps, slow_spans, ranks.slow_judged;
  * 8: the slow steps' allocator and machine signals: alloc_retries, ooms, steal_permille,
  * load_x100, cpus; 9: the slow steps' runnable time, synchronizing calls and GPU clock
  * reasons: runnable_ns (NULL: not read), sync_ns, sync_call, clock_reasons; 10: the bytes
- * the slow steps' checkpoints wrote: checkpoint_bytes). Every table has a rank column so rank files merge by union. */
+ * the slow steps' checkpoints wrote: checkpoint_bytes; 11: the category collective, whose
+ * number other had: steps.collective_ns before other_ns, aggregates.category 7 is
+ * collective, 8 other). Every table has a rank column so rank files merge by union. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
     "CREATE TABLE ranks("
@@ -52,7 +54,8 @@ static const char SCHEMA_SQL[] =
     "CREATE TABLE steps(rank INTEGER, step INTEGER, phase INTEGER, batch_size INTEGER,"
     " warmup INTEGER, thread INTEGER, start_ns INTEGER, duration_ns INTEGER,"
     " data_ns INTEGER, forward_ns INTEGER, loss_ns INTEGER, backward_ns INTEGER,"
-    " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER, other_ns INTEGER,"
+    " optimizer_ns INTEGER, zero_grad_ns INTEGER, callback_ns INTEGER,"
+    " collective_ns INTEGER, other_ns INTEGER,"
     " rss_bytes INTEGER, allocated_bytes INTEGER, peak_allocated_bytes INTEGER,"
     " reserved_bytes INTEGER, PRIMARY KEY(rank, step)) WITHOUT ROWID;"
     "CREATE TABLE slow_steps(rank INTEGER, step INTEGER, phase INTEGER, thread INTEGER,"

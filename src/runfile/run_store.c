@@ -58,7 +58,8 @@ int sw__store_create(const char *path, const sw__run_meta *meta, sw__store **out
     }
     if (rc == 0)
         rc = prepare(st->db,
-                     "INSERT OR REPLACE INTO steps VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     "INSERT OR REPLACE INTO steps"
+                     " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                      &st->step);
     if (rc == 0)
         rc = prepare(st->db, "INSERT INTO span_chunks VALUES(?,?,?,?,?)", &st->span_chunk);

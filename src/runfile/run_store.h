@@ -13,12 +13,12 @@
 #include <sqlite3.h>
 
 /* PRAGMA application_id ("swrf") and user_version (the schema version) of every run file.
- * Only version 1 was ever released; versions 2 to 9 were steps of unreleased work, so a
- * reader takes version 10 alone (an older file is refused with SW_EVERSION, its version and
+ * Only version 1 was ever released; versions 2 to 10 were steps of unreleased work, so a
+ * reader takes version 11 alone (an older file is refused with SW_EVERSION, its version and
  * the versions this library reads named). */
 #define SW__RUN_APPLICATION_ID 0x73777266
-#define SW__RUN_SCHEMA_VERSION 10
-#define SW__RUN_SCHEMA_OLDEST 10
+#define SW__RUN_SCHEMA_VERSION 11
+#define SW__RUN_SCHEMA_OLDEST 11
 /* The value of meta.magic. */
 #define SW__RUN_MAGIC "stepwatch-run"
 

@@ -326,6 +326,21 @@ static void test_straggler(void **state) {
     d = diagnose(&r, &snap, 4);
     assert_null(find(d, "straggler-rank"));
     at_run_free(&r);
+    /* A rank slower by its time in collectives waited there: it is not what to blame. */
+    for (int rank = 0; rank < 4; rank++)
+        add_steps(&r, rank, 100, 0.5, 3, 6, 0.5, 0, 10 + (uint64_t)rank);
+    for (size_t i = 0; i < r.n; i++)
+        if (r.ranks[i] == 1)
+            slow_step(&r, i, SW_CAT_COLLECTIVE, 3 * MS);
+    contiguous(&r);
+    d = diagnose(&r, &snap, 4);
+    f = find(d, "straggler-rank");
+    assert_non_null(f);
+    assert_int_equal((int)number(f, "rank"), 1);
+    assert_non_null(strstr(f->sentence, "its collective time is 3.0"));
+    assert_non_null(strstr(f->sentence, "waited there for other ranks"));
+    assert_null(strstr(f->sentence, "so look there first"));
+    at_run_free(&r);
 }
 
 /* A run with everything wrong, for the golden files of every format. */

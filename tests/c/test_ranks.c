@@ -24,6 +24,8 @@
 /* What one rank's steps are made of, in ms. */
 typedef struct parts {
     double data, forward, backward, optimizer, collective;
+    const char *collective_as; /* the collective's name, given its category (NULL: the DDP
+                                  hook's "collective:allreduce", category from the name) */
 } parts;
 
 /* Record STEPS training steps of the given parts into p: each step begins at a time in the
@@ -31,7 +33,8 @@ typedef struct parts {
 static void record_steps(sw_profiler *p, parts t) {
     sw_id data = sw_action(p, "data"), fwd = sw_action(p, "forward"),
           bwd = sw_action(p, "backward"), opt = sw_action(p, "optimizer"),
-          coll = sw_action(p, "collective:allreduce");
+          coll = t.collective_as ? sw_action_with_category(p, t.collective_as, SW_CAT_COLLECTIVE)
+                                 : sw_action(p, "collective:allreduce");
     sw_phase_begin(p, SW_PHASE_TRAIN);
     for (int i = 0; i < STEPS; i++) {
         double ms[] = {t.data, t.forward, t.backward, t.collective, t.optimizer};
@@ -337,6 +340,20 @@ static void test_payload_layout(void **state) {
     sw_profiler_free(p);
 }
 
+/* A collective under a framework's own name, given the category collective: the rank's
+ * collective time and an op of that name, so its compute leaves the wait out. */
+static void test_collective_by_category(void **state) {
+    parts t = {.data = 1, .forward = 4, .collective = 6, .collective_as = "[Strategy]reduce"};
+    parts both[2] = {t, t};
+    sw_ranks *r = reduce_parts(2, both);
+    assert_int_equal(r->collective_ranks, 2);
+    assert_near_ms(stat_of(r, "collective")->median_ns, 6, 0.5);
+    assert_near_ms(stat_of(r, "compute")->median_ns, 4, 0.5);
+    assert_int_equal(r->nops, 1);
+    assert_string_equal(r->ops[0].name, "[Strategy]reduce");
+    sw_ranks_free(r);
+}
+
 static void test_writers(void **state) {
     parts fast = {.data = 1, .forward = 4, .backward = 4, .optimizer = 2, .collective = 21};
     parts slow = {.data = 21, .forward = 4, .backward = 4, .optimizer = 2, .collective = 1};
@@ -623,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_lockstep_without_collective_blames_nobody),
         cmocka_unit_test(test_missing_ranks),
         cmocka_unit_test(test_payload_layout),
+        cmocka_unit_test(test_collective_by_category),
         cmocka_unit_test(test_writers),
         cmocka_unit_test(test_run_file_rounds_and_merge),
         cmocka_unit_test(test_attached_transport_aggregates_at_free),

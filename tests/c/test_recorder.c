@@ -1,4 +1,5 @@
-/* test_recorder.c — spans, nesting, self time, phases, steps, warm-up, misuse, off switch. */
+/* test_recorder.c — spans, nesting, self time, phases, steps, warm-up, misuse, off switch,
+ * the step's split by category. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,6 +53,12 @@ static void test_intern(void **state) {
     assert_int_equal(sw_category_of("h2d_copy"), SW_CAT_DATA);
     assert_int_equal(sw_category_of("model_forward"), SW_CAT_OTHER);
     assert_string_equal(sw_category_name(SW_CAT_OPTIMIZER), "optimizer");
+    /* a collective by its name, its wait too; other stays the last category */
+    assert_int_equal(sw_category_of("collective:all_reduce:wait"), SW_CAT_COLLECTIVE);
+    assert_int_equal(sw_category_of("collective"), SW_CAT_COLLECTIVE);
+    assert_int_equal(sw_category_of("collectives"), SW_CAT_OTHER);
+    assert_string_equal(sw_category_name(SW_CAT_COLLECTIVE), "collective");
+    assert_int_equal(SW_CAT_OTHER, SW_CAT_COUNT - 1);
     sw_profiler_free(p);
 }
 
@@ -459,6 +466,68 @@ static void test_begin_end_at(void **state) {
     sw_profiler_free(p);
 }
 
+/* A run file's step record, kept (the test records one step). */
+static int keep_step(void *ctx, int rank, const sw_step_record *r) {
+    (void)rank;
+    *(sw_step_record *)ctx = *r;
+    return 0;
+}
+
+/* The step's split by category, read back from the run file: a collective inside backward
+ * takes its own time out of backward's into collective; the hook's "collective:allreduce"
+ * recorded after the fact (sw_record) inside backward's span too; an "other" span inside
+ * backward stays backward's; the rest of the step is other. */
+static void test_category_split_collective(void **state) {
+    (void)state;
+    assert_int_equal(sw_test_make_dir(NULL), 0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/split.sqlite", sw_test_dir);
+    SW_TEST_PROFILER(p, .run_file = path, .no_signal_handlers = 1);
+    sw_id fwd = sw_action(p, "forward"), bwd = sw_action(p, "backward");
+    sw_id ar = sw_action(p, "collective:all_reduce"), hook = sw_action(p, "collective:allreduce");
+    sw_id misc = sw_action(p, "bucket_copy");
+    assert_int_equal(sw_action_category(p, ar), SW_CAT_COLLECTIVE);
+    assert_int_equal(sw_action_category(p, hook), SW_CAT_COLLECTIVE);
+    uint64_t t = sw_now_ns();
+    sw_test_spin(200000); /* every time below is past: an end still to come would be now */
+    sw_phase_begin(p, SW_PHASE_TRAIN);
+    sw_step_begin_at(p, 8, t);
+    sw_begin_at(p, fwd, t + 1000);
+    sw_end_at(p, fwd, t + 21000);   /* forward: 20 us */
+    sw_begin_at(p, bwd, t + 21000); /* backward: 100 us in all */
+    sw_begin_at(p, ar, t + 31000);  /* 30 us in an all-reduce */
+    sw_end_at(p, ar, t + 61000);
+    sw_begin_at(p, misc, t + 61000); /* 5 us of other: backward's */
+    sw_end_at(p, misc, t + 66000);
+    sw_record(p, hook, t + 70000, t + 80000); /* 10 us in the comm hook */
+    sw_end_at(p, bwd, t + 121000);
+    sw_step_end_at(p, t + 130000); /* 9 us after backward, 1 us before the forward */
+    sw_phase_end(p, SW_PHASE_TRAIN);
+    sw_profiler_free(p);
+    sw_run *run = NULL;
+    assert_int_equal(sw_run_open(path, &run), 0);
+    sw_step_record r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(sw_run_foreach_step(run, -1, keep_step, &r), 0);
+    sw_snapshot *s = NULL;
+    assert_int_equal(sw_run_snapshot(run, &s), 0);
+    const sw_row *row = sw_snapshot_find(s, "collective:all_reduce", "all");
+    assert_non_null(row);
+    assert_int_equal(row->category, SW_CAT_COLLECTIVE);
+    sw_snapshot_free(s);
+    sw_run_close(run);
+    assert_int_equal(sw_test_remove_dir(NULL), 0);
+    assert_int_equal(r.duration_ns, 130000);
+    assert_int_equal(r.category_ns[SW_CAT_FORWARD], 20000);
+    assert_int_equal(r.category_ns[SW_CAT_COLLECTIVE], 40000);
+    assert_int_equal(r.category_ns[SW_CAT_BACKWARD], 60000);
+    assert_int_equal(r.category_ns[SW_CAT_OTHER], 10000);
+    uint64_t sum = 0;
+    for (int c = 0; c < SW_CAT_COUNT; c++)
+        sum += r.category_ns[c];
+    assert_int_equal(sum, r.duration_ns);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_and_free),
@@ -474,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_step_breakdown_counters),
         cmocka_unit_test(test_explicit_category),
         cmocka_unit_test(test_begin_end_at),
+        cmocka_unit_test(test_category_split_collective),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

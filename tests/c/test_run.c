@@ -254,6 +254,12 @@ static void test_wrong_version(void **state) {
     assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(open_rc(path), SW_EVERSION);
+    /* The previous version (10: collective time in other_ns) is refused, both named. */
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 10", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(open_rc(path), SW_EVERSION);
+    assert_non_null(strstr(sw_last_error(), "schema version 10; this stepwatch reads versions 11"));
 }
 
 /* Notes go through the run file and a merge; a file without notes merges with one that has

@@ -190,6 +190,7 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
     run = _run(stepwatch_exe, tmp_path, SCRIPT)
     assert "Collectives (bandwidth per op" in run.stderr, run.stderr[-6000:]
     world = 2
+    in_steps = []  # per rank, its training steps' collective time
     for rank in range(world):
         data, rows, counters = _report(tmp_path / f"run-{rank}.db")
         # each explicit call once per step, in the training phase; DDP's own all-reduce of
@@ -242,6 +243,18 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
         # the process group, noted with its ranks
         notes = data.get("notes", {})
         assert notes.get("collectives.groups") == "2 ranks [0,1]", notes
+        # every collective is in the category collective, and each training step gives it
+        # its own time (the forward's all-gather, its wait): out of the forward's
+        assert {r["category"] for (a, _phase), r in rows.items()
+                if a.startswith("collective:")} == {"collective"}
+        steps = [s for s in stepwatch.load_steps(str(tmp_path / f"run-{rank}.db"))
+                 if s["phase"] == "train"]
+        assert len(steps) == STEPS
+        assert all(s["collective_ns"] > 0 for s in steps), [s["collective_ns"] for s in steps]
+        for s in steps:
+            parts = sum(s[f"{c}_ns"] for c in stepwatch.CATEGORIES)
+            assert parts == s["duration_ns"], s
+        in_steps.append(sum(s["collective_ns"] for s in steps))
     # rank 1's data is slow: rank 0 waits for it in the first collective of its next step
     # (the forward's all-gather), by about what rank 1 slept (the script's own clock)
     slept = json.loads((tmp_path / "slept-1.json").read_text()) * 1e9
@@ -254,6 +267,9 @@ def test_every_collective_timed_with_bytes_bandwidth_and_wait(tmp_path, stepwatc
     # (at least half: rank 1 waits too whenever the loaded machine preempts rank 0, which
     # once took 189 ms of 327 ms slept off the difference)
     assert 0.5 * slept < waits[0] - waits[1] < 1.6 * slept, (waits, slept)
+    # that wait lies inside rank 0's steps (its forward): the steps' collective category
+    # holds it
+    assert 0.5 * slept < in_steps[0] - in_steps[1] < 1.6 * slept, (in_steps, slept)
 
 
 def test_fsdp2_all_gathers_and_reduce_scatters_in_forward_and_backward(tmp_path, stepwatch_exe):

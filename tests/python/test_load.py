@@ -58,7 +58,7 @@ def test_load_refuses_crafted_schema(tmp_path):
         " SELECT x + 1 FROM r) SELECT 0 AS rank, x AS step, 0 AS phase, 1 AS batch_size,"
         " 0 AS warmup, 0 AS thread, x AS start_ns, 1 AS duration_ns, 0 AS data_ns,"
         " 0 AS forward_ns, 0 AS loss_ns, 0 AS backward_ns, 0 AS optimizer_ns,"
-        " 0 AS zero_grad_ns, 0 AS callback_ns, 0 AS other_ns FROM r")
+        " 0 AS zero_grad_ns, 0 AS callback_ns, 0 AS collective_ns, 0 AS other_ns FROM r")
     db.close()
     for reader in (stepwatch.load, stepwatch.load_steps):
         with pytest.raises(stepwatch.Error) as info:

@@ -9,7 +9,8 @@
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
   var COLORS = { data: "#e4572e", forward: "#4c78a8", loss: "#72b7b2", backward: "#54a24b",
-    optimizer: "#b279a2", zero_grad: "#9d755d", callback: "#eeca3b", other: "#bab0ac" };
+    optimizer: "#b279a2", zero_grad: "#9d755d", callback: "#eeca3b", collective: "#ff9da6",
+    other: "#bab0ac" };
 
   function fmtDur(ns) {
     if (ns === null || ns === undefined || isNaN(ns)) return "-";
