@@ -188,9 +188,14 @@ def test_injected_steps_are_found_with_their_causes(tmp_path, one_cpu):
             continue
         if 2 * named_ns(r, cause) >= excess:
             assert r["cause"] == cause, r
-        else:
+        elif 2 * off_cpu(r) >= excess:
             # The machine took more of the step than the injection: the OS must say so.
-            assert r["cause"] in MACHINE and 2 * off_cpu(r) >= excess, r
+            assert r["cause"] in MACHINE, r
+        else:
+            # Split between the injection (less its preempted time) and the machine, neither
+            # half of the excess: unknown by the rule (the fresh-clone run beside a helper's
+            # build: a recompile of 271 ms over the median, 125 ms of it off the CPU).
+            assert r["cause"] == "unknown", r
     gc_step = slow[GC]
     assert gc_step["gc_generation"] == 2 and gc_step["gc_collected"] >= 400000, gc_step
     assert slow[FAULTS]["minor_faults"] >= (128 << 20) // mmap.PAGESIZE // 2, slow[FAULTS]
