@@ -65,6 +65,8 @@ COLLECTIVE = "collective:allreduce"
 _OWN = "collective:stepwatch"  # stepwatch's own collectives: waits for the other ranks too
 _CLOCK_ROUNDS = 8
 SETTLE_TIMEOUT = 5.0  # seconds the end of the run waits for the last buckets to be counted
+BACKWARD_WAIT = 0.02  # seconds a backward's end waits for its buckets' callbacks (they are
+                      # microseconds behind; on a loaded machine a late one records itself)
 
 
 class RankView:
@@ -138,11 +140,18 @@ class _HookState:
     """What the comm hook needs and keeps: the DDP model's process group, the action it
     records, and per backward the times that split each bucket's all-reduce into the part
     hidden behind the backward's compute and the part the rank waits for (the done-callbacks
-    run on the backend's threads: the lock keeps the times whole). A future wakes its
-    waiters before it runs its callbacks, so the backward can end, and the run too, before
-    its last buckets reach us: ``pending`` counts them for settle()."""
+    run on the backend's threads: the lock keeps the times whole).
+
+    The waits are the training thread's, inside its backward: a callback that the autograd
+    engine runs at the backward's end records them there (``spans`` holds them until then),
+    so the step's split gives them to the collective category, not to the backward. A future
+    wakes its waiters before it runs its callbacks, so the backward can end, and the run too,
+    before its last buckets reach us: ``pending`` counts them; the backward's end waits for
+    them briefly (BACKWARD_WAIT), the run's end longer (settle). A bucket later than that
+    records itself, on its own thread."""
     __slots__ = ("group", "action", "profiler", "device", "n", "total", "classes", "lock",
-                 "settled", "pending", "backward", "last_launch", "last_end")
+                 "settled", "pending", "backward", "last_launch", "last_end", "spans",
+                 "recorded")
 
     def __init__(self, group, action, profiler, device=None):
         self.group = group
@@ -158,6 +167,8 @@ class _HookState:
         self.backward = 0         # the backwards seen: a bucket's is the one it launched in
         self.last_launch = (-1, 0)  # (backward, when) of the last bucket launched
         self.last_end = 0         # when the latest all-reduce ended
+        self.spans = []           # (start, end) of the waits not recorded yet
+        self.recorded = 0         # the backwards whose waits were recorded at their end
 
     def done(self, backward, launch, nbytes, fut):
         end = _sw.now_ns()
@@ -172,7 +183,11 @@ class _HookState:
             start = max(moving, last_launch) if last_backward == backward else end
             self.total += nbytes
             total = self.total
-        self.action.record(min(start, end), end)  # never raises, a no-op once closed
+            late = backward < self.recorded  # its backward's end did not wait for it
+            if not late:
+                self.spans.append((min(start, end), end))
+        if late:
+            self.action.record(min(start, end), end)  # never raises, a no-op once closed
         counter = self.profiler.counter
         counter("comm:allreduce:bytes", total)
         if nbytes and end > moving:
@@ -194,13 +209,28 @@ class _HookState:
 
     def settle(self, deadline):
         """Wait until every bucket launched has been counted, or until time.monotonic()
-        reaches deadline (a hung collective must not hang the exit); True when settled."""
+        reaches deadline (a hung collective must not hang the exit), and record their
+        waits on the calling thread; True when settled."""
         with self.lock:
             while self.pending:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self.settled.wait(left):  # the wait lets go of the GIL
-                    return not self.pending
-        return True
+                    break
+            settled = not self.pending
+            spans, self.spans = self.spans, []
+            self.recorded = self.backward
+        record = self.action.record
+        for start, end in spans:
+            record(start, end)
+        return settled
+
+    def backward_end(self):
+        """The autograd engine's callback after DDP's last one (the gradients are reduced):
+        this backward's waits, recorded inside it on the training thread."""
+        try:
+            self.settle(time.monotonic() + BACKWARD_WAIT)
+        except Exception:  # never fail the user's backward for a figure
+            pass
 
 
 def _allreduce_done(state, backward, launch, nbytes, fut):
@@ -212,20 +242,26 @@ def _allreduce_done(state, backward, launch, nbytes, fut):
         state.counted()
 
 
-def _device_tail(profiler):
-    """At the last bucket's hook the backward's compute is queued: from here to the
-    backward's end the step's stream waits for the last all-reduces, which DDP's own final
-    callback makes it wait for. A communication interval on that stream (exposed in full,
-    docs/collectives.md), ended by a callback that the autograd engine runs after DDP's:
-    queued by one queued now, which runs before DDP's is queued."""
-    token = profiler.device_comm_begin()
-    if not token:
-        return
+def _after_ddp(end):
+    """Run end when the autograd engine has run DDP's final callback (finalize_backward,
+    which waits for every bucket): queued by a callback queued now, at the last bucket's
+    hook, which runs before DDP's is queued."""
     engine = torch.autograd.Variable._execution_engine
+    engine.queue_callback(lambda: engine.queue_callback(end))
+
+
+def _backward_tail(state, device):
+    """At the last bucket's hook the backward's compute is queued: from here to the
+    backward's end the rank waits for the last all-reduces. At that end, the waits are
+    recorded on the training thread (_HookState) and, with the device timed, a communication
+    interval on the step's stream from now (exposed in full, docs/collectives.md)."""
+    token = device.device_comm_begin() if device is not None else 0
 
     def end():
-        profiler.device_comm_end(token)
-    engine.queue_callback(lambda: engine.queue_callback(end))
+        state.backward_end()
+        if token:
+            device.device_comm_end(token)
+    _after_ddp(end)
 
 
 def timed_allreduce(state, bucket):
@@ -243,13 +279,13 @@ def timed_allreduce(state, bucket):
     with _collectives.quiet(), _collectives.works_of(device) as works:
         launch = _sw.now_ns()
         fut = allreduce_hook(state.group, bucket)
-    if device is not None:
-        try:
+    try:
+        if device is not None:
             _collectives.nccl_works(works)
-            if last:
-                _device_tail(device)
-        except Exception:  # never fail the user's backward for a figure
-            pass
+        if last:
+            _backward_tail(state, device)
+    except Exception:  # never fail the user's backward for a figure
+        pass
     with state.lock:
         backward = state.backward
         state.pending += 1
