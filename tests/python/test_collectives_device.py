@@ -139,9 +139,9 @@ def test_html_at_a_glance_says_it(tmp_path):
 
 
 def test_ddp_tail_ends_after_ddp_final_callback():
-    """_device_tail at the last bucket's hook: its end runs after a final callback queued
-    after it (DDP queues its finalize_backward, which makes the stream wait, once the last
-    bucket's hook returned)."""
+    """_backward_tail at the last bucket's hook: its end (the waits recorded, then the
+    device interval ended) runs after a final callback queued after it (DDP queues its
+    finalize_backward, which makes the stream wait, once the last bucket's hook returned)."""
     order = []
 
     class Profiler:
@@ -152,10 +152,14 @@ def test_ddp_tail_ends_after_ddp_final_callback():
         def device_comm_end(self, token):
             order.append(("end", token))
 
+    class State:
+        def backward_end(self):
+            order.append("waits")
+
     engine = torch.autograd.Variable._execution_engine
 
     def last_bucket_hook(grad):
-        swdist._device_tail(Profiler())
+        swdist._backward_tail(State(), Profiler())
         engine.queue_callback(lambda: order.append("ddp finalize"))
         return grad
 
@@ -163,4 +167,4 @@ def test_ddp_tail_ends_after_ddp_final_callback():
     y = x * 2
     y.register_hook(last_bucket_hook)
     y.sum().backward()
-    assert order == ["begin", "ddp finalize", ("end", 7)]
+    assert order == ["begin", "ddp finalize", "waits", ("end", 7)]
