@@ -207,15 +207,17 @@ class _HookState:
             if not self.pending:
                 self.settled.notify_all()
 
-    def settle(self, deadline):
-        """Wait until every bucket launched has been counted, or until time.monotonic()
-        reaches deadline (a hung collective must not hang the exit), and record their
-        waits on the calling thread; True when settled."""
+    def settle(self, timeout):
+        """Wait until every bucket launched has been counted, for at most timeout seconds
+        (a hung collective must not hang the exit), and record their waits on the calling
+        thread; True when settled."""
         with self.lock:
-            while self.pending:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.settled.wait(left):  # the wait lets go of the GIL
-                    break
+            if self.pending:
+                deadline = time.monotonic() + timeout
+                while self.pending:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self.settled.wait(left):  # lets go of the GIL
+                        break
             settled = not self.pending
             spans, self.spans = self.spans, []
             self.recorded = self.backward
@@ -228,7 +230,7 @@ class _HookState:
         """The autograd engine's callback after DDP's last one (the gradients are reduced):
         this backward's waits, recorded inside it on the training thread."""
         try:
-            self.settle(time.monotonic() + BACKWARD_WAIT)
+            self.settle(BACKWARD_WAIT)
         except Exception:  # never fail the user's backward for a figure
             pass
 
@@ -532,7 +534,8 @@ class Watch:
         """Wait (at most timeout seconds in all) for the comm hooks' last buckets to be
         counted: the run's end comes right after its last backward, maybe before them."""
         deadline = time.monotonic() + timeout
-        return all([state.settle(deadline) for state in self._hooks])
+        return all([state.settle(max(deadline - time.monotonic(), 0.0))
+                    for state in self._hooks])
 
     # -- collectives: every rank calls these at the same point --
 
