@@ -151,7 +151,7 @@ class _HookState:
     records itself, on its own thread."""
     __slots__ = ("group", "action", "profiler", "device", "n", "total", "classes", "lock",
                  "settled", "pending", "backward", "last_launch", "last_end", "spans",
-                 "recorded")
+                 "recorded", "__weakref__")
 
     def __init__(self, group, action, profiler, device=None):
         self.group = group
@@ -471,7 +471,7 @@ class Watch:
         self.finished = False
         self.rounds = 0               # aggregations done
         self.measured = []            # DDP models whose collective wait is timed
-        self._hooks = []              # their comm hooks' states (settle_hooks)
+        self._hooks = []              # their comm hooks' states, weakly (settle_hooks)
         self.not_measured = []        # (model, why) where it is not
         self.clock_offset_ns = None
         self.rank = self.world_size = None  # the process group's, once seen
@@ -528,14 +528,14 @@ class Watch:
         state = _HookState(ddp.process_group, self._collective, self.profiler, device)
         ddp.register_comm_hook(state, timed_allreduce)
         self.measured.append(weakref.ref(ddp))
-        self._hooks.append(state)
+        self._hooks.append(weakref.ref(state))  # the model holds it while it lives
 
     def settle_hooks(self, timeout=SETTLE_TIMEOUT):
         """Wait (at most timeout seconds in all) for the comm hooks' last buckets to be
         counted: the run's end comes right after its last backward, maybe before them."""
         deadline = time.monotonic() + timeout
-        return all([state.settle(max(deadline - time.monotonic(), 0.0))
-                    for state in self._hooks])
+        states = [state for state in (ref() for ref in self._hooks) if state is not None]
+        return all([state.settle(max(deadline - time.monotonic(), 0.0)) for state in states])
 
     # -- collectives: every rank calls these at the same point --
 
