@@ -6,10 +6,11 @@ own patch list (restored by uninstrument(), _patching's rule), the collectives a
 point-to-point calls of ``torch.distributed`` (the distributed_c10d API: all_reduce,
 all_gather, all_gather_single/_into_tensor, reduce_scatter, reduce_scatter_single/_tensor,
 broadcast, reduce, gather, scatter, all_to_all, all_to_all_single, barrier,
-monitored_barrier, send, recv, isend, irecv, batch_isend_irecv, ...) and the functional collectives of
-``torch.distributed._functional_collectives`` (tensor parallel's, and compiled code's). Each
-call is the action ``collective:<op>``, recorded on the calling thread at its depth, so it
-lands inside the forward, backward or optimizer step it runs in (docs/collectives.md):
+monitored_barrier, send, recv, isend, irecv, batch_isend_irecv, ...) and the functional
+collectives of ``torch.distributed._functional_collectives`` (tensor parallel's, and
+compiled code's). Each call is the action ``collective:<op>``, recorded on the calling
+thread at its depth, so it lands inside the forward, backward or optimizer step it runs in
+(docs/collectives.md):
 
   host time    the call itself: for a blocking collective on the CPU (gloo) the whole
                collective, the wait for the slowest rank included; for async_op=True work
@@ -378,8 +379,8 @@ _POSITIONAL_GROUP = {
     "all_reduce": 2, "all_reduce_coalesced": 2, "all_gather": 2, "all_gather_single": 2,
     "all_gather_into_tensor": 2, "reduce_scatter": 3, "reduce_scatter_single": 3,
     "reduce_scatter_tensor": 3, "all_to_all": 2, "all_to_all_single": 4, "broadcast": 2,
-    "reduce": 3, "gather": 3, "scatter": 3, "barrier": 0, "monitored_barrier": 0, "send": 2, "recv": 2, "isend": 2, "irecv": 2,
-    "batch_isend_irecv": -1}
+    "reduce": 3, "gather": 3, "scatter": 3, "barrier": 0, "monitored_barrier": 0, "send": 2,
+    "recv": 2, "isend": 2, "irecv": 2, "batch_isend_irecv": -1}
 
 
 # Where a functional collective's group is when passed by position.
