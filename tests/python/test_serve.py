@@ -374,7 +374,17 @@ def test_slowloris_and_many_connections_leave_others_answered(tmp_path, served):
         t.join()
         for c in held:
             c.close()
-    assert s.get("metrics")[0] == 200
+    # once the server has seen those closes (its per-address limit resets a connection
+    # before: a fresh clone's run, once), 127.0.0.1 is answered again
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert s.get("metrics")[0] == 200
+            break
+        except OSError:  # reset by the per-address limit, or refused meanwhile
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_another_address_needs_the_flag_and_then_a_token(tmp_path, served):
